@@ -1,0 +1,65 @@
+"""What a diagnosis says: frozen data the side panel, the CLI and the report all read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The seven bottleneck classes of the seed, plus the three states that are not a bottleneck.
+BOTTLENECK_CLASSES = (
+    "capacity",
+    "bandwidth",
+    "compute",
+    "input_pipeline",
+    "synchronization",
+    "communication",
+    "scheduler",
+)
+OTHER_STATES = ("idle", "balanced", "insufficient_data")
+ALL_PRIMARY = BOTTLENECK_CLASSES + OTHER_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One figure that decided (or argued against) a class."""
+
+    metric: str  # e.g. "sm_util_median"
+    value: float | None
+    threshold: float | None
+    text: str  # e.g. "SM utilization 31 % (median, 30 s) while dataloader ..."
+    unit: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RuledOut:
+    cls: str  # one of BOTTLENECK_CLASSES
+    evidence: Evidence
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    kind: str  # "xid", "gpu_lost", "thermal", "power", "memory_growth", "ecc", ...
+    severity: str  # "info", "warning", "critical"
+    text: str
+    gpu_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    primary: str  # one of ALL_PRIMARY
+    confidence: float  # 0..1
+    scope_gpus: tuple[int, ...] = ()
+    scope_job: str | None = None
+    evidence: tuple[Evidence, ...] = ()
+    ruled_out: tuple[RuledOut, ...] = ()
+    checks: tuple[str, ...] = ()
+    alerts: tuple[Alert, ...] = ()
+    missing_evidence: tuple[str, ...] = ()  # e.g. ("GPM", "NVLink", "per-process samples")
+    window_s: float = 0.0
+    timestamp: float = 0.0
+    candidate: str | None = None  # the raw class this tick, before hysteresis
+    candidate_streak: int = 0  # how many ticks the candidate has held
+
+    @property
+    def label(self) -> str:
+        """The one word the side panel shows."""
+        return self.primary.replace("_", " ")

@@ -1,0 +1,276 @@
+"""The data model: frozen snapshots that cross every layer.
+
+A collector builds one `Snapshot` per tick. Everything downstream (history, diagnosis, views)
+reads these and never sees NVML handles, psutil objects or live buffers. A value the machine
+could not give is `None`; a GPU that fell off the bus is `GpuState.lost`, not an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorError:
+    """A source that failed, said in words a user can act on."""
+
+    source: str  # "nvml", "host", "process", "kernel-log", "slurm"
+    message: str  # what went wrong
+    next_step: str  # what to do about it
+    gpu_index: int | None = None
+    code: str | None = None  # e.g. the NVML error class name
+
+
+@dataclass(frozen=True, slots=True)
+class SystemInfo:
+    hostname: str
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    cuda_driver_version: int | None = None  # as NVML returns it, e.g. 12080
+    gpu_count: int = 0
+
+    @property
+    def driver_max_cuda(self) -> str | None:
+        """The driver's highest supported CUDA version as "12.8"."""
+        v = self.cuda_driver_version
+        if not v:
+            return None
+        return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatic:
+    """Per-GPU facts read once and cached."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    pci_bus_id: str | None = None  # NVML form: 00000000:3B:00.0
+    minor_number: int | None = None
+    memory_total_bytes: int | None = None
+    power_limit_w: float | None = None  # enforced limit
+    max_sm_clock_mhz: int | None = None
+    max_mem_clock_mhz: int | None = None
+    compute_capability: tuple[int, int] | None = None
+    mig_mode: bool | None = None  # current mode; None where MIG is not supported
+    persistence_mode: bool | None = None
+    compute_mode: str | None = None  # "default", "exclusive_process", "prohibited"
+    pcie_max_gen: int | None = None
+    pcie_max_width: int | None = None
+    gpm_supported: bool = False
+    nvlink_supported: bool = False
+
+    @property
+    def device_node(self) -> str | None:
+        return None if self.minor_number is None else f"/dev/nvidia{self.minor_number}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpmMetrics:
+    """GPU Performance Monitoring figures (Hopper and newer), percent over the last interval."""
+
+    sm_util_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    dram_bw_util_pct: float | None = None
+    tensor_util_pct: float | None = None  # any tensor pipe
+    fp16_util_pct: float | None = None
+    fp32_util_pct: float | None = None
+    fp64_util_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MigInstance:
+    parent_index: int
+    mig_index: int
+    uuid: str | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    """One GPU at one tick. Every dynamic field is `None` when the device can't give it."""
+
+    index: int
+    static: GpuStatic
+    lost: bool = False
+    # memory (v2: `used` includes `reserved`)
+    mem_total_bytes: int | None = None
+    mem_reserved_bytes: int | None = None
+    mem_used_bytes: int | None = None
+    mem_free_bytes: int | None = None
+    bar1_total_bytes: int | None = None
+    bar1_used_bytes: int | None = None
+    # utilization, percent
+    util_gpu_pct: float | None = None  # busy time: one or more kernels running
+    util_mem_pct: float | None = None  # memory-controller busy time
+    enc_util_pct: float | None = None
+    dec_util_pct: float | None = None
+    # power, thermal, clocks
+    power_w: float | None = None
+    temperature_c: float | None = None
+    memory_temperature_c: float | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    pstate: int | None = None
+    clock_event_reasons: tuple[str, ...] = ()
+    # interconnect
+    pcie_tx_kbps: int | None = None
+    pcie_rx_kbps: int | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_replay_count: int | None = None
+    nvlink_tx_kib_s: float | None = None
+    nvlink_rx_kib_s: float | None = None
+    # health
+    ecc_corrected: int | None = None
+    ecc_uncorrected: int | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_corr: int | None = None
+    remapped_rows_unc: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    gpm: GpmMetrics | None = None
+    mig_instances: tuple[MigInstance, ...] = ()
+
+    @property
+    def mem_used_pct(self) -> float | None:
+        if self.mem_used_bytes is None or not self.mem_total_bytes:
+            return None
+        return 100.0 * self.mem_used_bytes / self.mem_total_bytes
+
+    @property
+    def power_pct_of_limit(self) -> float | None:
+        if self.power_w is None or not self.static.power_limit_w:
+            return None
+        return 100.0 * self.power_w / self.static.power_limit_w
+
+    @property
+    def sm_clock_pct_of_max(self) -> float | None:
+        if self.sm_clock_mhz is None or not self.static.max_sm_clock_mhz:
+            return None
+        return 100.0 * self.sm_clock_mhz / self.static.max_sm_clock_mhz
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process NVML lists on a GPU."""
+
+    pid: int
+    gpu_index: int
+    kind: str  # "compute" or "graphics"
+    used_memory_bytes: int | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    sm_util_pct: float | None = None  # per-process samples, where the driver gives them
+    mem_util_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    tid: int
+    name: str
+    cpu_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildInfo:
+    pid: int
+    name: str
+    cpu_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessInfo:
+    """The host's view of a GPU process. Fields another user's process hides are `None`."""
+
+    pid: int
+    name: str | None = None
+    user: str | None = None
+    cmdline: tuple[str, ...] | None = None
+    cpu_pct: float | None = None
+    rss_bytes: int | None = None
+    num_threads: int | None = None
+    busiest_threads: tuple[ThreadInfo, ...] = ()
+    children: tuple[ChildInfo, ...] = ()
+    start_time: float | None = None
+    cuda_visible_devices: str | None = None
+    environ_readable: bool = False
+    access_denied: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PressureStall:
+    """One line of /proc/pressure/<resource>: percent of time stalled, 10 s average."""
+
+    some_avg10: float
+    full_avg10: float | None = None
+    some_avg60: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostState:
+    cpu_count: int
+    cpu_pct: float
+    per_cpu_pct: tuple[float, ...] = ()
+    iowait_pct: float | None = None
+    load_avg: tuple[float, float, float] | None = None
+    mem_total_bytes: int | None = None
+    mem_available_bytes: int | None = None
+    mem_used_bytes: int | None = None
+    swap_total_bytes: int | None = None
+    swap_used_bytes: int | None = None
+    disk_read_bytes_s: float | None = None
+    disk_write_bytes_s: float | None = None
+    pressure: dict[str, PressureStall] = field(default_factory=dict)  # "cpu", "io", "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    timestamp: float
+    xid: int
+    gpu_index: int | None = None
+    source: str = "nvml"  # "nvml" or "kernel-log"
+    pci_bus_id: str | None = None
+    pid: int | None = None
+    process_name: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one collection tick saw."""
+
+    timestamp: float
+    system: SystemInfo
+    gpus: tuple[GpuState, ...] = ()
+    host: HostState | None = None
+    gpu_processes: tuple[GpuProcess, ...] = ()
+    processes: tuple[ProcessInfo, ...] = ()  # host view of the pids in gpu_processes
+    xid_events: tuple[XidEvent, ...] = ()  # events that arrived this tick
+    errors: tuple[CollectorError, ...] = ()
+
+    def gpu(self, index: int) -> GpuState | None:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        return None
+
+    def process(self, pid: int) -> ProcessInfo | None:
+        for p in self.processes:
+            if p.pid == pid:
+                return p
+        return None
+
+    @property
+    def nvml_available(self) -> bool:
+        return not any(e.source == "nvml" and e.gpu_index is None for e in self.errors)

@@ -1,0 +1,111 @@
+"""The machine, as the collectors reach it.
+
+A `Sources` bundle is the only door to I/O. `Sources.real()` opens the real machine (the `pynvml`
+module, `psutil`, `/proc`, the kernel log, Slurm commands); the simulator builds a bundle of
+stand-ins with the same interfaces (`gputop_diag.sim.build`). Collectors take a bundle and never
+know which one they have, so the real collector code is what runs in tests and demos.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch."""
+
+    def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool:
+        """Wait; return True when `cancel` was set before the time was up."""
+
+
+class RealClock:
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool:
+        if cancel is None:
+            time.sleep(max(0.0, seconds))
+            return False
+        return cancel.wait(max(0.0, seconds))
+
+
+class ProcFS(Protocol):
+    """Reads text from /proc and /sys paths; raises OSError like the real files do."""
+
+    def read_text(self, path: str) -> str: ...
+
+    def exists(self, path: str) -> bool: ...
+
+
+class RealProcFS:
+    def read_text(self, path: str) -> str:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    returncode: int
+    stdout: str
+    stderr: str = ""
+
+
+CommandRunner = Callable[[Sequence[str], float], CommandResult]
+"""Runs argv with a timeout in seconds. Raises FileNotFoundError when the program is missing."""
+
+
+def run_real_command(argv: Sequence[str], timeout: float) -> CommandResult:
+    p = subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+        check=False,
+    )
+    return CommandResult(p.returncode, p.stdout, p.stderr)
+
+
+@dataclass
+class Sources:
+    """Everything a collector may touch."""
+
+    nvml: Any  # the `pynvml` module or the simulator's stand-in
+    psutil: Any  # the `psutil` module or the simulator's stand-in
+    procfs: ProcFS
+    clock: Clock
+    run_command: CommandRunner  # journalctl, squeue, scontrol, ...
+    hostname: Callable[[], str]
+    environ: dict[str, str] = field(default_factory=dict)  # this process's environment
+    scenario: str | None = None  # set by the simulator
+    sim: Any = None  # the simulator's machine, for tests and the demo banner
+
+    @property
+    def simulated(self) -> bool:
+        return self.scenario is not None
+
+    @classmethod
+    def real(cls) -> Sources:
+        import psutil
+        import pynvml
+
+        return cls(
+            nvml=pynvml,
+            psutil=psutil,
+            procfs=RealProcFS(),
+            clock=RealClock(),
+            run_command=run_real_command,
+            hostname=socket.gethostname,
+            environ=dict(os.environ),
+        )
