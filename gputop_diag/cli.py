@@ -1,0 +1,133 @@
+"""The `gputop-diag` entry point. Headless subcommands never import Textual."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+
+# subcommand -> (module under gputop_diag.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "snapshot": ("snapshot", "one sample of everything"),
+    "diagnose": ("diagnose", "sample for N seconds and name the current bottleneck"),
+    "demo": ("demo", "list the simulator scenarios (--list)"),
+}
+DEFAULT_DEMO = "tour"
+EXIT_USAGE = 2
+EXIT_NO_GPU = 3
+
+
+def _add_common(p: argparse.ArgumentParser, top: bool) -> None:
+    default = None if top else argparse.SUPPRESS
+    p.add_argument(
+        "--demo",
+        metavar="SCENARIO",
+        nargs="?",
+        const=DEFAULT_DEMO,
+        default=default,
+        help="replace every source with the simulator (default scenario: tour; "
+        "`gputop-diag demo --list` lists them)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gputop-diag",
+        description="What limits this GPU workload right now: live memory, utilization, "
+        "device mapping and Xid events, with the current bottleneck, its evidence and the "
+        "next checks. Run with no command for the live view.",
+        epilog="Exit codes: 0 success, 1 unexpected failure, 2 usage error, "
+        "3 no usable NVIDIA driver or GPU.",
+    )
+    p.add_argument("--version", action="version", version=f"gputop-diag {__version__}")
+    _add_common(p, top=True)
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="refresh interval in seconds for the live view (default 1)",
+    )
+    p.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="show pseudonyms instead of the host name and device identifiers",
+    )
+    p.add_argument(
+        "--low-bandwidth",
+        action="store_true",
+        help="for slow links: interval of at least 2 s, plain glyphs, no clock",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, helptext) in COMMANDS.items():
+        sp = sub.add_parser(name, help=helptext, description=helptext)
+        _add_common(sp, top=False)
+        importlib.import_module(f".commands.{module}", __package__).add_arguments(sp)
+    return p
+
+
+def _fix_bare_demo(argv: list[str]) -> list[str]:
+    """`--demo` followed by a subcommand or an option means the default scenario."""
+    out = list(argv)
+    for i, a in enumerate(out):
+        if a == "--demo" and (
+            i + 1 == len(out) or out[i + 1] in COMMANDS or out[i + 1].startswith("-")
+        ):
+            out.insert(i + 1, DEFAULT_DEMO)
+            break
+    return out
+
+
+def make_sources(args: argparse.Namespace, realtime: bool):
+    from .sources import Sources
+
+    if args.demo:
+        from . import sim
+
+        return sim.build(args.demo, realtime=realtime)
+    return Sources.real()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = _fix_bare_demo(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "demo":
+            from .commands import demo
+
+            return demo.run(args)
+        if args.interval <= 0:
+            parser.error("--interval must be positive")
+        try:
+            sources = make_sources(args, realtime=args.command is None)
+        except ValueError as e:  # an unknown scenario name
+            print(f"gputop-diag: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.command is None:
+            from .tui import run_app
+
+            interval = max(args.interval, 2.0) if args.low_bandwidth else args.interval
+            return run_app(
+                sources, interval=interval, sanitize=args.sanitize, low_bandwidth=args.low_bandwidth
+            )
+        module = importlib.import_module(f".commands.{COMMANDS[args.command][0]}", __package__)
+        return module.run(args, sources)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gputop-diag snapshot | head`
+        sys.stderr.close()
+        return 0
+    except Exception as e:  # noqa: BLE001 - never a raw traceback without a message
+        print(f"gputop-diag: unexpected failure: {type(e).__name__}: {e}", file=sys.stderr)
+        print("gputop-diag: please report this with the command you ran", file=sys.stderr)
+        if "--debug" in sys.argv or __import__("os").environ.get("GPUTOP_DIAG_DEBUG"):
+            raise
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""One guarded NVML call: the error policy every field shares.
+
+- `NOT_SUPPORTED` / `FUNCTION_NOT_FOUND`: the field is `None`, and the (GPU, function) pair is
+  remembered so it is not asked again every tick (a device does not gain a feature at run time).
+- `NO_PERMISSION` and other per-field failures: `None` this tick; asked again next tick.
+- `GPU_IS_LOST`: raises `GpuLost`, so the collector marks the whole GPU lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class GpuLost(Exception):
+    pass
+
+
+def text(value: Any) -> str | None:
+    """NVML strings arrive as str or bytes depending on the binding's version."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace").rstrip("\x00")
+    return str(value)
+
+
+class Query:
+    """Calls `nvml.<name>(*args)` under the shared error policy."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.error_class = nvml.NVMLError
+        self._skip_codes = {nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND}
+        self._lost_code = nvml.NVML_ERROR_GPU_IS_LOST
+        self._funcs: dict[str, Callable[..., Any] | None] = {}
+        self.skipped: set[tuple[int | None, str]] = set()
+        self.last_error: dict[tuple[int | None, str], str] = {}
+
+    def func(self, name: str) -> Callable[..., Any] | None:
+        f = self._funcs.get(name, ...)
+        if f is ...:
+            f = getattr(self.nvml, name, None)
+            self._funcs[name] = f
+        return f
+
+    def has(self, gpu: int | None, name: str) -> bool:
+        return (gpu, name) not in self.skipped and self.func(name) is not None
+
+    def __call__(self, gpu: int | None, name: str, *args: Any, key: str | None = None) -> Any:
+        """The value, or None. `key` tells apart calls of one function with other arguments."""
+        k = (gpu, key or name)
+        if k in self.skipped:
+            return None
+        f = self.func(name)
+        if f is None:  # an older binding without this function
+            self.skipped.add(k)
+            return None
+        try:
+            return f(*args)
+        except self.error_class as e:
+            code = getattr(e, "value", None)
+            if code == self._lost_code:
+                raise GpuLost from e
+            if code in self._skip_codes:
+                self.skipped.add(k)
+            else:
+                self.last_error[k] = type(e).__name__
+            return None

@@ -1,0 +1,1 @@
+"""Headless subcommands: each module has add_arguments(parser) and run(args, sources)."""

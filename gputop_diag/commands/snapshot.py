@@ -1,0 +1,115 @@
+"""`gputop-diag snapshot`: one sample of everything, as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..export import iso_time, snapshot_to_json
+from ..model import GIB, Snapshot
+from ..sampler import Sampler
+from ..sources import Sources
+
+EXIT_NO_GPU = 3
+WARMUP_S = 1.0  # rates (CPU %, NVLink, GPM) need two readings
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def no_driver_error(snap: Snapshot):
+    for e in snap.errors:
+        if e.source == "nvml" and e.gpu_index is None:
+            return e
+    return None
+
+
+def run(args: argparse.Namespace, sources: Sources) -> int:
+    sampler = Sampler(sources, interval=WARMUP_S)
+    try:
+        snap = sampler.run_for(WARMUP_S)
+    finally:
+        sampler.close()
+    if args.json:
+        print(json.dumps(snapshot_to_json(snap), indent=2))
+    else:
+        print(render_text(snap))
+    err = no_driver_error(snap)
+    if err is not None:
+        if args.json:  # the reason still reaches a person reading the terminal
+            import sys
+
+            print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        return EXIT_NO_GPU
+    return 0
+
+
+def _n(v, fmt="{:.0f}", none="n/a") -> str:
+    return none if v is None else fmt.format(v)
+
+
+def _gib(b) -> str:
+    return "n/a" if b is None else f"{b / GIB:.1f}"
+
+
+def render_text(snap: Snapshot) -> str:
+    s = snap.system
+    lines = [
+        f"{s.hostname}  driver {s.driver_version or 'n/a'}  max CUDA {s.driver_max_cuda or 'n/a'}"
+        f"  NVML {s.nvml_version or 'n/a'}  {len(snap.gpus)} GPU(s)  {iso_time(snap.timestamp)}"
+    ]
+    if snap.gpus:
+        lines.append("")
+        lines.append(
+            f"{'GPU':>3}  {'Name':<24} {'Memory GiB':>15} {'Mem%':>5} {'Util':>5} {'MemCtl':>6}"
+            f" {'Power W':>11} {'Temp':>5} {'SM MHz':>7}  Clock events"
+        )
+        for g in snap.gpus:
+            name = (g.static.name or "?")[:24]
+            if g.lost:
+                lines.append(f"{g.index:>3}  {name:<24} LOST: the GPU stopped answering (Xid 79?)")
+                continue
+            mem = f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}"
+            pw = f"{_n(g.power_w)}/{_n(g.static.power_limit_w)}"
+            reasons = ", ".join(r for r in g.clock_event_reasons if r != "gpu_idle") or "-"
+            lines.append(
+                f"{g.index:>3}  {name:<24} {mem:>15} {_n(g.mem_used_pct):>4}% "
+                f"{_n(g.util_gpu_pct):>4}% {_n(g.util_mem_pct):>5}% {pw:>11} "
+                f"{_n(g.temperature_c, '{:.0f}C'):>5} {_n(g.sm_clock_mhz):>7}  {reasons}"
+            )
+            for m in g.mig_instances:
+                lines.append(
+                    f"{'':>3}  MIG {m.mig_index} {(m.name or '')[:20]:<20}"
+                    f" {_gib(m.memory_used_bytes)}/{_gib(m.memory_total_bytes)} GiB"
+                )
+    if snap.gpu_processes:
+        lines += ["", f"{'PID':>8} {'USER':<10} {'GPU':>3} {'GPU MiB':>9} {'CPU%':>6}  COMMAND"]
+        for gp in sorted(snap.gpu_processes, key=lambda p: (p.gpu_index, p.pid)):
+            info = snap.process(gp.pid)
+            user = (info.user if info and info.user else "?")[:10]
+            cpu = _n(info.cpu_pct if info else None)
+            if info and info.cmdline:
+                cmd = " ".join(info.cmdline)
+            else:
+                cmd = (info.name if info else None) or "(not readable)"
+            mib = _n(None if gp.used_memory_bytes is None else gp.used_memory_bytes / 2**20)
+            lines.append(f"{gp.pid:>8} {user:<10} {gp.gpu_index:>3} {mib:>9} {cpu:>6}  {cmd[:60]}")
+    for x in snap.xid_events:
+        lines.append(f"Xid {x.xid} on GPU {x.gpu_index if x.gpu_index is not None else '?'}")
+    h = snap.host
+    if h is not None:
+        load = " ".join(f"{v:.2f}" for v in h.load_avg) if h.load_avg else "n/a"
+        io = h.pressure.get("io")
+        lines += [
+            "",
+            f"host: CPU {h.cpu_pct:.0f}% of {h.cpu_count} cores  iowait {_n(h.iowait_pct, '{:.1f}')}%"
+            f"  load {load}  memory {_gib(h.mem_used_bytes)}/{_gib(h.mem_total_bytes)} GiB"
+            f"  swap {_gib(h.swap_used_bytes)}/{_gib(h.swap_total_bytes)} GiB"
+            + (f"  io pressure {io.some_avg10:.1f}%" if io else ""),
+        ]
+    for e in snap.errors:
+        where = f" (GPU {e.gpu_index})" if e.gpu_index is not None else ""
+        lines.append(f"! {e.source}{where}: {e.message}")
+        lines.append(f"  next: {e.next_step}")
+    return "\n".join(lines)
