@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..export import iso_time, snapshot_to_json
 from ..model import GIB, Snapshot
@@ -38,8 +39,6 @@ def run(args: argparse.Namespace, sources: Sources) -> int:
     err = no_driver_error(snap)
     if err is not None:
         if args.json:  # the reason still reaches a person reading the terminal
-            import sys
-
             print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
     return 0
@@ -103,7 +102,8 @@ def render_text(snap: Snapshot) -> str:
         io = h.pressure.get("io")
         lines += [
             "",
-            f"host: CPU {h.cpu_pct:.0f}% of {h.cpu_count} cores  iowait {_n(h.iowait_pct, '{:.1f}')}%"
+            f"host: CPU {h.cpu_pct:.0f}% of {h.cpu_count} cores"
+            f"  iowait {_n(h.iowait_pct, '{:.1f}')}%"
             f"  load {load}  memory {_gib(h.mem_used_bytes)}/{_gib(h.mem_total_bytes)} GiB"
             f"  swap {_gib(h.swap_used_bytes)}/{_gib(h.swap_total_bytes)} GiB"
             + (f"  io pressure {io.some_avg10:.1f}%" if io else ""),
