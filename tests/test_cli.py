@@ -1,0 +1,103 @@
+"""The command line as a user meets it: exit codes, help, JSON, and no Textual in headless runs."""
+
+import ctypes.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEADLESS = [
+    ["snapshot", "--json", "--demo", "idle"],
+    ["snapshot", "--demo", "compute-bound"],
+    ["diagnose", "--seconds", "5", "--json", "--demo", "compute-bound"],
+    ["demo", "--list"],
+]
+
+
+@pytest.mark.parametrize("argv", HEADLESS, ids=lambda a: " ".join(a))
+def test_headless_commands_do_not_import_textual(argv):
+    code = (
+        "import sys, io, contextlib\n"
+        "from gputop_diag.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        f"    rc = main({argv!r})\n"
+        "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"
+        "print(rc, bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    rc, bad = out.stdout.strip().split(" ", 1)
+    assert bad == "[]", f"headless {argv} imported {bad}"
+    assert rc == "0"
+
+
+def test_snapshot_json_schema(cli):
+    r = cli("snapshot", "--json", "--demo", "idle")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "gputop-diag.snapshot/1"
+    assert len(doc["gpus"]) == 8
+    g = doc["gpus"][0]
+    assert g["static"]["name"].startswith("NVIDIA H100")
+    assert g["mem_total_bytes"] >= g["mem_used_bytes"] >= g["mem_reserved_bytes"] >= 0
+    assert g["static"]["device_node"] == f"/dev/nvidia{g['static']['minor_number']}"
+    assert doc["system"]["driver_max_cuda"]
+    assert doc["host"]["cpu_count"] > 0
+
+
+def test_bare_demo_before_a_subcommand_means_the_tour(cli):
+    r = cli("--demo", "snapshot", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["schema"] == "gputop-diag.snapshot/1"
+
+
+def test_no_gpu_scenario_exits_3_with_host_part_and_next_step(cli):
+    r = cli("snapshot", "--demo", "no-gpu")
+    assert r.returncode == 3
+    assert "host: CPU" in r.stdout
+    assert "no NVIDIA driver" in r.stdout
+    assert "next:" in r.stdout
+
+
+def test_no_gpu_json_still_prints_a_document_and_reason_on_stderr(cli):
+    r = cli("snapshot", "--json", "--demo", "no-gpu")
+    assert r.returncode == 3
+    doc = json.loads(r.stdout)
+    assert doc["gpus"] == []
+    assert doc["errors"][0]["source"] == "nvml"
+    assert "next:" in r.stderr
+
+
+@pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="a driver is here")
+def test_real_machine_without_driver_exits_3(cli):
+    """This machine has no NVIDIA driver: the real sources must say so, not crash."""
+    r = cli("snapshot")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "libnvidia-ml.so.1" in r.stdout
+    assert "host: CPU" in r.stdout
+
+
+def test_unknown_scenario_is_a_usage_error(cli):
+    r = cli("snapshot", "--demo", "no-such-scenario")
+    assert r.returncode == 2
+    assert "idle" in r.stderr  # the message lists the valid names
+
+
+def test_bad_option_is_a_usage_error(cli):
+    assert cli("snapshot", "--no-such-flag").returncode == 2
+
+
+def test_demo_list_names_every_scenario(cli):
+    r = cli("demo", "--list")
+    assert r.returncode == 0
+    for name in ("idle", "compute-bound", "bandwidth-bound", "input-starved", "sync-stall",
+                 "comm-bound", "capacity", "memory-leak", "thermal-throttle", "xid-79",
+                 "xid-app", "driver-mismatch", "scheduler-wait", "mig", "no-gpu", "tour"):
+        assert name in r.stdout
+
+
+def test_help_lists_commands_and_exit_codes(cli):
+    r = cli("--help")
+    assert r.returncode == 0
+    assert "snapshot" in r.stdout and "diagnose" in r.stdout and "3 no usable" in r.stdout
