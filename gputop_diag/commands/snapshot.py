@@ -74,12 +74,12 @@ def render_text(snap: Snapshot) -> str:
             reasons = ", ".join(r for r in g.clock_event_reasons if r != "gpu_idle") or "-"
             lines.append(
                 f"{g.index:>3}  {name:<24} {mem:>15} {_n(g.mem_used_pct):>4}% "
-                f"{_n(g.util_gpu_pct):>4}% {_n(g.util_mem_pct):>5}% {pw:>11} "
+                f"{_n(g.util_gpu_pct, '{:.0f}%'):>5} {_n(g.util_mem_pct, '{:.0f}%'):>6} {pw:>11} "
                 f"{_n(g.temperature_c, '{:.0f}C'):>5} {_n(g.sm_clock_mhz):>7}  {reasons}"
             )
             for m in g.mig_instances:
                 lines.append(
-                    f"{'':>3}  MIG {m.mig_index} {(m.name or '')[:20]:<20}"
+                    f"{'':>3}  MIG {m.mig_index}: {(m.name or '?')[-28:]:<28}"
                     f" {_gib(m.memory_used_bytes)}/{_gib(m.memory_total_bytes)} GiB"
                 )
     if snap.gpu_processes:
