@@ -1,0 +1,109 @@
+"""Scheduler evidence from Slurm: parse `squeue` output into frozen facts the classifier takes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+SQUEUE_FORMAT = "%i|%T|%r|%V|%S|%l|%M|%j|%u"
+SQUEUE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerEvidence:
+    job_id: str
+    state: str  # PENDING, RUNNING, ...
+    reason: str | None = None
+    wait_s: float | None = None  # queue wait so far (pending) or before the start (running)
+    time_limit_s: float | None = None
+    time_used_s: float | None = None
+    name: str | None = None
+    user: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.state.upper() in ("PENDING", "PD")
+
+    @property
+    def time_left_s(self) -> float | None:
+        if self.time_limit_s is None or self.time_used_s is None:
+            return None
+        return self.time_limit_s - self.time_used_s
+
+
+def parse_slurm_time(text: str) -> float | None:
+    """`2026-01-15T09:12:00` (cluster time, read as UTC) to epoch seconds; None for N/A."""
+    text = text.strip()
+    if not text or text in ("N/A", "Unknown", "None", "(null)"):
+        return None
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+_DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+)(?::(\d+))?$")
+
+
+def parse_duration(text: str) -> float | None:
+    """Slurm durations: `1-00:00:00`, `2:30:00`, `30:00`, `45`, `UNLIMITED`."""
+    text = text.strip()
+    if text.upper() in ("UNLIMITED", "INFINITE", "N/A", "NOT_SET", ""):
+        return None
+    m = _DURATION.match(text)
+    if not m:
+        return None
+    days, a, b, c = m.groups()
+    if c is not None:  # [d-]h:m:s
+        h, mi, s = int(a or 0), int(b), int(c)
+    elif a is not None:  # m:s, or d-h:m when a day is given
+        h, mi, s = (int(a), int(b), 0) if days else (0, int(a), int(b))
+    else:  # minutes, or d-h
+        h, mi, s = (int(b), 0, 0) if days else (0, int(b), 0)
+    return ((int(days or 0) * 24 + h) * 60 + mi) * 60 + s
+
+
+def parse_squeue(text: str, now: float) -> list[SchedulerEvidence]:
+    """Parse `squeue -h -o "%i|%T|%r|%V|%S|%l|%M|%j|%u"`; malformed lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 7 or not parts[0]:
+            continue
+        job, state, reason, submit, start, limit, used = parts[:7]
+        name = parts[7] if len(parts) > 7 else None
+        user = parts[8] if len(parts) > 8 else None
+        sub_t, start_t = parse_slurm_time(submit), parse_slurm_time(start)
+        pending = state.upper() in ("PENDING", "PD")
+        wait = None
+        if sub_t is not None:
+            end = now if pending or start_t is None else start_t
+            wait = max(0.0, end - sub_t)
+        out.append(
+            SchedulerEvidence(
+                job_id=job,
+                state=state,
+                reason=None if reason in ("None", "") else reason,
+                wait_s=wait,
+                time_limit_s=parse_duration(limit),
+                time_used_s=parse_duration(used),
+                name=name,
+                user=user,
+            )
+        )
+    return out
+
+
+def collect_scheduler_evidence(sources) -> list[SchedulerEvidence]:
+    """The current user's Slurm jobs; empty where Slurm is not installed or does not answer."""
+    argv = ["squeue", "-h", "--me", "-o", SQUEUE_FORMAT]
+    try:
+        r = sources.run_command(argv, SQUEUE_TIMEOUT_S)
+    except (FileNotFoundError, PermissionError, OSError):
+        return []
+    except Exception:  # noqa: BLE001 - a hung or broken squeue must not stop the diagnosis
+        return []
+    if r.returncode != 0:
+        return []
+    return parse_squeue(r.stdout, sources.clock.now())
