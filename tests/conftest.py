@@ -5,7 +5,9 @@ import sys
 import pytest
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     """Run `python -m gputop_diag ARGS` as a user would, in a subprocess."""
     full_env = dict(os.environ)
     full_env.update(env or {})

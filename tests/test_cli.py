@@ -91,9 +91,24 @@ def test_bad_option_is_a_usage_error(cli):
 def test_demo_list_names_every_scenario(cli):
     r = cli("demo", "--list")
     assert r.returncode == 0
-    for name in ("idle", "compute-bound", "bandwidth-bound", "input-starved", "sync-stall",
-                 "comm-bound", "capacity", "memory-leak", "thermal-throttle", "xid-79",
-                 "xid-app", "driver-mismatch", "scheduler-wait", "mig", "no-gpu", "tour"):
+    for name in (
+        "idle",
+        "compute-bound",
+        "bandwidth-bound",
+        "input-starved",
+        "sync-stall",
+        "comm-bound",
+        "capacity",
+        "memory-leak",
+        "thermal-throttle",
+        "xid-79",
+        "xid-app",
+        "driver-mismatch",
+        "scheduler-wait",
+        "mig",
+        "no-gpu",
+        "tour",
+    ):
         assert name in r.stdout
 
 

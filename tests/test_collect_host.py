@@ -20,8 +20,10 @@ def run(name, seconds=10, **kw):
 
 
 def test_parse_pressure_kernel_format():
-    text = ("some avg10=12.50 avg60=8.00 avg300=2.10 total=123456\n"
-            "full avg10=3.25 avg60=1.00 avg300=0.50 total=6543\n")
+    text = (
+        "some avg10=12.50 avg60=8.00 avg300=2.10 total=123456\n"
+        "full avg10=3.25 avg60=1.00 avg300=0.50 total=6543\n"
+    )
     p = parse_pressure(text)
     assert (p.some_avg10, p.full_avg10, p.some_avg60) == (12.5, 3.25, 8.0)
     assert parse_pressure("") is None

@@ -112,7 +112,11 @@ class NvmlCollector:
             if h is None:
                 self._gpus.append(_Gpu(i, None, GpuStatic(index=i), lost=True))
                 continue
-            g = _Gpu(i, h, self._read_static(i, h))
+            try:
+                g = _Gpu(i, h, self._read_static(i, h))
+            except GpuLost:
+                self._gpus.append(_Gpu(i, None, GpuStatic(index=i), lost=True))
+                continue
             if g.static.mig_mode:
                 g.migs = read_mig_static(q, i, self._mig_handles(i, h))
             self._gpus.append(g)
@@ -124,42 +128,40 @@ class NvmlCollector:
         return True
 
     def _read_static(self, i: int, h: Any) -> GpuStatic:
+        """Facts that do not change while the driver is loaded. Raises GpuLost."""
         q, n = self.q, self.nvml
-        try:
-            pci = q(i, "nvmlDeviceGetPciInfo", h)
-            mem = q(i, "nvmlDeviceGetMemoryInfo", h)
-            limit_mw = q(i, "nvmlDeviceGetEnforcedPowerLimit", h)
-            mig = q(i, "nvmlDeviceGetMigMode", h)
-            gpm = q(i, "nvmlGpmQueryDeviceSupport", h)
-            pers = q(i, "nvmlDeviceGetPersistenceMode", h)
-            cmode = q(i, "nvmlDeviceGetComputeMode", h)
-            cc = q(i, "nvmlDeviceGetCudaComputeCapability", h)
-            return GpuStatic(
-                index=i,
-                name=text(q(i, "nvmlDeviceGetName", h)),
-                uuid=text(q(i, "nvmlDeviceGetUUID", h)),
-                serial=text(q(i, "nvmlDeviceGetSerial", h)),
-                pci_bus_id=text(pci.busId) if pci is not None else None,
-                minor_number=q(i, "nvmlDeviceGetMinorNumber", h),
-                memory_total_bytes=mem.total if mem is not None else None,
-                power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
-                max_sm_clock_mhz=q(
-                    i, "nvmlDeviceGetMaxClockInfo", h, n.NVML_CLOCK_SM, key="max_clock_sm"
-                ),
-                max_mem_clock_mhz=q(
-                    i, "nvmlDeviceGetMaxClockInfo", h, n.NVML_CLOCK_MEM, key="max_clock_mem"
-                ),
-                compute_capability=tuple(cc) if cc is not None else None,
-                mig_mode=bool(mig[0]) if mig is not None else None,
-                persistence_mode=bool(pers) if pers is not None else None,
-                compute_mode=COMPUTE_MODES.get(cmode) if cmode is not None else None,
-                pcie_max_gen=q(i, "nvmlDeviceGetMaxPcieLinkGeneration", h),
-                pcie_max_width=q(i, "nvmlDeviceGetMaxPcieLinkWidth", h),
-                gpm_supported=bool(gpm is not None and gpm.isSupportedDevice),
-                nvlink_supported=self._has_nvlink(i, h),
-            )
-        except GpuLost:
-            return GpuStatic(index=i)
+        pci = q(i, "nvmlDeviceGetPciInfo", h)
+        mem = q(i, "nvmlDeviceGetMemoryInfo", h)
+        limit_mw = q(i, "nvmlDeviceGetEnforcedPowerLimit", h)
+        mig = q(i, "nvmlDeviceGetMigMode", h)
+        gpm = q(i, "nvmlGpmQueryDeviceSupport", h)
+        pers = q(i, "nvmlDeviceGetPersistenceMode", h)
+        cmode = q(i, "nvmlDeviceGetComputeMode", h)
+        cc = q(i, "nvmlDeviceGetCudaComputeCapability", h)
+        return GpuStatic(
+            index=i,
+            name=text(q(i, "nvmlDeviceGetName", h)),
+            uuid=text(q(i, "nvmlDeviceGetUUID", h)),
+            serial=text(q(i, "nvmlDeviceGetSerial", h)),
+            pci_bus_id=text(pci.busId) if pci is not None else None,
+            minor_number=q(i, "nvmlDeviceGetMinorNumber", h),
+            memory_total_bytes=mem.total if mem is not None else None,
+            power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
+            max_sm_clock_mhz=q(
+                i, "nvmlDeviceGetMaxClockInfo", h, n.NVML_CLOCK_SM, key="max_clock_sm"
+            ),
+            max_mem_clock_mhz=q(
+                i, "nvmlDeviceGetMaxClockInfo", h, n.NVML_CLOCK_MEM, key="max_clock_mem"
+            ),
+            compute_capability=tuple(cc) if cc is not None else None,
+            mig_mode=bool(mig[0]) if mig is not None else None,
+            persistence_mode=bool(pers) if pers is not None else None,
+            compute_mode=COMPUTE_MODES.get(cmode) if cmode is not None else None,
+            pcie_max_gen=q(i, "nvmlDeviceGetMaxPcieLinkGeneration", h),
+            pcie_max_width=q(i, "nvmlDeviceGetMaxPcieLinkWidth", h),
+            gpm_supported=bool(gpm is not None and gpm.isSupportedDevice),
+            nvlink_supported=self._has_nvlink(i, h),
+        )
 
     def _has_nvlink(self, i: int, h: Any) -> bool:
         vals = self.q(
@@ -190,6 +192,9 @@ class NvmlCollector:
         procs: list[GpuProcess] = []
         errors: list[CollectorError] = []
         gpm = self._gpm.sample(now) if self._gpm else {}
+        for extra in (self._gpm, self._events):
+            for i in extra.lost if extra else ():
+                self._gpus[i].lost = True
         for g in self._gpus:
             if not g.lost:
                 try:

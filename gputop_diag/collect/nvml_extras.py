@@ -26,6 +26,7 @@ class EventWatcher:
     def __init__(self, nvml: Any, q: Query, gpus: list[tuple[int, Any]]) -> None:
         self.nvml, self.q = nvml, q
         self._by_handle: dict[Any, int] = {}
+        self.lost: set[int] = set()  # GPUs found lost while registering
         self._set = q(None, "nvmlEventSetCreate")
         if self._set is None:
             return
@@ -37,6 +38,7 @@ class EventWatcher:
                     continue
                 self.q(i, "nvmlDeviceRegisterEvents", h, want, self._set)
             except GpuLost:
+                self.lost.add(i)
                 continue
             self._by_handle[handle_key(h)] = i
 
@@ -94,6 +96,7 @@ class GpmSampler:
         self.nvml, self.q = nvml, q
         self._gpus = dict(gpus)
         self._prev: dict[int, tuple[float, Any]] = {}
+        self.lost: set[int] = set()  # GPUs found lost while sampling
         self._ids = [(f, getattr(nvml, c)) for f, c in GPM_METRICS if hasattr(nvml, c)]
 
     def forget(self, index: int) -> None:
@@ -106,7 +109,7 @@ class GpmSampler:
         try:
             self.q(index, "nvmlGpmSampleFree", sample)
         except GpuLost:
-            pass
+            self.lost.add(index)
 
     def sample(self, now: float) -> dict[int, GpmMetrics]:
         out: dict[int, GpmMetrics] = {}
@@ -121,11 +124,16 @@ class GpmSampler:
                         self._free(i, s)
                     continue
             except GpuLost:
-                continue  # the main reader marks the GPU lost
+                self.lost.add(i)
+                continue
             self._prev[i] = (now, s)
             if prev is None:
                 continue
-            metrics = self._metrics(i, prev[1], s)
+            try:
+                metrics = self._metrics(i, prev[1], s)
+            except GpuLost:
+                self.lost.add(i)
+                continue
             self._free(i, prev[1])
             if metrics is not None:
                 out[i] = metrics

@@ -30,6 +30,10 @@ def _nvml_api(fn):
             raise _ERR(_real.NVML_ERROR_UNINITIALIZED)
         if name == "nvmlDeviceGetHandleByIndex":
             gpu = args[0]
+        elif name == "nvmlGpmMetricsGet":
+            gpu = self._gpm.get(self._addr(args[0].sample2), (None,))[0]
+        elif name == "nvmlGpmSampleFree":
+            gpu = self._gpm.get(self._addr(args[0]), (None,))[0]
         else:
             gpu = self._gpu_of(args[0]) if args else None
         code = m.take_error(name, gpu)

@@ -17,7 +17,7 @@ from .clock import SimClock
 from .scenarios import GPU_MODELS, NOISE_SD, PROFILES, SCENARIOS
 
 MIB = 1024**2
-HOST_CPUS = 16
+HOST_CPUS = 32
 RESERVED_MIB = 470  # what the driver keeps on an H100-class GPU with nothing running
 CONTEXT_MIB = 510  # CUDA context per process
 _KEYS = {k: n for n, k in enumerate(NOISE_SD)}
@@ -118,6 +118,7 @@ class SimMachine:
         rng = random.Random(f"{name}-{seed}")
         self._noise = [rng.gauss(0.0, 1.0) for _ in range(_NOISE_N)]
         self.call_counts: Counter = Counter()
+        self.raised: Counter = Counter()  # injected errors actually raised, per function
         self.errors: dict[str, list[list]] = {}
         self.lost_at: dict[int, float] = {
             g: clock.start + t for g, t in spec.get("lost", []) if g < n
@@ -496,6 +497,7 @@ class SimMachine:
                     if times <= 0:
                         continue
                     r[2] = times - 1
+                self.raised[fn] += 1
                 return code
         return None
 

@@ -117,7 +117,7 @@ PROFILES: dict[str, dict] = {
         nvlink_busy=6.0e6,
         nvlink_idle=2.0e5,
         pcie_kbps=900_000,
-        host=dict(workers=14, worker_cpu=96, main_cpu=35, iowait=24, io_psi=31.0, disk_read=1.4e9),
+        host=dict(workers=20, worker_cpu=96, main_cpu=35, iowait=24, io_psi=31.0, disk_read=1.4e9),
     ),
     "sync": dict(
         shape="gaps",
@@ -304,14 +304,14 @@ SCENARIOS: dict[str, dict] = {
         jobs=[_job(cmd=("python", "finetune_norms.py", "--fused", "false"))],
     ),
     "input-starved": dict(
-        description="GPU busy time a sawtooth while 14 dataloader workers saturate the CPUs and "
+        description="GPU busy time a sawtooth while 20 dataloader workers keep the CPUs busy and "
         "iowait is high",
         expected="input_pipeline",
         model="H100",
         gpus=8,
         duration=300,
         timeline=[(0, "input")],
-        jobs=[_job(cmd=("python", "train_vit.py", "--data", "/data/imagenet", "--workers", "14"))],
+        jobs=[_job(cmd=("python", "train_vit.py", "--data", "/data/imagenet", "--workers", "20"))],
     ),
     "sync-stall": dict(
         description="GPUs idle in regular gaps while the main thread spins in host syncs "
