@@ -12,7 +12,7 @@ from ..sampler import Sampler
 from ..sources import Sources
 
 EXIT_NO_GPU = 3
-WARMUP_S = 1.0  # rates (CPU %, NVLink, GPM) need two readings
+WARMUP_S = 0.25  # rates (CPU %, NVLink, GPM) need two readings; GPM needs >= 0.1 s
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
