@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from . import thresholds as T
 from .features import Features
+from .oom import OomKill
+from .slurm import SchedulerEvidence
 from .types import Alert
 from .xid_catalog import describe
 
 
-def alerts_for(f: Features) -> tuple[Alert, ...]:
+def alerts_for(
+    f: Features, scheduler: Sequence[SchedulerEvidence] = (), oom: Sequence[OomKill] = ()
+) -> tuple[Alert, ...]:
+    """What must be seen now, most severe kinds first: lost GPUs, Xids, throttling, memory."""
     out: list[Alert] = []
     for i in f.lost_gpus:
         out.append(
@@ -50,12 +57,7 @@ def alerts_for(f: Features) -> tuple[Alert, ...]:
             )
         )
     g = f.mem_growth_mib_per_min
-    if (
-        g is not None
-        and g >= T.GROWTH_MIB_PER_MIN
-        and f.minutes_to_full is not None
-        and g * f.span_s / 60 >= T.GROWTH_MIN_MIB
-    ):
+    if f.memory_grows:
         out.append(
             Alert(
                 "memory_growth",
@@ -66,6 +68,27 @@ def alerts_for(f: Features) -> tuple[Alert, ...]:
                 f.mem_growth_gpu,
             )
         )
+    for k in oom[:3]:
+        where = "the job's cgroup memory limit" if k.cgroup else "host memory"
+        out.append(
+            Alert(
+                "oom_kill",
+                "critical",
+                f"the kernel's OOM killer ended pid {k.pid} ({k.process_name}): {where} ran "
+                "out; see `journalctl -k | grep -i 'out of memory'`",
+            )
+        )
+    for j in scheduler:
+        left = j.time_left_s
+        if not j.pending and left is not None and left < T.TIME_LIMIT_CLOSE_S:
+            out.append(
+                Alert(
+                    "time_limit",
+                    "warning",
+                    f"Slurm job {j.job_id} reaches its time limit in {max(0.0, left) / 60:.0f} "
+                    "min: save a checkpoint (scontrol show job shows EndTime)",
+                )
+            )
     if f.mem_used_pct_max is not None and T.CAPACITY_WARN_PCT <= f.mem_used_pct_max:
         out.append(
             Alert(

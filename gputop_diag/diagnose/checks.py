@@ -11,21 +11,29 @@ _QUERY = (
 
 CHECKS: dict[str, tuple[str, ...]] = {
     "capacity": (
-        "Where does the memory go? weights + gradients + optimizer state + activations + "
-        "buffers; for inference the KV cache is 2·L·H·T·d_head·b bytes",
+        "Where does the memory go? M ≈ weights + gradients + optimizer state + activations + "
+        "buffers; mixed-precision Adam needs ~16 bytes per parameter before activations "
+        "(2 weights + 2 gradients + 12 optimizer, the ZeRO paper's count)",
+        "For inference the KV cache is M_KV ≈ 2·L·H·T·d_head·b bytes per sequence (L layers, "
+        "H heads, T tokens, b bytes a value): 32 layers × 32 heads × 4096 tokens × 128 × fp16 "
+        "= 2 GiB per sequence, times the batch",
         "In the job: print(torch.cuda.memory_summary()) — allocated vs reserved tells true "
         "pressure from fragmentation",
         "Try mixed precision, activation checkpointing, a smaller batch, a sharded optimizer "
         "(FSDP/ZeRO) or a shorter context",
         "Other processes on the GPU? nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+        "Memory growing every step? Look for tensors kept with their graph (total += loss instead "
+        "of loss.item()) and logged tensors not detached; record it with "
+        "torch.cuda.memory._record_memory_history() and torch.cuda.memory._dump_snapshot()",
     ),
     "bandwidth": (
-        "Profile one step: torch.profiler.profile(activities=[ProfilerActivity.CUDA]) and sort "
-        "by cuda_time_total — look for elementwise/normalization kernels",
-        "Fuse memory-bound ops (torch.compile, fused optimizers/norms) and use bf16/fp16 to "
+        "Profile one step: with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as p: "
+        "step(); print(p.key_averages().table(sort_by='cuda_time_total', row_limit=15)) "
+        "— look for elementwise and normalization kernels",
+        "Fuse memory-bound ops (torch.compile, fused optimizers and norms) and use bf16/fp16 to "
         "halve the bytes moved",
-        "A larger batch raises arithmetic intensity; check with Nsight Compute's memory chart "
-        "(ncu --set full)",
+        "A larger batch raises arithmetic intensity; confirm with Nsight Compute's memory "
+        "chart: ncu --set full -k <kernel> python train.py",
     ),
     "compute": (
         "Tensor cores in use? enable AMP (torch.autocast) or TF32 if tensor activity is low",
@@ -43,7 +51,7 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "synchronization": (
         "Find the host syncs: torch.cuda.set_sync_debug_mode('warn') reports .item(), .cpu() "
         "and implicit copies",
-        "See what the spinning thread does: py-spy dump --pid {main_pid}",
+        "See what the spinning thread waits on: py-spy dump --pid {main_pid}",
         "Log and aggregate metrics every N steps, not every step; nsys profile then "
         "nsys analyze -r cuda_api_sync",
     ),
@@ -76,6 +84,34 @@ CHECKS: dict[str, tuple[str, ...]] = {
 }
 
 
+# How to get the evidence a window lacked, keyed like features.EVIDENCE_NAMES.
+MISSING_CHECKS: dict[str, str] = {
+    "gpm": "No GPM figures (they need a Hopper-class GPU or newer): on older GPUs read SM and "
+    "DRAM activity with dcgmi dmon -e 1002,1003,1004,1005",
+    "nvlink": "No NVLink figures: nvidia-smi nvlink --status shows whether the links are up; "
+    "dcgmi dmon -e 1011,1012 reads their traffic",
+    "processes": "No GPU process list: in a container, run with --pid=host; "
+    "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+    "threads": "No per-process thread data (another user's process?): run as the job's user or "
+    "root to see the dataloader workers",
+    "host": "No host CPU figures: check that /proc is readable",
+}
+
+_PRIMARY_WANTS = {
+    "compute": ("gpm",),
+    "bandwidth": ("gpm",),
+    "balanced": ("gpm", "threads"),
+    "communication": ("nvlink", "gpm"),
+    "input_pipeline": ("threads", "host"),
+    "synchronization": ("threads",),
+    "capacity": ("processes",),
+}
+
+
 def checks_for(cls: str, f: Features, job: str | None = None) -> tuple[str, ...]:
+    """The checks for `cls`, made concrete with this window's pids and job."""
     pid = f.main_thread_pid or f.top_pid or "<pid>"
-    return tuple(c.format(main_pid=pid, job=job or "<jobid>") for c in CHECKS[cls])
+    jobid = job if job and not job.startswith("pid ") else "<jobid>"
+    out = [c.format(main_pid=pid, job=jobid) for c in CHECKS[cls]]
+    out += [MISSING_CHECKS[k] for k in _PRIMARY_WANTS.get(cls, ()) if k in f.missing]
+    return tuple(out)

@@ -1,35 +1,47 @@
-"""Window features: the few figures the rules judge, extracted once from the snapshots."""
+"""Window features: the few figures the rules judge, extracted once from the snapshots.
+
+Everything here is arithmetic over the frozen snapshots of one window; the rules in `rules.py`
+only compare these figures with the thresholds.
+"""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..history import median, percentile, slope_per_s
-from ..model import MIB, Snapshot, XidEvent
+from ..model import MIB, GpuState, Snapshot, XidEvent
 from . import thresholds as T
 
-
-def _mean(v: Sequence[float]) -> float | None:
-    return statistics.fmean(v) if v else None
+# The kinds of evidence a window may lack, in the order they are reported, with their names.
+EVIDENCE_NAMES = {
+    "util": "GPU busy time (utilization.gpu)",
+    "gpm": "GPM (SM, tensor and DRAM activity)",
+    "nvlink": "NVLink throughput",
+    "processes": "GPU process list",
+    "threads": "per-process thread and dataloader data",
+    "host": "host CPU and iowait",
+}
+WORKER_PREFIX = "pt_data_worker"  # torch/utils/data/_utils/worker.py names its workers so
+MAIN_THREAD = "pt_main_thread"  # torch/csrc/Module.cpp names the main thread so
 
 
 @dataclass(frozen=True)
 class Features:
-    samples: int
-    span_s: float
-    recent_s: float
-    nvml_ok: bool
-    gpu_count: int
-    active_gpus: tuple[int, ...]
-    lost_gpus: tuple[int, ...]
-    has_processes: bool
-    # availability of evidence
-    has_gpm: bool
-    has_nvlink: bool
-    has_util: bool
-    has_threads: bool
+    samples: int = 0  # snapshots in the recent window
+    span_s: float = 0.0  # the whole window
+    recent_s: float = 0.0
+    timestamp: float = 0.0
+    nvml_ok: bool = False
+    nvml_problem: str | None = None  # the collector's message when NVML is unusable
+    nvml_next_step: str | None = None
+    gpu_count: int = 0
+    active_gpus: tuple[int, ...] = ()  # GPUs that ran kernels in the recent window
+    lost_gpus: tuple[int, ...] = ()
+    gpu_pids: tuple[int, ...] = ()
+    available: tuple[str, ...] = ()  # keys of EVIDENCE_NAMES present
+    missing: tuple[str, ...] = ()  # keys of EVIDENCE_NAMES that would matter but are absent
     # GPU busy time and its shape (recent window, active GPUs)
     util_median: float | None = None
     util_p5: float | None = None
@@ -38,7 +50,7 @@ class Features:
     memctl_median: float | None = None
     power_pct_median: float | None = None
     clock_pct_median: float | None = None
-    # GPM (recent window)
+    # GPM (recent window, active GPUs)
     sm_median: float | None = None
     tensor_median: float | None = None
     dram_median: float | None = None
@@ -47,7 +59,10 @@ class Features:
     dip_fraction: float = 0.0  # share of samples where most GPUs dip together
     nvlink_in_dips_kib_s: float | None = None
     nvlink_outside_kib_s: float | None = None
-    # host
+    pcie_in_dips_kb_s: float | None = None
+    pcie_outside_kb_s: float | None = None
+    util_in_dips: float | None = None  # busy time while the SMs dip (GPM only)
+    # host (HOST_RECENT_S)
     cpu_count: int = 0
     host_cpu_median: float | None = None
     iowait_median: float | None = None
@@ -55,12 +70,15 @@ class Features:
     worker_count: int = 0
     worker_cpu_mean: float | None = None
     worker_cores: float | None = None
-    main_thread_cpu: float | None = None
-    main_thread_pid: int | None = None
-    # memory (latest and long window)
+    main_thread_cpu: float | None = None  # median over the job's processes
+    main_thread_pid: int | None = None  # the busiest main thread's process
+    top_pid: int | None = None  # the process holding most GPU memory
+    # memory (latest snapshot and the whole window)
     mem_used_pct_max: float | None = None
     mem_used_pct_gpu: int | None = None
     mem_reserved_bytes: int | None = None
+    mem_near_full_gpus: tuple[int, ...] = ()
+    mem_holders: tuple[tuple[int, int, bool], ...] = ()  # (pid, bytes, another user's) fullest GPU
     mem_growth_mib_per_min: float | None = None
     mem_growth_gpu: int | None = None
     minutes_to_full: float | None = None
@@ -68,228 +86,289 @@ class Features:
     xid_events: tuple[XidEvent, ...] = ()
     thermal_fraction: float = 0.0
     power_cap_fraction: float = 0.0
+    throttled_gpus: tuple[int, ...] = ()
     ecc_uncorrected: int = 0
     remap_failure_gpus: tuple[int, ...] = ()
     remap_pending_gpus: tuple[int, ...] = ()
-    throttled_gpus: tuple[int, ...] = ()
-    top_pid: int | None = None
-    missing: tuple[str, ...] = field(default=())
+
+    @property
+    def multi_gpu(self) -> bool:
+        return len(self.active_gpus) > 1
+
+    @property
+    def gappy(self) -> bool:
+        return "util" in self.available and self.gap_fraction >= T.GAPPY_FRACTION
+
+    @property
+    def memory_grows(self) -> bool:
+        g = self.mem_growth_mib_per_min
+        return (
+            g is not None
+            and g >= T.GROWTH_MIB_PER_MIN
+            and self.minutes_to_full is not None
+            and self.span_s >= T.GROWTH_MIN_SPAN_S
+            and g * self.span_s / 60.0 >= T.GROWTH_MIN_MIB
+        )
+
+    def missing_names(self) -> tuple[str, ...]:
+        return tuple(EVIDENCE_NAMES[k] for k in self.missing)
+
+    def available_names(self) -> tuple[str, ...]:
+        return tuple(EVIDENCE_NAMES[k] for k in self.available)
+
+
+def _since(window: Sequence[Snapshot], seconds: float) -> list[Snapshot]:
+    cutoff = window[-1].timestamp - seconds
+    return [s for s in window if s.timestamp >= cutoff]
 
 
 def extract(window: Sequence[Snapshot]) -> Features:
     if not window:
-        return Features(0, 0.0, 0.0, False, 0, (), (), False, False, False, False, False)
+        return Features()
     last = window[-1]
-    cutoff = last.timestamp - T.RECENT_S
-    recent = [s for s in window if s.timestamp >= cutoff]
-    nvml_ok = last.nvml_available
-    lost = tuple(g.index for g in last.gpus if g.lost)
+    recent = _since(window, T.RECENT_S)
+    nvml_err = next((e for e in last.errors if e.source == "nvml" and e.gpu_index is None), None)
+    # rows[k][i]: GPU i in recent snapshot k (lost GPUs left out)
+    rows = [{g.index: g for g in s.gpus if not g.lost} for s in recent]
     live = [g.index for g in last.gpus if not g.lost]
-    with_procs = {p.gpu_index for s in recent for p in s.gpu_processes}
+    util = {i: [r[i].util_gpu_pct if i in r else None for r in rows] for i in live}
+    sm = {i: [_gpm(r.get(i), "sm_util_pct") for r in rows] for i in live}
+    on_gpu = {p.gpu_index for s in recent for p in s.gpu_processes}
 
-    util_by_gpu: dict[int, list[float]] = {i: [] for i in live}
-    sm_by_gpu: dict[int, list[float]] = {i: [] for i in live}
-    memctl, power, clock, tensor, dram, occ, sms = [], [], [], [], [], [], []
-    nvlink: dict[int, list[float | None]] = {i: [] for i in live}
-    thermal = power_cap = busy_samples = 0
-    throttled: set[int] = set()
-    for s in recent:
-        for g in s.gpus:
-            if g.lost or g.index not in util_by_gpu:
-                continue
-            if g.util_gpu_pct is not None:
-                util_by_gpu[g.index].append(g.util_gpu_pct)
-            if g.util_mem_pct is not None:
-                memctl.append(g.util_mem_pct)
-            if g.power_pct_of_limit is not None:
-                power.append(g.power_pct_of_limit)
-            if g.sm_clock_pct_of_max is not None:
-                clock.append(g.sm_clock_pct_of_max)
-            if g.gpm is not None:
-                for dst, v in (
-                    (sms, g.gpm.sm_util_pct),
-                    (tensor, g.gpm.tensor_util_pct),
-                    (dram, g.gpm.dram_bw_util_pct),
-                    (occ, g.gpm.sm_occupancy_pct),
-                ):
-                    if v is not None:
-                        dst.append(v)
-                if g.gpm.sm_util_pct is not None:
-                    sm_by_gpu[g.index].append(g.gpm.sm_util_pct)
-            tx = None
-            if g.nvlink_tx_kib_s is not None:
-                tx = g.nvlink_tx_kib_s + (g.nvlink_rx_kib_s or 0.0)
-            nvlink[g.index].append(tx)
-            if "gpu_idle" not in g.clock_event_reasons:
-                busy_samples += 1
-                if set(g.clock_event_reasons) & set(T.THERMAL_REASONS):
-                    thermal += 1
-                    throttled.add(g.index)
-                if set(g.clock_event_reasons) & set(T.POWER_REASONS):
-                    power_cap += 1
+    def is_active(i: int) -> bool:
+        u95, s95 = percentile(util[i], 95), percentile(sm[i], 95)
+        if u95 is None and s95 is None:  # no busy figure at all (MIG mode): processes decide
+            return i in on_gpu
+        return max(u95 or 0.0, s95 or 0.0) > T.IDLE_UTIL_PCT
 
-    busy_idx = [
-        i
-        for i in live
-        if i in with_procs
-        or (median(util_by_gpu[i]) or 0) > T.IDLE_UTIL_PCT
-        or (median(sm_by_gpu[i]) or 0) > T.IDLE_UTIL_PCT
-    ]
-    all_util = [v for i in busy_idx for v in util_by_gpu[i]]
+    active = tuple(i for i in live if is_active(i))
+    busy_states = [r[i] for r in rows for i in active if i in r]
+    util_all = [v for i in active for v in util[i] if v is not None]
     gaps = total = 0
-    for i in busy_idx:
-        p90 = percentile(util_by_gpu[i], 90)
-        if not p90:
-            continue
-        for v in util_by_gpu[i]:
-            total += 1
-            gaps += v < T.GAP_REL * p90
-    dip_frac, nv_in, nv_out = _dips(busy_idx, sm_by_gpu if sms else util_by_gpu, nvlink)
+    for i in active:
+        p90 = percentile(util[i], 90)
+        for v in util[i] if p90 else ():
+            if v is not None:
+                total += 1
+                gaps += v < T.GAP_REL * p90
 
-    host = [s.host for s in recent if s.host is not None]
-    workers, mains, main_pid = _host_threads(recent)
-    worker_cpu = _mean([c for c in workers.values()])
-    mem = _memory(last, window)
-    xids = tuple(x for s in window for x in s.xid_events)
-    has_threads = any(p.busiest_threads for s in recent for p in s.processes)
-    missing = []
-    if not sms and busy_idx:
-        missing.append("GPM (SM, tensor and DRAM activity)")
-    has_nv = any(v is not None for vs in nvlink.values() for v in vs)
-    if len(busy_idx) > 1 and not has_nv:
-        missing.append("NVLink throughput")
-    if with_procs and not has_threads:
-        missing.append("per-process thread data")
-    if busy_idx and not all_util:
-        missing.append("GPU utilization")
-    cpu_count = host[-1].cpu_count if host else 0
+    def busy_median(get) -> float | None:
+        return median([get(g) for g in busy_states])
+
+    has_gpm = any(_gpm(g, "sm_util_pct") is not None for g in busy_states)
+    has_nvlink = any(g.nvlink_tx_kib_s is not None for r in rows for g in r.values())
+    dips = _dips(active, rows, sm if has_gpm else util)
+    host_feats = _host(_since(window, T.HOST_RECENT_S))
+    gpu_pids = tuple(sorted({p.pid for s in recent for p in s.gpu_processes}))
+    has_threads = any(p.busiest_threads or p.children for s in recent for p in s.processes)
+    available = {
+        "util": bool(util_all),
+        "gpm": has_gpm,
+        "nvlink": has_nvlink,
+        "processes": bool(gpu_pids),
+        "threads": has_threads,
+        "host": host_feats["host_cpu_median"] is not None,
+    }
+    needed = {
+        "util": bool(active),
+        "gpm": bool(active),
+        "nvlink": len(active) > 1 and any(g.static.nvlink_supported for g in busy_states),
+        "processes": bool(active),
+        "threads": bool(gpu_pids),
+        "host": bool(active),
+    }
+    throttle = _throttle(busy_states)
     top = max(last.gpu_processes, key=lambda p: p.used_memory_bytes or 0, default=None)
     return Features(
         samples=len(recent),
-        span_s=window[-1].timestamp - window[0].timestamp,
+        span_s=last.timestamp - window[0].timestamp,
         recent_s=recent[-1].timestamp - recent[0].timestamp,
-        nvml_ok=nvml_ok,
+        timestamp=last.timestamp,
+        nvml_ok=nvml_err is None,
+        nvml_problem=nvml_err.message if nvml_err else None,
+        nvml_next_step=nvml_err.next_step if nvml_err else None,
         gpu_count=len(last.gpus),
-        active_gpus=tuple(busy_idx),
-        lost_gpus=lost,
-        has_processes=bool(with_procs),
-        has_gpm=bool(sms),
-        has_nvlink=has_nv,
-        has_util=bool(all_util),
-        has_threads=has_threads,
-        util_median=median(all_util),
-        util_p5=percentile(all_util, 5),
-        util_p95=percentile(all_util, 95),
+        active_gpus=active,
+        lost_gpus=tuple(g.index for g in last.gpus if g.lost),
+        gpu_pids=gpu_pids,
+        available=tuple(k for k, ok in available.items() if ok),
+        missing=tuple(k for k, ok in available.items() if not ok and needed[k]),
+        util_median=median(util_all),
+        util_p5=percentile(util_all, 5),
+        util_p95=percentile(util_all, 95),
         gap_fraction=gaps / total if total else 0.0,
-        memctl_median=median(memctl),
-        power_pct_median=median(power),
-        clock_pct_median=median(clock),
-        sm_median=median(sms),
-        tensor_median=median(tensor),
-        dram_median=median(dram),
-        occupancy_median=median(occ),
-        dip_fraction=dip_frac,
-        nvlink_in_dips_kib_s=nv_in,
-        nvlink_outside_kib_s=nv_out,
-        cpu_count=cpu_count,
+        memctl_median=busy_median(lambda g: g.util_mem_pct),
+        power_pct_median=busy_median(lambda g: g.power_pct_of_limit),
+        clock_pct_median=busy_median(lambda g: g.sm_clock_pct_of_max),
+        sm_median=busy_median(lambda g: _gpm(g, "sm_util_pct")),
+        tensor_median=busy_median(lambda g: _gpm(g, "tensor_util_pct")),
+        dram_median=busy_median(lambda g: _gpm(g, "dram_bw_util_pct")),
+        occupancy_median=busy_median(lambda g: _gpm(g, "sm_occupancy_pct")),
+        top_pid=top.pid if top else None,
+        xid_events=tuple(x for s in window for x in s.xid_events),
+        ecc_uncorrected=sum(g.ecc_uncorrected or 0 for g in last.gpus if not g.lost),
+        remap_failure_gpus=tuple(g.index for g in last.gpus if g.remap_failure),
+        remap_pending_gpus=tuple(g.index for g in last.gpus if g.remap_pending),
+        **dips,
+        **host_feats,
+        **throttle,
+        **_memory(last, window),
+    )
+
+
+def _gpm(g: GpuState | None, name: str) -> float | None:
+    if g is None or g.gpm is None:
+        return None
+    return getattr(g.gpm, name)
+
+
+def _link(g: GpuState, nvlink: bool) -> float | None:
+    if nvlink:
+        if g.nvlink_tx_kib_s is None:
+            return None
+        return g.nvlink_tx_kib_s + (g.nvlink_rx_kib_s or 0.0)
+    if g.pcie_tx_kbps is None:
+        return None
+    return float(g.pcie_tx_kbps + (g.pcie_rx_kbps or 0))
+
+
+def _dips(active, rows, series: dict[int, list[float | None]]) -> dict:
+    """Share of samples where most GPUs dip together; interconnect and busy time in and out."""
+    out = dict(
+        dip_fraction=0.0,
+        nvlink_in_dips_kib_s=None,
+        nvlink_outside_kib_s=None,
+        pcie_in_dips_kb_s=None,
+        pcie_outside_kb_s=None,
+        util_in_dips=None,
+    )
+    if len(active) < 2 or len(rows) < T.MIN_SAMPLES:
+        return out
+    p90 = {i: percentile(series[i], 90) or 0.0 for i in active}
+    together = 0
+    links = {True: ([], []), False: ([], [])}  # nvlink?: (in dips, outside)
+    busy_in_dips: list[float | None] = []
+    for k, r in enumerate(rows):
+        dipping = [
+            i for i in active if series[i][k] is not None and series[i][k] < p90[i] - T.DIP_POINTS
+        ]
+        corr = len(dipping) >= T.CORRELATED_DIPS * len(active)
+        together += corr
+        for i in active:
+            g = r.get(i)
+            if g is None:
+                continue
+            for nv in (True, False):
+                v = _link(g, nv)
+                if v is not None:
+                    links[nv][0 if corr else 1].append(v)
+            if corr and i in dipping:
+                busy_in_dips.append(g.util_gpu_pct)
+    out.update(
+        dip_fraction=together / len(rows),
+        nvlink_in_dips_kib_s=median(links[True][0]),
+        nvlink_outside_kib_s=median(links[True][1]),
+        pcie_in_dips_kb_s=median(links[False][0]),
+        pcie_outside_kb_s=median(links[False][1]),
+        util_in_dips=median(busy_in_dips),
+    )
+    return out
+
+
+def _host(snaps: Sequence[Snapshot]) -> dict:
+    """Host CPU, iowait and the job's threads over the host window."""
+    host = [s.host for s in snaps if s.host is not None]
+    workers: dict[int, list[float]] = {}
+    mains: dict[int, list[float]] = {}
+    for s in snaps:
+        for p in s.processes:
+            for c in p.children:
+                if c.cpu_pct is not None and (c.name or "").startswith(WORKER_PREFIX):
+                    workers.setdefault(c.pid, []).append(c.cpu_pct)
+            for t in p.busiest_threads:
+                if t.cpu_pct is not None and (t.name == MAIN_THREAD or t.tid == p.pid):
+                    mains.setdefault(p.pid, []).append(t.cpu_pct)
+    w = [median(v) for v in workers.values() if len(v) >= 2]
+    m = {pid: median(v) for pid, v in mains.items() if len(v) >= 2}
+    return dict(
+        cpu_count=host[-1].cpu_count if host else 0,
         host_cpu_median=median([h.cpu_pct for h in host]),
         iowait_median=median([h.iowait_pct for h in host]),
         io_pressure_median=median(
             [h.pressure["io"].some_avg10 for h in host if "io" in h.pressure]
         ),
-        worker_count=len(workers),
-        worker_cpu_mean=worker_cpu,
-        worker_cores=sum(workers.values()) / 100.0 if workers else None,
-        main_thread_cpu=max(mains.values(), default=None),
-        main_thread_pid=main_pid,
-        xid_events=xids,
-        thermal_fraction=thermal / busy_samples if busy_samples else 0.0,
-        power_cap_fraction=power_cap / busy_samples if busy_samples else 0.0,
-        ecc_uncorrected=sum(g.ecc_uncorrected or 0 for g in last.gpus),
-        remap_failure_gpus=tuple(g.index for g in last.gpus if g.remap_failure),
-        remap_pending_gpus=tuple(g.index for g in last.gpus if g.remap_pending),
-        throttled_gpus=tuple(sorted(throttled)),
-        top_pid=top.pid if top else None,
-        missing=tuple(missing),
-        **mem,
+        worker_count=len(w),
+        worker_cpu_mean=statistics.fmean(w) if w else None,
+        worker_cores=sum(w) / 100.0 if w else None,
+        main_thread_cpu=median(list(m.values())),
+        main_thread_pid=max(m, key=m.__getitem__) if m else None,
     )
 
 
-def _dips(idx, series: dict[int, list[float]], nvlink: dict[int, list[float | None]]):
-    """Share of samples where most GPUs dip together, and NVLink traffic in and out of dips."""
-    if len(idx) < 2:
-        return 0.0, None, None
-    n = min(len(series[i]) for i in idx)
-    if n < T.MIN_SAMPLES:
-        return 0.0, None, None
-    p90 = {i: percentile(series[i][-n:], 90) or 0.0 for i in idx}
-    together = 0
-    nv_in: list[float] = []
-    nv_out: list[float] = []
-    for k in range(n):
-        dipping = [i for i in idx if series[i][-n:][k] < p90[i] - T.DIP_POINTS]
-        corr = len(dipping) / len(idx) >= T.CORRELATED_DIPS
-        together += corr
-        for i in idx:
-            nvs = nvlink[i][-n:] if len(nvlink[i]) >= n else []
-            v = nvs[k] if nvs else None
-            if v is not None:
-                (nv_in if corr else nv_out).append(v)
-    return together / n, median(nv_in), median(nv_out)
-
-
-def _host_threads(recent: Sequence[Snapshot]):
-    """Dataloader workers' CPU (median per worker) and the main threads' CPU (median)."""
-    workers: dict[int, list[float]] = {}
-    mains: dict[int, list[float]] = {}
-    for s in recent:
-        for p in s.processes:
-            for c in p.children:
-                if c.cpu_pct is not None and (c.name or "").startswith("pt_data_worker"):
-                    workers.setdefault(c.pid, []).append(c.cpu_pct)
-            for t in p.busiest_threads:
-                if t.cpu_pct is not None and (t.name == "pt_main_thread" or t.tid == p.pid):
-                    mains.setdefault(p.pid, []).append(t.cpu_pct)
-    w = {pid: median(v) for pid, v in workers.items() if len(v) >= 2}
-    m = {pid: median(v) for pid, v in mains.items() if len(v) >= 2}
-    main_pid = max(m, key=m.get) if m else None
-    return w, m, main_pid
+def _throttle(busy_states: Sequence[GpuState]) -> dict:
+    thermal = power = busy = 0
+    throttled: set[int] = set()
+    for g in busy_states:
+        reasons = set(g.clock_event_reasons)
+        if "gpu_idle" in reasons:
+            continue
+        busy += 1
+        if reasons & set(T.THERMAL_REASONS):
+            thermal += 1
+            throttled.add(g.index)
+        if reasons & set(T.POWER_REASONS):
+            power += 1
+    return dict(
+        thermal_fraction=thermal / busy if busy else 0.0,
+        power_cap_fraction=power / busy if busy else 0.0,
+        throttled_gpus=tuple(sorted(throttled)),
+    )
 
 
 def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
-    best_pct, best_gpu, reserved = None, None, None
-    for g in last.gpus:
-        if g.lost or g.mem_used_pct is None:
-            continue
-        if best_pct is None or g.mem_used_pct > best_pct:
-            best_pct, best_gpu, reserved = g.mem_used_pct, g.index, g.mem_reserved_bytes
-    growth, growth_gpu, to_full = None, None, None
+    live = [g for g in last.gpus if not g.lost and g.mem_used_pct is not None]
+    fullest = max(live, key=lambda g: g.mem_used_pct, default=None)
+    holders = ()
+    if fullest is not None:
+        procs = [p for p in last.gpu_processes if p.gpu_index == fullest.index]
+        biggest = max(procs, key=lambda p: p.used_memory_bytes or 0, default=None)
+        owner = last.process(biggest.pid) if biggest else None
+        holders = tuple(
+            (p.pid, p.used_memory_bytes or 0, _foreign(last, p.pid, owner))
+            for p in sorted(procs, key=lambda p: -(p.used_memory_bytes or 0))
+        )
+    growth = growth_gpu = to_full = None
     if len(window) >= T.MIN_SAMPLES:
         times = [s.timestamp for s in window]
-        for g in last.gpus:
-            if g.lost or g.mem_used_bytes is None:
-                continue
+        for g in live:
             vals = []
             for s in window:
                 x = s.gpu(g.index)
-                vals.append(
-                    None if x is None or x.mem_used_bytes is None else x.mem_used_bytes / MIB
-                )
+                ok = x is not None and not x.lost and x.mem_used_bytes is not None
+                vals.append(x.mem_used_bytes / MIB if ok else None)
             slope = slope_per_s(times, vals)
-            present = [v for v in vals if v is not None]
-            if slope is None or len(present) < 2:
+            if slope is None or (growth is not None and slope * 60.0 <= growth):
                 continue
-            per_min = slope * 60.0
-            if growth is None or per_min > growth:
-                growth, growth_gpu = per_min, g.index
-                rise = present[-1] - present[0]
-                free = (g.mem_free_bytes or 0) / MIB
-                to_full = free / per_min if per_min > 0 and rise > 0 else None
+            growth, growth_gpu = slope * 60.0, g.index
+            free = (g.mem_free_bytes or 0) / MIB
+            to_full = free / growth if growth > 0 else None
     return dict(
-        mem_used_pct_max=best_pct,
-        mem_used_pct_gpu=best_gpu,
-        mem_reserved_bytes=reserved,
+        mem_used_pct_max=fullest.mem_used_pct if fullest else None,
+        mem_used_pct_gpu=fullest.index if fullest else None,
+        mem_reserved_bytes=fullest.mem_reserved_bytes if fullest else None,
+        mem_near_full_gpus=tuple(g.index for g in live if g.mem_used_pct >= T.CAPACITY_WARN_PCT),
+        mem_holders=holders,
         mem_growth_mib_per_min=growth,
         mem_growth_gpu=growth_gpu,
         minutes_to_full=to_full,
     )
+
+
+def _foreign(snap: Snapshot, pid: int, owner) -> bool:
+    """Whether pid belongs to another user than the biggest holder (or hides its details)."""
+    info = snap.process(pid)
+    if info is None or owner is None:
+        return False
+    if info.access_denied:
+        return True
+    return info.user is not None and owner.user is not None and info.user != owner.user

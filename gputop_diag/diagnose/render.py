@@ -4,21 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from .types import Diagnosis
+from .types import Diagnosis, Evidence
 
 DIAGNOSIS_SCHEMA = "gputop-diag.diagnosis/1"
 
 
-def to_json(d: Diagnosis) -> dict[str, Any]:
-    def ev(e):
-        return {
-            "metric": e.metric,
-            "value": e.value,
-            "threshold": e.threshold,
-            "unit": e.unit,
-            "text": e.text,
-        }
+def _evidence(e: Evidence) -> dict[str, Any]:
+    return {
+        "metric": e.metric,
+        "value": e.value,
+        "threshold": e.threshold,
+        "unit": e.unit,
+        "text": e.text,
+    }
 
+
+def to_json(d: Diagnosis) -> dict[str, Any]:
+    """The diagnosis as a JSON-ready dict; docs/diagnosis.md describes every field."""
     return {
         "schema": DIAGNOSIS_SCHEMA,
         "timestamp": d.timestamp,
@@ -26,28 +28,38 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "primary": d.primary,
         "confidence": d.confidence,
         "scope": {"gpus": list(d.scope_gpus), "job": d.scope_job},
-        "evidence": [ev(e) for e in d.evidence],
-        "ruled_out": [{"class": r.cls, **ev(r.evidence)} for r in d.ruled_out],
+        "evidence": [_evidence(e) for e in d.evidence],
+        "ruled_out": [{"class": r.cls, **_evidence(r.evidence)} for r in d.ruled_out],
         "checks": list(d.checks),
         "alerts": [
             {"kind": a.kind, "severity": a.severity, "text": a.text, "gpu": a.gpu_index}
             for a in d.alerts
         ],
-        "missing_evidence": list(d.missing_evidence),
-        "candidate": d.candidate,
+        "evidence_available": list(d.available_evidence),
+        "evidence_missing": list(d.missing_evidence),
+        "candidate": {"class": d.candidate, "streak": d.candidate_streak},
     }
 
 
 def render_text(d: Diagnosis) -> str:
+    """The diagnosis for a terminal: verdict, evidence, why not the others, checks, alerts."""
     scope = ""
     if d.scope_gpus:
         scope = " on GPU " + ",".join(map(str, d.scope_gpus))
     if d.scope_job:
-        scope += f" (job {d.scope_job})"
+        scope += f" ({d.scope_job if d.scope_job.startswith('pid ') else 'job ' + d.scope_job})"
     lines = [f"Bottleneck: {d.label.upper()}  confidence {d.confidence:.0%}{scope}"]
-    lines += ["", "Evidence:"] + [f"  - {e.text}" for e in d.evidence]
+    if d.candidate and d.candidate != d.primary:
+        lines.append(
+            f"  (changing? {d.candidate.replace('_', ' ')} for {d.candidate_streak} tick(s); "
+            "held until it lasts)"
+        )
+    lines += ["", f"Evidence ({d.window_s:.0f} s window):"]
+    lines += [f"  - {e.text}" for e in d.evidence]
+    if d.available_evidence:
+        lines.append("  available: " + "; ".join(d.available_evidence))
     if d.missing_evidence:
-        lines.append("  (not available: " + "; ".join(d.missing_evidence) + ")")
+        lines.append("  missing (lower confidence): " + "; ".join(d.missing_evidence))
     if d.ruled_out:
         lines += ["", "Why not:"]
         lines += [f"  {r.cls.replace('_', ' '):<16} {r.evidence.text}" for r in d.ruled_out]

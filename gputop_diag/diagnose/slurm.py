@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, tzinfo
 
 SQUEUE_FORMAT = "%i|%T|%r|%V|%S|%l|%M|%j|%u"
 SQUEUE_TIMEOUT_S = 5.0
@@ -32,15 +32,18 @@ class SchedulerEvidence:
         return self.time_limit_s - self.time_used_s
 
 
-def parse_slurm_time(text: str) -> float | None:
-    """`2026-01-15T09:12:00` (cluster time, read as UTC) to epoch seconds; None for N/A."""
+def parse_slurm_time(text: str, tz: tzinfo | None = None) -> float | None:
+    """`2026-01-15T09:12:00` to epoch seconds; None for `N/A`, `Unknown` and the like.
+
+    Slurm prints times without a zone, in the local time of the host running the command; `tz`
+    None reads them so, a `tzinfo` reads them in that zone.
+    """
     text = text.strip()
-    if not text or text in ("N/A", "Unknown", "None", "(null)"):
-        return None
     try:
-        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+        t = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S")
     except ValueError:
         return None
+    return (t if tz is None else t.replace(tzinfo=tz)).timestamp()
 
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+)(?::(\d+))?$")
@@ -64,8 +67,11 @@ def parse_duration(text: str) -> float | None:
     return ((int(days or 0) * 24 + h) * 60 + mi) * 60 + s
 
 
-def parse_squeue(text: str, now: float) -> list[SchedulerEvidence]:
-    """Parse `squeue -h -o "%i|%T|%r|%V|%S|%l|%M|%j|%u"`; malformed lines are skipped."""
+def parse_squeue(text: str, now: float, tz: tzinfo | None = None) -> list[SchedulerEvidence]:
+    """Parse `squeue -h -o "%i|%T|%r|%V|%S|%l|%M|%j|%u"`; malformed lines are skipped.
+
+    `now` (epoch s) measures the wait of pending jobs; `tz` is as in `parse_slurm_time`.
+    """
     out = []
     for line in text.splitlines():
         parts = line.strip().split("|")
@@ -74,7 +80,7 @@ def parse_squeue(text: str, now: float) -> list[SchedulerEvidence]:
         job, state, reason, submit, start, limit, used = parts[:7]
         name = parts[7] if len(parts) > 7 else None
         user = parts[8] if len(parts) > 8 else None
-        sub_t, start_t = parse_slurm_time(submit), parse_slurm_time(start)
+        sub_t, start_t = parse_slurm_time(submit, tz), parse_slurm_time(start, tz)
         pending = state.upper() in ("PENDING", "PD")
         wait = None
         if sub_t is not None:
@@ -95,15 +101,15 @@ def parse_squeue(text: str, now: float) -> list[SchedulerEvidence]:
     return out
 
 
-def collect_scheduler_evidence(sources) -> list[SchedulerEvidence]:
+def collect_scheduler_evidence(sources, tz: tzinfo | None = None) -> list[SchedulerEvidence]:
     """The current user's Slurm jobs; empty where Slurm is not installed or does not answer."""
     argv = ["squeue", "-h", "--me", "-o", SQUEUE_FORMAT]
     try:
         r = sources.run_command(argv, SQUEUE_TIMEOUT_S)
-    except (FileNotFoundError, PermissionError, OSError):
+    except FileNotFoundError:  # no Slurm on this machine: not an error
         return []
     except Exception:  # noqa: BLE001 - a hung or broken squeue must not stop the diagnosis
         return []
     if r.returncode != 0:
         return []
-    return parse_squeue(r.stdout, sources.clock.now())
+    return parse_squeue(r.stdout, sources.clock.now(), tz)

@@ -1,60 +1,120 @@
-"""Every threshold the classifier uses, with where it comes from. Percentages are 0-100."""
+"""Every threshold the classifier uses, with where it comes from. Percentages are 0-100.
 
-# Windows (seconds). The recent window decides the shape of the workload now; the long window
-# judges slow trends such as memory growth.
-RECENT_S = 15.0  # long enough for two periods of a typical dataloader sawtooth
-MIN_SAMPLES = 5  # fewer samples than this cannot show a shape
-HYSTERESIS_TICKS = 3  # a new class must win this many ticks in a row (1 s sampling: 3 s)
+Sources named below: the seed (the domain note), the DCGM user guide's profiling metrics
+(docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html), the PyTorch profiler
+TensorBoard plugin's recommendation rules (pytorch/kineto tb_plugin `RunProfileData.analyze`,
+"TB-plugin"), the Amazon SageMaker Debugger profiler rules (awslabs/sagemaker-debugger
+`smdebug/profiler/analysis/rules`, "SageMaker"), Nsight Systems' expert rules ("nsys") and
+PyTorch's thread names (torch/utils/data/_utils/worker.py). "Ours" marks a cut-off we chose where
+no source gives one; each says why.
+"""
 
-# Idle: nothing running and the GPUs not busy. (nvidia-smi's GpuIdle clock reason is a hint.)
+# -- windows -----------------------------------------------------------------------------------
+# Ours: the shape of GPU busy time is judged over the last 15 s, long enough for two periods of
+# a typical dataloader sawtooth (steps of a few seconds) and short enough to follow a change.
+RECENT_S = 15.0
+# Ours: host figures (CPU, iowait, thread CPU) over the last 8 s, so that a change in the host's
+# load is seen within the 10 s the product promises; a median over 8 samples still ignores one
+# outlier.
+HOST_RECENT_S = 8.0
+MIN_SAMPLES = 5  # ours: fewer samples than this show no shape at all
+# Ours: a new class must win this many ticks in a row before it replaces the old one (1 s
+# sampling: 3 s), so one noisy sample never flips the verdict. SageMaker uses a "patience" for
+# the same purpose.
+HYSTERESIS_TICKS = 3
+HELD_CONFIDENCE = 0.8  # ours: a held verdict whose rule no longer fires keeps 80 % of its weight
+
+# -- idle --------------------------------------------------------------------------------------
+# Ours: a GPU whose busy time (p95 over the window) stays under 5 % runs no kernels to speak of;
+# NVML's GpuIdle clock reason says the same.
 IDLE_UTIL_PCT = 5.0
 
-# Capacity. TB-plugin "Memory capacity" rule: peak allocated > 90 % of device memory; we call it
-# the limit at 95 % of NVML used memory (which includes the driver's reserve).
+# -- capacity ----------------------------------------------------------------------------------
+# TB-plugin "memory capacity" rule: peak allocated > 90 % of device memory is a warning; we call
+# it the limit at 95 % of NVML used memory, which also counts the driver's reserve and the
+# allocator's cache.
+CAPACITY_WARN_PCT = 90.0
 CAPACITY_MEM_PCT = 95.0
-CAPACITY_WARN_PCT = 90.0  # kineto tb_plugin RunProfileData.analyze
-# Memory growth: SageMaker GPUMemoryIncrease rule (moving average rises > 5 points); we flag a
-# steady rise of at least this many MiB/min over the long window...
+# SageMaker GPUMemoryIncrease: a moving-average rise of more than 5 points. We fit a line over the
+# window and flag a rise of at least 30 MiB/min that adds up to at least 100 MiB (ours: below that
+# the allocator's cache growing after start-up looks the same)...
 GROWTH_MIB_PER_MIN = 30.0
-GROWTH_MIN_MIB = 100.0  # ...that adds up to at least this much,
-GROWTH_FULL_IN_MIN = 30.0  # and call it capacity when it fills the GPU within this time.
+GROWTH_MIN_MIB = 100.0
+GROWTH_MIN_SPAN_S = 20.0
+GROWTH_FULL_IN_MIN = 30.0  # ...and call it capacity when it fills the GPU within 30 min (ours)
 
-# Busy-time shape. SageMaker LowGPUUtilization: p95 < 70 % underused, p5 < 10 % fluctuating.
-GAP_REL = 0.5  # a sample is a gap when utilization is below half the GPU's p90
-GAPPY_FRACTION = 0.15  # the GPU is gappy when at least this share of samples are gaps
-BUSY_UTIL_PCT = 70.0  # SageMaker: p95 below 70 % = underused
+# -- busy-time shape ---------------------------------------------------------------------------
+# SageMaker LowGPUUtilization: p95 < 70 % is under-used, p5 < 10 % with p95 >= 70 % fluctuating.
+# Ours: a sample is a gap when busy time is under half the GPU's own p90, and the GPU waits in
+# gaps when at least 15 % of samples are gaps (two gaps in a 15 s window; one outlier is 7 %).
+GAP_REL = 0.5
+GAPPY_FRACTION = 0.15
+BUSY_UTIL_PCT = 70.0  # SageMaker: p95 busy time under 70 % is under-used
 
-# Compute vs bandwidth (DCGM profiling guide; NVML GPM exposes the same family).
-SM_ACTIVE_PCT = 70.0  # DCGM: SM_ACTIVE >= 0.8 necessary for efficient use; < 0.5 ineffective
-TENSOR_ACTIVE_PCT = 30.0  # KempnerPulse "tensor-heavy" >= 50 with SM >= 60; we accept 30
-DRAM_BW_PCT = 60.0  # DCGM DRAM_ACTIVE practical peak ~0.8; >= 0.5 heavy traffic
-MEMCTL_BW_PCT = 75.0  # fallback without GPM: NVML memory-controller busy time
-POWER_COMPUTE_PCT = 60.0  # fallback without GPM: power near the limit means the math units run
+# -- compute vs bandwidth (GPM: the NVML counterparts of the DCGM profiling fields) -------------
+# DCGM: SM_ACTIVE >= 0.8 is necessary (not sufficient) for effective use, < 0.5 ineffective. We
+# take 70 % as the compute cut-off: between the two, with tensor pipes as the tie-breaker.
+SM_ACTIVE_PCT = 70.0
+# KempnerPulse's "tensor-heavy" is tensor >= 50 % with SM >= 60 %; ours: 30 % already means the
+# math pipes carry the kernels.
+TENSOR_ACTIVE_PCT = 30.0
+# DCGM: DRAM_ACTIVE's practical peak is about 0.8, >= 0.5 is heavy traffic; 60 % means the kernels
+# move memory most of the time.
+DRAM_BW_PCT = 60.0
+# Fallbacks without GPM (lower confidence). NVML's memory utilization is memory-controller busy
+# time, not a share of peak bandwidth (NVML nvmlUtilization_t docs): only a high value means much.
+MEMCTL_BW_PCT = 75.0
+# Ours: a busy GPU drawing 60 % of its power limit runs its math units hard; a GPU that is busy
+# but draws little runs small or latency-bound kernels.
+POWER_COMPUTE_PCT = 60.0
 
-# Input pipeline. SageMaker CPUBottleneck (CPU > 90 %), IOBottleneck (iowait > 50 %), Dataloader
-# rule (workers should use 70-200 % of the cores); PSI io "some" as the always-on I/O stall.
-WORKER_BUSY_PCT = 70.0  # dataloader workers each this busy are the limit
+# -- input pipeline ----------------------------------------------------------------------------
+# SageMaker CPUBottleneck: CPU > 90 % while the GPU is under 10 %; IOBottleneck: iowait > 50 %;
+# Dataloader rule: workers should use 70-200 % of the cores. Ours: a dataloader worker
+# (`pt_data_worker`) at 70 % of a core works flat out; iowait 10 % or I/O pressure (PSI "some",
+# avg10) 10 % is storage holding the loaders back; host CPU 85 % is a saturated machine.
+WORKER_BUSY_PCT = 70.0
 HOST_CPU_SATURATED_PCT = 85.0
 IOWAIT_PCT = 10.0
 IO_PRESSURE_PCT = 10.0
 
-# Synchronization: with cudaDeviceScheduleAuto the CUDA runtime spins while it waits, so one host
-# thread near 100 % of a core while the GPU idles in gaps is a host-device sync.
+# -- synchronization ---------------------------------------------------------------------------
+# CUDA runtime: with cudaDeviceScheduleAuto the host thread spins while it waits for the device,
+# so one thread (`pt_main_thread`) near 100 % of a core while the GPU idles in gaps is a host-device
+# sync (.item(), .cpu(), logging), not host work. Ours: 90 % of a core spins; loaders under 30 %
+# are idle.
 MAIN_SPIN_PCT = 90.0
 WORKERS_IDLE_PCT = 30.0
 
-# Communication: dips correlated across GPUs with interconnect traffic (TB-plugin: comm > 10 %
-# of step time). NVLink figures in KiB/s.
-DIP_POINTS = 20.0  # a dip: SM (or busy time) this far below the GPU's p90
-CORRELATED_DIPS = 0.75  # share of GPUs dipping at the same sample
-NVLINK_DIP_KIB_S = 5.0e7  # ~50 GB/s during dips
-NVLINK_DIP_RATIO = 3.0  # and at least this many times the traffic outside them
+# -- communication -----------------------------------------------------------------------------
+# TB-plugin: communication over 10 % of step time is worth acting on. Ours: the GPUs of a job dip
+# together (at least 75 % of them, 20 points under their p90) in at least 10 % of samples, and
+# the interconnect carries at least 3x its traffic outside the dips: 50 GB/s of NVLink or 2 GB/s
+# of PCIe per GPU.
+DIP_POINTS = 20.0
+CORRELATED_DIPS = 0.75
+COMM_DIP_FRACTION = 0.10
+NVLINK_DIP_KIB_S = 5.0e7
+PCIE_DIP_KB_S = 2.0e6
+INTERCONNECT_DIP_RATIO = 3.0
+# Without interconnect counters: NCCL kernels keep the GPU "busy" (a kernel is resident) while
+# its SMs wait, so busy time that stays above 50 % through SM dips is the collective's shape.
+COMM_BUSY_IN_DIPS_PCT = 50.0
 
-# Scheduler: a job pending longer than this is the limit, not the code.
+# -- scheduler (Slurm; reference/diagnosis.md §3) ----------------------------------------------
+# Ours: a job pending five minutes is waiting on the queue, not on start-up; a running job with
+# less than ten minutes of its time limit left will be ended by the scheduler.
 PENDING_WAIT_S = 300.0
 TIME_LIMIT_CLOSE_S = 600.0
 
-# Alerts.
-THROTTLE_FRACTION = 0.3  # clock-event reasons present in this share of busy samples
+# -- alerts ------------------------------------------------------------------------------------
+# Ours: clock-event reasons present in 30 % of busy samples hold the clocks down, not a blip.
+# NVML clock event reasons: SwThermalSlowdown, HwThermalSlowdown, HwSlowdown; SwPowerCap,
+# HwPowerBrakeSlowdown.
+THROTTLE_FRACTION = 0.3
 THERMAL_REASONS = ("sw_thermal", "hw_thermal", "hw_slowdown")
 POWER_REASONS = ("sw_power_cap", "hw_power_brake")
+
+# -- confidence --------------------------------------------------------------------------------
+# Ours: each missing kind of evidence that bears on the verdict takes 15 % off its confidence.
+MISSING_EVIDENCE_FACTOR = 0.85

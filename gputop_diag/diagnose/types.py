@@ -58,6 +58,7 @@ class Diagnosis:
     timestamp: float = 0.0
     candidate: str | None = None  # the raw class this tick, before hysteresis
     candidate_streak: int = 0  # how many ticks the candidate has held
+    available_evidence: tuple[str, ...] = ()  # the kinds of evidence the window had
 
     @property
     def label(self) -> str:

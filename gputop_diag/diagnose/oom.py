@@ -1,0 +1,71 @@
+"""OOM kills from the kernel log: `journalctl -k` lines as frozen facts for the classifier."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+JOURNAL_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class OomKill:
+    """The kernel's OOM killer ended a process (host memory, or a cgroup's memory limit)."""
+
+    timestamp: float | None
+    pid: int
+    process_name: str
+    cgroup: bool = False  # "Memory cgroup out of memory": the job's own memory limit
+
+
+# "Out of memory: Killed process 1234 (python) total-vm:…" (older kernels: "Kill process");
+# "Memory cgroup out of memory: Killed process 1234 (pt_data_worker) …" (mm/oom_kill.c).
+_KILL = re.compile(
+    r"(?P<cg>Memory cgroup out of memory|Out of memory)[^:]*:\s*Kill(?:ed)? process "
+    r"(?P<pid>\d+) \((?P<name>[^)]*)\)"
+)
+# journalctl -o short-iso: "2026-01-15T09:12:00+0000 host kernel: …"
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d\d:?\d\d|Z)?)\s")
+
+
+def _stamp(line: str) -> float | None:
+    m = _STAMP.match(line)
+    if not m:
+        return None
+    text = m.group(1).replace("Z", "+0000")
+    for fmt in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            return datetime.strptime(text, fmt).timestamp()
+        except ValueError:
+            continue
+    return None
+
+
+def parse_oom_kills(text: str) -> list[OomKill]:
+    """Every OOM kill in kernel-log text; other lines (and binary junk) are ignored."""
+    out = []
+    for line in text.splitlines():
+        m = _KILL.search(line)
+        if m:
+            out.append(
+                OomKill(
+                    timestamp=_stamp(line),
+                    pid=int(m.group("pid")),
+                    process_name=m.group("name"),
+                    cgroup=m.group("cg").startswith("Memory cgroup"),
+                )
+            )
+    return out
+
+
+def collect_oom_kills(sources, since: float) -> list[OomKill]:
+    """OOM kills in the kernel log since `since` (epoch s); empty when the log cannot be read."""
+    argv = ["journalctl", "-k", "-o", "short-iso", "--no-pager", "--since", f"@{int(since)}"]
+    try:
+        r = sources.run_command(argv, JOURNAL_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - no journalctl, a timeout: the diagnosis goes on without it
+        return []
+    if r.returncode != 0:
+        return []
+    return parse_oom_kills(r.stdout)

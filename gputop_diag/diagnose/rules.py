@@ -1,0 +1,472 @@
+"""One rule per bottleneck class: does the window show it, how surely, on what figures, and the one
+figure that argues against it when it does not win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from . import thresholds as T
+from .features import Features
+from .oom import OomKill
+from .slurm import SchedulerEvidence
+from .types import Evidence
+
+
+class Verdict(NamedTuple):
+    fires: bool
+    confidence: float
+    evidence: tuple[Evidence, ...]
+    against: Evidence  # the one figure against the class when it does not win
+    needs: tuple[str, ...] = ()  # the kinds of evidence (features.EVIDENCE_NAMES) it relies on
+    scope_gpus: tuple[int, ...] | None = None  # None: the active GPUs
+    job: str | None = None
+
+
+def ev(metric: str, value, threshold, text: str, unit: str = "%") -> Evidence:
+    return Evidence(metric=metric, value=value, threshold=threshold, text=text, unit=unit)
+
+
+def pct(v) -> str:
+    return "n/a" if v is None else f"{v:.0f} %"
+
+
+def _gbs(kib_s) -> str:
+    return "n/a" if kib_s is None else f"{kib_s * 1024 / 1e9:.1f} GB/s"
+
+
+def _gib(b) -> str:
+    return f"{b / 2**30:.1f} GiB"
+
+
+def capacity(f: Features, oom: Sequence[OomKill] = ()) -> Verdict:
+    used = f.mem_used_pct_max
+    full = used is not None and used >= T.CAPACITY_MEM_PCT
+    filling = f.memory_grows and f.minutes_to_full <= T.GROWTH_FULL_IN_MIN
+    job_oom = [k for k in oom if k.pid in f.gpu_pids or k.process_name.startswith("pt_")]
+    out = []
+    if used is not None:
+        holders = ", ".join(
+            f"pid {pid} {_gib(b)}" + (" (another user)" if foreign else "")
+            for pid, b, foreign in f.mem_holders[:3]
+        )
+        out.append(
+            ev(
+                "mem_used_pct_max",
+                used,
+                T.CAPACITY_MEM_PCT,
+                f"GPU {f.mem_used_pct_gpu} memory {used:.1f} % used"
+                + (
+                    f" ({_gib(f.mem_reserved_bytes)} of it reserved by the driver)"
+                    if f.mem_reserved_bytes
+                    else ""
+                )
+                + (f"; held by {holders}" if holders else ""),
+            )
+        )
+    if f.memory_grows:
+        out.insert(
+            0 if filling and not full else len(out),
+            ev(
+                "mem_growth_mib_per_min",
+                f.mem_growth_mib_per_min,
+                T.GROWTH_MIB_PER_MIN,
+                f"GPU {f.mem_growth_gpu} memory grows {f.mem_growth_mib_per_min:.0f} MiB/min "
+                f"over {f.span_s:.0f} s: full in ~{f.minutes_to_full:.0f} min",
+                "MiB/min",
+            ),
+        )
+    for k in job_oom[:1]:
+        out.append(
+            ev(
+                "oom_kills",
+                len(job_oom),
+                1,
+                f"the kernel's OOM killer ended pid {k.pid} ({k.process_name})"
+                + (" at the job's cgroup memory limit" if k.cgroup else ": host memory ran out")
+                + (f", {len(job_oom)} kills in the window" if len(job_oom) > 1 else ""),
+                "",
+            )
+        )
+    against = ev(
+        "mem_used_pct_max",
+        used,
+        T.CAPACITY_MEM_PCT,
+        f"memory at most {pct(used)} used (limit {T.CAPACITY_MEM_PCT:.0f} %), not growing "
+        "towards it, no OOM kill",
+    )
+    conf = 0.9 if full else 0.8 if job_oom else 0.75
+    scope = f.mem_near_full_gpus or ((f.mem_growth_gpu,) if filling else None)
+    return Verdict(
+        full or filling or bool(job_oom), conf, tuple(out), against, ("processes",), scope
+    )
+
+
+def communication(f: Features) -> Verdict:
+    nv_in, nv_out = f.nvlink_in_dips_kib_s, f.nvlink_outside_kib_s
+    pc_in, pc_out = f.pcie_in_dips_kb_s, f.pcie_outside_kb_s
+    ratio = T.INTERCONNECT_DIP_RATIO
+    together = f.multi_gpu and f.dip_fraction >= T.COMM_DIP_FRACTION
+    nvlink = nv_in is not None and nv_in >= T.NVLINK_DIP_KIB_S and nv_in >= ratio * (nv_out or 1)
+    pcie = pc_in is not None and pc_in >= T.PCIE_DIP_KB_S and pc_in >= ratio * (pc_out or 1)
+    # Without NVLink counters: busy time stays up while the SMs dip (NCCL kernels waiting).
+    blind = (
+        "nvlink" not in f.available
+        and "gpm" in f.available
+        and (f.util_in_dips or 0) >= T.COMM_BUSY_IN_DIPS_PCT
+        and not input_pressure(f)
+    )
+    metric = "SM activity" if "gpm" in f.available else "GPU busy time"
+    out = [
+        ev(
+            "correlated_dip_fraction",
+            100 * f.dip_fraction,
+            100 * T.COMM_DIP_FRACTION,
+            f"{metric} dips on {len(f.active_gpus)} GPUs at once in {f.dip_fraction:.0%} of "
+            f"samples ({f.recent_s:.0f} s)",
+        )
+    ]
+    if nvlink or nv_in is not None:
+        out.append(
+            ev(
+                "nvlink_in_dips",
+                nv_in,
+                T.NVLINK_DIP_KIB_S,
+                f"NVLink {_gbs(nv_in)} per GPU during the dips vs {_gbs(nv_out)} outside them",
+                "KiB/s",
+            )
+        )
+    if pcie and not nvlink:
+        out.append(
+            ev(
+                "pcie_in_dips",
+                pc_in,
+                T.PCIE_DIP_KB_S,
+                f"PCIe {pc_in / 1e6:.1f} GB/s per GPU during the dips vs "
+                f"{(pc_out or 0) / 1e6:.1f} GB/s outside them",
+                "KB/s",
+            )
+        )
+    if blind and not (nvlink or pcie):
+        out.append(
+            ev(
+                "util_in_dips",
+                f.util_in_dips,
+                T.COMM_BUSY_IN_DIPS_PCT,
+                f"busy time stays at {pct(f.util_in_dips)} while the SMs dip: kernels resident "
+                "but waiting, as NCCL collectives do (no NVLink counters to confirm)",
+            )
+        )
+    if not f.multi_gpu:
+        text = "one busy GPU: no collective communication to wait on"
+    elif not together:
+        text = f"the GPUs dip together in only {f.dip_fraction:.0%} of samples"
+    elif nv_in is None and pc_in is None:
+        text = "interconnect throughput not available and busy time falls in the dips"
+    else:
+        text = (
+            f"interconnect quiet during the dips (NVLink {_gbs(nv_in)}, PCIe "
+            f"{(pc_in or 0) / 1e6:.1f} GB/s): no exposed all-reduce"
+        )
+    fires = together and (nvlink or pcie or blind)
+    conf = (0.85 if nvlink else 0.7 if pcie else 0.55) * (1.0 if "gpm" in f.available else 0.85)
+    against = ev("correlated_dip_fraction", 100 * f.dip_fraction, 100 * T.COMM_DIP_FRACTION, text)
+    return Verdict(fires, conf, tuple(out), against, ("nvlink", "gpm"))
+
+
+def input_pressure(f: Features) -> list[Evidence]:
+    """The host figures that say the input pipeline is working flat out."""
+    out = []
+    if f.worker_cpu_mean is not None and f.worker_cpu_mean >= T.WORKER_BUSY_PCT:
+        out.append(
+            ev(
+                "dataloader_worker_cpu",
+                f.worker_cpu_mean,
+                T.WORKER_BUSY_PCT,
+                f"{f.worker_count} dataloader workers at {f.worker_cpu_mean:.0f} % CPU each: "
+                f"{f.worker_cores:.1f} of {f.cpu_count} cores",
+            )
+        )
+    if f.iowait_median is not None and f.iowait_median >= T.IOWAIT_PCT:
+        out.append(
+            ev(
+                "iowait",
+                f.iowait_median,
+                T.IOWAIT_PCT,
+                f"iowait {f.iowait_median:.1f} % (median, {T.HOST_RECENT_S:.0f} s)",
+            )
+        )
+    if f.io_pressure_median is not None and f.io_pressure_median >= T.IO_PRESSURE_PCT:
+        out.append(
+            ev(
+                "io_pressure",
+                f.io_pressure_median,
+                T.IO_PRESSURE_PCT,
+                f"tasks stalled on I/O {f.io_pressure_median:.0f} % of the time "
+                "(/proc/pressure/io)",
+            )
+        )
+    if f.host_cpu_median is not None and f.host_cpu_median >= T.HOST_CPU_SATURATED_PCT:
+        out.append(
+            ev(
+                "host_cpu",
+                f.host_cpu_median,
+                T.HOST_CPU_SATURATED_PCT,
+                f"host CPU {f.host_cpu_median:.0f} % busy across {f.cpu_count} cores",
+            )
+        )
+    return out
+
+
+def gap_evidence(f: Features) -> Evidence:
+    return ev(
+        "gap_fraction",
+        100 * f.gap_fraction,
+        100 * T.GAPPY_FRACTION,
+        f"GPU busy time {pct(f.util_median)} (median, {f.recent_s:.0f} s), p95 "
+        f"{pct(f.util_p95)}: idle gaps in {f.gap_fraction:.0%} of samples",
+    )
+
+
+def input_pipeline(f: Features) -> Verdict:
+    pressure = input_pressure(f)
+    if not pressure:
+        text = (
+            f"input keeps up: loaders at {pct(f.worker_cpu_mean)} CPU, iowait "
+            f"{pct(f.iowait_median)}, host CPU {pct(f.host_cpu_median)}"
+        )
+    else:
+        text = f"the GPU does not wait: idle gaps in only {f.gap_fraction:.0%} of samples"
+    conf = min(0.95, 0.6 + 0.1 * len(pressure))
+    against = ev("dataloader_worker_cpu", f.worker_cpu_mean, T.WORKER_BUSY_PCT, text)
+    return Verdict(
+        f.gappy and bool(pressure),
+        conf,
+        (gap_evidence(f), *pressure),
+        against,
+        ("util", "threads", "host"),
+    )
+
+
+def synchronization(f: Features) -> Verdict:
+    spin = f.main_thread_cpu is not None and f.main_thread_cpu >= T.MAIN_SPIN_PCT
+    loaders_idle = f.worker_cpu_mean is None or f.worker_cpu_mean < T.WORKERS_IDLE_PCT
+    no_input = not input_pressure(f)
+    blind = "threads" not in f.available
+    out = [gap_evidence(f)]
+    if f.main_thread_cpu is not None:
+        out.append(
+            ev(
+                "main_thread_cpu",
+                f.main_thread_cpu,
+                T.MAIN_SPIN_PCT,
+                f"main thread (pt_main_thread) at {f.main_thread_cpu:.0f} % of a core (median "
+                f"over the job's processes) while dataloader workers use "
+                f"{pct(f.worker_cpu_mean)}",
+            )
+        )
+    out.append(
+        ev(
+            "iowait",
+            f.iowait_median,
+            T.IOWAIT_PCT,
+            f"no input pressure: iowait {pct(f.iowait_median)}, host CPU {pct(f.host_cpu_median)}",
+        )
+    )
+    if not f.gappy:
+        text = f"no regular GPU gaps: idle in only {f.gap_fraction:.0%} of samples"
+    elif not no_input:
+        text = "the gaps come with input pressure (see input pipeline)"
+    else:
+        text = f"no host thread spinning: main thread at {pct(f.main_thread_cpu)} of a core"
+    fires = f.gappy and no_input and loaders_idle and (spin or blind)
+    against = ev("main_thread_cpu", f.main_thread_cpu, T.MAIN_SPIN_PCT, text)
+    return Verdict(fires, 0.85 if spin else 0.45, tuple(out), against, ("util", "threads"))
+
+
+def bandwidth(f: Features) -> Verdict:
+    if "gpm" in f.available:
+        fires = (f.dram_median or 0) >= T.DRAM_BW_PCT and (
+            f.tensor_median or 0
+        ) < T.TENSOR_ACTIVE_PCT
+        out = (
+            ev(
+                "dram_bw_util",
+                f.dram_median,
+                T.DRAM_BW_PCT,
+                f"DRAM bandwidth {pct(f.dram_median)} of peak (GPM, median) while the tensor "
+                f"pipes are active {pct(f.tensor_median)} of cycles",
+            ),
+            ev(
+                "sm_occupancy",
+                f.occupancy_median,
+                None,
+                f"SM activity {pct(f.sm_median)}, occupancy {pct(f.occupancy_median)}",
+            ),
+        )
+        text = (
+            f"DRAM bandwidth {pct(f.dram_median)} of peak (GPM), under {T.DRAM_BW_PCT:.0f} %"
+            if (f.dram_median or 0) < T.DRAM_BW_PCT
+            else f"tensor pipes active {pct(f.tensor_median)}: the math, not memory, leads"
+        )
+        against = ev("dram_bw_util", f.dram_median, T.DRAM_BW_PCT, text)
+        return Verdict(fires, 0.85, out, against, ("gpm",))
+    fires = (f.memctl_median or 0) >= T.MEMCTL_BW_PCT
+    out = (
+        ev(
+            "memctl_util",
+            f.memctl_median,
+            T.MEMCTL_BW_PCT,
+            f"memory controller busy {pct(f.memctl_median)} of the time (no GPM: a weak proxy "
+            "for bandwidth)",
+        ),
+    )
+    text = (
+        "neither GPM nor memory-controller figures reported: bandwidth cannot be judged"
+        if f.memctl_median is None
+        else f"memory controller busy {pct(f.memctl_median)} of the time, under "
+        f"{T.MEMCTL_BW_PCT:.0f} %"
+    )
+    against = ev("memctl_util", f.memctl_median, T.MEMCTL_BW_PCT, text)
+    return Verdict(fires, 0.55, out, against, ("gpm",))
+
+
+def compute(f: Features) -> Verdict:
+    clocks = (
+        f"power {pct(f.power_pct_median)} of the limit, SM clock {pct(f.clock_pct_median)} of max"
+    )
+    if "gpm" in f.available:
+        sm_ok = (f.sm_median or 0) >= T.SM_ACTIVE_PCT
+        fires = sm_ok and (
+            (f.tensor_median or 0) >= T.TENSOR_ACTIVE_PCT or (f.dram_median or 0) < T.DRAM_BW_PCT
+        )
+        out = (
+            ev(
+                "sm_util",
+                f.sm_median,
+                T.SM_ACTIVE_PCT,
+                f"SM activity {pct(f.sm_median)} (GPM, median, {f.recent_s:.0f} s), tensor "
+                f"pipes {pct(f.tensor_median)}, DRAM bandwidth {pct(f.dram_median)}",
+            ),
+            ev(
+                "util_gpu",
+                f.util_median,
+                T.BUSY_UTIL_PCT,
+                f"GPU busy {pct(f.util_median)} with idle gaps in {f.gap_fraction:.0%} of "
+                "samples: input and host keep up",
+            ),
+            ev("power_pct", f.power_pct_median, None, clocks),
+        )
+        text = (
+            f"SM activity {pct(f.sm_median)} (GPM), under {T.SM_ACTIVE_PCT:.0f} %: busy time "
+            f"{pct(f.util_median)} is not SM use"
+            if not sm_ok
+            else "memory traffic, not the math pipes, leads (see bandwidth)"
+        )
+        against = ev("sm_util", f.sm_median, T.SM_ACTIVE_PCT, text)
+        return Verdict(fires, 0.85, out, against, ("gpm",))
+    # Without GPM: busy time says kernels run, power says whether they work the math units.
+    busy = f.util_median if "util" in f.available else None
+    throttled = f.thermal_fraction >= T.THROTTLE_FRACTION or (
+        f.power_cap_fraction >= T.THROTTLE_FRACTION
+    )
+    strong = (f.power_pct_median or 0) >= T.POWER_COMPUTE_PCT or throttled
+    fires = strong and (busy is None or busy >= T.BUSY_UTIL_PCT)
+    out = (
+        ev(
+            "power_pct",
+            f.power_pct_median,
+            T.POWER_COMPUTE_PCT,
+            clocks
+            + (" (clocks held by throttling)" if throttled else "")
+            + " (no GPM: judged from power and clocks)",
+        ),
+        ev(
+            "util_gpu",
+            busy,
+            T.BUSY_UTIL_PCT,
+            f"GPU busy {pct(busy)} (busy time alone does not prove compute)"
+            if busy is not None
+            else "per-GPU busy time not reported (MIG mode or an unsupported field)",
+        ),
+    )
+    if f.power_pct_median is None:
+        text = "no GPM and no power figure: compute cannot be judged"
+    elif strong:
+        text = f"busy time only {pct(busy)}: the GPU waits more than it computes"
+    else:
+        text = (
+            f"busy {pct(busy)} at only {pct(f.power_pct_median)} of the power limit: the "
+            "math units are not the limit"
+        )
+    against = ev("power_pct", f.power_pct_median, T.POWER_COMPUTE_PCT, text)
+    return Verdict(fires, 0.55 if busy is not None else 0.45, out, against, ("gpm", "util"))
+
+
+def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
+    pending = [j for j in jobs if j.pending]
+    long_wait = [j for j in pending if (j.wait_s or 0) >= T.PENDING_WAIT_S]
+    ending = [
+        j
+        for j in jobs
+        if not j.pending and j.time_left_s is not None and j.time_left_s < T.TIME_LIMIT_CLOSE_S
+    ]
+    out = []
+    for j in (long_wait or pending)[:2]:
+        wait = "" if j.wait_s is None else f" for {_duration(j.wait_s)}"
+        out.append(
+            ev(
+                "queue_wait_s",
+                j.wait_s,
+                T.PENDING_WAIT_S,
+                f"Slurm job {j.job_id} ({j.name or '?'}) PENDING{wait}, reason "
+                f"{j.reason or 'none given'}",
+                "s",
+            )
+        )
+    for j in ending[:1]:
+        out.append(
+            ev(
+                "time_left_s",
+                j.time_left_s,
+                T.TIME_LIMIT_CLOSE_S,
+                f"Slurm job {j.job_id} has {_duration(max(0.0, j.time_left_s))} left of its "
+                f"{_duration(j.time_limit_s)} time limit",
+                "s",
+            )
+        )
+    idle = not f.active_gpus
+    if out:
+        out.append(
+            ev(
+                "active_gpus",
+                len(f.active_gpus),
+                0,
+                "no GPU on this machine runs kernels"
+                if idle
+                else f"{len(f.active_gpus)} GPUs here run kernels",
+                "",
+            )
+        )
+    fires = idle and bool(pending or ending)
+    if not jobs:
+        text = "no Slurm job of this user is queued (or Slurm is not installed)"
+    elif not pending:
+        text = f"{len(jobs)} Slurm job(s) of this user, none pending"
+    else:
+        text = f"{len(pending)} job(s) pending, but the GPUs here are busy with other work"
+    job = (long_wait or pending or ending or [None])[0]
+    against = ev("pending_jobs", len(pending), 1, text, "")
+    conf = 0.9 if long_wait or ending else 0.6
+    return Verdict(fires, conf, tuple(out), against, (), (), job.job_id if job else None)
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "no"
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 60:
+        return f"{s / 60:.0f} min"
+    return f"{s:.0f} s"
