@@ -1,147 +1,147 @@
-"""Stand-ins for the commands the tool runs: `journalctl -k`, `squeue`, `scontrol`.
+"""Stand-ins for the commands the tool runs: `journalctl`, `dmesg`, and Slurm's `squeue`,
+`scontrol` and `sacct` (in `fake_slurm.py`).
 
-Each answers in the real program's output format; a program the scenario lacks raises
-FileNotFoundError, as when it is not installed.
+Each answers in the real program's output format with what the machine logged up to the clock's
+now. A program the scenario lacks raises FileNotFoundError, as when it is not installed: Slurm
+exists only in scenarios that have Slurm jobs. `journalctl --file`/`--directory` reads a real
+journal, so it runs the real program.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from ..sources import CommandResult
+from ..sources import CommandResult, run_real_command
+from .fake_slurm import FakeSlurm
 from .machine import SimMachine
 
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+0000")
-
-
-def _slurm_time(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+_MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+_DAYS = "Mon Tue Wed Thu Fri Sat Sun".split()
 
 
-def _since(argv: Sequence[str]) -> float | None:
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def _opt(argv: Sequence[str], *names: str) -> str | None:
+    """The value of an option given as `-x V`, `--long V`, `--long=V` or `-xV`."""
     for i, a in enumerate(argv):
-        val = None
-        if a in ("--since", "-S") and i + 1 < len(argv):
-            val = argv[i + 1]
-        elif a.startswith("--since="):
-            val = a.split("=", 1)[1]
-        if val is None:
-            continue
-        if val.startswith("@"):
-            return float(val[1:])
-        try:
-            return (
-                datetime.fromisoformat(val.replace(" ", "T"))
-                .replace(tzinfo=timezone.utc)
-                .timestamp()
-            )
-        except ValueError:
-            return None
+        for n in names:
+            if a == n and i + 1 < len(argv):
+                return argv[i + 1]
+            if n.startswith("--") and a.startswith(n + "="):
+                return a[len(n) + 1 :]
+            if not n.startswith("--") and a.startswith(n) and len(a) > len(n):
+                return a[len(n) :]
     return None
 
 
+def parse_time(val: str, now: float) -> float | None:
+    """journalctl's time specs: `@EPOCH`, ISO dates and times, `-5min`, `today`, `now`."""
+    val = val.strip()
+    if val.startswith("@"):
+        try:
+            return float(val[1:])
+        except ValueError:
+            return None
+    if val in ("now", "today", "yesterday"):
+        day = now - now % 86400
+        return {"now": now, "today": day, "yesterday": day - 86400}[val]
+    m = re.fullmatch(r"-(\d+)\s*(s|sec|min|m|h|hours?|d|days?)", val)
+    if m:
+        unit = m.group(2)[0]
+        return now - int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    try:
+        dt = datetime.fromisoformat(val.replace(" ", "T"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
 class FakeCommands:
+    """`run_command(argv, timeout) -> CommandResult` over the simulated machine."""
+
     def __init__(self, machine: SimMachine, hostname: str) -> None:
         self._m = machine
         self._host = hostname
+        self._slurm = FakeSlurm(machine, hostname)
 
     def __call__(self, argv: Sequence[str], timeout: float) -> CommandResult:
+        argv = list(argv)
+        if not argv:
+            raise FileNotFoundError(2, "No such file or directory", "")
         prog = argv[0].rsplit("/", 1)[-1]
         if prog == "journalctl":
+            if _opt(argv, "--file", "--directory", "-D") is not None:
+                return run_real_command(argv, timeout)
             return self._journalctl(argv)
-        slurm = self._m.spec.get("slurm")
-        if prog in ("squeue", "scontrol", "sacct") and slurm:
-            return self._squeue(argv, slurm) if prog == "squeue" else self._scontrol(argv, slurm)
+        if prog == "dmesg":
+            return self._dmesg(argv)
+        if prog in ("squeue", "scontrol", "sacct") and self._m.slurm:
+            return getattr(self._slurm, prog)(argv)
         raise FileNotFoundError(2, "No such file or directory", prog)
 
-    def _journalctl(self, argv: Sequence[str]) -> CommandResult:
-        if "-k" not in argv and "--dmesg" not in argv:
-            return CommandResult(0, "-- No entries --\n")
+    def _lines(self, since: float | None, until: float | None, grep: str | None):
         now = self._m.clock.now()
-        since = _since(argv)
-        out = []
+        pat = re.compile(grep, re.IGNORECASE) if grep else None
         for t, text in self._m.kernel_lines:
-            if t > now or (since is not None and t < since):
+            if t > now or (since is not None and t < since) or (until is not None and t > until):
                 continue
-            out.append(f"{_iso(t)} {self._host} kernel: {text}")
-        return CommandResult(0, "\n".join(out) + "\n" if out else "-- No entries --\n")
+            if pat is not None and not pat.search(text):
+                continue
+            yield t, text
 
-    def _jobs(self, argv: Sequence[str], slurm: list[dict]) -> list[dict]:
-        jobs = slurm
-        if "-j" in argv:
-            want = argv[argv.index("-j") + 1].split(",")
-            jobs = [j for j in jobs if j["id"] in want]
-        if "-u" in argv:
-            jobs = [j for j in jobs if j["user"] == argv[argv.index("-u") + 1]]
-        return jobs
-
-    def _fields(self, j: dict) -> dict[str, str]:
+    def _journalctl(self, argv: list[str]) -> CommandResult:
         now = self._m.clock.now()
-        submit = self._m.clock.start - j["submitted_ago"]
-        pending = j["state"] == "PENDING"
-        return {
-            "i": j["id"],
-            "j": j["name"],
-            "u": j["user"],
-            "T": j["state"],
-            "r": j["reason"] if pending else "None",
-            "V": _slurm_time(submit),
-            "S": "N/A" if pending else _slurm_time(submit + 60),
-            "l": j["limit"],
-            "M": "0:00" if pending else time.strftime("%H:%M:%S", time.gmtime(now - submit - 60)),
-            "D": str(j["nodes"]),
-            "b": j["gres"],
-            "N": "" if pending else self._host,
-        }
-
-    def _squeue(self, argv: Sequence[str], slurm: list[dict]) -> CommandResult:
-        fmt = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
-        if "-o" in argv:
-            fmt = argv[argv.index("-o") + 1]
-        elif any(a.startswith("--format=") for a in argv):
-            fmt = next(a for a in argv if a.startswith("--format="))[9:]
-        jobs = self._jobs(argv, slurm)
+        since_s, until_s = _opt(argv, "--since", "-S"), _opt(argv, "--until", "-U")
+        since = parse_time(since_s, now) if since_s else None
+        until = parse_time(until_s, now) if until_s else None
+        if (since_s and since is None) or (until_s and until is None):
+            bad = since_s if since_s and since is None else until_s
+            return CommandResult(1, "", f"Failed to parse timestamp: {bad}\n")
+        fmt = _opt(argv, "-o", "--output") or "short"
         rows = []
-        if "-h" not in argv and "--noheader" not in argv:
-            rows.append(re.sub(r"%\.?\d*(\w)", lambda m: m.group(1).upper(), fmt))
-        for j in jobs:
-            f = self._fields(j)
-            f.update(
-                P="gpu",
-                t="PD" if j["state"] == "PENDING" else "R",
-                R=f"({j['reason']})" if j["state"] == "PENDING" else self._host,
-            )
-            rows.append(
-                re.sub(
-                    r"%\.?(\d*)(\w)",
-                    lambda m, f=f: f.get(m.group(2), "").rjust(int(m.group(1) or 0)),
-                    fmt,
-                )
-            )
-        return CommandResult(0, "\n".join(rows) + ("\n" if rows else ""))
+        for t, text in self._lines(since, until, _opt(argv, "--grep", "-g")):
+            d = _utc(t)
+            if fmt == "cat":
+                rows.append(text)
+                continue
+            if fmt == "short-iso":
+                stamp = d.strftime("%Y-%m-%dT%H:%M:%S+0000")
+            elif fmt == "short-precise":
+                stamp = f"{_MONTHS[d.month - 1]} {d.day:02d} {d:%H:%M:%S}.{d.microsecond:06d}"
+            elif fmt == "short-unix":
+                stamp = f"{t:.6f}"
+            else:
+                stamp = f"{_MONTHS[d.month - 1]} {d.day:02d} {d:%H:%M:%S}"
+            rows.append(f"{stamp} {self._host} kernel: {text}")
+        n = _opt(argv, "-n", "--lines")
+        if n is not None and n.isdigit():
+            rows = rows[-int(n) :] if int(n) else []
+        if "-r" in argv or "--reverse" in argv:
+            rows.reverse()
+        out = "\n".join(rows) + "\n" if rows else "-- No entries --\n"
+        return CommandResult(0, out)
 
-    def _scontrol(self, argv: Sequence[str], slurm: list[dict]) -> CommandResult:
-        if len(argv) < 4 or argv[1:3] != ["show", "job"]:
-            return CommandResult(1, "", "scontrol: error: Invalid command\n")
-        j = next((j for j in slurm if j["id"] == argv[3]), None)
-        if j is None:
-            return CommandResult(1, "", "slurm_load_jobs error: Invalid job id specified\n")
-        f = self._fields(j)
-        text = (
-            f"JobId={j['id']} JobName={j['name']}\n"
-            f"   UserId={j['user']}(1001) GroupId={j['user']}(1001) MCS_label=N/A\n"
-            f"   Priority=4294901758 Nice=0 Account=research QOS=normal\n"
-            f"   JobState={j['state']} Reason={f['r']} Dependency=(null)\n"
-            f"   RunTime={f['M']} TimeLimit={j['limit']} TimeMin=N/A\n"
-            f"   SubmitTime={f['V']} EligibleTime={f['V']}\n"
-            f"   StartTime=Unknown EndTime=Unknown Deadline=N/A\n"
-            f"   Partition=gpu AllocNode:Sid=login01:4242\n"
-            f"   NumNodes={j['nodes']} NumCPUs=64 NumTasks={j['nodes'] * 8}\n"
-            f"   TresPerNode={j['gres']}\n"
-        )
-        return CommandResult(0, text)
+    def _dmesg(self, argv: list[str]) -> CommandResult:
+        boot = self._m.boot_time
+        iso = _opt(argv, "--time-format") == "iso"
+        ctime = "-T" in argv or "--ctime" in argv
+        rows = []
+        for t, text in self._lines(None, None, None):
+            if iso:
+                d = _utc(t)
+                rows.append(f"{d:%Y-%m-%dT%H:%M:%S},{d.microsecond:06d}+00:00 {text}")
+            elif ctime:
+                d = _utc(t)
+                rows.append(
+                    f"[{_DAYS[d.weekday()]} {_MONTHS[d.month - 1]} {d.day:>2} {d:%H:%M:%S} "
+                    f"{d.year}] {text}"
+                )
+            else:
+                rows.append(f"[{t - boot:12.6f}] {text}")
+        return CommandResult(0, "".join(r + "\n" for r in rows))

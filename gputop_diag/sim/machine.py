@@ -1,27 +1,41 @@
 """The simulated machine: a scenario's timeline evaluated at the clock's time.
 
 The fakes (pynvml, psutil, /proc, commands) all read `SimMachine.state()`, which is computed
-once per distinct time and cached, so one collection tick costs the same as reading a table.
-Cumulative counters (thread CPU time, disk bytes, NVLink KiB) are integrated as time advances.
+once per distinct time (quantised to 0.1 s, so a live view polling many times a second costs one
+evaluation) and cached; a collection tick then costs about as much as reading a table.
+Cumulative counters (thread CPU time, host CPU and iowait time, disk bytes, NVLink KiB, pressure
+stall totals) are integrated as time advances, so rates computed from them by the collectors
+agree with the instantaneous figures.
 """
 
 from __future__ import annotations
 
-import hashlib
+import math
 import random
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .clock import SimClock
-from .scenarios import GPU_MODELS, NOISE_SD, PROFILES, SCENARIOS
+from .population import (
+    MIB,
+    SimGpu,
+    SimProc,
+    build_gpus,
+    build_kernel_lines,
+    build_procs,
+    build_xids,
+)
+from .profiles import GPU_KEYS, GPU_MODELS, NOISE_SD, PROFILES
 
-MIB = 1024**2
 HOST_CPUS = 32
-RESERVED_MIB = 470  # what the driver keeps on an H100-class GPU with nothing running
 CONTEXT_MIB = 510  # CUDA context per process
+BOOT_AGO_S = 261_845.0  # the node booted about three days before the scenario starts
+BACKGROUND_CPU_PCT = 2.0  # system daemons, as a share of all cores
+STEP_S = 0.1
 _KEYS = {k: n for n, k in enumerate(NOISE_SD)}
 _NOISE_N = 4099
+_PSI_TAU = (10.0, 60.0, 300.0)
 
 
 @dataclass(frozen=True)
@@ -34,60 +48,12 @@ class ScenarioInfo:
     duration_s: float
 
 
-@dataclass
-class SimGpu:
-    index: int
-    model: dict
-    uuid: str
-    serial: str
-    bus: tuple[int, int, int]  # domain, bus, device
-    minor: int
-    mig: list[tuple[str, int, str]] = field(default_factory=list)  # (profile, MiB, uuid)
-
-    @property
-    def bus_id(self) -> str:
-        d, b, dev = self.bus
-        return f"{d:08X}:{b:02X}:{dev:02X}.0"
-
-    @property
-    def total_bytes(self) -> int:
-        return self.model["mem_mib"] * MIB
-
-
-@dataclass
-class SimThread:
-    tid: int
-    name: str
-    role: str  # "main", "pin", "autograd", "nccl", "worker", "other"
-    cum_s: float = 0.0
-
-
-@dataclass
-class SimProc:
-    pid: int
-    ppid: int
-    user: str
-    name: str
-    cmdline: tuple[str, ...]
-    role: str  # "rank", "worker", "cotenant", "host", "small"
-    gpu: int | None = None
-    mig: int | None = None  # MIG instance index on its GPU
-    mem_mib: float | None = None  # fixed memory (co-tenants)
-    denied: bool = False
-    environ: dict = field(default_factory=dict)
-    threads: list[SimThread] = field(default_factory=list)
-    children: list[int] = field(default_factory=list)
-    create_time: float = 0.0
-    cpu_fixed: float | None = None
-    cuda_runtime: str | None = None
-
-
-def _uuid(seed: str) -> str:
-    h = hashlib.md5(seed.encode()).hexdigest()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
-_HGX_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+def scenario_info(name: str, spec: dict, gpu_count: int | None = None) -> ScenarioInfo:
+    n = spec["gpus"] if gpu_count is None else gpu_count
+    model = GPU_MODELS[spec["model"]]["name"] if n and not spec.get("no_driver") else "none"
+    return ScenarioInfo(
+        name, spec["description"], spec["expected"], n, model, float(spec["duration"])
+    )
 
 
 class SimMachine:
@@ -103,229 +69,68 @@ class SimMachine:
     ) -> None:
         self.name, self.spec, self.clock, self.noise = name, spec, clock, noise
         self.model = GPU_MODELS[spec["model"]]
-        n = spec["gpus"] if gpu_count is None else gpu_count
-        self.info = ScenarioInfo(
-            name,
-            spec["description"],
-            spec["expected"],
-            n,
-            self.model["name"],
-            float(spec["duration"]),
-        )
+        self.info = scenario_info(name, spec, gpu_count)
         self.scenario = self.info
+        n = 0 if spec.get("no_driver") and gpu_count is None else self.info.gpu_count
+        self.user = "alice"  # who runs the tool
         self.no_driver = bool(spec.get("no_driver"))
         self.driver_version, self.cuda_version = spec.get("driver", ("570.124.06", 12080))
+        self.boot_time = clock.start - BOOT_AGO_S
         rng = random.Random(f"{name}-{seed}")
         self._noise = [rng.gauss(0.0, 1.0) for _ in range(_NOISE_N)]
-        self.call_counts: Counter = Counter()
+        self.call_counts: Counter = Counter()  # fake pynvml calls, per function
         self.raised: Counter = Counter()  # injected errors actually raised, per function
         self.errors: dict[str, list[list]] = {}
         self.lost_at: dict[int, float] = {
             g: clock.start + t for g, t in spec.get("lost", []) if g < n
         }
         self.vanished: set[int] = set()
+        self.exit_at: dict[int, float] = {}  # pid -> epoch it exits
         self.lock = threading.RLock()
-        self.gpus = [self._gpu(i, n) for i in range(n)]
-        self.procs: dict[int, SimProc] = {}
-        self._build_procs(process_count)
-        self.xids = self._xids()
+        self.gpus: list[SimGpu] = build_gpus(name, spec, self.model, n)
+        self.procs: dict[int, SimProc] = build_procs(spec, self.gpus, clock.start, process_count)
+        self.by_gpu: dict[int, list[SimProc]] = {}
+        for p in self.procs.values():
+            if p.gpu is not None:
+                self.by_gpu.setdefault(p.gpu, []).append(p)
+        self.xids = build_xids(spec, self.gpus, self.procs, clock.start)
+        self._extra_lines: list[tuple[float, str]] = []
+        if spec.get("oom_kill") is not None:
+            self._oom_kill(clock.start + spec["oom_kill"])
         self.kernel_lines = self._kernel_lines()
+        self.slurm: list[dict] = spec.get("slurm", [])
         self._t: float | None = None
         self._state: dict | None = None
-        self.disk_read = 0.0
-        self.disk_write = 0.0
-        self.nvlink = [[0.0, 0.0] for _ in self.gpus]
-
-    # -- construction ------------------------------------------------------------------------
-    def _gpu(self, i: int, n: int) -> SimGpu:
-        bus = (i // 64, _HGX_BUSES[i] if n <= 8 else 0x10 + (i % 64) * 3, 0)
-        minor = i ^ 2 if n % 4 == 0 else i  # minor numbers need not follow NVML order
-        g = SimGpu(
-            i,
-            self.model,
-            "GPU-" + _uuid(f"{self.name}-gpu-{i}"),
-            f"{self.model['serial_prefix']}{(i * 7919) % 100000:06d}",
-            bus,
-            minor,
-        )
-        for k, (prof, mib) in enumerate(self.spec.get("mig", [])):
-            g.mig.append((prof, mib, "MIG-" + _uuid(f"{self.name}-mig-{i}-{k}")))
-        return g
-
-    def _build_procs(self, process_count: int | None) -> None:
-        start = self.clock.start - 1800.0
-        pid = 41200
-        if process_count is not None:
-            for k in range(process_count):
-                gi = k % max(1, len(self.gpus))
-                self._add(
-                    SimProc(
-                        pid + k,
-                        1,
-                        "alice",
-                        "python",
-                        ("python", "worker.py", f"--shard={k}"),
-                        "small",
-                        gpu=gi,
-                        create_time=start,
-                        environ={"CUDA_VISIBLE_DEVICES": str(gi)},
-                        threads=[
-                            SimThread(pid + k, "python", "main"),
-                            SimThread(pid + k + 500000, "cuda-EvtHandlr", "other"),
-                        ],
-                    )
-                )
-            return
-        for job in self.spec.get("jobs", []):
-            if job.get("single"):
-                gi = job["gpus"][0]
-                p = SimProc(
-                    pid,
-                    1,
-                    job["user"],
-                    "python",
-                    job["cmdline"],
-                    "cotenant",
-                    gpu=gi,
-                    mem_mib=job["mem_mib"],
-                    denied=job.get("denied", False),
-                    create_time=start - 7200,
-                    cpu_fixed=job.get("cpu", 5),
-                    environ={"CUDA_VISIBLE_DEVICES": str(gi), "USER": job["user"]},
-                    threads=[SimThread(pid, "python", "other")],
-                )
-                self._add(p)
-                pid += 100
-                continue
-            targets = (
-                [(0, k) for k in range(len(self.gpus[0].mig))]
-                if job.get("per_mig")
-                else [(g.index, None) for g in self.gpus]
-            )
-            host_workers = PROFILES[self._profile_names()[0]]["host"]["workers"]
-            workers = max(
-                host_workers,
-                max((PROFILES[p]["host"]["workers"] for p in self._profile_names()), default=0),
-            )
-            ranks = []
-            for rank, (gi, mig) in enumerate(targets):
-                env = {
-                    "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in self.gpus),
-                    "LOCAL_RANK": str(rank),
-                    "USER": job["user"],
-                }
-                if mig is not None:
-                    env["CUDA_VISIBLE_DEVICES"] = self.gpus[0].mig[mig][2]
-                p = SimProc(
-                    pid,
-                    1,
-                    job["user"],
-                    "pt_main_thread",
-                    job["cmdline"] + (f"--local-rank={rank}",),
-                    "rank",
-                    gpu=gi,
-                    mig=mig,
-                    create_time=start,
-                    environ=env,
-                )
-                p.threads = [
-                    SimThread(pid, "pt_main_thread", "main"),
-                    SimThread(pid + 1, "pt_data_pin", "pin"),
-                    SimThread(pid + 2, "pt_autograd_0", "autograd"),
-                    SimThread(pid + 3, "pt_nccl_watchdg", "nccl"),
-                    SimThread(pid + 4, "cuda-EvtHandlr", "other"),
-                ]
-                self._add(p)
-                ranks.append(p)
-                pid += 10
-            for w in range(workers):
-                owner = ranks[w % len(ranks)]
-                wp = SimProc(
-                    pid,
-                    owner.pid,
-                    owner.user,
-                    "pt_data_worker",
-                    owner.cmdline,
-                    "worker",
-                    create_time=start + 5,
-                    environ=dict(owner.environ),
-                    threads=[SimThread(pid, "pt_data_worker", "worker")],
-                )
-                owner.children.append(pid)
-                self._add(wp)
-                pid += 3
-            pid += 100
-        for hp in self.spec.get("host_procs", []):
-            self._add(
-                SimProc(
-                    hp["pid"],
-                    1,
-                    hp["user"],
-                    hp["name"],
-                    hp["cmdline"],
-                    "host",
-                    create_time=self.clock.start - 60,
-                    cpu_fixed=0.0,
-                    environ={"USER": hp["user"]},
-                    cuda_runtime=hp.get("cuda_runtime"),
-                    threads=[SimThread(hp["pid"], hp["name"], "other")],
-                )
-            )
-
-    def _add(self, p: SimProc) -> None:
-        self.procs[p.pid] = p
-
-    def _profile_names(self) -> list[str]:
-        return [p for _, p in self.spec["timeline"]]
-
-    def _xids(self) -> list[tuple[float, int, int, int | None, str | None, str]]:
-        out = []
-        for t, gi, xid, who, pname, msg in self.spec.get("xids", []):
-            if gi >= len(self.gpus):
-                continue
-            pid = None
-            if who and who.startswith("rank"):
-                pid = next(
-                    (
-                        p.pid
-                        for p in self.procs.values()
-                        if p.role == "rank" and p.gpu == int(who[4:])
-                    ),
-                    None,
-                )
-            out.append((self.clock.start + t, gi, xid, pid, pname, msg))
-        return sorted(out)
+        self._avg_cache: dict[tuple, dict] = {}
+        self.disk_read = self.disk_write = 0.0
+        self.host_busy_pct_s = self.host_iowait_pct_s = 0.0
+        self.nvlink = [[0.0, 0.0] for _ in self.gpus]  # cumulative KiB tx, rx
+        self.psi: dict[str, dict] = {}
 
     def _kernel_lines(self) -> list[tuple[float, str]]:
-        lines: list[tuple[float, str]] = []
-        announced = set()
-        for t, gi, xid, pid, pname, msg in self.xids:
-            g = self.gpus[gi]
-            pci = f"{g.bus[0]:04x}:{g.bus[1]:02x}:{g.bus[2]:02x}"
-            if gi not in announced:
-                announced.add(gi)
-                lines.append((t, f"NVRM: GPU at PCI:{pci}: {g.uuid}"))
-                lines.append((t, f"NVRM: GPU Board Serial Number: {g.serial}"))
-            if xid == 79:
-                lines.append((t, f"NVRM: Xid (PCI:{pci}): 79, {msg}"))
-                lines.append((t, f"NVRM: GPU {pci}.0: GPU has fallen off the bus."))
-            else:
-                p = pid if pid is not None else "'<unknown>'"
-                lines.append(
-                    (
-                        t,
-                        f"NVRM: Xid (PCI:{pci}): {xid}, pid={p}, "
-                        f"name={pname or '<unknown>'}, {msg}",
-                    )
-                )
-        workers = [p.pid for p in self.procs.values() if p.role == "worker"]
-        for t, text in self.spec.get("kernel_lines", []):
-            lines.append((self.clock.start + t, text.format(pid1=workers[0] if workers else 4242)))
-        return sorted(lines, key=lambda x: x[0])
+        lines = build_kernel_lines(
+            self.spec, self.gpus, self.xids, self.driver_version, self.clock.start, self.boot_time
+        )
+        return sorted([*lines, *self._extra_lines], key=lambda x: x[0])
 
-    # -- evaluation --------------------------------------------------------------------------
+    def _oom_kill(self, when: float) -> None:
+        """The kernel's OOM killer ends the first dataloader worker (mm/oom_kill.c format)."""
+        victim = next((p for p in self.procs.values() if p.role == "worker"), None)
+        if victim is None:
+            return
+        self.exit_at[victim.pid] = when
+        self._extra_lines.append(
+            (
+                when,
+                f"Out of memory: Killed process {victim.pid} ({victim.name[:15]}) "
+                f"total-vm:81234567kB, anon-rss:2345678kB, file-rss:10240kB, shmem-rss:0kB, "
+                f"UID:1001 pgtables:5120kB oom_score_adj:0",
+            )
+        )
+
+    # -- timeline ----------------------------------------------------------------------------
     def phase_at(self, t: float) -> tuple[str, float]:
-        """The profile name at time t and the time since that phase began."""
+        """The profile name at time t and the seconds since that phase began."""
         rel = t - self.clock.start
         if self.spec.get("loop") and rel >= 0:
             rel %= self.spec["duration"]
@@ -336,45 +141,62 @@ class SimMachine:
         return name, rel - began
 
     def n(self, key: str, k: int, t: float) -> float:
+        """Seeded noise for figure `key` of item `k` at time t (constant over 0.25 s)."""
         if not self.noise:
             return 0.0
         i = (int(t * 4) * 7919 + k * 104729 + _KEYS[key] * 31) % _NOISE_N
         return self._noise[i] * NOISE_SD[key] * self.noise
 
     def busy(self, prof: dict, t: float, gi: int) -> float:
+        """Share of the last second the GPU was busy (NVML's utilization sample period)."""
         shape = prof["shape"]
         if shape == "steady":
             return 1.0
         period, busy_s = prof["period"], prof["busy_s"]
-        offset = 0.0 if shape == "dips" else 0.37 * gi
+        offset = 0.0 if shape == "dips" else 0.37 * gi  # only collectives line GPUs up
         hits = sum(1 for k in range(4) if (t - 0.125 - 0.25 * k - offset) % period < busy_s)
         return hits / 4.0
 
+    def job_on(self, prof: dict, t: float) -> bool:
+        return prof.get("procs", True) and t >= self.clock.start + self.spec.get("jobs_from", 0)
+
+    def alive(self, pid: int, t: float | None = None) -> SimProc | None:
+        p = self.procs.get(pid)
+        if p is None or pid in self.vanished:
+            return None
+        t = self.clock.now() if t is None else t
+        if p.create_time > t or t >= self.exit_at.get(pid, math.inf):
+            return None
+        return p
+
+    # -- evaluation --------------------------------------------------------------------------
     def state(self) -> dict:
-        """The machine at the clock's now; computed once per time."""
-        t = self.clock.now()
+        """The machine at the clock's now; computed once per 0.1 s."""
+        t = round(self.clock.now() / STEP_S) * STEP_S
         with self.lock:
-            if self._t is not None and t == self._t:
+            if self._state is not None and t == self._t:
                 return self._state
-            dt = 0.0 if self._t is None else max(0.0, t - self._t)
             st = self._evaluate(t)
-            self._integrate(st, dt)
-            self._t, self._state = t, st
+            if self._t is None or t > self._t:
+                self._integrate(st, 0.0 if self._t is None else t - self._t)
+                self._t, self._state = t, st
             return st
 
     def _evaluate(self, t: float) -> dict:
         pname, since = self.phase_at(t)
         prof = PROFILES[pname]
-        gpus = []
-        for g in self.gpus:
-            gpus.append(self._gpu_state(g, prof, since, t))
+        gpus = [self._gpu_state(g, prof, since, t) for g in self.gpus]
         host = prof["host"]
+        on = self.job_on(prof, t)
         cpu: dict[int, dict[int, float]] = {}
-        job_on = prof.get("procs", True) and t - self.clock.start >= self.spec.get("jobs_from", 0)
         for p in self.procs.values():
-            cpu[p.pid] = self._thread_cpu(p, host, gpus, t, job_on)
-        total = sum(sum(v.values()) for v in cpu.values()) + 0.02 * HOST_CPUS * 100
-        iowait = max(0.0, host["iowait"] + self.n("iowait", 0, t))
+            if self.alive(p.pid, t):
+                cpu[p.pid] = self._thread_cpu(p, host, gpus, t, on)
+        total = sum(sum(v.values()) for v in cpu.values()) + BACKGROUND_CPU_PCT * HOST_CPUS
+        host_cpu = min(100.0, total / HOST_CPUS)
+        iowait = min(max(0.0, host["iowait"] + self.n("iowait", 0, t)), 100.0 - host_cpu)
+        io_some = max(0.0, host.get("io_psi", 0.0) + self.n("iowait", 7, t))
+        cpu_some = max(0.0, (host_cpu - 70.0) * 0.8)
         return dict(
             t=t,
             profile=pname,
@@ -382,16 +204,18 @@ class SimMachine:
             since=since,
             gpus=gpus,
             cpu=cpu,
-            host_cpu=min(100.0, total / HOST_CPUS),
+            host_cpu=host_cpu,
             iowait=iowait,
-            job_on=job_on,
+            psi=dict(cpu=(cpu_some, 0.0), io=(io_some, io_some * 0.55), memory=(0.0, 0.0)),
+            job_on=on,
+            gpu_procs={},
         )
 
     def _gpu_state(self, g: SimGpu, prof: dict, since: float, t: float) -> dict:
         f = self.busy(prof, t, g.index)
         busy, idle, m = prof["busy"], prof["idle"], self.model
-        vals = {}
-        for key in ("util", "memctl", "sm", "occ", "tensor", "dram", "fp16", "fp32", "temp"):
+        vals: dict = {}
+        for key in GPU_KEYS:
             b, i = busy.get(key), idle.get(key)
             if b is None:
                 vals[key] = None
@@ -401,90 +225,136 @@ class SimMachine:
         pw = idle["power"] + f * (busy["power"] - idle["power"]) + self.n("power", g.index, t)
         clk = idle["clock"] + f * (busy["clock"] - idle["clock"]) + self.n("clock", g.index, t)
         mem_frac = prof["mem_frac"] + prof.get("mem_growth_per_min", 0.0) * since / 60.0
-        reasons = set()
-        if (vals["util"] or 0) < 5 and vals["util"] is not None:
+        reasons: set[str] = set()
+        if vals["util"] is not None and vals["util"] < 5:
             reasons.add("gpu_idle")
         elif f > 0.5:
             reasons.update(prof.get("reasons", ()))
         nv_rate = prof.get("nvlink_busy", 0.0) * f + prof.get("nvlink_idle", 0.0) * (1 - f)
         return dict(
-            lost=g.index in self.lost_at and t >= self.lost_at[g.index],
             f=f,
             **vals,
             power_w=max(m["idle_w"], pw * m["power_limit_w"]),
             sm_mhz=int(max(m["idle_sm"], min(1.0, clk) * m["sm_max"])),
             mem_mhz=m["mem_max"] if f > 0.05 or prof.get("procs", True) else 405,
+            pstate=0 if prof.get("procs", True) or f > 0.05 else 8,
             mem_frac=min(0.995, mem_frac),
             reasons=reasons,
             pcie=prof.get("pcie_kbps", 0) * max(f, 0.05),
-            nvlink=nv_rate if m["nvlink"] else 0.0,
+            nvlink=nv_rate if m["nvlinks"] else 0.0,
         )
 
-    def _thread_cpu(self, p: SimProc, host: dict, gpus: list, t: float, job_on: bool):
+    def _thread_cpu(self, p: SimProc, host: dict, gpus: list, t: float, on: bool) -> dict:
         k = p.pid % 97
-        if p.role in ("host", "cotenant", "small"):
+        if p.role in ("host", "cotenant", "small", "launcher"):
             c = p.cpu_fixed if p.cpu_fixed is not None else 30.0
-            return {
-                th.tid: max(0.0, c + (self.n("cpu", k, t) if c else 0.0)) / len(p.threads)
-                for th in p.threads
-            }
-        if not job_on or p.pid in self.vanished:
+            share = max(0.0, c + (self.n("cpu", k, t) if c else 0.0)) / len(p.threads)
+            return {th.tid: share for th in p.threads}
+        if not on:
             return {th.tid: 0.0 for th in p.threads}
         out = {}
         for th in p.threads:
-            if th.role == "main":
+            role = th.role
+            if role == "main":
                 c = host["main_cpu"]
-            elif th.role == "worker":
-                c = host["worker_cpu"]
-            elif th.role == "autograd":
+            elif role == "worker":
+                c = host["worker_cpu"] if p.worker_slot < host["workers"] else 0.3
+            elif role == "pin":
+                c = host.get("pin_cpu", 1.5)
+            elif role == "autograd":
                 f = gpus[p.gpu]["f"] if p.gpu is not None and p.gpu < len(gpus) else 0.5
                 c = 8.0 * f
+            elif role == "omp":
+                out[th.tid] = 0.0
+                continue
             else:
                 c = 1.5
             out[th.tid] = min(100.0, max(0.0, c + self.n("cpu", k + th.tid % 7, t)))
         return out
 
     def _integrate(self, st: dict, dt: float) -> None:
+        for res, (some, full) in st["psi"].items():
+            a = self.psi.get(res)
+            if a is None:  # as if the machine had been like this for a while
+                self.psi[res] = dict(some=[some] * 3, full=[full] * 3, total=[0.0, 0.0])
+                continue
+            for j, tau in enumerate(_PSI_TAU):
+                w = 1.0 - math.exp(-dt / tau)
+                a["some"][j] += (some - a["some"][j]) * w
+                a["full"][j] += (full - a["full"][j]) * w
+            a["total"][0] += some / 100.0 * dt * 1e6
+            a["total"][1] += full / 100.0 * dt * 1e6
         if dt <= 0:
             return
         for p in self.procs.values():
-            rates = st["cpu"][p.pid]
-            for th in p.threads:
-                th.cum_s += rates.get(th.tid, 0.0) / 100.0 * dt
+            rates = st["cpu"].get(p.pid)
+            if rates:
+                for th in p.threads:
+                    th.cum_s += rates.get(th.tid, 0.0) / 100.0 * dt
         host = st["prof"]["host"]
         self.disk_read += host.get("disk_read", 2.0e6) * dt
         self.disk_write += 1.5e6 * dt
+        self.host_busy_pct_s += st["host_cpu"] * dt
+        self.host_iowait_pct_s += st["iowait"] * dt
         for g, gs in zip(self.gpus, st["gpus"], strict=True):
             self.nvlink[g.index][0] += gs["nvlink"] * dt
             self.nvlink[g.index][1] += gs["nvlink"] * 0.98 * dt
 
+    def gpu_average(self, gi: int, t1: float, t2: float) -> dict:
+        """GPU figures averaged over (t1, t2], as GPM reports between two samples."""
+        key = (gi, round(t1, 1), round(t2, 1))
+        hit = self._avg_cache.get(key)
+        if hit is not None:
+            return hit
+        span = t2 - t1
+        k = 1 if span <= 1.0 else min(30, int(span + 1e-9))
+        points = [t2 - j * span / k for j in range(k)]
+        sums: dict = dict.fromkeys(GPU_KEYS, 0.0)
+        for tp in points:
+            pname, since = self.phase_at(tp)
+            gs = self._gpu_state(self.gpus[gi], PROFILES[pname], since, tp)
+            for name in GPU_KEYS:
+                v = gs[name]
+                sums[name] = None if v is None or sums[name] is None else sums[name] + v
+        out = {name: None if v is None else v / k for name, v in sums.items()}
+        if len(self._avg_cache) > 4096:
+            self._avg_cache.clear()
+        self._avg_cache[key] = out
+        return out
+
     # -- views the fakes share ---------------------------------------------------------------
     def gpu_procs(self, gi: int, st: dict) -> list[tuple[SimProc, int]]:
-        """(process, used bytes) on GPU gi now."""
-        g = self.gpus[gi]
-        gs = st["gpus"][gi]
+        """(process, used bytes) on GPU gi at the state's time."""
+        cached = st["gpu_procs"].get(gi)
+        if cached is not None:
+            return cached
+        g, gs, t = self.gpus[gi], st["gpus"][gi], st["t"]
         on = [
             p
-            for p in self.procs.values()
-            if p.gpu == gi
-            and p.pid not in self.vanished
-            and (p.role in ("small", "cotenant") or st["job_on"])
+            for p in self.by_gpu.get(gi, ())
+            if self.alive(p.pid, t) and (p.role in ("small", "cotenant") or st["job_on"])
         ]
-        fixed = sum(p.mem_mib or 0 for p in on) * MIB
-        job = [p for p in on if p.mem_mib is None]
-        budget = max(0, gs["mem_frac"] * g.total_bytes - RESERVED_MIB * MIB - fixed)
         out = [(p, int(p.mem_mib * MIB)) for p in on if p.mem_mib is not None]
+        job = [p for p in on if p.mem_mib is None]
+        fixed = sum(b for _, b in out)
         if job and g.mig:  # each process fills its MIG instance to the profile's fraction
-            out += [(p, int(gs["mem_frac"] * g.mig[p.mig][1] * MIB)) for p in job]
+            out += [(p, int(gs["mem_frac"] * g.mig[p.mig].mib * MIB)) for p in job]
         elif job:
+            budget = gs["mem_frac"] * g.total_bytes - self.model["reserved_mib"] * MIB - fixed
             share = max(CONTEXT_MIB * MIB, budget / len(job))
             out += [(p, int(share)) for p in job]
+        st["gpu_procs"][gi] = out
         return out
 
     def used_bytes(self, gi: int, st: dict) -> int:
+        """NVML's used memory: the driver's reserve plus every process's allocations."""
         g = self.gpus[gi]
         procs = sum(b for _, b in self.gpu_procs(gi, st))
-        return min(g.total_bytes - 64 * MIB, RESERVED_MIB * MIB + procs)
+        return min(g.total_bytes - 64 * MIB, self.model["reserved_mib"] * MIB + procs)
+
+    def is_lost(self, gi: int) -> bool:
+        t = self.lost_at.get(gi)
+        return t is not None and self.clock.now() >= t
 
     def take_error(self, fn: str, gpu: int | None) -> int | None:
         rules = self.errors.get(fn)
@@ -505,17 +375,27 @@ class SimMachine:
     def inject_error(
         self, function_name: str, code: int, gpu: int | None = None, times: int | None = None
     ) -> None:
+        """Make fake pynvml `function_name` raise NVMLError(code), for one GPU or all."""
         self.errors.setdefault(function_name, []).append([gpu, code, times])
 
     def clear_errors(self) -> None:
         self.errors.clear()
 
     def lose_gpu(self, index: int, at: float | None = None) -> None:
-        self.lost_at[index] = self.clock.now() if at is None else at
+        """GPU `index` falls off the bus now, or at `at` (epoch, or seconds from the start)."""
+        when = self.clock.now() if at is None else at
+        if when < self.clock.start / 2:  # a scenario-relative time
+            when += self.clock.start
+        self.lost_at[index] = when
+        self.xids = sorted(
+            [*self.xids, (when, index, 79, None, None, "GPU has fallen off the bus.")],
+            key=lambda x: x[0],
+        )
+        self.kernel_lines = self._kernel_lines()
 
     def vanish_process(self, pid: int) -> None:
+        """The process exits: NVML stops listing it and psutil raises NoSuchProcess."""
         self.vanished.add(pid)
-
-
-def scenario_spec(name: str) -> dict:
-    return SCENARIOS[name]
+        with self.lock:
+            if self._state is not None:
+                self._state["gpu_procs"].clear()

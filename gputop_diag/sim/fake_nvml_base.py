@@ -1,0 +1,119 @@
+"""Plumbing of the pynvml stand-in: the real module's constants, errors and structs, the call
+wrapper that behaves like the driver (uninitialised, lost GPUs, injected errors), and handles.
+
+Handles are real `c_nvmlDevice_t` pointers (one per GPU and per MIG instance, stable for the
+life of the machine) and are told apart by address, as the real library does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import inspect
+
+import pynvml as _real
+
+from .machine import SimGpu, SimMachine
+
+ERR = _real.NVMLError
+NA = 0xFFFFFFFF  # NVML's "not applicable" for MIG ids outside MIG
+_KEEP_FUNCTIONS = {"nvmlStructToFriendlyObject", "convertStrBytes"}
+
+
+def _constants() -> dict:
+    """Everything of the real module but the functions that call into libnvidia-ml."""
+    out = {}
+    for k, v in vars(_real).items():
+        if k.startswith("_"):
+            continue
+        if inspect.isfunction(v) and v.__module__ == _real.__name__ and k not in _KEEP_FUNCTIONS:
+            continue
+        out[k] = v
+    return out
+
+
+CONSTANTS = _constants()
+
+
+def nvml_api(fn):
+    """Count the call, apply injected errors, and raise as NVML does before init or for a lost
+    GPU. The GPU a call concerns is found from its handle (or index, or GPM sample)."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        m = self._m
+        m.call_counts[name] += 1
+        if not self._init and name != "nvmlInit":
+            raise ERR(_real.NVML_ERROR_UNINITIALIZED)
+        if name == "nvmlDeviceGetHandleByIndex":
+            gpu = args[0] if isinstance(args[0], int) else None
+        elif name == "nvmlGpmMetricsGet":
+            gpu = self._gpm.get(self._addr(args[0].sample2), (None,))[0]
+        elif name == "nvmlGpmSampleFree":
+            gpu = self._gpm.get(self._addr(args[0]), (None,))[0]
+        else:
+            gpu = self._gpu_of(args[0]) if args else None
+        code = m.take_error(name, gpu)
+        if code is not None:
+            raise ERR(code)
+        if gpu is not None and m.is_lost(gpu):
+            raise ERR(_real.NVML_ERROR_GPU_IS_LOST)
+        return fn(self, *args, **kwargs)
+
+    return wrapper
+
+
+class NvmlBase:
+    """Handles and the lookups every fake NVML call shares."""
+
+    def __init__(self, machine: SimMachine) -> None:
+        self._m = machine
+        self._init = 0
+        new = _real.struct_c_nvmlDevice_t
+        self._handles = [ctypes.pointer(new()) for _ in machine.gpus]
+        self._migs = [[ctypes.pointer(new()) for _ in g.mig] for g in machine.gpus]
+        self._by_addr: dict[int | None, tuple[int, int | None]] = {}
+        for i, h in enumerate(self._handles):
+            self._by_addr[self._addr(h)] = (i, None)
+            for k, mh in enumerate(self._migs[i]):
+                self._by_addr[self._addr(mh)] = (i, k)
+        self._gpm: dict[int | None, tuple[int | None, float]] = {}
+        self._event_sets: dict[int | None, dict] = {}
+
+    @staticmethod
+    def _addr(h) -> int | None:
+        try:
+            return ctypes.cast(h, ctypes.c_void_p).value
+        except (TypeError, ctypes.ArgumentError):
+            return None
+
+    def _gpu_of(self, h) -> int | None:
+        if not isinstance(h, ctypes._Pointer):
+            return None
+        hit = self._by_addr.get(self._addr(h))
+        return None if hit is None else hit[0]
+
+    def _mig_of(self, h) -> int | None:
+        hit = self._by_addr.get(self._addr(h))
+        return None if hit is None else hit[1]
+
+    def _index(self, h) -> int:
+        gi = self._gpu_of(h)
+        if gi is None:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return gi
+
+    def _sim(self, h) -> SimGpu:
+        return self._m.gpus[self._index(h)]
+
+    def _g(self, h) -> dict:
+        return self._m.state()["gpus"][self._index(h)]
+
+    def _mig_enabled(self, h) -> bool:
+        return bool(self._sim(h).mig)
+
+    def _no_mig_handle(self, h) -> None:
+        """Whole-GPU queries answer NotSupported on a MIG device handle."""
+        if self._mig_of(h) is not None:
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)

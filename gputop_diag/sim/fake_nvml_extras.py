@@ -1,0 +1,288 @@
+"""The pynvml stand-in's field values, health counters, GPM, Xid events and MIG calls."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import pynvml as _real
+
+from .fake_nvml_base import ERR, NA, NvmlBase, nvml_api
+
+_FI = _real
+_NVLINK_DATA = {
+    _FI.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: 0,
+    _FI.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: 1,
+}
+_NVLINK_RAW = {
+    _FI.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX: 0,
+    _FI.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX: 1,
+}
+_ZERO_FIELDS = {
+    _FI.NVML_FI_DEV_PCIE_REPLAY_COUNTER,
+    _FI.NVML_FI_DEV_ECC_SBE_VOL_TOTAL,
+    _FI.NVML_FI_DEV_ECC_DBE_VOL_TOTAL,
+    _FI.NVML_FI_DEV_ECC_SBE_AGG_TOTAL,
+    _FI.NVML_FI_DEV_ECC_DBE_AGG_TOTAL,
+    _FI.NVML_FI_DEV_REMAPPED_COR,
+    _FI.NVML_FI_DEV_REMAPPED_UNC,
+    _FI.NVML_FI_DEV_REMAPPED_PENDING,
+    _FI.NVML_FI_DEV_REMAPPED_FAILURE,
+}
+_ALL_LINKS = 0xFFFFFFFF
+# NVML_GPM_METRIC_* id -> the machine's figure (None: supported, always 0 in these workloads).
+_GPM_KEYS = {
+    _real.NVML_GPM_METRIC_GRAPHICS_UTIL: "util",
+    _real.NVML_GPM_METRIC_SM_UTIL: "sm",
+    _real.NVML_GPM_METRIC_SM_OCCUPANCY: "occ",
+    _real.NVML_GPM_METRIC_ANY_TENSOR_UTIL: "tensor",
+    _real.NVML_GPM_METRIC_DRAM_BW_UTIL: "dram",
+    _real.NVML_GPM_METRIC_FP64_UTIL: None,
+    _real.NVML_GPM_METRIC_FP32_UTIL: "fp32",
+    _real.NVML_GPM_METRIC_FP16_UTIL: "fp16",
+}
+_EVENT_TYPES = (
+    _real.nvmlEventTypeXidCriticalError
+    | _real.nvmlEventTypeSingleBitEccError
+    | _real.nvmlEventTypeDoubleBitEccError
+    | _real.nvmlEventTypePState
+    | _real.nvmlEventTypeClock
+)
+
+
+class NvmlExtras(NvmlBase):
+    # -- field values ------------------------------------------------------------------------
+    @nvml_api
+    def nvmlDeviceGetFieldValues(self, handle, fieldIds):
+        st = self._m.state()
+        gi = self._index(handle)
+        g, gs = self._m.gpus[gi], st["gpus"][gi]
+        links = g.model["nvlinks"]
+        out = (_real.c_nvmlFieldValue_t * len(fieldIds))()
+        for k, fid in enumerate(fieldIds):
+            v = out[k]
+            try:
+                v.fieldId, v.scopeId = fid
+            except TypeError:
+                v.fieldId = fid
+            fid, scope = v.fieldId, v.scopeId
+            v.timestamp = int(st["t"] * 1e6)
+            v.latencyUsec = 0
+            v.nvmlReturn = _real.NVML_SUCCESS
+            if fid in _NVLINK_DATA or fid in _NVLINK_RAW:
+                if not links:
+                    v.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
+                    continue
+                if scope != _ALL_LINKS and scope >= links:
+                    v.nvmlReturn = _real.NVML_ERROR_INVALID_ARGUMENT
+                    continue
+                side = _NVLINK_DATA.get(fid, _NVLINK_RAW.get(fid))
+                kib = self._m.nvlink[gi][side] * (1.0 if fid in _NVLINK_DATA else 1.06)
+                v.valueType = _real.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                v.value.ullVal = int(kib if scope == _ALL_LINKS else kib / links)
+            elif fid == _real.NVML_FI_DEV_NVLINK_LINK_COUNT and links:
+                v.valueType = _real.NVML_VALUE_TYPE_UNSIGNED_INT
+                v.value.uiVal = links
+            elif fid == _real.NVML_FI_DEV_MEMORY_TEMP:
+                v.valueType = _real.NVML_VALUE_TYPE_UNSIGNED_INT
+                v.value.uiVal = round(gs["temp"] + 4)
+            elif fid in (_real.NVML_FI_DEV_POWER_INSTANT, _real.NVML_FI_DEV_POWER_AVERAGE):
+                v.valueType = _real.NVML_VALUE_TYPE_UNSIGNED_INT
+                v.value.uiVal = int(gs["power_w"] * 1000)
+            elif fid in _ZERO_FIELDS:
+                v.valueType = _real.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                v.value.ullVal = 0
+            else:
+                v.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
+        return out
+
+    # -- health ------------------------------------------------------------------------------
+    @nvml_api
+    def nvmlDeviceGetTotalEccErrors(self, handle, errorType, counterType):
+        self._no_mig_handle(handle)
+        return 0
+
+    @nvml_api
+    def nvmlDeviceGetEccMode(self, handle):
+        return [1, 1]
+
+    @nvml_api
+    def nvmlDeviceGetRetiredPages(self, device, sourceFilter):
+        if self._sim(device).model["cc"] >= (8, 0):
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)  # Ampere and newer remap rows instead
+        return []
+
+    @nvml_api
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, device):
+        if self._sim(device).model["cc"] >= (8, 0):
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+        return 0
+
+    @nvml_api
+    def nvmlDeviceGetRemappedRows(self, device):
+        if self._mig_enabled(device):
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)  # not in MIG mode with instances
+        return (0, 0, 0, 0)
+
+    @nvml_api
+    def nvmlDeviceGetNvLinkState(self, device, link):
+        if link >= self._sim(device).model["nvlinks"]:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return _real.NVML_FEATURE_ENABLED
+
+    # -- GPM ---------------------------------------------------------------------------------
+    @nvml_api
+    def nvmlGpmQueryDeviceSupport(self, device):
+        s = _real.c_nvmlGpmSupport_t()
+        s.version = _real.NVML_GPM_SUPPORT_VERSION
+        s.isSupportedDevice = int(self._sim(device).model["gpm"])
+        return s
+
+    @nvml_api
+    def nvmlGpmSampleAlloc(self):
+        return ctypes.pointer(_real.struct_c_nvmlGpmSample_t())
+
+    @nvml_api
+    def nvmlGpmSampleFree(self, gpmSample):
+        self._gpm.pop(self._addr(gpmSample), None)
+
+    @nvml_api
+    def nvmlGpmSampleGet(self, device, gpmSample):
+        if not self._sim(device).model["gpm"] or self._mig_of(device) is not None:
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+        self._gpm[self._addr(gpmSample)] = (self._index(device), self._m.clock.now())
+        return gpmSample
+
+    @nvml_api
+    def nvmlGpmMetricsGet(self, metricsGet):
+        if metricsGet.version != _real.NVML_GPM_METRICS_GET_VERSION:
+            raise ERR(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        a = self._gpm.get(self._addr(metricsGet.sample1))
+        b = self._gpm.get(self._addr(metricsGet.sample2))
+        if a is None or b is None or a[0] != b[0]:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        avg = self._m.gpu_average(b[0], min(a[1], b[1]), max(a[1], b[1]))
+        for k in range(metricsGet.numMetrics):
+            m = metricsGet.metrics[k]
+            if m.metricId not in _GPM_KEYS:
+                m.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
+                continue
+            key = _GPM_KEYS[m.metricId]
+            m.nvmlReturn = _real.NVML_SUCCESS
+            m.value = float(avg[key]) if key and avg[key] is not None else 0.0
+        return metricsGet
+
+    # -- events ------------------------------------------------------------------------------
+    @nvml_api
+    def nvmlEventSetCreate(self):
+        es = ctypes.pointer(_real.struct_c_nvmlEventSet_t())
+        self._event_sets[self._addr(es)] = dict(since={}, sent=set())
+        return es
+
+    @nvml_api
+    def nvmlDeviceGetSupportedEventTypes(self, handle):
+        self._no_mig_handle(handle)
+        return _EVENT_TYPES
+
+    @nvml_api
+    def nvmlDeviceRegisterEvents(self, handle, eventTypes, eventSet):
+        self._no_mig_handle(handle)
+        es = self._event_sets.get(self._addr(eventSet))
+        if es is None:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        if eventTypes & _real.nvmlEventTypeXidCriticalError:
+            es["since"].setdefault(self._index(handle), self._m.clock.now())
+
+    @nvml_api
+    def nvmlEventSetWait_v2(self, eventSet, timeoutms):
+        return self._next_event(eventSet, timeoutms)
+
+    @nvml_api
+    def nvmlEventSetWait(self, eventSet, timeoutms):
+        return self._next_event(eventSet, timeoutms)
+
+    def _pending(self, es: dict, now: float):
+        for k, x in enumerate(self._m.xids):
+            if x[0] > now:
+                break
+            since = es["since"].get(x[1])
+            if since is not None and x[0] > since and k not in es["sent"]:
+                return k, x
+        return None
+
+    def _next_event(self, eventSet, timeoutms):
+        es = self._event_sets.get(self._addr(eventSet))
+        if es is None:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        clock = self._m.clock
+        hit = self._pending(es, clock.now())
+        if hit is None and clock.realtime and timeoutms > 0:
+            deadline = time.monotonic() + timeoutms / 1000.0
+            while hit is None and time.monotonic() < deadline:
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                hit = self._pending(es, clock.now())
+        if hit is None:
+            raise ERR(_real.NVML_ERROR_TIMEOUT)
+        k, (_, gi, xid, *_rest) = hit
+        es["sent"].add(k)
+        d = _real.c_nvmlEventData_t()
+        d.device = self._handles[gi]
+        d.eventType = _real.nvmlEventTypeXidCriticalError
+        d.eventData = xid
+        d.gpuInstanceId = d.computeInstanceId = NA
+        return d
+
+    @nvml_api
+    def nvmlEventSetFree(self, eventSet):
+        self._event_sets.pop(self._addr(eventSet), None)
+
+    # -- MIG ---------------------------------------------------------------------------------
+    @nvml_api
+    def nvmlDeviceGetMigMode(self, device):
+        g = self._sim(device)
+        if not g.model["mig_capable"]:
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+        on = int(bool(g.mig))
+        return [on, on]
+
+    @nvml_api
+    def nvmlDeviceGetMaxMigDeviceCount(self, device):
+        g = self._sim(device)
+        if not g.model["mig_capable"]:
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+        return 7 if g.mig else 0
+
+    @nvml_api
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device, index):
+        gi = self._index(device)
+        if not self._m.gpus[gi].mig:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        if not 0 <= index < 7:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        if index >= len(self._migs[gi]):
+            raise ERR(_real.NVML_ERROR_NOT_FOUND)
+        return self._migs[gi][index]
+
+    @nvml_api
+    def nvmlDeviceIsMigDeviceHandle(self, device):
+        return ctypes.c_uint(int(self._mig_of(device) is not None))
+
+    @nvml_api
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice):
+        if self._mig_of(migDevice) is None:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return self._handles[self._index(migDevice)]
+
+    @nvml_api
+    def nvmlDeviceGetGpuInstanceId(self, device):
+        k = self._mig_of(device)
+        if k is None:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return self._sim(device).mig[k].gi_id
+
+    @nvml_api
+    def nvmlDeviceGetComputeInstanceId(self, device):
+        k = self._mig_of(device)
+        if k is None:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return self._sim(device).mig[k].ci_id

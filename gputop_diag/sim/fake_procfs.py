@@ -1,0 +1,201 @@
+"""/proc, /sys and /dev of the simulated machine, in the kernel's own formats.
+
+`read_text` raises the OSErrors real files raise: FileNotFoundError for what does not exist,
+PermissionError for another user's private files, IsADirectoryError for directories. It also
+serves the `torch/version.py` of the processes' Python environment, which says which CUDA the
+framework was built for.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from .machine import HOST_CPUS, SimMachine
+from .population import SITE, SimProc
+
+_PSI = ("cpu", "io", "memory")
+
+
+def _missing(path: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+def _denied(path: str) -> PermissionError:
+    return PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+
+
+def _directory(path: str) -> IsADirectoryError:
+    return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+
+
+class FakeProcFS:
+    def __init__(self, machine: SimMachine) -> None:
+        self._m = machine
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.read_text(path)
+        except OSError as e:  # a private file, a directory or a device node still exists
+            return e.errno != errno.ENOENT
+        return True
+
+    def read_text(self, path: str) -> str:
+        m = self._m
+        parts = [p for p in path.split("/") if p]
+        if parts in (["proc"], ["proc", "pressure"], ["proc", "driver"], ["sys"], ["dev"]):
+            raise _directory(path)
+        if parts[:2] == ["proc", "pressure"] and len(parts) == 3 and parts[2] in _PSI:
+            return self._pressure(parts[2])
+        if parts[:3] == ["proc", "driver", "nvidia"] or parts[:3] == ["sys", "module", "nvidia"]:
+            return self._driver(parts, path)
+        if parts[:1] == ["dev"]:
+            return self._dev(parts, path)
+        if parts == ["proc", "loadavg"]:
+            st = m.state()
+            la = (st["host_cpu"] + st["iowait"]) / 100 * HOST_CPUS
+            return f"{la:.2f} {la * 0.96:.2f} {la * 0.9:.2f} 3/2101 {max(m.procs, default=1)}\n"
+        if len(parts) >= 2 and parts[0] == "proc" and parts[1].isdigit():
+            p = m.alive(int(parts[1]))
+            if p is None:
+                raise _missing(path)
+            if len(parts) == 2:
+                raise _directory(path)
+            return self._pid_file(p, parts[2:], path)
+        if path.startswith(SITE + "/torch/version.py"):
+            return self._torch_version()
+        raise _missing(path)
+
+    # -- pressure stall information ----------------------------------------------------------
+    def _pressure(self, res: str) -> str:
+        self._m.state()
+        a = self._m.psi[res]
+        lines = []
+        for kind, avgs, total in (
+            ("some", a["some"], a["total"][0]),
+            ("full", a["full"], a["total"][1]),
+        ):
+            lines.append(
+                f"{kind} avg10={avgs[0]:.2f} avg60={avgs[1]:.2f} avg300={avgs[2]:.2f} "
+                f"total={int(total)}"
+            )
+        return "\n".join(lines) + "\n"
+
+    # -- processes ---------------------------------------------------------------------------
+    def _pid_file(self, p: SimProc, rest: list[str], path: str) -> str:
+        if rest == ["comm"]:
+            return p.name[:15] + "\n"
+        if rest == ["cmdline"]:
+            return "\0".join(p.cmdline) + "\0"
+        if rest == ["status"]:
+            return self._status(p)
+        if rest[0] == "task":
+            if len(rest) == 1:
+                raise _directory(path)
+            th = next((th for th in p.threads if str(th.tid) == rest[1]), None)
+            if th is None:
+                raise _missing(path)
+            if len(rest) == 2:
+                raise _directory(path)
+            if rest[2:] == ["comm"]:
+                return th.name[:15] + "\n"
+            raise _missing(path)
+        if rest == ["environ"]:
+            if p.denied:
+                raise _denied(path)
+            return "".join(f"{k}={v}\0" for k, v in p.environ.items())
+        if rest == ["maps"]:
+            if p.denied:
+                raise _denied(path)
+            return self._maps(p)
+        raise _missing(path)
+
+    def _status(self, p: SimProc) -> str:
+        uid = 1001 if p.user == "alice" else 1002
+        return (
+            f"Name:\t{p.name[:15]}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{p.pid}\n"
+            f"Ngid:\t0\nPid:\t{p.pid}\nPPid:\t{p.ppid}\nTracerPid:\t0\n"
+            f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+            f"Threads:\t{len(p.threads)}\n"
+        )
+
+    def _maps(self, p: SimProc) -> str:
+        rt = p.cuda_runtime or "12"
+        libs = [
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            f"{SITE}/torch/lib/libtorch_cpu.so",
+            f"{SITE}/torch/lib/libtorch_cuda.so",
+            f"{SITE}/nvidia/cuda_runtime/lib/libcudart.so.{rt}",
+            f"{SITE}/nvidia/cublas/lib/libcublas.so.{rt}",
+            f"{SITE}/nvidia/nccl/lib/libnccl.so.2",
+        ]
+        if p.role in ("rank", "small", "cotenant"):
+            libs.append(f"/usr/lib/x86_64-linux-gnu/libcuda.so.{self._m.driver_version}")
+        out = []
+        for k, lib in enumerate(libs):
+            base = 0x7F3A00000000 + k * 0x1000000
+            for off, perms in ((0, "r--p"), (0x200000, "r-xp")):
+                lo = base + off
+                out.append(
+                    f"{lo:012x}-{lo + 0x200000:012x} {perms} {off:08x} 103:02 {9000 + k:<10}"
+                    f"               {lib}"
+                )
+        return "\n".join(out) + "\n"
+
+    def _torch_version(self) -> str:
+        cuda = next((p.torch_cuda for p in self._m.procs.values() if p.cuda_runtime), "12.8")
+        tag = "cu" + cuda.replace(".", "")
+        return (
+            "from typing import Optional\n\n"
+            "__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'xpu']\n"
+            f"__version__ = '2.9.0+{tag}'\n"
+            "debug = False\n"
+            f"cuda: Optional[str] = '{cuda}'\n"
+            "git_version = '0fabc3ba44823f257e70ce397d989c8de5e362c1'\n"
+            "hip: Optional[str] = None\n"
+            "xpu: Optional[str] = None\n"
+        )
+
+    # -- driver ------------------------------------------------------------------------------
+    def _driver(self, parts: list[str], path: str) -> str:
+        m = self._m
+        if m.no_driver:
+            raise _missing(path)
+        if parts[:3] == ["sys", "module", "nvidia"]:
+            if parts[3:] == ["version"]:
+                return m.driver_version + "\n"
+            raise _directory(path) if len(parts) == 3 else _missing(path)
+        rest = parts[3:]
+        if rest in ([], ["gpus"]):
+            raise _directory(path)
+        if rest == ["version"]:
+            return (
+                f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
+                f"{m.driver_version}  Release Build  (dvs-builder@U16-I3-B03-4-3)  "
+                f"Tue Nov 26 01:14:39 UTC 2024\n"
+                f"GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+            )
+        if len(rest) >= 2 and rest[0] == "gpus":
+            g = next((g for g in m.gpus if g.proc_bus_id == rest[1]), None)
+            if g is None:
+                raise _missing(path)
+            if len(rest) == 2:
+                raise _directory(path)
+            if rest[2:] == ["information"]:
+                return (
+                    f"Model: \t\t {g.model['name']}\nIRQ:   \t\t {140 + g.index}\n"
+                    f"GPU UUID: \t {g.uuid}\nVideo BIOS: \t {g.model['vbios']}\n"
+                    f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+                    f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {g.proc_bus_id}\n"
+                    f"Device Minor: \t {g.minor}\nGPU Firmware: \t {m.driver_version}\n"
+                    f"GPU Excluded:\t No\n"
+                )
+        raise _missing(path)
+
+    def _dev(self, parts: list[str], path: str) -> str:
+        m = self._m
+        names = set() if m.no_driver else {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}
+        names |= {f"nvidia{g.minor}" for g in m.gpus}
+        if len(parts) == 2 and parts[1] in names:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), path)  # a character device
+        raise _missing(path)

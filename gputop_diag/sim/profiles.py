@@ -1,0 +1,275 @@
+"""GPU models and workload profiles: what a GPU and its host look like under each kind of work.
+
+A profile gives the shape of GPU busy time over time (`steady`; `sawtooth`, a GPU waiting on
+data; `gaps`, host synchronizations, staggered across GPUs; `dips`, collective communication,
+at the same moment on every GPU), the GPU figures when busy and when idle, and the host side
+(dataloader workers, the main thread, iowait, I/O pressure). Scenarios (`scenarios.py`) put
+profiles on a timeline.
+
+GPU figures: util (busy time %), memctl (memory-controller busy %), GPM sm / occ / tensor /
+dram / fp16 / fp32 (%), power (fraction of the power limit), clock (fraction of max SM clock),
+temp (°C). `None` means the device does not report the figure (MIG mode).
+"""
+
+from __future__ import annotations
+
+# Public spec-sheet figures of each model (NVIDIA H100 SXM5 and A100 SXM4 datasheets).
+GPU_MODELS = {
+    "H100": dict(
+        name="NVIDIA H100 80GB HBM3",
+        mem_mib=81559,
+        cc=(9, 0),
+        arch=9,  # NVML_DEVICE_ARCH_HOPPER
+        gpm=True,
+        nvlinks=18,
+        mig_capable=True,
+        power_limit_w=700.0,
+        idle_w=72.0,
+        sm_max=1980,
+        mem_max=2619,
+        idle_sm=345,
+        pcie=(5, 16),
+        pci_device_id=0x233010DE,
+        bar1_mib=131072,
+        reserved_mib=470,  # what the driver keeps with nothing running
+        serial_prefix="1654922",
+        vbios="96.00.99.00.01",
+        slowdown_c=87,
+        shutdown_c=92,
+    ),
+    "A100": dict(
+        name="NVIDIA A100-SXM4-80GB",
+        mem_mib=81920,
+        cc=(8, 0),
+        arch=7,  # NVML_DEVICE_ARCH_AMPERE
+        gpm=False,
+        nvlinks=12,
+        mig_capable=True,
+        power_limit_w=400.0,
+        idle_w=55.0,
+        sm_max=1410,
+        mem_max=1593,
+        idle_sm=210,
+        pcie=(4, 16),
+        pci_device_id=0x20B210DE,
+        bar1_mib=131072,
+        reserved_mib=420,
+        serial_prefix="1323021",
+        vbios="92.00.45.00.06",
+        slowdown_c=89,
+        shutdown_c=94,
+    ),
+}
+
+IDLE_GPU = dict(
+    util=0, memctl=0, sm=0, occ=0, tensor=0, dram=0, fp16=0, fp32=0, power=0.0, clock=0.0, temp=33
+)
+COMPUTE_GPU = dict(
+    util=99,
+    memctl=42,
+    sm=89,
+    occ=46,
+    tensor=67,
+    dram=37,
+    fp16=24,
+    fp32=12,
+    power=0.9,
+    clock=0.98,
+    temp=72,
+)
+_TRAIN_HOST = dict(workers=4, worker_cpu=22, main_cpu=62, iowait=0.8, io_psi=0.4)
+
+PROFILES: dict[str, dict] = {
+    "idle": dict(
+        shape="steady",
+        busy=IDLE_GPU,
+        idle=IDLE_GPU,
+        mem_frac=0.006,
+        host=dict(workers=0, worker_cpu=0, main_cpu=0, iowait=0.2, io_psi=0.0),
+        procs=False,
+    ),
+    "compute": dict(
+        shape="steady",
+        busy=COMPUTE_GPU,
+        idle=IDLE_GPU,
+        mem_frac=0.74,
+        nvlink_busy=9.0e6,  # KiB/s per GPU: gradient all-reduce overlapped with compute
+        nvlink_idle=9.0e6,
+        pcie_kbps=180_000,
+        host=_TRAIN_HOST,
+    ),
+    "bandwidth": dict(
+        shape="steady",
+        busy=dict(
+            util=97,
+            memctl=93,
+            sm=82,
+            occ=31,
+            tensor=7,
+            dram=87,
+            fp16=6,
+            fp32=28,
+            power=0.76,
+            clock=0.98,
+            temp=69,
+        ),
+        idle=IDLE_GPU,
+        mem_frac=0.62,
+        nvlink_busy=4.0e6,
+        nvlink_idle=4.0e6,
+        pcie_kbps=150_000,
+        host=dict(workers=4, worker_cpu=20, main_cpu=58, iowait=0.6, io_psi=0.3),
+    ),
+    "input": dict(
+        shape="sawtooth",
+        period=8.0,
+        busy_s=2.5,
+        busy=COMPUTE_GPU,
+        idle=IDLE_GPU,
+        mem_frac=0.55,
+        nvlink_busy=6.0e6,
+        nvlink_idle=2.0e5,
+        pcie_kbps=900_000,
+        host=dict(
+            workers=20,
+            worker_cpu=96,
+            main_cpu=35,
+            pin_cpu=14,
+            iowait=24,
+            io_psi=31.0,
+            disk_read=1.4e9,
+        ),
+    ),
+    "sync": dict(
+        shape="gaps",
+        period=3.0,
+        busy_s=1.5,
+        busy=COMPUTE_GPU,
+        idle=IDLE_GPU,
+        mem_frac=0.58,
+        nvlink_busy=3.0e6,
+        nvlink_idle=1.0e5,
+        pcie_kbps=60_000,
+        host=dict(workers=4, worker_cpu=3, main_cpu=99.5, iowait=0.3, io_psi=0.1),
+    ),
+    "comm": dict(
+        shape="dips",
+        period=6.0,
+        busy_s=3.5,
+        busy=COMPUTE_GPU,
+        idle=dict(  # NCCL kernels keep the GPU "busy" while the SMs wait on NVLink
+            util=62,
+            memctl=20,
+            sm=14,
+            occ=8,
+            tensor=1,
+            dram=22,
+            fp16=0,
+            fp32=2,
+            power=0.42,
+            clock=0.98,
+            temp=66,
+        ),
+        mem_frac=0.71,
+        nvlink_busy=8.0e6,
+        nvlink_idle=2.6e8,  # ~270 GB/s per GPU during the all-reduce
+        pcie_kbps=300_000,
+        host=dict(workers=4, worker_cpu=18, main_cpu=55, iowait=0.5, io_psi=0.2),
+    ),
+    "capacity": dict(
+        shape="steady",
+        busy=dict(
+            util=84,
+            memctl=48,
+            sm=61,
+            occ=38,
+            tensor=41,
+            dram=44,
+            fp16=18,
+            fp32=10,
+            power=0.7,
+            clock=0.98,
+            temp=66,
+        ),
+        idle=IDLE_GPU,
+        mem_frac=0.983,
+        nvlink_busy=5.0e6,
+        nvlink_idle=5.0e6,
+        pcie_kbps=200_000,
+        host=dict(workers=4, worker_cpu=25, main_cpu=60, iowait=1.0, io_psi=0.5),
+    ),
+    "leak": dict(
+        shape="steady",
+        busy=COMPUTE_GPU,
+        idle=IDLE_GPU,
+        mem_frac=0.52,
+        mem_growth_per_min=0.025,  # of the GPU's memory: ~2 GiB/min, full in ~19 min
+        nvlink_busy=9.0e6,
+        nvlink_idle=9.0e6,
+        pcie_kbps=180_000,
+        host=_TRAIN_HOST,
+    ),
+    "thermal": dict(
+        shape="steady",
+        busy=dict(
+            util=99,
+            memctl=40,
+            sm=87,
+            occ=45,
+            tensor=64,
+            dram=35,
+            fp16=22,
+            fp32=11,
+            power=0.63,
+            clock=0.58,
+            temp=90,
+        ),
+        idle=IDLE_GPU,
+        mem_frac=0.7,
+        reasons=("sw_thermal", "hw_thermal", "hw_slowdown"),
+        nvlink_busy=7.0e6,
+        nvlink_idle=7.0e6,
+        pcie_kbps=160_000,
+        host=dict(workers=4, worker_cpu=20, main_cpu=60, iowait=0.7, io_psi=0.3),
+    ),
+    "mig": dict(
+        shape="steady",
+        busy=dict(
+            util=None,
+            memctl=None,
+            sm=None,
+            occ=None,
+            tensor=None,
+            dram=None,
+            fp16=None,
+            fp32=None,
+            power=0.86,
+            clock=0.99,
+            temp=70,
+        ),
+        idle=IDLE_GPU,
+        mem_frac=0.6,
+        nvlink_busy=0.0,
+        nvlink_idle=0.0,
+        pcie_kbps=90_000,
+        host=dict(workers=2, worker_cpu=20, main_cpu=60, iowait=0.5, io_psi=0.2),
+    ),
+}
+
+# Noise amplitude (standard deviation at noise=1.0) per figure.
+NOISE_SD = dict(
+    util=2.0,
+    memctl=2.0,
+    sm=2.5,
+    occ=1.5,
+    tensor=2.5,
+    dram=2.5,
+    fp16=1.5,
+    fp32=1.5,
+    power=0.02,
+    clock=0.01,
+    temp=0.8,
+    cpu=3.0,
+    iowait=1.5,
+)
+GPU_KEYS = ("util", "memctl", "sm", "occ", "tensor", "dram", "fp16", "fp32", "temp")
