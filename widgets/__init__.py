@@ -1,0 +1,1 @@
+"""Reusable widgets that know nothing of NVML."""
