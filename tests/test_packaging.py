@@ -1,7 +1,9 @@
 """A normal (non-editable) install must carry every package: pyproject lists them by hand."""
 
 import pathlib
-import tomllib
+import pytest
+
+tomllib = pytest.importorskip("tomllib")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAPPED = {"gputop_diag": "gputop_diag", "tui": "gputop_diag.tui", "widgets": "gputop_diag.widgets"}
