@@ -1,6 +1,7 @@
 """A normal (non-editable) install must carry every package: pyproject lists them by hand."""
 
 import pathlib
+
 import pytest
 
 tomllib = pytest.importorskip("tomllib")
