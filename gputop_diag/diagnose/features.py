@@ -147,7 +147,9 @@ def extract(window: Sequence[Snapshot]) -> Features:
     gaps = total = 0
     for i in active:
         p90 = percentile(util[i], 90)
-        for v in util[i] if p90 else ():
+        if p90 is None or p90 < T.GAP_MIN_P90_PCT:  # no bursts of work to have gaps between
+            continue
+        for v in util[i]:
             if v is not None:
                 total += 1
                 gaps += v < T.GAP_REL * p90
@@ -346,7 +348,7 @@ def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
                 x = s.gpu(g.index)
                 ok = x is not None and not x.lost and x.mem_used_bytes is not None
                 vals.append(x.mem_used_bytes / MIB if ok else None)
-            slope = slope_per_s(times, vals)
+            slope = slope_per_s(times, vals) if _steady_rise(vals) else None
             if slope is None or (growth is not None and slope * 60.0 <= growth):
                 continue
             growth, growth_gpu = slope * 60.0, g.index
@@ -362,6 +364,24 @@ def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
         mem_growth_gpu=growth_gpu,
         minutes_to_full=to_full,
     )
+
+
+def _steady_rise(vals: Sequence[float | None]) -> bool:
+    """Memory that rises through the window, not in one step (a job starting, a phase change).
+
+    Each quarter of the window must hold more than the one before, and no single tick may add
+    more than GROWTH_MAX_STEP_SHARE of the whole rise.
+    """
+    v = [x for x in vals if x is not None]
+    if len(v) < 8:
+        return False
+    q = len(v) // 4
+    quarters = [statistics.median(v[k * q : (k + 1) * q]) for k in range(4)]
+    if any(b <= a for a, b in zip(quarters, quarters[1:], strict=False)):
+        return False
+    rise = v[-1] - v[0]
+    biggest = max(b - a for a, b in zip(v, v[1:], strict=False))
+    return rise > 0 and biggest <= T.GROWTH_MAX_STEP_SHARE * rise
 
 
 def _foreign(snap: Snapshot, pid: int, owner) -> bool:

@@ -25,9 +25,9 @@ HYSTERESIS_TICKS = 3
 HELD_CONFIDENCE = 0.8  # ours: a held verdict whose rule no longer fires keeps 80 % of its weight
 
 # -- idle --------------------------------------------------------------------------------------
-# Ours: a GPU whose busy time (p95 over the window) stays under 5 % runs no kernels to speak of;
-# NVML's GpuIdle clock reason says the same.
-IDLE_UTIL_PCT = 5.0
+# SageMaker CPUBottleneck/IOBottleneck count a GPU under 10 % as idle; we call a GPU idle when
+# even its busy time's p95 over the window stays under 10 % (NVML's GpuIdle clock reason agrees).
+IDLE_UTIL_PCT = 10.0
 
 # -- capacity ----------------------------------------------------------------------------------
 # TB-plugin "memory capacity" rule: peak allocated > 90 % of device memory is a warning; we call
@@ -42,12 +42,17 @@ GROWTH_MIB_PER_MIN = 30.0
 GROWTH_MIN_MIB = 100.0
 GROWTH_MIN_SPAN_S = 20.0
 GROWTH_FULL_IN_MIN = 30.0  # ...and call it capacity when it fills the GPU within 30 min (ours)
+# Ours: a leak grows a little every step; a job starting or changing phase jumps once. Growth
+# counts only when each quarter of the window holds more than the last and no single tick adds
+# more than half of the rise.
+GROWTH_MAX_STEP_SHARE = 0.5
 
 # -- busy-time shape ---------------------------------------------------------------------------
 # SageMaker LowGPUUtilization: p95 < 70 % is under-used, p5 < 10 % with p95 >= 70 % fluctuating.
 # Ours: a sample is a gap when busy time is under half the GPU's own p90, and the GPU waits in
 # gaps when at least 15 % of samples are gaps (two gaps in a 15 s window; one outlier is 7 %).
 GAP_REL = 0.5
+GAP_MIN_P90_PCT = 50.0  # ours: gaps only between bursts that keep the GPU busy half the time
 GAPPY_FRACTION = 0.15
 BUSY_UTIL_PCT = 70.0  # SageMaker: p95 busy time under 70 % is under-used
 
