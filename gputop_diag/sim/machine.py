@@ -236,8 +236,8 @@ class SimMachine:
             **vals,
             power_w=max(m["idle_w"], pw * m["power_limit_w"]),
             sm_mhz=int(max(m["idle_sm"], min(1.0, clk) * m["sm_max"])),
-            mem_mhz=m["mem_max"] if f > 0.05 or prof.get("procs", True) else 405,
-            pstate=0 if prof.get("procs", True) or f > 0.05 else 8,
+            mem_mhz=m["mem_max"],  # HBM runs at one clock
+            pstate=0 if prof.get("procs", True) else m["idle_pstate"],
             mem_frac=min(0.995, mem_frac),
             reasons=reasons,
             pcie=prof.get("pcie_kbps", 0) * max(f, 0.05),
