@@ -316,3 +316,17 @@ def test_tour_passes_through_its_phases():
         src.clock.sleep(10)
     assert seen[0] == "idle" and {"compute", "input", "sync", "comm"} <= set(seen)
     assert src.sim.phase_at(src.clock.now())[0] == "idle"  # and it loops
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(gpu_count=0), dict(gpu_count=1, process_count=3), dict(process_count=0)]
+)
+def test_overrides_work_on_every_scenario(kw):
+    for info in sim.list_scenarios():
+        src, ticks = run(info.name, 5, **kw)
+        if kw.get("gpu_count") is not None and ticks[-1]["gpus"]:
+            assert len(ticks[-1]["gpus"]) == kw["gpu_count"]
+        started = not src.sim.spec.get("jobs_from")  # the tour starts its job at 20 s
+        if kw.get("process_count") is not None and info.name != "no-gpu" and started:
+            listed = {p.pid for g in ticks[-1]["gpus"] for p in g["procs"]}
+            assert len(listed) == kw["process_count"] or not ticks[-1]["gpus"]

@@ -46,14 +46,15 @@ def nvml_api(fn):
         m.call_counts[name] += 1
         if not self._init and name != "nvmlInit":
             raise ERR(_real.NVML_ERROR_UNINITIALIZED)
+        first = args[0] if args else next(iter(kwargs.values()), None)
         if name == "nvmlDeviceGetHandleByIndex":
-            gpu = args[0] if isinstance(args[0], int) else None
+            gpu = first if isinstance(first, int) else None
         elif name == "nvmlGpmMetricsGet":
-            gpu = self._gpm.get(self._addr(args[0].sample2), (None,))[0]
+            gpu = self._gpm.get(self._addr(first.sample2), (None,))[0]
         elif name == "nvmlGpmSampleFree":
-            gpu = self._gpm.get(self._addr(args[0]), (None,))[0]
+            gpu = self._gpm.get(self._addr(first), (None,))[0]
         else:
-            gpu = self._gpu_of(args[0]) if args else None
+            gpu = self._gpu_of(first)
         code = m.take_error(name, gpu)
         if code is not None:
             raise ERR(code)

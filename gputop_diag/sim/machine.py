@@ -164,8 +164,9 @@ class SimMachine:
         p = self.procs.get(pid)
         if p is None or pid in self.vanished:
             return None
-        t = self.clock.now() if t is None else t
-        if p.create_time > t or t >= self.exit_at.get(pid, math.inf):
+        if t is None:
+            t = self.clock.now()
+        if p.create_time > t or (self.exit_at and t >= self.exit_at.get(pid, math.inf)):
             return None
         return p
 
@@ -337,8 +338,9 @@ class SimMachine:
         out = [(p, int(p.mem_mib * MIB)) for p in on if p.mem_mib is not None]
         job = [p for p in on if p.mem_mib is None]
         fixed = sum(b for _, b in out)
-        if job and g.mig:  # each process fills its MIG instance to the profile's fraction
-            out += [(p, int(gs["mem_frac"] * g.mig[p.mig].mib * MIB)) for p in job]
+        if job and g.mig:  # the processes fill their MIG instance to the profile's fraction
+            per = Counter(p.mig for p in job)
+            out += [(p, int(gs["mem_frac"] * g.mig[p.mig].mib * MIB / per[p.mig])) for p in job]
         elif job:
             budget = gs["mem_frac"] * g.total_bytes - self.model["reserved_mib"] * MIB - fixed
             share = max(CONTEXT_MIB * MIB, budget / len(job))

@@ -156,6 +156,7 @@ def build_procs(
                 ("python", "worker.py", f"--shard={k}"),
                 "small",
                 gpu=gi if gpus else None,
+                mig=(k // len(gpus)) % len(gpus[gi].mig) if gpus and gpus[gi].mig else None,
                 create_time=began,
                 environ={"CUDA_VISIBLE_DEVICES": str(gi), "USER": "alice"},
                 threads=[
@@ -169,6 +170,8 @@ def build_procs(
     for job in spec.get("jobs", []):
         if job.get("single"):
             gi = job["gpus"][0]
+            if gi >= len(gpus):
+                continue
             procs[pid] = SimProc(
                 pid,
                 1,
@@ -188,9 +191,11 @@ def build_procs(
             continue
         targets = (
             [(0, k) for k in range(len(gpus[0].mig))]
-            if job.get("per_mig")
+            if job.get("per_mig") and gpus
             else [(g.index, None) for g in gpus]
         )
+        if not targets:  # no GPU to run on: the job is not there
+            continue
         parent = 1
         if job["cmdline"][0] == "torchrun":
             parent = pid
