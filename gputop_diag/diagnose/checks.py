@@ -46,6 +46,8 @@ CHECKS: dict[str, tuple[str, ...]] = {
         "prefetch_factor",
         "Time the loader alone: iterate the DataLoader without the model and compare "
         "samples/s with the training step rate",
+        "See where the loaders spend their time (decode, augmentation, reads): "
+        "py-spy top --subprocesses --pid {main_pid}",
         "Storage: iostat -x 1 and cat /proc/pressure/io; move data to local NVMe or pre-decode it",
     ),
     "synchronization": (

@@ -287,9 +287,9 @@ def _host(snaps: Sequence[Snapshot]) -> dict:
             for c in p.children:
                 if c.cpu_pct is not None and (c.name or "").startswith(WORKER_PREFIX):
                     workers.setdefault(c.pid, []).append(c.cpu_pct)
-            for t in p.busiest_threads:
-                if t.cpu_pct is not None and (t.name == MAIN_THREAD or t.tid == p.pid):
-                    mains.setdefault(p.pid, []).append(t.cpu_pct)
+            main = _main_thread(p)
+            if main is not None:
+                mains.setdefault(p.pid, []).append(main)
     w = [median(v) for v in workers.values() if len(v) >= 2]
     m = {pid: median(v) for pid, v in mains.items() if len(v) >= 2}
     return dict(
@@ -305,6 +305,22 @@ def _host(snaps: Sequence[Snapshot]) -> dict:
         main_thread_cpu=median(list(m.values())),
         main_thread_pid=max(m, key=m.__getitem__) if m else None,
     )
+
+
+def _main_thread(p) -> float | None:
+    """CPU of the process's main thread: tid == pid, else its busiest `pt_main_thread` thread.
+
+    Threads started by the main thread inherit its name, so the name alone is not enough.
+    """
+    named = None
+    for t in p.busiest_threads:
+        if t.cpu_pct is None:
+            continue
+        if t.tid == p.pid:
+            return t.cpu_pct
+        if t.name == MAIN_THREAD and (named is None or t.cpu_pct > named):
+            named = t.cpu_pct
+    return named
 
 
 def _throttle(busy_states: Sequence[GpuState]) -> dict:

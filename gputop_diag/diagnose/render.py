@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..export import iso_time
 from .types import Diagnosis, Evidence
 
 DIAGNOSIS_SCHEMA = "gputop-diag.diagnosis/1"
 
 
+def _num(v):
+    return round(v, 2) if isinstance(v, float) else v
+
+
 def _evidence(e: Evidence) -> dict[str, Any]:
     return {
         "metric": e.metric,
-        "value": e.value,
-        "threshold": e.threshold,
+        "value": _num(e.value),
+        "threshold": _num(e.threshold),
         "unit": e.unit,
         "text": e.text,
     }
@@ -24,6 +29,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     return {
         "schema": DIAGNOSIS_SCHEMA,
         "timestamp": d.timestamp,
+        "time": iso_time(d.timestamp) if d.timestamp else None,
         "window_s": d.window_s,
         "primary": d.primary,
         "confidence": d.confidence,

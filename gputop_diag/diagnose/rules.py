@@ -336,6 +336,10 @@ def compute(f: Features) -> Verdict:
     clocks = (
         f"power {pct(f.power_pct_median)} of the limit, SM clock {pct(f.clock_pct_median)} of max"
     )
+    if f.thermal_fraction >= T.THROTTLE_FRACTION:
+        clocks += f", held down by thermal slowdown in {f.thermal_fraction:.0%} of busy samples"
+    elif f.power_cap_fraction >= T.THROTTLE_FRACTION:
+        clocks += f", held by the power cap in {f.power_cap_fraction:.0%} of busy samples"
     if "gpm" in f.available:
         sm_ok = (f.sm_median or 0) >= T.SM_ACTIVE_PCT
         fires = sm_ok and (
@@ -378,9 +382,7 @@ def compute(f: Features) -> Verdict:
             "power_pct",
             f.power_pct_median,
             T.POWER_COMPUTE_PCT,
-            clocks
-            + (" (clocks held by throttling)" if throttled else "")
-            + " (no GPM: judged from power and clocks)",
+            clocks + " (no GPM: judged from power and clocks)",
         ),
         ev(
             "util_gpu",
