@@ -103,8 +103,9 @@ class FakeProcess:
 
     def _cpu_s(self) -> float:
         p = self._proc()
-        self._m.state()  # integrate up to now
-        return p.cpu_s
+        with self._m.lock:
+            self._m.state()  # integrate up to now
+            return p.cpu_s
 
     def cpu_percent(self, interval=None) -> float:
         now, cum = self._m.clock.now(), self._cpu_s()
@@ -189,11 +190,12 @@ class FakePsutil:
 
     def _since_last(self, kind: str) -> tuple[float, float]:
         """Host busy and iowait %, averaged since the previous call of this kind."""
-        st = self._m.state()
-        now = st["t"]
-        cum = (self._m.host_busy_pct_s, self._m.host_iowait_pct_s)
-        last = self._last.get(kind)
-        self._last[kind] = (now, *cum)
+        with self._m.lock:  # collectors may run in several threads
+            st = self._m.state()
+            now = st["t"]
+            cum = (self._m.host_busy_pct_s, self._m.host_iowait_pct_s)
+            last = self._last.get(kind)
+            self._last[kind] = (now, *cum)
         if last is None or now <= last[0]:
             return st["host_cpu"], st["iowait"]
         dt = now - last[0]
