@@ -368,3 +368,31 @@ def test_json_is_serialisable_and_text_has_every_part():
     text = render_text(d)
     for part in ("Bottleneck: COMPUTE", "Evidence", "Why not:", "Next checks:", "Alerts:"):
         assert part in text
+
+
+def test_one_failed_nvml_tick_is_a_hiccup_three_are_a_lost_driver():
+    err = CollectorError("nvml", "NVML: driver not loaded", "check `lsmod | grep nvidia`")
+    w = window(n=30)
+    d = None
+    for k in range(5, 31):
+        d = classify(w[:k], d)
+    failed = [replace(s, timestamp=s.timestamp + 30, gpus=(), errors=(err,)) for s in w[:3]]
+    one = classify([*w, failed[0]], d)
+    assert one.primary == "compute"
+    three = classify([*w, *failed], classify([*w, *failed[:2]], one))
+    assert three.primary == "insufficient_data" and "driver not loaded" in three.evidence[0].text
+    assert any("lsmod" in e.text for e in three.evidence)
+
+
+def test_the_package_imports_without_textual():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gputop_diag.diagnose import classify, Diagnosis\n"
+        "import gputop_diag.commands.diagnose\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..model import Snapshot
-from . import rules
+from . import limits, rules
 from . import thresholds as T
 from .alerts import alerts_for
 from .checks import checks_for
@@ -40,13 +40,13 @@ def assess(
 ) -> dict[str, Verdict]:
     """Every class's verdict on one window's features."""
     return {
-        "capacity": rules.capacity(f, oom),
+        "capacity": limits.capacity(f, oom),
         "communication": rules.communication(f),
         "input_pipeline": rules.input_pipeline(f),
         "synchronization": rules.synchronization(f),
         "bandwidth": rules.bandwidth(f),
         "compute": rules.compute(f),
-        "scheduler": rules.scheduler(f, scheduler),
+        "scheduler": limits.scheduler(f, scheduler),
     }
 
 
@@ -96,12 +96,12 @@ def build(
         job = f"pid {f.top_pid}"
     reason = _no_data_reason(f)
     if primary == "insufficient_data":
-        conf = 0.9
+        conf = T.CONF_STATE
         evidence = (ev("samples", f.samples, T.MIN_SAMPLES, reason or "no usable data", ""),)
         if f.nvml_next_step:
             evidence += (ev("nvml", None, None, f"next: {f.nvml_next_step}", ""),)
     elif primary == "idle":
-        conf = 0.9
+        conf = T.CONF_STATE
         holders = f" while {len(f.gpu_pids)} processes hold GPU memory" if f.gpu_pids else ""
         evidence = (
             ev(
@@ -113,7 +113,7 @@ def build(
             ),
         )
     elif primary == "balanced":
-        conf = _confidence(f, 0.5, ("gpm", "threads"))
+        conf = _confidence(f, T.CONF_BALANCED, ("gpm", "threads"))
         evidence = (
             rules.gap_evidence(f),
             ev(
@@ -206,7 +206,7 @@ def classify(
     keep = (
         previous is not None
         and previous.primary != raw
-        and previous.primary != "insufficient_data"
+        and "insufficient_data" not in (previous.primary, raw)  # (extract bridges hiccups)
         and streak < T.HYSTERESIS_TICKS
     )
     primary = previous.primary if keep else raw

@@ -125,7 +125,11 @@ def _since(window: Sequence[Snapshot], seconds: float) -> list[Snapshot]:
 def extract(window: Sequence[Snapshot]) -> Features:
     if not window:
         return Features()
-    last = window[-1]
+    newest = window[-1]
+    # One failed NVML tick in a good run is a hiccup, not a lost driver: judge on the newest
+    # snapshot NVML answered in the last HYSTERESIS_TICKS.
+    tail = window[-T.HYSTERESIS_TICKS :]
+    last = next((s for s in reversed(tail) if s.nvml_available), newest)
     recent = _since(window, T.RECENT_S)
     nvml_err = next((e for e in last.errors if e.source == "nvml" and e.gpu_index is None), None)
     # rows[k][i]: GPU i in recent snapshot k (lost GPUs left out)
@@ -183,9 +187,9 @@ def extract(window: Sequence[Snapshot]) -> Features:
     top = max(last.gpu_processes, key=lambda p: p.used_memory_bytes or 0, default=None)
     return Features(
         samples=len(recent),
-        span_s=last.timestamp - window[0].timestamp,
+        span_s=newest.timestamp - window[0].timestamp,
         recent_s=recent[-1].timestamp - recent[0].timestamp,
-        timestamp=last.timestamp,
+        timestamp=newest.timestamp,
         nvml_ok=nvml_err is None,
         nvml_problem=nvml_err.message if nvml_err else None,
         nvml_next_step=nvml_err.next_step if nvml_err else None,

@@ -1,16 +1,15 @@
-"""One rule per bottleneck class: does the window show it, how surely, on what figures, and the one
-figure that argues against it when it does not win.
+"""The rules for what busy GPUs do: communication, input pipeline, synchronization, bandwidth and
+compute. Each says whether the window shows its class, how surely, on what figures, and the one
+figure that argues against it when it does not win. `limits.py` holds the two limits from
+outside the kernels: device memory and the queue.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import NamedTuple
 
 from . import thresholds as T
 from .features import Features
-from .oom import OomKill
-from .slurm import SchedulerEvidence
 from .types import Evidence
 
 
@@ -34,73 +33,6 @@ def pct(v) -> str:
 
 def _gbs(kib_s) -> str:
     return "n/a" if kib_s is None else f"{kib_s * 1024 / 1e9:.1f} GB/s"
-
-
-def _gib(b) -> str:
-    return f"{b / 2**30:.1f} GiB"
-
-
-def capacity(f: Features, oom: Sequence[OomKill] = ()) -> Verdict:
-    used = f.mem_used_pct_max
-    full = used is not None and used >= T.CAPACITY_MEM_PCT
-    filling = f.memory_grows and f.minutes_to_full <= T.GROWTH_FULL_IN_MIN
-    job_oom = [k for k in oom if k.pid in f.gpu_pids or k.process_name.startswith("pt_")]
-    out = []
-    if used is not None:
-        holders = ", ".join(
-            f"pid {pid} {_gib(b)}" + (" (another user)" if foreign else "")
-            for pid, b, foreign in f.mem_holders[:3]
-        )
-        out.append(
-            ev(
-                "mem_used_pct_max",
-                used,
-                T.CAPACITY_MEM_PCT,
-                f"GPU {f.mem_used_pct_gpu} memory {used:.1f} % used"
-                + (
-                    f" ({_gib(f.mem_reserved_bytes)} of it reserved by the driver)"
-                    if f.mem_reserved_bytes
-                    else ""
-                )
-                + (f"; held by {holders}" if holders else ""),
-            )
-        )
-    if f.memory_grows:
-        out.insert(
-            0 if filling and not full else len(out),
-            ev(
-                "mem_growth_mib_per_min",
-                f.mem_growth_mib_per_min,
-                T.GROWTH_MIB_PER_MIN,
-                f"GPU {f.mem_growth_gpu} memory grows {f.mem_growth_mib_per_min:.0f} MiB/min "
-                f"over {f.span_s:.0f} s: full in ~{f.minutes_to_full:.0f} min",
-                "MiB/min",
-            ),
-        )
-    for k in job_oom[:1]:
-        out.append(
-            ev(
-                "oom_kills",
-                len(job_oom),
-                1,
-                f"the kernel's OOM killer ended pid {k.pid} ({k.process_name})"
-                + (" at the job's cgroup memory limit" if k.cgroup else ": host memory ran out")
-                + (f", {len(job_oom)} kills in the window" if len(job_oom) > 1 else ""),
-                "",
-            )
-        )
-    against = ev(
-        "mem_used_pct_max",
-        used,
-        T.CAPACITY_MEM_PCT,
-        f"memory at most {pct(used)} used (limit {T.CAPACITY_MEM_PCT:.0f} %), not growing "
-        "towards it, no OOM kill",
-    )
-    conf = 0.9 if full else 0.8 if job_oom else 0.75
-    scope = f.mem_near_full_gpus or ((f.mem_growth_gpu,) if filling else None)
-    return Verdict(
-        full or filling or bool(job_oom), conf, tuple(out), against, ("processes",), scope
-    )
 
 
 def communication(f: Features) -> Verdict:
@@ -170,7 +102,7 @@ def communication(f: Features) -> Verdict:
             f"{(pc_in or 0) / 1e6:.1f} GB/s): no exposed all-reduce"
         )
     fires = together and (nvlink or pcie or blind)
-    conf = (0.85 if nvlink else 0.7 if pcie else 0.55) * (1.0 if "gpm" in f.available else 0.85)
+    conf = T.CONF_COMM_NVLINK if nvlink else T.CONF_COMM_PCIE if pcie else T.CONF_COMM_SHAPE_ONLY
     against = ev("correlated_dip_fraction", 100 * f.dip_fraction, 100 * T.COMM_DIP_FRACTION, text)
     return Verdict(fires, conf, tuple(out), against, ("nvlink", "gpm"))
 
@@ -238,7 +170,7 @@ def input_pipeline(f: Features) -> Verdict:
         )
     else:
         text = f"the GPU does not wait: idle gaps in only {f.gap_fraction:.0%} of samples"
-    conf = min(0.95, 0.6 + 0.1 * len(pressure))
+    conf = min(T.CONF_INPUT_MAX, T.CONF_INPUT_BASE + T.CONF_INPUT_PER_FIGURE * len(pressure))
     against = ev("dataloader_worker_cpu", f.worker_cpu_mean, T.WORKER_BUSY_PCT, text)
     return Verdict(
         f.gappy and bool(pressure),
@@ -282,7 +214,8 @@ def synchronization(f: Features) -> Verdict:
         text = f"no host thread spinning: main thread at {pct(f.main_thread_cpu)} of a core"
     fires = f.gappy and no_input and loaders_idle and (spin or blind)
     against = ev("main_thread_cpu", f.main_thread_cpu, T.MAIN_SPIN_PCT, text)
-    return Verdict(fires, 0.85 if spin else 0.45, tuple(out), against, ("util", "threads"))
+    conf = T.CONF_SYNC_SPIN if spin else T.CONF_SYNC_NO_THREADS
+    return Verdict(fires, conf, tuple(out), against, ("util", "threads"))
 
 
 def bandwidth(f: Features) -> Verdict:
@@ -311,7 +244,7 @@ def bandwidth(f: Features) -> Verdict:
             else f"tensor pipes active {pct(f.tensor_median)}: the math, not memory, leads"
         )
         against = ev("dram_bw_util", f.dram_median, T.DRAM_BW_PCT, text)
-        return Verdict(fires, 0.85, out, against, ("gpm",))
+        return Verdict(fires, T.CONF_GPM, out, against, ("gpm",))
     fires = (f.memctl_median or 0) >= T.MEMCTL_BW_PCT
     out = (
         ev(
@@ -329,7 +262,7 @@ def bandwidth(f: Features) -> Verdict:
         f"{T.MEMCTL_BW_PCT:.0f} %"
     )
     against = ev("memctl_util", f.memctl_median, T.MEMCTL_BW_PCT, text)
-    return Verdict(fires, 0.55, out, against, ("gpm",))
+    return Verdict(fires, T.CONF_FALLBACK, out, against, ("gpm",))
 
 
 def compute(f: Features) -> Verdict:
@@ -369,7 +302,7 @@ def compute(f: Features) -> Verdict:
             else "memory traffic, not the math pipes, leads (see bandwidth)"
         )
         against = ev("sm_util", f.sm_median, T.SM_ACTIVE_PCT, text)
-        return Verdict(fires, 0.85, out, against, ("gpm",))
+        return Verdict(fires, T.CONF_GPM, out, against, ("gpm",))
     # Without GPM: busy time says kernels run, power says whether they work the math units.
     busy = f.util_median if "util" in f.available else None
     throttled = f.thermal_fraction >= T.THROTTLE_FRACTION or (
@@ -403,72 +336,5 @@ def compute(f: Features) -> Verdict:
             "math units are not the limit"
         )
     against = ev("power_pct", f.power_pct_median, T.POWER_COMPUTE_PCT, text)
-    return Verdict(fires, 0.55 if busy is not None else 0.45, out, against, ("gpm", "util"))
-
-
-def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
-    pending = [j for j in jobs if j.pending]
-    long_wait = [j for j in pending if (j.wait_s or 0) >= T.PENDING_WAIT_S]
-    ending = [
-        j
-        for j in jobs
-        if not j.pending and j.time_left_s is not None and j.time_left_s < T.TIME_LIMIT_CLOSE_S
-    ]
-    out = []
-    for j in (long_wait or pending)[:2]:
-        wait = "" if j.wait_s is None else f" for {_duration(j.wait_s)}"
-        out.append(
-            ev(
-                "queue_wait_s",
-                j.wait_s,
-                T.PENDING_WAIT_S,
-                f"Slurm job {j.job_id} ({j.name or '?'}) PENDING{wait}, reason "
-                f"{j.reason or 'none given'}",
-                "s",
-            )
-        )
-    for j in ending[:1]:
-        out.append(
-            ev(
-                "time_left_s",
-                j.time_left_s,
-                T.TIME_LIMIT_CLOSE_S,
-                f"Slurm job {j.job_id} has {_duration(max(0.0, j.time_left_s))} left of its "
-                f"{_duration(j.time_limit_s)} time limit",
-                "s",
-            )
-        )
-    idle = not f.active_gpus
-    if out:
-        out.append(
-            ev(
-                "active_gpus",
-                len(f.active_gpus),
-                0,
-                "no GPU on this machine runs kernels"
-                if idle
-                else f"{len(f.active_gpus)} GPUs here run kernels",
-                "",
-            )
-        )
-    fires = idle and bool(pending or ending)
-    if not jobs:
-        text = "no Slurm job of this user is queued (or Slurm is not installed)"
-    elif not pending:
-        text = f"{len(jobs)} Slurm job(s) of this user, none pending"
-    else:
-        text = f"{len(pending)} job(s) pending, but the GPUs here are busy with other work"
-    job = (long_wait or pending or ending or [None])[0]
-    against = ev("pending_jobs", len(pending), 1, text, "")
-    conf = 0.9 if long_wait or ending else 0.6
-    return Verdict(fires, conf, tuple(out), against, (), (), job.job_id if job else None)
-
-
-def _duration(s: float | None) -> str:
-    if s is None:
-        return "no"
-    if s >= 3600:
-        return f"{s / 3600:.1f} h"
-    if s >= 60:
-        return f"{s / 60:.0f} min"
-    return f"{s:.0f} s"
+    conf = T.CONF_FALLBACK if busy is not None else T.CONF_FALLBACK_NO_UTIL
+    return Verdict(fires, conf, out, against, ("gpm", "util"))

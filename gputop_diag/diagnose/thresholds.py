@@ -22,7 +22,6 @@ MIN_SAMPLES = 5  # ours: fewer samples than this show no shape at all
 # sampling: 3 s), so one noisy sample never flips the verdict. SageMaker uses a "patience" for
 # the same purpose.
 HYSTERESIS_TICKS = 3
-HELD_CONFIDENCE = 0.8  # ours: a held verdict whose rule no longer fires keeps 80 % of its weight
 
 # -- idle --------------------------------------------------------------------------------------
 # SageMaker CPUBottleneck/IOBottleneck count a GPU under 10 % as idle; we call a GPU idle when
@@ -120,6 +119,30 @@ THROTTLE_FRACTION = 0.3
 THERMAL_REASONS = ("sw_thermal", "hw_thermal", "hw_slowdown")
 POWER_REASONS = ("sw_power_cap", "hw_power_brake")
 
-# -- confidence --------------------------------------------------------------------------------
-# Ours: each missing kind of evidence that bears on the verdict takes 15 % off its confidence.
+# -- confidence (ours) ------------------------------------------------------------------------
+# How sure a verdict is when its rule fires with all its evidence present: read straight off a
+# counter or a state (GPM, NVML memory, Slurm) 0.85-0.9; from a proxy without GPM (memory-
+# controller busy time, power) 0.55; from the GPU side alone, without the host or interconnect
+# figure that would confirm it, 0.45-0.55.
+CONF_STATE = 0.9  # idle and insufficient_data
+CONF_BALANCED = 0.5
+CONF_CAPACITY_FULL = 0.9
+CONF_CAPACITY_OOM = 0.8
+CONF_CAPACITY_GROWTH = 0.75
+CONF_COMM_NVLINK = 0.85
+CONF_COMM_PCIE = 0.7
+CONF_COMM_SHAPE_ONLY = 0.55
+CONF_INPUT_BASE = 0.6  # plus 0.1 for each host figure that shows pressure, at most 0.95
+CONF_INPUT_PER_FIGURE = 0.1
+CONF_INPUT_MAX = 0.95
+CONF_SYNC_SPIN = 0.85
+CONF_SYNC_NO_THREADS = 0.45
+CONF_GPM = 0.85  # compute and bandwidth judged from GPM
+CONF_FALLBACK = 0.55  # ... from memory-controller busy time or power and clocks
+CONF_FALLBACK_NO_UTIL = 0.45  # ... and without busy time (MIG mode)
+CONF_SCHEDULER = 0.9  # pending past PENDING_WAIT_S, or near the time limit
+CONF_SCHEDULER_SHORT_WAIT = 0.6
+# Each missing kind of evidence the verdict relies on takes 15 % off its confidence; a verdict
+# held by hysteresis while its rule no longer fires keeps 80 %.
 MISSING_EVIDENCE_FACTOR = 0.85
+HELD_CONFIDENCE = 0.8

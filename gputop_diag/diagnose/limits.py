@@ -1,0 +1,148 @@
+"""The limits from outside the kernels: device memory (capacity) and the queue (scheduler)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import thresholds as T
+from .features import Features
+from .oom import OomKill
+from .rules import Verdict, ev, pct
+from .slurm import SchedulerEvidence
+
+
+def _gib(b) -> str:
+    return f"{b / 2**30:.1f} GiB"
+
+
+def capacity(f: Features, oom: Sequence[OomKill] = ()) -> Verdict:
+    used = f.mem_used_pct_max
+    full = used is not None and used >= T.CAPACITY_MEM_PCT
+    filling = f.memory_grows and f.minutes_to_full <= T.GROWTH_FULL_IN_MIN
+    job_oom = [k for k in oom if k.pid in f.gpu_pids or k.process_name.startswith("pt_")]
+    out = []
+    if used is not None:
+        holders = ", ".join(
+            f"pid {pid} {_gib(b)}" + (" (another user)" if foreign else "")
+            for pid, b, foreign in f.mem_holders[:3]
+        )
+        out.append(
+            ev(
+                "mem_used_pct_max",
+                used,
+                T.CAPACITY_MEM_PCT,
+                f"GPU {f.mem_used_pct_gpu} memory {used:.1f} % used"
+                + (
+                    f" ({_gib(f.mem_reserved_bytes)} of it reserved by the driver)"
+                    if f.mem_reserved_bytes
+                    else ""
+                )
+                + (f"; held by {holders}" if holders else ""),
+            )
+        )
+    if f.memory_grows:
+        out.insert(
+            0 if filling and not full else len(out),
+            ev(
+                "mem_growth_mib_per_min",
+                f.mem_growth_mib_per_min,
+                T.GROWTH_MIB_PER_MIN,
+                f"GPU {f.mem_growth_gpu} memory grows {f.mem_growth_mib_per_min:.0f} MiB/min "
+                f"over {f.span_s:.0f} s: full in ~{f.minutes_to_full:.0f} min",
+                "MiB/min",
+            ),
+        )
+    for k in job_oom[:1]:
+        out.append(
+            ev(
+                "oom_kills",
+                len(job_oom),
+                1,
+                f"the kernel's OOM killer ended pid {k.pid} ({k.process_name})"
+                + (" at the job's cgroup memory limit" if k.cgroup else ": host memory ran out")
+                + (f", {len(job_oom)} kills in the window" if len(job_oom) > 1 else ""),
+                "",
+            )
+        )
+    against = ev(
+        "mem_used_pct_max",
+        used,
+        T.CAPACITY_MEM_PCT,
+        f"memory at most {pct(used)} used (limit {T.CAPACITY_MEM_PCT:.0f} %), not growing "
+        "towards it, no OOM kill",
+    )
+    conf = (
+        T.CONF_CAPACITY_FULL if full else T.CONF_CAPACITY_OOM if job_oom else T.CONF_CAPACITY_GROWTH
+    )
+    scope = f.mem_near_full_gpus or ((f.mem_growth_gpu,) if filling else None)
+    return Verdict(
+        full or filling or bool(job_oom), conf, tuple(out), against, ("processes",), scope
+    )
+
+
+def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
+    pending = [j for j in jobs if j.pending]
+    long_wait = [j for j in pending if (j.wait_s or 0) >= T.PENDING_WAIT_S]
+    ending = [
+        j
+        for j in jobs
+        if not j.pending and j.time_left_s is not None and j.time_left_s < T.TIME_LIMIT_CLOSE_S
+    ]
+    out = []
+    for j in (long_wait or pending)[:2]:
+        wait = "" if j.wait_s is None else f" for {_duration(j.wait_s)}"
+        out.append(
+            ev(
+                "queue_wait_s",
+                j.wait_s,
+                T.PENDING_WAIT_S,
+                f"Slurm job {j.job_id} ({j.name or '?'}) PENDING{wait}, reason "
+                f"{j.reason or 'none given'}",
+                "s",
+            )
+        )
+    for j in ending[:1]:
+        out.append(
+            ev(
+                "time_left_s",
+                j.time_left_s,
+                T.TIME_LIMIT_CLOSE_S,
+                f"Slurm job {j.job_id} has {_duration(max(0.0, j.time_left_s))} left of its "
+                f"{_duration(j.time_limit_s)} time limit",
+                "s",
+            )
+        )
+    idle = not f.active_gpus
+    if out:
+        out.append(
+            ev(
+                "active_gpus",
+                len(f.active_gpus),
+                0,
+                "no GPU on this machine runs kernels"
+                if idle
+                else f"{len(f.active_gpus)} GPUs here run kernels",
+                "",
+            )
+        )
+    fires = idle and bool(pending or ending)
+    if not jobs:
+        text = "no Slurm job of this user is queued (or Slurm is not installed)"
+    elif not pending:
+        text = f"{len(jobs)} Slurm job(s) of this user, none pending"
+    else:
+        text = f"{len(pending)} job(s) pending, but the GPUs here are busy with other work"
+    job = (long_wait or pending or ending or [None])[0]
+    against = ev("pending_jobs", len(pending), 1, text, "")
+    conf = T.CONF_SCHEDULER if long_wait or ending else T.CONF_SCHEDULER_SHORT_WAIT
+    return Verdict(fires, conf, tuple(out), against, (), (), job.job_id if job else None)
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "no"
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 60:
+        return f"{s / 60:.0f} min"
+    return f"{s:.0f} s"
