@@ -1,1 +1,5 @@
-"""Reusable widgets that know nothing of NVML."""
+"""Reusable renderers and widgets that know nothing of NVML."""
+
+from .glyphs import history, stacked_bar
+
+__all__ = ["history", "stacked_bar"]
