@@ -288,7 +288,7 @@ def test_a_pending_job_while_the_gpus_idle_is_the_scheduler():
 def test_a_job_near_its_time_limit_is_an_alert():
     ending = SchedulerEvidence("77", "RUNNING", None, 60.0, 3600.0, 3300.0)
     d = judge(window(), [ending])
-    assert d.primary == "compute" and d.scope_job == "77"
+    assert d.primary == "compute" and d.scope_job == "pid 41200"
     assert any(a.kind == "time_limit" and "5 min" in a.text for a in d.alerts)
 
 

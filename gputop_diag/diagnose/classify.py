@@ -91,9 +91,9 @@ def build(
     """The Diagnosis naming `primary`, its evidence and the figures against the other classes."""
     v = verdicts.get(primary)
     scope = f.active_gpus
-    job = next((j.job_id for j in scheduler if j.state.upper() in ("RUNNING", "R")), None)
-    if job is None and f.top_pid is not None:
-        job = f"pid {f.top_pid}"
+    # `squeue --me` lists the user's jobs on every node, so a running job is not known to be the
+    # one on these GPUs: the scope names the process holding most GPU memory here.
+    job = None if f.top_pid is None else f"pid {f.top_pid}"
     reason = _no_data_reason(f)
     if primary == "insufficient_data":
         conf = T.CONF_STATE
@@ -133,7 +133,7 @@ def build(
         if v.job is not None:
             job = v.job
     ruled = tuple(
-        RuledOut(c, _against(c, verdicts[c], primary, reason))
+        RuledOut(c, _against(f, c, verdicts[c], primary, reason))
         for c in BOTTLENECK_CLASSES
         if c != primary
     )
@@ -153,10 +153,21 @@ def build(
     )
 
 
-def _against(cls: str, v: Verdict, primary: str, reason: str | None):
+_KERNEL_CLASSES = ("bandwidth", "compute", "input_pipeline", "synchronization", "communication")
+
+
+def _against(f: Features, cls: str, v: Verdict, primary: str, reason: str | None):
     """The one figure against `cls`; for a class that also fires, why the winner comes first."""
     if reason is not None and cls != "scheduler":
-        return ev("not_judged", None, None, f"not judged: {reason}", "")
+        why = "no GPU figures" if not f.nvml_ok else reason
+        return ev("not_judged", None, None, f"not judged: {why}", "")
+    if not f.active_gpus and cls in _KERNEL_CLASSES:
+        return ev(
+            "util_gpu_p95",
+            f.util_p95 or 0.0,
+            T.IDLE_UTIL_PCT,
+            "no GPU runs kernels: nothing for it to limit",
+        )
     if v.fires and v.evidence and primary in RULE_ORDER:
         e = v.evidence[0]
         return replace(

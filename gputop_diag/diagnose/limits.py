@@ -81,6 +81,11 @@ def capacity(f: Features, oom: Sequence[OomKill] = ()) -> Verdict:
 
 
 def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
+    """The user's job waits in the queue while the GPUs here run nothing.
+
+    A pending job waited on for PENDING_WAIT_S is sure; a fresh one less so (its wait may still
+    be start-up). A running job near its time limit is named in the evidence and as an alert.
+    """
     pending = [j for j in jobs if j.pending]
     long_wait = [j for j in pending if (j.wait_s or 0) >= T.PENDING_WAIT_S]
     ending = [
@@ -125,16 +130,16 @@ def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
                 "",
             )
         )
-    fires = idle and bool(pending or ending)
+    fires = idle and bool(pending)  # a job near its time limit is an alert, not the limit here
     if not jobs:
         text = "no Slurm job of this user is queued (or Slurm is not installed)"
     elif not pending:
         text = f"{len(jobs)} Slurm job(s) of this user, none pending"
     else:
         text = f"{len(pending)} job(s) pending, but the GPUs here are busy with other work"
-    job = (long_wait or pending or ending or [None])[0]
+    job = (long_wait or pending or [None])[0]
     against = ev("pending_jobs", len(pending), 1, text, "")
-    conf = T.CONF_SCHEDULER if long_wait or ending else T.CONF_SCHEDULER_SHORT_WAIT
+    conf = T.CONF_SCHEDULER if long_wait else T.CONF_SCHEDULER_SHORT_WAIT
     return Verdict(fires, conf, tuple(out), against, (), (), job.job_id if job else None)
 
 

@@ -140,7 +140,7 @@ CONF_SYNC_NO_THREADS = 0.45
 CONF_GPM = 0.85  # compute and bandwidth judged from GPM
 CONF_FALLBACK = 0.55  # ... from memory-controller busy time or power and clocks
 CONF_FALLBACK_NO_UTIL = 0.45  # ... and without busy time (MIG mode)
-CONF_SCHEDULER = 0.9  # pending past PENDING_WAIT_S, or near the time limit
+CONF_SCHEDULER = 0.9  # pending past PENDING_WAIT_S
 CONF_SCHEDULER_SHORT_WAIT = 0.6
 # Each missing kind of evidence the verdict relies on takes 15 % off its confidence; a verdict
 # held by hysteresis while its rule no longer fires keeps 80 %.
