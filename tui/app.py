@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 from datetime import datetime
+from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
@@ -49,7 +50,7 @@ class CollectorFailed(Message):
 
 
 class GpuTopApp(App):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gputop-diag"
     BINDINGS = [
         *(Binding(str(k + 1), f"pane({k})", TITLES[k], show=k < 5) for k in range(6)),
@@ -207,7 +208,9 @@ class GpuTopApp(App):
             return
         t = Text()
         for e in errs[:3]:
-            where = f"GPU {e.gpu_index}: " if e.gpu_index is not None else ""
+            where = ""
+            if e.gpu_index is not None and f"GPU {e.gpu_index}" not in e.message:
+                where = f"GPU {e.gpu_index}: "
             t.append(f"! {where}{e.message}\n", style="bold")
             t.append(f"  next: {e.next_step}\n")
         if len(errs) > 3:

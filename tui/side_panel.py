@@ -37,13 +37,8 @@ def render_diagnosis(d: Diagnosis | None, narrow: bool = False) -> Text:
         t.append(f"• {e.text}\n")
     if d.missing_evidence:
         t.append(f"(not available: {'; '.join(d.missing_evidence)})\n", style="dim")
-    if not narrow and d.ruled_out:
-        t.append("\nWHY NOT\n", style="dim")
-        for r in d.ruled_out[:6]:
-            t.append(f"{r.cls.replace('_', ' ')}: ", style="bold")
-            t.append(f"{r.evidence.text}\n")
     t.append("\nNEXT CHECKS\n", style="dim")
-    for k, c in enumerate(d.checks[: 2 if narrow else 4], 1):
+    for k, c in enumerate(d.checks[: 2 if narrow else 3], 1):
         t.append(f"{k}. {c}\n")
     t.append("\nALERTS\n", style="dim")
     if not d.alerts:
@@ -53,6 +48,11 @@ def render_diagnosis(d: Diagnosis | None, narrow: bool = False) -> Text:
             f"{SEVERITY_MARK.get(a.severity, '  ')}{a.text}\n",
             style="bold" if a.severity == "critical" else "",
         )
+    if not narrow and d.ruled_out:
+        t.append("\nWHY NOT\n", style="dim")
+        for r in d.ruled_out[:6]:
+            t.append(f"{r.cls.replace('_', ' ')}: ", style="bold")
+            t.append(f"{r.evidence.text}\n")
     return t
 
 
