@@ -188,9 +188,10 @@ class GpuTopApp(App):
             t.append(f"  [demo: {self.sources.scenario}]", style="bold")
         if self.latest is not None:
             s = self.latest.snapshot.system
+            n = len(self.latest.snapshot.gpus)
             t.append(
                 f"  driver {s.driver_version or 'n/a'}  CUDA ≤ {s.driver_max_cuda or 'n/a'}"
-                f"  {len(self.latest.snapshot.gpus)} GPUs"
+                f"  {n} GPU{'s' if n != 1 else ''}"
             )
             t.append(f"  GPU {self.selected_gpu}")
         t.append(f"  every {self.interval:g} s")

@@ -62,6 +62,13 @@ class MemoryPane(VerticalScroll):
             if grow:
                 lines.append("  ▲ GROWING" if not plain else "  ^ GROWING", style="bold")
             lines.append("\n")
+            for m in g.mig_instances:
+                mt, mu = m.memory_total_bytes or 0, m.memory_used_bytes or 0
+                mbar = stacked_bar([(mu, glyphs[0]), (mt - mu, glyphs[2])], mt, width - 4)
+                lines.append(
+                    f"   MIG {m.mig_index} {mbar} {gib(mu)}/{gib(mt)} GiB "
+                    f"{(m.name or '').split()[-1]}\n"
+                )
         if snap.gpus:
             lines.append("  bar: used by processes | reserved by the driver | free", style="dim")
         set_text(self.query_one("#mem-bars", Static), lines)

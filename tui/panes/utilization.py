@@ -105,13 +105,11 @@ class UtilizationPane(VerticalScroll):
                 )
         set_text(self.query_one("#util-detail", Static), d)
 
-        h = Text("\nhost\n", style="bold")
         host = snap.host
+        cores = f" ({host.cpu_count} cores)" if host is not None else ""
+        h = Text(f"\nhost{cores}\n", style="bold")
         if host is not None:
-            h.append(
-                f"{'CPU':>9} {history(u.host_cpu, w, plain)} {pct(host.cpu_pct):>4} of "
-                f"{host.cpu_count} cores\n"
-            )
+            h.append(f"{'CPU':>9} {history(u.host_cpu, w, plain)} {pct(host.cpu_pct):>4}\n")
             h.append(
                 f"{'iowait':>9} {history(u.host_iowait, w, plain)} {pct(host.iowait_pct):>4}\n"
             )
