@@ -56,11 +56,36 @@ def render_diagnosis(d: Diagnosis | None, narrow: bool = False) -> Text:
     return t
 
 
+REFRESH_FIGURES_S = 30.0  # evidence figures move a little every tick; repaint them this often
+
+
+def _verdict_key(d: Diagnosis | None, narrow: bool) -> tuple:
+    if d is None:
+        return (None,)
+    return (
+        d.primary,
+        d.candidate,
+        round(d.confidence, 1),
+        tuple(a.text for a in d.alerts),
+        d.missing_evidence,
+        narrow,
+    )
+
+
 class SidePanel(VerticalScroll):
+    """Repaints at once when the verdict or the alerts change, else every 30 s: over SSH the
+    bytes written are the cost, and a median moving by 1 % is not news."""
+
     def compose(self):
         yield Static(render_diagnosis(None), id="side-text", markup=False)
 
     def show(self, d: Diagnosis | None, narrow: bool) -> None:
+        key = _verdict_key(d, narrow)
+        now = d.timestamp if d is not None else 0.0
+        last_key, last_t = getattr(self, "_shown", (None, None))
+        if key == last_key and last_t is not None and now - last_t < REFRESH_FIGURES_S:
+            return
+        self._shown = (key, now)
         set_text(self.query_one("#side-text", Static), render_diagnosis(d, narrow))
         for sev in ("critical", "warning"):
             self.set_class(any(a.severity == sev for a in (d.alerts if d else ())), f"-{sev}")
