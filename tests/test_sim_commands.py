@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 
 import pytest
 
@@ -13,6 +14,11 @@ XID_RE = re.compile(
     r"(?P<xid>\d+),\s*(?:pid=(?P<pid>'<unknown>'|\d*),\s*)?(?:name=(?P<name>.*?),\s)?(?P<msg>.*)$"
 )
 ISO_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+0000 gpu-node-07 kernel: ")
+
+# Slurm prints local time without a zone: the pending job was submitted at 07:59:00 UTC.
+SUBMIT_LOCAL = datetime.fromtimestamp(
+    datetime(2026, 1, 15, 7, 59, tzinfo=timezone.utc).timestamp()
+).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def journal(src, *args):
@@ -95,7 +101,7 @@ def test_squeue_format_fields_and_filters():
     mine = src.run_command(["squeue", "-h", "--me", "-o", fmt], 5)
     assert mine.returncode == 0
     assert mine.stdout == (
-        "48213|llm-pretrain|alice|PENDING|Resources|2026-01-15T07:59:00|N/A|2-00:00:00|0:00|2|"
+        "48213|llm-pretrain|alice|PENDING|Resources|" + SUBMIT_LOCAL + "|N/A|2-00:00:00|0:00|2|"
         "gres/gpu:8|\n"
     )
     everyone = src.run_command(["squeue", "-h", "-o", fmt], 5).stdout.splitlines()
@@ -138,7 +144,7 @@ def test_scontrol_show_job_and_sacct():
     assert all(x.startswith("   ") for x in lines[1:] if x)
     kv = dict(p.split("=", 1) for x in lines for p in x.split() if "=" in p)
     assert kv["JobState"] == "PENDING" and kv["Reason"] == "Resources"
-    assert kv["SubmitTime"] == "2026-01-15T07:59:00" and kv["TimeLimit"] == "2-00:00:00"
+    assert kv["SubmitTime"] == SUBMIT_LOCAL and kv["TimeLimit"] == "2-00:00:00"
     assert kv["TresPerNode"] == "gres/gpu:8" and kv["UserId"] == "alice(1001)"
     one = src.run_command(["scontrol", "-o", "show", "job", "48213"], 5).stdout
     assert one.count("\n") == 1 and "JobState=PENDING" in one

@@ -1,3 +1,5 @@
+from datetime import timezone
+
 from gputop_diag import sim
 from gputop_diag.diagnose.slurm import (
     collect_scheduler_evidence,
@@ -19,7 +21,7 @@ def test_durations():
 
 def test_times():
     assert parse_slurm_time("N/A") is None
-    assert parse_slurm_time("2026-01-15T09:00:00") == 1768467600.0
+    assert parse_slurm_time("2026-01-15T09:00:00", timezone.utc) == 1768467600.0
 
 
 def test_parse_squeue_skips_malformed_lines():
@@ -28,7 +30,7 @@ def test_parse_squeue_skips_malformed_lines():
         "garbage line\n\x00\xff\n"
         "124|RUNNING|None|2026-01-15T08:00:00|2026-01-15T08:10:00|1:00:00|55:00|eval|alice\n"
     )
-    jobs = parse_squeue(text, now=1768467600.0 + 3600)
+    jobs = parse_squeue(text, now=1768467600.0 + 3600, tz=timezone.utc)
     assert [j.job_id for j in jobs] == ["123", "124"]
     assert jobs[0].pending and jobs[0].wait_s == 3600 and jobs[0].reason == "Resources"
     assert not jobs[1].pending and jobs[1].wait_s == 600 and jobs[1].time_left_s == 300

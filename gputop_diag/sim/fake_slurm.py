@@ -4,7 +4,7 @@ the scenario's jobs (`scenarios.py` `slurm`)."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 
 from ..sources import CommandResult
 from .machine import SimMachine
@@ -41,7 +41,8 @@ _SACCT_WIDTH = dict(jobid=12, exitcode=8, submit=19, start=19, end=19, elapsed=1
 
 
 def _clock(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    # Slurm prints local time without a zone, as the real squeue/scontrol do.
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def duration(secs: float, fixed: bool = False) -> str:
