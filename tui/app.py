@@ -193,7 +193,8 @@ class GpuTopApp(App):
                 f"  driver {s.driver_version or 'n/a'}  CUDA ≤ {s.driver_max_cuda or 'n/a'}"
                 f"  {n} GPU{'s' if n != 1 else ''}"
             )
-            t.append(f"  GPU {self.selected_gpu}")
+            if n:
+                t.append(f"  GPU {self.selected_gpu}")
         t.append(f"  every {self.interval:g} s")
         if self.paused:
             t.append("  PAUSED", style="bold reverse")
