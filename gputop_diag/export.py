@@ -49,3 +49,35 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         "xid_events": jsonable(snap.xid_events),
         "errors": jsonable(snap.errors),
     }
+
+
+def redact_snapshot_json(doc: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot document with what identifies a machine or a person replaced by pseudonyms:
+    host name, GPU and MIG UUIDs, serials, PCI bus ids, user names and command lines."""
+    import copy
+
+    d = copy.deepcopy(doc)
+    d["system"]["hostname"] = "host0"
+    for g in d["gpus"]:
+        st = g["static"]
+        st["uuid"] = f"GPU-{g['index']}" if st.get("uuid") else None
+        st["serial"] = None
+        st["pci_bus_id"] = None
+        for m in g.get("mig_instances", []):
+            m["uuid"] = f"MIG-{m['parent_index']}-{m['mig_index']}" if m.get("uuid") else None
+    users: dict[str, str] = {}
+    for p in d["processes"]:
+        if p.get("user"):
+            p["user"] = users.setdefault(p["user"], f"user{len(users)}")
+        if p.get("cmdline"):
+            p["cmdline"] = [p["cmdline"][0].rsplit("/", 1)[-1], "…"]
+        cvd = p.get("cuda_visible_devices")
+        if cvd and not all(e.strip().isdigit() for e in cvd.split(",")):
+            p["cuda_visible_devices"] = "(redacted)"
+    for x in d["xid_events"]:
+        x["pci_bus_id"] = None
+        x["message"] = ""
+    for e in d["errors"]:
+        e["message"] = e["message"].replace(doc["system"]["hostname"], "host0")
+    d["sanitized"] = True
+    return d

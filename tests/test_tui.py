@@ -168,13 +168,27 @@ async def test_narrow_terminal_moves_the_panel_below_and_p_toggles_it():
         assert not app.screen.has_class("-narrow")
 
 
-async def test_sanitize_hides_the_host_name():
+async def test_sanitize_hides_identifiers_on_screen_and_in_the_saved_snapshot(tmp_path):
     app = FedApp(sanitize=True)
     async with app.run_test(size=(120, 30)) as pilot:
         app.feed(2)
         await pilot.pause()
         header = text_of(app, "#header")
         assert "host0" in header and "gpu-node-07" not in header
+        await pilot.press("3")
+        await pilot.pause()
+        row = app.query_one("#map-table", DataTable).get_row("gpu0")
+        assert row[4] == "bus-0" and row[5] == "GPU-0"
+        procs = app.query_one("#mem-procs", DataTable)
+        users = {procs.get_row(k)[1] for k in procs.rows}
+        assert users <= {"user0", "user1"}
+        app.save_dir = str(tmp_path)
+        await pilot.press("s")
+        await pilot.pause()
+        saved = next(tmp_path.glob("*.json")).read_text()
+        uuid = app.latest.snapshot.gpus[0].static.uuid
+        for secret in ("gpu-node-07", uuid, "alice", "bob", "/home/", ":18:00.0"):
+            assert secret not in saved
 
 
 async def test_mapping_pane_shows_minor_numbers_and_device_nodes():

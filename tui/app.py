@@ -18,7 +18,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import ContentSwitcher, DataTable, Footer, Static
 
-from ..export import snapshot_to_json
+from ..export import redact_snapshot_json, snapshot_to_json
 from ..sampler import Sampler
 from ..sources import Sources
 from .feed import Feeder, Update
@@ -105,7 +105,7 @@ class GpuTopApp(App):
             with ContentSwitcher(initial="memory", id="panes"):
                 yield MemoryPane(id="memory")
                 yield UtilizationPane(id="utilization")
-                yield MappingPane(self.sources.environ, id="mapping")
+                yield MappingPane(self.sources.environ, sanitize=self.sanitize, id="mapping")
                 yield XidPane(id="xid")
                 yield DriverPane(id="driver")
                 yield JobPane(id="job")
@@ -281,7 +281,8 @@ class GpuTopApp(App):
         path = os.path.join(self.save_dir, f"gputop-diag-snapshot-{stamp}.json")
         try:
             with open(path, "w", encoding="utf-8") as f:
-                json.dump(snapshot_to_json(self.latest.snapshot), f, indent=2)
+                doc = snapshot_to_json(self.latest.snapshot)
+                json.dump(redact_snapshot_json(doc) if self.sanitize else doc, f, indent=2)
         except OSError as e:
             self.notify(f"could not write {path}: {e.strerror}", severity="error")
             return

@@ -36,9 +36,10 @@ def cuda_ordinals(gpus: tuple[GpuState, ...], cvd: str | None, order: str | None
 
 
 class MappingPane(VerticalScroll):
-    def __init__(self, environ: dict[str, str], **kw) -> None:
+    def __init__(self, environ: dict[str, str], sanitize: bool = False, **kw) -> None:
         super().__init__(**kw)
         self.environ = environ
+        self.sanitize = sanitize  # pseudonyms for bus ids and UUIDs
 
     def compose(self) -> ComposeResult:
         yield Static(id="map-note", markup=False)
@@ -77,13 +78,16 @@ class MappingPane(VerticalScroll):
         rows = {}
         for g in snap.gpus:
             s = g.static
+            bus, uuid = s.pci_bus_id or "?", s.uuid or "?"
+            if self.sanitize:
+                bus, uuid = f"bus-{g.index}", f"GPU-{g.index}"
             rows[f"gpu{g.index}"] = (
                 str(g.index),
                 str(ords.get(g.index, "-")),
                 "?" if s.minor_number is None else str(s.minor_number),
                 s.device_node or "?",
-                s.pci_bus_id or "?",
-                (s.uuid or "?") + (" (lost)" if g.lost else ""),
+                bus,
+                uuid + (" (lost)" if g.lost else ""),
                 ",".join(procs.get(g.index, [])) or "-",
             )
             for m in g.mig_instances:
@@ -93,7 +97,7 @@ class MappingPane(VerticalScroll):
                     "",
                     f"GI {m.gpu_instance_id} CI {m.compute_instance_id}",
                     "",
-                    m.uuid or "?",
+                    f"MIG-{g.index}-{m.mig_index}" if self.sanitize else (m.uuid or "?"),
                     m.name or "",
                 )
         sync_rows(self.query_one("#map-table", DataTable), rows, COLUMNS)

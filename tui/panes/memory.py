@@ -74,6 +74,8 @@ class MemoryPane(VerticalScroll):
         set_text(self.query_one("#mem-bars", Static), lines)
         totals = {g.index: g.mem_total_bytes or 0 for g in snap.gpus}
         rows = {}
+        sanitize = getattr(self.app, "sanitize", False)
+        users: dict[str, str] = {}
         for p in sorted(snap.gpu_processes, key=lambda p: (-(p.used_memory_bytes or 0), p.pid)):
             info = snap.process(p.pid)
             cmd = (
@@ -81,6 +83,10 @@ class MemoryPane(VerticalScroll):
                 if info and info.cmdline
                 else ((info.name if info else None) or "(not readable)")
             )
+            user = info.user if info and info.user else "?"
+            if sanitize:  # pseudonyms: no user names or paths on a shared screen
+                user = users.setdefault(user, f"user{len(users)}")
+                cmd = cmd.split()[0].rsplit("/", 1)[-1] if cmd.split() else cmd
             used = p.used_memory_bytes
             share = (
                 f"{100 * used / totals[p.gpu_index]:.0f}%"
@@ -89,7 +95,7 @@ class MemoryPane(VerticalScroll):
             )
             rows[f"{p.gpu_index}:{p.pid}"] = (
                 str(p.pid),
-                (info.user if info and info.user else "?")[:8],
+                user[:8],
                 str(p.gpu_index),
                 cmd[:60],
                 "n/a" if used is None else f"{used / MIB:,.0f} MiB",
