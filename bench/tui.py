@@ -34,6 +34,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--scenario", default="compute-bound")
     ap.add_argument("--pane", default="1", help="pane key to show (1 Memory ... 5 Driver)")
+    ap.add_argument("--low-bandwidth", action="store_true", help="run with --low-bandwidth")
     args = ap.parse_args()
     if shutil.which("tmux") is None:
         print("bench/tui.py needs tmux", file=sys.stderr)
@@ -41,6 +42,8 @@ def main() -> int:
     out = tempfile.NamedTemporaryFile(prefix="gputop-tui-", suffix=".out", delete=False).name
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
     cmd = f"exec {sys.executable} -m gputop_diag --demo {args.scenario} --interval 1"
+    if args.low_bandwidth:
+        cmd += " --low-bandwidth"
     t0 = time.monotonic()
     tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40", cmd)
     tmux("pipe-pane", "-t", SESSION, "-o", f"cat >> {out}")
@@ -67,7 +70,8 @@ def main() -> int:
     time.sleep(1.0)
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
     per_min = (bytes1 - bytes0) / steady * 60
-    print(f"scenario {args.scenario}, pane {args.pane}, 120x40, 1 s interval, {args.seconds:.0f} s")
+    mode = "--low-bandwidth (2 s interval)" if args.low_bandwidth else "1 s interval"
+    print(f"scenario {args.scenario}, pane {args.pane}, 120x40, {mode}, {args.seconds:.0f} s")
     print(
         f"first painted frame   {first_frame if first_frame else float('nan'):.2f} s "
         "(target < 1.5 s)"

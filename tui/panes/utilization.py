@@ -11,6 +11,8 @@ from ...widgets import history
 from ..feed import Update
 from .base import pane_width, pct, set_text
 
+LOW_BANDWIDTH_REPAINT_S = 10.0
+
 REASON_NAMES = {
     "gpu_idle": "idle",
     "applications_clocks": "app clocks",
@@ -39,6 +41,13 @@ class UtilizationPane(VerticalScroll):
 
     def show(self, u: Update, selected: int, plain: bool) -> None:
         snap = u.snapshot
+        # On a slow link (--low-bandwidth) scrolling histories are the cost: repaint them at
+        # most every LOW_BANDWIDTH_REPAINT_S, or when the selected GPU changes.
+        key = (selected, self.size.width)
+        last = getattr(self, "_painted", None)
+        if plain and last and last[0] == key and snap.timestamp - last[1] < LOW_BANDWIDTH_REPAINT_S:
+            return
+        self._painted = (key, snap.timestamp)
         w = max(10, min(90, pane_width(self) - 24))
         t = Text()
         t.append(f"{'':6}GPU busy time, last {w} s (0-100 % scale)\n", style="dim")
