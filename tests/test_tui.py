@@ -267,3 +267,25 @@ def test_sighup_ends_the_program_cleanly(tmp_path):
         if p.poll() is None:
             p.kill()
         os.close(master)
+
+
+async def test_low_bandwidth_uses_plain_glyphs_and_a_longer_interval():
+    app = FedApp(low_bandwidth=True, interval=2.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(20)
+        await pilot.press("2")
+        await pilot.pause()
+        text = text_of(app, "#util-all")
+        assert not set(text) & set("▁▂▃▄▅▆▇█")
+        await pilot.press("minus", "minus")
+        assert app.interval == 2.0  # never below 2 s on a slow link
+        assert app.animation_level == "none"
+
+
+async def test_capacity_oom_kill_from_the_kernel_log_reaches_the_panel():
+    app = FedApp("capacity")
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(60)
+        await pilot.pause()
+        side = text_of(app, "#side-text")
+        assert "CAPACITY" in side and "OOM" in side

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..diagnose import Diagnosis, classify, collect_scheduler_evidence
+from ..diagnose.oom import collect_oom_kills
 from ..history import History, slope_per_s
 from ..model import MIB, GpuState, Snapshot, XidEvent
 from ..sampler import Sampler
@@ -89,16 +90,23 @@ class Feeder:
         self.sampler = sampler
         self.diagnosis: Diagnosis | None = None
         self._sched: list = []
+        self._ooms: list = []
         self._sched_at: float | None = None
         self._xids: list[XidEvent] = []
 
     def tick(self) -> Update:
         snap = self.sampler.sample()
         if self._sched_at is None or snap.timestamp - self._sched_at >= SCHEDULER_EVERY_S:
+            # Slurm and the kernel log are round trips: every SCHEDULER_EVERY_S, not every tick.
             self._sched = collect_scheduler_evidence(self.sampler.sources)
+            since = snap.timestamp - DIAGNOSIS_WINDOW_S
+            self._ooms = collect_oom_kills(self.sampler.sources, since)
+                self.sampler.sources, snap.timestamp - DIAGNOSIS_WINDOW_S
+            )
             self._sched_at = snap.timestamp
         hist = self.sampler.history
-        self.diagnosis = classify(hist.snapshots(DIAGNOSIS_WINDOW_S), self.diagnosis, self._sched)
+        window = hist.snapshots(DIAGNOSIS_WINDOW_S)
+        self.diagnosis = classify(window, self.diagnosis, self._sched, self._ooms)
         if snap.xid_events:
             self._xids = (list(reversed(snap.xid_events)) + self._xids)[:MAX_XID_EVENTS]
         gpus, cpu, iowait = series_of(hist)
