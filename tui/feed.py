@@ -101,8 +101,6 @@ class Feeder:
             self._sched = collect_scheduler_evidence(self.sampler.sources)
             since = snap.timestamp - DIAGNOSIS_WINDOW_S
             self._ooms = collect_oom_kills(self.sampler.sources, since)
-                self.sampler.sources, snap.timestamp - DIAGNOSIS_WINDOW_S
-            )
             self._sched_at = snap.timestamp
         hist = self.sampler.history
         window = hist.snapshots(DIAGNOSIS_WINDOW_S)
