@@ -177,10 +177,10 @@ async def test_sanitize_hides_identifiers_on_screen_and_in_the_saved_snapshot(tm
         assert "host0" in header and "gpu-node-07" not in header
         await pilot.press("3")
         await pilot.pause()
-        row = app.query_one("#map-table", DataTable).get_row("gpu0")
+        row = [str(c) for c in app.query_one("#map-table", DataTable).get_row("gpu0")]
         assert row[4] == "bus-0" and row[5] == "GPU-0"
         procs = app.query_one("#mem-procs", DataTable)
-        users = {procs.get_row(k)[1] for k in procs.rows}
+        users = {str(procs.get_row(k)[1]) for k in procs.rows}
         assert users <= {"user0", "user1"}
         app.save_dir = str(tmp_path)
         await pilot.press("s")
@@ -198,7 +198,7 @@ async def test_mapping_pane_shows_minor_numbers_and_device_nodes():
         await pilot.press("3")
         await pilot.pause()
         table = app.query_one("#map-table", DataTable)
-        row = table.get_row("gpu0")
+        row = [str(c) for c in table.get_row("gpu0")]
         assert row[0] == "0" and row[2] == "2" and row[3] == "/dev/nvidia2"
         assert row[4].endswith(":18:00.0") and row[5].startswith("GPU-")
 
@@ -289,3 +289,15 @@ async def test_capacity_oom_kill_from_the_kernel_log_reaches_the_panel():
         await pilot.pause()
         side = text_of(app, "#side-text")
         assert "CAPACITY" in side and "OOM" in side
+
+
+async def test_bracketed_text_in_a_command_line_is_shown_as_text_not_markup():
+    app = FedApp("compute-bound")
+    proc = next(p for p in app.sim_sources.sim.procs.values() if p.role == "rank")
+    proc.cmdline = ("python", "train.py", "[bold]x[/]", "--tag=[/oops]")
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(3)
+        await pilot.pause()
+        table = app.query_one("#mem-procs", DataTable)
+        cells = [str(table.get_row(k)[3]) for k in table.rows]
+        assert any("[bold]x[/]" in c for c in cells)

@@ -19,6 +19,10 @@ def set_text(widget: Static, content: str | Text) -> None:
 
 def sync_rows(table: DataTable, rows: dict[str, tuple], columns: tuple[str, ...]) -> None:
     """Make `table` hold `rows` (row key -> cells): add, remove, and update changed cells only."""
+    # Plain text only: a command line or a kernel message with `[...]` is not markup.
+    rows = {
+        k: tuple(c if isinstance(c, Text) else Text(str(c)) for c in v) for k, v in rows.items()
+    }
     existing = {k.value for k in table.rows}
     for key in existing - rows.keys():
         table.remove_row(key)
