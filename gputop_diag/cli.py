@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return demo.run(args)
         if args.interval <= 0:
-            parser.error("--interval must be positive")
+            parser.error("--interval must be positive")  # exits 2
         try:
             sources = make_sources(args, realtime=args.command is None)
         except ValueError as e:  # an unknown scenario name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -77,7 +78,38 @@ def redact_snapshot_json(doc: dict[str, Any]) -> dict[str, Any]:
     for x in d["xid_events"]:
         x["pci_bus_id"] = None
         x["message"] = ""
+        x["process_name"] = None
+    scrub = _scrubber(doc["system"]["hostname"], users)
     for e in d["errors"]:
-        e["message"] = e["message"].replace(doc["system"]["hostname"], "host0")
+        e["message"] = scrub(e["message"])
+        e["next_step"] = scrub(e["next_step"])
+    for p in d["processes"]:
+        if p.get("name"):
+            p["name"] = scrub(p["name"])
     d["sanitized"] = True
     return d
+
+
+_UUID = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F-]{8,}(?:/\d+/\d+)?")
+_BUS = re.compile(r"\b[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?\b")
+_HOME = re.compile(r"/home/[^/\s]+|/Users/[^/\s]+|/root\b")
+_IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
+
+
+def _scrubber(hostname: str, users: dict[str, str]):
+    """Replace identifiers inside free text (exception messages, kernel text)."""
+
+    def scrub(text: str) -> str:
+        if not text:
+            return text
+        if hostname:
+            text = text.replace(hostname, "host0")
+        text = _UUID.sub("GPU-<uuid>", text)
+        text = _HOME.sub("~", text)
+        text = _IPV4.sub("<ip>", text)
+        text = _BUS.sub("<bus>", text)
+        for real, alias in users.items():
+            text = re.sub(rf"\b{re.escape(real)}\b", alias, text)
+        return text
+
+    return scrub

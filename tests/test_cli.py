@@ -116,3 +116,38 @@ def test_help_lists_commands_and_exit_codes(cli):
     r = cli("--help")
     assert r.returncode == 0
     assert "snapshot" in r.stdout and "diagnose" in r.stdout and "3 no usable" in r.stdout
+
+
+def test_redacted_snapshot_scrubs_identifiers_in_free_text():
+    from gputop_diag.export import redact_snapshot_json
+
+    doc = {
+        "system": {"hostname": "gpu-node-07"},
+        "gpus": [],
+        "processes": [
+            {
+                "user": "alice",
+                "cmdline": ["/home/alice/venv/bin/python", "x.py"],
+                "name": "python",
+                "cuda_visible_devices": "GPU-8a47641b-dff6",
+            }
+        ],
+        "xid_events": [{"pci_bus_id": "0000:3b:00", "message": "x", "process_name": "p"}],
+        "errors": [
+            {
+                "message": "PermissionError: /home/alice/.cache on gpu-node-07 for "
+                "GPU-8a47641b-dff6-f09f-618c-c3eb58fb430d at 00000000:3B:00.0",
+                "next_step": "ask alice on gpu-node-07 (10.1.2.3)",
+            }
+        ],
+    }
+    out = str(redact_snapshot_json(doc))
+    for secret in ("gpu-node-07", "alice", "8a47641b", "3B:00", "3b:00", "10.1.2.3", "/home/"):
+        assert secret not in out, secret
+
+
+def test_diagnose_takes_the_top_level_interval(cli):
+    r = cli("--interval", "-1", "diagnose", "--demo", "idle")
+    assert r.returncode == 2
+    r = cli("--interval", "2", "diagnose", "--demo", "idle", "--seconds", "10", "--json")
+    assert r.returncode == 0

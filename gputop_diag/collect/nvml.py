@@ -93,8 +93,9 @@ class NvmlCollector:
             return False
         self._init_error = None
         q = self.q
-        cuda = q(None, "nvmlSystemGetCudaDriverVersion_v2") or q(
-            None, "nvmlSystemGetCudaDriverVersion"
+        # The plain call is NVML's own figure; _v2 asks libcuda, which containers may lack.
+        cuda = q(None, "nvmlSystemGetCudaDriverVersion") or q(
+            None, "nvmlSystemGetCudaDriverVersion_v2"
         )
         count = q(None, "nvmlDeviceGetCount") or 0
         self._system = SystemInfo(

@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--interval",
         type=float,
-        default=1.0,
+        default=argparse.SUPPRESS,  # falls back to the top-level --interval (default 1)
         metavar="S",
         help="seconds between samples (default 1)",
     )
