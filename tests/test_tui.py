@@ -301,3 +301,21 @@ async def test_bracketed_text_in_a_command_line_is_shown_as_text_not_markup():
         table = app.query_one("#mem-procs", DataTable)
         cells = [str(table.get_row(k)[3]) for k in table.rows]
         assert any("[bold]x[/]" in c for c in cells)
+
+
+async def test_xid_events_newest_first_and_detail_follows_the_cursor():
+    app = FedApp("xid-app")
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(40)
+        await pilot.press("4")
+        await pilot.pause()
+        app.feed(60)
+        await pilot.pause()
+        table = app.query_one("#xid-table", DataTable)
+        times = [str(table.get_row(k)[0]) for k in table.rows]
+        assert len(times) >= 3 and times == sorted(times, reverse=True)
+        codes = [str(table.get_row(k)[2]) for k in table.rows]
+        for row, code in enumerate(codes[:3]):
+            table.move_cursor(row=row)
+            await pilot.pause()
+            assert text_of(app, "#xid-detail").startswith(f"Xid {code} ")

@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import ContentSwitcher, DataTable, Footer, Static
+from textual.worker import get_current_worker
 
 from ..export import redact_snapshot_json, snapshot_to_json
 from ..sampler import Sampler
@@ -35,6 +36,7 @@ PANES = ("memory", "utilization", "mapping", "xid", "driver", "job")
 TITLES = ("Memory", "Utilization", "Mapping", "Xid", "Driver", "Job")
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
 NARROW_BELOW = 100  # columns
+SHUTDOWN_WAIT_S = 3.0  # longest wait for the collector thread at exit
 
 
 class SnapshotReady(Message):
@@ -91,6 +93,7 @@ class GpuTopApp(App):
         self.last_saved: str | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._loop_done = threading.Event()
         self._panel_hidden = False
         self.sampler: Sampler | None = None
         self.feeder: Feeder | None = None
@@ -134,7 +137,9 @@ class GpuTopApp(App):
     def on_unmount(self) -> None:
         self._stop.set()
         self._wake.set()
+        # Let a tick in progress finish before NVML shuts down under it.
         if self.sampler is not None:
+            self._loop_done.wait(SHUTDOWN_WAIT_S)
             self.sampler.close()
 
     def on_resize(self, event) -> None:
@@ -148,7 +153,14 @@ class GpuTopApp(App):
     # -- collection (thread worker) ----------------------------------------------------------
     @work(thread=True, exit_on_error=False, group="collect", exclusive=True)
     def collect(self) -> None:
-        while not self._stop.is_set():
+        worker = get_current_worker()
+        try:
+            self._collect_loop(worker)
+        finally:
+            self._loop_done.set()
+
+    def _collect_loop(self, worker) -> None:
+        while not self._stop.is_set() and not worker.is_cancelled:
             if not self.paused:
                 try:
                     self.post_message(SnapshotReady(self.feeder.tick()))

@@ -43,6 +43,9 @@ class XidPane(Vertical):
                 describe(x.xid)[0],
                 x.source,
             )
+        if [k.value for k in table.rows] != list(rows):
+            # New events go on top: rebuild in order (events are rare, a full list is short).
+            table.clear()
         sync_rows(table, rows, COLUMNS)
         self.show_detail(u)
 
