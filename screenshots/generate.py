@@ -18,8 +18,15 @@ from gputop_diag.tui.app import PANES, SnapshotReady
 from gputop_diag.tui.feed import Feeder
 
 HERE = pathlib.Path(__file__).resolve().parent
-SCENARIOS = {"compute-bound": 60, "input-starved": 60, "sync-stall": 60, "comm-bound": 60,
-             "xid-79": 100, "mig": 30, "scheduler-wait": 30}
+SCENARIOS = {
+    "compute-bound": 60,
+    "input-starved": 60,
+    "sync-stall": 60,
+    "comm-bound": 60,
+    "xid-79": 100,
+    "mig": 30,
+    "scheduler-wait": 30,
+}
 
 
 async def shoot(scenario: str, seconds: int) -> list[str]:
