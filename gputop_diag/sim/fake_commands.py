@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 from ..sources import CommandResult, run_real_command
 from .fake_slurm import FakeSlurm
+from .fake_slurm import option as _opt
 from .machine import SimMachine
 
 _MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
@@ -23,19 +24,6 @@ _DAYS = "Mon Tue Wed Thu Fri Sat Sun".split()
 
 def _utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=timezone.utc)
-
-
-def _opt(argv: Sequence[str], *names: str) -> str | None:
-    """The value of an option given as `-x V`, `--long V`, `--long=V` or `-xV`."""
-    for i, a in enumerate(argv):
-        for n in names:
-            if a == n and i + 1 < len(argv):
-                return argv[i + 1]
-            if n.startswith("--") and a.startswith(n + "="):
-                return a[len(n) + 1 :]
-            if not n.startswith("--") and a.startswith(n) and len(a) > len(n):
-                return a[len(n) :]
-    return None
 
 
 def parse_time(val: str, now: float) -> float | None:

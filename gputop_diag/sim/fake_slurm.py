@@ -4,6 +4,7 @@ the scenario's jobs (`scenarios.py` `slurm`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 
 from ..sources import CommandResult
@@ -66,7 +67,8 @@ def _limit_s(limit: str) -> float:
     return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
-def _opt(argv: list[str], *names: str) -> str | None:
+def option(argv: Sequence[str], *names: str) -> str | None:
+    """The value of an option given as `-x V`, `--long V`, `--long=V` or `-xV`."""
     for i, a in enumerate(argv):
         for n in names:
             if a == n and i + 1 < len(argv):
@@ -118,16 +120,16 @@ class FakeSlurm:
 
     def _select(self, argv: list[str], me_default: bool = False) -> list[dict]:
         jobs = self._m.slurm
-        ids = _opt(argv, "-j", "--jobs")
+        ids = option(argv, "-j", "--jobs")
         if ids is not None:
             want = set(ids.split(","))
             jobs = [j for j in jobs if j["id"] in want]
-        users = _opt(argv, "-u", "--user")
+        users = option(argv, "-u", "--user")
         if "--me" in argv or (me_default and users is None and ids is None):
             users = self._m.user
         if users is not None:
             jobs = [j for j in jobs if j["user"] in users.split(",")]
-        states = _opt(argv, "-t", "--states")
+        states = option(argv, "-t", "--states")
         if states is not None and states.lower() != "all":
             want = {s.upper() for s in states.split(",")}
             jobs = [j for j in jobs if j["state"] in want or _STATE_CODES.get(j["state"]) in want]
@@ -135,9 +137,9 @@ class FakeSlurm:
 
     # -- squeue ------------------------------------------------------------------------------
     def squeue(self, argv: list[str]) -> CommandResult:
-        fmt = _opt(argv, "-o", "--format") or SQUEUE_DEFAULT
+        fmt = option(argv, "-o", "--format") or SQUEUE_DEFAULT
         jobs = self._select(argv)
-        ids = _opt(argv, "-j", "--jobs")
+        ids = option(argv, "-j", "--jobs")
         if ids is not None and not jobs:
             return CommandResult(1, "", INVALID_JOB)
         rows = []
@@ -223,7 +225,7 @@ class FakeSlurm:
 
     # -- sacct -------------------------------------------------------------------------------
     def sacct(self, argv: list[str]) -> CommandResult:
-        spec = _opt(argv, "-o", "--format") or _SACCT_DEFAULT
+        spec = option(argv, "-o", "--format") or _SACCT_DEFAULT
         cols = []
         for c in spec.split(","):
             name, _, width = c.partition("%")
