@@ -35,6 +35,12 @@ def main() -> int:
     ap.add_argument("--scenario", default="compute-bound")
     ap.add_argument("--pane", default="1", help="pane key to show (1 Memory ... 5 Driver)")
     ap.add_argument("--low-bandwidth", action="store_true", help="run with --low-bandwidth")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=WARMUP_S,
+        help="seconds before the steady state is measured (a history pane fills in ~60 s)",
+    )
     args = ap.parse_args()
     if shutil.which("tmux") is None:
         print("bench/tui.py needs tmux", file=sys.stderr)
@@ -55,11 +61,11 @@ def main() -> int:
             first_frame = time.monotonic() - t0
         time.sleep(0.02)
     tmux("send-keys", "-t", SESSION, args.pane)
-    time.sleep(max(0.0, WARMUP_S - (time.monotonic() - t0)))
+    time.sleep(max(0.0, args.warmup - (time.monotonic() - t0)))
     cpu0 = sum(proc.cpu_times()[:2])
     bytes0 = os.path.getsize(out)
     steady0 = time.monotonic()
-    time.sleep(max(1.0, args.seconds - WARMUP_S))
+    time.sleep(max(1.0, args.seconds - args.warmup))
     steady = time.monotonic() - steady0
     cpu1 = sum(proc.cpu_times()[:2])
     bytes1 = os.path.getsize(out)

@@ -1,4 +1,8 @@
-"""The live view: header, banner, panes, the bottleneck side panel, footer."""
+"""The live view: header, banner, a ContentSwitcher of panes, the bottleneck panel, footer.
+
+A thread worker samples the machine and posts `SnapshotReady` messages; the app draws only the
+visible pane, the side panel and the header, inside `batch_update()`.
+"""
 
 from __future__ import annotations
 
@@ -6,69 +10,43 @@ import asyncio
 import json
 import os
 import signal
-import threading
 from datetime import datetime
 from pathlib import Path
 
-from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.message import Message
-from textual.widgets import ContentSwitcher, DataTable, Footer, Static
+from textual.widgets import ContentSwitcher, DataTable, Footer
 from textual.worker import get_current_worker
 
 from ..export import redact_snapshot_json, snapshot_to_json
+from ..history import History
 from ..sampler import Sampler
 from ..sources import Sources
+from .banner import Banner
 from .feed import Feeder, Update
+from .header import HeaderBar, HeaderFacts
 from .help import HelpScreen
-from .panes.base import set_text
-from .panes.driver import DriverPane, JobPane
+from .keys import BINDINGS, JOB, PANES
+from .messages import CollectorFailed, SnapshotReady
+from .panes.base import Pane, View
+from .panes.driver import DriverPane
+from .panes.job import JobPane
 from .panes.mapping import MappingPane
 from .panes.memory import MemoryPane
 from .panes.utilization import UtilizationPane
 from .panes.xid import XidPane
 from .side_panel import SidePanel
 
-PANES = ("memory", "utilization", "mapping", "xid", "driver", "job")
-TITLES = ("Memory", "Utilization", "Mapping", "Xid", "Driver", "Job")
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
-NARROW_BELOW = 100  # columns
-SHUTDOWN_WAIT_S = 3.0  # longest wait for the collector thread at exit
-
-
-class SnapshotReady(Message):
-    def __init__(self, update: Update) -> None:
-        super().__init__()
-        self.update = update
-
-
-class CollectorFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+LOW_BANDWIDTH_MIN_INTERVAL = 2.0
+NARROW_BELOW = 100  # columns: the side panel becomes a strip below the pane
 
 
 class GpuTopApp(App):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gputop-diag"
-    BINDINGS = [
-        *(Binding(str(k + 1), f"pane({k})", TITLES[k], show=k < 5) for k in range(6)),
-        Binding("tab", "cycle(1)", "next pane", show=False, priority=True),
-        Binding("shift+tab", "cycle(-1)", "previous pane", show=False, priority=True),
-        Binding("left_square_bracket", "gpu(-1)", "GPU-", key_display="["),
-        Binding("right_square_bracket", "gpu(1)", "GPU+", key_display="]"),
-        Binding("space", "pause", "pause"),
-        Binding("r", "refresh_now", "refresh", show=False),
-        Binding("plus,equals_sign", "interval(1)", "slower", show=False, key_display="+"),
-        Binding("minus", "interval(-1)", "faster", show=False, key_display="-"),
-        Binding("s", "save", "snapshot"),
-        Binding("p", "toggle_panel", "panel", show=False),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("q", "quit", "quit"),
-    ]
+    BINDINGS = BINDINGS
 
     def __init__(
         self,
@@ -82,182 +60,210 @@ class GpuTopApp(App):
     ) -> None:
         super().__init__()
         self.sources = sources
-        self.interval = interval
-        self.sanitize = sanitize
         self.low_bandwidth = low_bandwidth
+        self.interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
+        self.sanitize = sanitize
         self.start_collectors = start_collectors
         self.save_dir = save_dir
         self.paused = False
-        self.selected_gpu = 0
+        self.selected_gpu: int | None = None
+        self.job: str | None = None  # set when watching a job (the Job pane appears)
         self.latest: Update | None = None
         self.last_saved: str | None = None
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._loop_done = threading.Event()
-        self._panel_hidden = False
+        self.panel_hidden = False  # wide layout: `p` hides the panel
+        self.panel_full = False  # narrow layout: `p` shows all of it over the pane
         self.sampler: Sampler | None = None
-        self.feeder: Feeder | None = None
+        self.feeder: Feeder | None = None  # the collector thread's
+        self._local: Feeder | None = None  # for snapshots posted without an update
+        self._failure: CollectorFailed | None = None
+        self._can_select = False
         if low_bandwidth or os.environ.get("SSH_CONNECTION"):
-            self.animation_level = "none"
+            self.animation_level = "none"  # no animations over SSH
 
     # -- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(id="header", markup=False)
-        yield Static(id="banner", markup=False)
+        yield HeaderBar(id="header")
+        yield Banner(id="banner")
         with Horizontal(id="body"):
             with ContentSwitcher(initial="memory", id="panes"):
                 yield MemoryPane(id="memory")
                 yield UtilizationPane(id="utilization")
-                yield MappingPane(self.sources.environ, sanitize=self.sanitize, id="mapping")
+                yield MappingPane(id="mapping")
                 yield XidPane(id="xid")
                 yield DriverPane(id="driver")
                 yield JobPane(id="job")
             yield SidePanel(id="side")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#banner").display = False
-        self._render_header()
         self._apply_width(self.size.width)
+        self._render_header()
         try:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_hangup)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass  # not on the main thread (tests) or no SIGHUP on this platform
+        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
+            pass  # not the main thread (tests), or no SIGHUP on this platform
         if self.start_collectors:
             self.sampler = Sampler(self.sources, interval=self.interval)
-            self.feeder = Feeder(self.sampler)
+            self.feeder = Feeder.over(self.sampler)
             self.collect()
 
     def _on_hangup(self) -> None:
-        """The SSH session dropped: stop the collectors and leave."""
-        self._stop.set()
-        self._wake.set()
+        """The SSH session dropped: stop sampling and leave cleanly."""
+        self.workers.cancel_group(self, "collect")
         self.exit(return_code=0)
 
     def on_unmount(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        # Let a tick in progress finish before NVML shuts down under it.
+        self.workers.cancel_group(self, "collect")
+        try:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
+            pass
         if self.sampler is not None:
-            self._loop_done.wait(SHUTDOWN_WAIT_S)
-            self.sampler.close()
+            self.sampler.close()  # waits for a tick in flight (the Sampler's lock)
 
     def on_resize(self, event) -> None:
         self._apply_width(event.size.width)
 
     def _apply_width(self, width: int) -> None:
-        self.screen.set_class(width < NARROW_BELOW, "-narrow")
+        narrow = width < NARROW_BELOW
+        self.screen.set_class(narrow, "-narrow")
+        self.screen.set_class(narrow and self.panel_full, "-panel-full")
+        self.query_one(SidePanel).display = narrow or not self.panel_hidden
         if self.latest is not None:
             self._render(self.latest)
 
-    # -- collection (thread worker) ----------------------------------------------------------
-    @work(thread=True, exit_on_error=False, group="collect", exclusive=True)
-    def collect(self) -> None:
-        worker = get_current_worker()
-        try:
-            self._collect_loop(worker)
-        finally:
-            self._loop_done.set()
-
-    def _collect_loop(self, worker) -> None:
-        while not self._stop.is_set() and not worker.is_cancelled:
-            if not self.paused:
+    # -- collection (a thread worker) ----------------------------------------------------------
+    @work(thread=True, exit_on_error=False, exclusive=True, group="collect", name="collector")
+    def collect(self, sample_first: bool = True) -> None:
+        """Sample every `interval` until cancelled; post each tick. Restarted by r, +/- and
+        resume (exclusive: the old loop ends on its cancel event)."""
+        cancel = get_current_worker().cancelled_event
+        take = sample_first
+        while not cancel.is_set():
+            if take or not self.paused:
                 try:
-                    self.post_message(SnapshotReady(self.feeder.tick()))
+                    update = self.feeder.tick()
                 except Exception as e:  # noqa: BLE001 - shown as a banner; the loop goes on
-                    self.post_message(CollectorFailed(f"{type(e).__name__}: {e}"))
-            self._wake.wait(self.interval)
-            self._wake.clear()
+                    self.post_message(
+                        CollectorFailed(
+                            "sampler",
+                            f"sampling failed: {type(e).__name__}: {e}",
+                            "the view keeps the last figures; r tries again",
+                        )
+                    )
+                else:
+                    if not cancel.is_set():
+                        self.post_message(SnapshotReady(update.snapshot, update))
+            take = False
+            if self.sources.clock.sleep(self.interval, cancel):
+                break
+
+    def _restart_collector(self, sample_first: bool) -> None:
+        if self.feeder is not None:
+            self.collect(sample_first)
 
     @on(SnapshotReady)
     def _snapshot_ready(self, message: SnapshotReady) -> None:
-        self.latest = message.update
-        self._render(message.update)
+        update = message.update
+        if update is None:  # posted by a test or a replay: derive it here
+            if self._local is None:
+                self._local = Feeder(self.sources, History())
+            update = self._local.add(message.snapshot)
+        self.latest = update
+        self._failure = None
+        self._render(update)
 
     @on(CollectorFailed)
     def _collector_failed(self, message: CollectorFailed) -> None:
-        banner = self.query_one("#banner", Static)
-        banner.display = True
-        set_text(
-            banner,
-            f"collection failed: {message.error} — the view keeps the last "
-            "figures; press r to retry",
-        )
+        self._failure = message
+        self._render_banner()
 
     # -- rendering ---------------------------------------------------------------------------
-    def _host_label(self) -> str:
-        if self.sanitize:
-            return "host0"
-        if self.latest is not None:
-            return self.latest.snapshot.system.hostname
-        return self.sources.hostname()
+    def view(self) -> View:
+        return View(
+            selected_gpu=self.selected_gpu,
+            plain=self.low_bandwidth,
+            sanitize=self.sanitize,
+            environ=self.sources.environ,
+            interval=self.interval,
+        )
 
     def _render_header(self) -> None:
-        t = Text()
-        t.append(" gputop-diag ", style="bold reverse")
-        t.append(f" {self._host_label()}")
-        if self.sources.simulated:
-            t.append(f"  [demo: {self.sources.scenario}]", style="bold")
-        if self.latest is not None:
-            s = self.latest.snapshot.system
-            n = len(self.latest.snapshot.gpus)
-            t.append(
-                f"  driver {s.driver_version or 'n/a'}  CUDA ≤ {s.driver_max_cuda or 'n/a'}"
-                f"  {n} GPU{'s' if n != 1 else ''}"
-            )
-            if n:
-                t.append(f"  GPU {self.selected_gpu}")
-        t.append(f"  every {self.interval:g} s")
-        if self.paused:
-            t.append("  PAUSED", style="bold reverse")
-        if self.last_saved:
-            t.append(f"  saved {self.last_saved}", style="dim")
-        set_text(self.query_one("#header", Static), t)
+        snap = self.latest.snapshot if self.latest is not None else None
+        if self.sanitize:
+            host = "host0"
+        elif snap is not None:
+            host = snap.system.hostname
+        else:
+            host = self.sources.hostname()
+        facts = HeaderFacts(
+            host=host,
+            driver=snap.system.driver_version if snap else None,
+            cuda=snap.system.driver_max_cuda if snap else None,
+            gpu_count=len(snap.gpus) if snap else None,
+            selected_gpu=self.selected_gpu,
+            interval=self.interval,
+            paused=self.paused,
+            scenario=self.sources.scenario,
+            saved=self.last_saved,
+        )
+        self.query_one(HeaderBar).show(facts)
 
-    def _render_banner(self, u: Update) -> None:
-        banner = self.query_one("#banner", Static)
-        errs = u.snapshot.errors
-        if not errs:
-            banner.display = False
-            return
-        t = Text()
-        for e in errs[:3]:
-            where = ""
-            if e.gpu_index is not None and f"GPU {e.gpu_index}" not in e.message:
-                where = f"GPU {e.gpu_index}: "
-            t.append(f"! {where}{e.message}\n", style="bold")
-            t.append(f"  next: {e.next_step}\n")
-        if len(errs) > 3:
-            t.append(f"  (+{len(errs) - 3} more)\n")
-        t.rstrip()
-        banner.display = True
-        set_text(banner, t)
+    def _render_banner(self) -> None:
+        errors = self.latest.snapshot.errors if self.latest is not None else ()
+        failure = self._failure
+        self.query_one(Banner).show(
+            errors, None if failure is None else (failure.message, failure.next_step)
+        )
 
     def _render(self, u: Update) -> None:
         gpus = [g.index for g in u.snapshot.gpus]
-        if gpus and self.selected_gpu not in gpus:
-            self.selected_gpu = gpus[0]
+        if self.selected_gpu not in gpus:
+            self.selected_gpu = gpus[0] if gpus else None
+        if (len(gpus) > 1) != self._can_select:  # [ and ] grey out with fewer than two GPUs
+            self._can_select = len(gpus) > 1
+            self.refresh_bindings()
         narrow = self.size.width < NARROW_BELOW
         with self.batch_update():
             self._render_header()
-            self._render_banner(u)
+            self._render_banner()
             current = self.query_one("#panes", ContentSwitcher).current
-            pane = self.query_one(f"#{current}")
-            pane.show(u, self.selected_gpu, self.low_bandwidth)
-            self.query_one(SidePanel).show(u.diagnosis, narrow)
+            if not (narrow and self.panel_full):
+                self.query_one(f"#{current}", Pane).show(u, self.view())
+            self.query_one(SidePanel).show(u.diagnosis, strip=narrow and not self.panel_full)
 
-    # -- actions -----------------------------------------------------------------------------
-    def action_pane(self, k: int) -> None:
-        switcher = self.query_one("#panes", ContentSwitcher)
-        switcher.current = PANES[k]
+    def repaint_visible(self) -> None:
         if self.latest is not None:
             self._render(self.latest)
 
+    # -- actions -----------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "pane" and parameters == (JOB,) and self.job is None:
+            return False  # no job is watched: the Job pane and its key stay out of sight
+        if action == "gpu" and not self._can_select:
+            return None  # shown, greyed: nothing to select between
+        return True
+
+    def _pane_order(self) -> list[str]:
+        return [p for p in PANES if p != "job" or self.job is not None]
+
+    def action_pane(self, k: int) -> None:
+        if PANES[k] == "job" and self.job is None:
+            return
+        self.query_one("#panes", ContentSwitcher).current = PANES[k]
+        if self.panel_full:
+            self.panel_full = False
+            self._apply_width(self.size.width)
+        table = self.query_one(f"#{PANES[k]}").query(DataTable)
+        (table.first() if table else self.query_one(f"#{PANES[k]}")).focus()
+        self.repaint_visible()
+
     def action_cycle(self, step: int) -> None:
+        order = self._pane_order()
         current = self.query_one("#panes", ContentSwitcher).current
-        visible = list(PANES[:5])
-        k = visible.index(current) if current in visible else 0
-        self.action_pane(PANES.index(visible[(k + step) % len(visible)]))
+        k = order.index(current) if current in order else 0
+        self.action_pane(PANES.index(order[(k + step) % len(order)]))
 
     def action_gpu(self, step: int) -> None:
         if self.latest is None or not self.latest.snapshot.gpus:
@@ -265,59 +271,67 @@ class GpuTopApp(App):
         gpus = [g.index for g in self.latest.snapshot.gpus]
         k = gpus.index(self.selected_gpu) if self.selected_gpu in gpus else 0
         self.selected_gpu = gpus[(k + step) % len(gpus)]
-        self._render(self.latest)
+        self.repaint_visible()
 
     def action_pause(self) -> None:
         self.paused = not self.paused
+        if not self.paused:
+            self._restart_collector(sample_first=True)  # resume with a fresh sample
         self._render_header()
 
     def action_refresh_now(self) -> None:
-        if self.paused:
-            self.paused = False
-        self._wake.set()
-        self._render_header()
+        """Sample now, paused or not (paused stays paused)."""
+        self._restart_collector(sample_first=True)
 
     def action_interval(self, step: int) -> None:
-        options = [i for i in INTERVALS if not self.low_bandwidth or i >= 2.0]
+        floor = LOW_BANDWIDTH_MIN_INTERVAL if self.low_bandwidth else 0.0
+        options = [i for i in INTERVALS if i >= floor]
         k = min(range(len(options)), key=lambda i: abs(options[i] - self.interval))
         self.interval = options[max(0, min(len(options) - 1, k + step))]
         if self.sampler is not None:
             self.sampler.interval = self.interval
+        self._restart_collector(sample_first=False)  # the new interval starts now
         self._render_header()
+        if self.latest is not None:
+            self.repaint_visible()
 
     def action_save(self) -> None:
         if self.latest is None:
             self.notify("nothing sampled yet", severity="warning")
             return
-        stamp = datetime.fromtimestamp(self.latest.snapshot.timestamp).strftime("%Y%m%d-%H%M%S")
+        snap = self.latest.snapshot
+        stamp = datetime.fromtimestamp(snap.timestamp).strftime("%Y%m%d-%H%M%S")
         path = os.path.join(self.save_dir, f"gputop-diag-snapshot-{stamp}.json")
+        n = 1
+        while os.path.exists(path):  # two saves in one second: keep both
+            n += 1
+            path = os.path.join(self.save_dir, f"gputop-diag-snapshot-{stamp}-{n}.json")
         try:
+            doc = snapshot_to_json(snap)
             with open(path, "w", encoding="utf-8") as f:
-                doc = snapshot_to_json(self.latest.snapshot)
                 json.dump(redact_snapshot_json(doc) if self.sanitize else doc, f, indent=2)
         except OSError as e:
-            self.notify(f"could not write {path}: {e.strerror}", severity="error")
+            self.notify(f"could not write {path}: {e.strerror}", severity="error", timeout=10)
             return
         self.last_saved = path
-        self.notify(f"snapshot written to {path}")
+        self.notify(f"snapshot written to {os.path.abspath(path)}", timeout=10)
         self._render_header()
 
     def action_toggle_panel(self) -> None:
-        self._panel_hidden = not self._panel_hidden
-        self.query_one(SidePanel).display = not self._panel_hidden
+        if self.size.width < NARROW_BELOW:
+            self.panel_full = not self.panel_full
+        else:
+            self.panel_hidden = not self.panel_hidden
+        self._apply_width(self.size.width)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
-
-    @on(DataTable.RowHighlighted, "#xid-table")
-    def _xid_selected(self) -> None:
-        if self.latest is not None:
-            self.query_one(XidPane).show_detail(self.latest)
 
 
 def run_app(
     sources: Sources, *, interval: float = 1.0, sanitize: bool = False, low_bandwidth: bool = False
 ) -> int:
+    """Run the live view until the user quits or the terminal hangs up; the exit code."""
     app = GpuTopApp(sources, interval=interval, sanitize=sanitize, low_bandwidth=low_bandwidth)
     app.run()
     return app.return_code or 0

@@ -1,32 +1,46 @@
-"""The `?` help screen: every key, and what the panes and the side panel mean."""
+"""The `?` help screen: every key (read from the app's bindings), and what the view means."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-HELP = """gputop-diag — what limits this GPU workload right now
-
-Keys
-  1-6          Memory, Utilization, Mapping, Xid, Driver, Job panes
-  tab / S-tab  next / previous pane
-  [ / ]        select the previous / next GPU
-  space        pause or resume sampling
-  r            sample now
-  + / -        longer / shorter refresh interval
-  s            write a snapshot JSON and show its path
-  p            show or hide the bottleneck panel
-  ?            this help;  q  quit
-
+ABOUT = """
 The side panel names the current bottleneck (capacity, bandwidth, compute, input pipeline,
 synchronization, communication, scheduler — or idle, balanced, insufficient data), the
-figures that decided it, why the other classes are ruled out, and the checks to run next.
-GPU "busy time" is NVML's utilization: the share of time any kernel ran, not SM use.
+figures that decided it, the checks to run next, the active alerts and why the other
+classes were ruled out. Under 100 columns it is a strip below the pane; p shows all of it.
+
+GPU "busy time" is NVML's utilization: the share of time any kernel ran, not SM use. The
+histories use a fixed 0-100 % scale, so a line's height means the same on every row.
 
 Press escape or ? to close."""
+
+
+def keys_text(app) -> Text:
+    t = Text("gputop-diag — what limits this GPU workload right now\n\n", style="bold")
+    t.append("Keys\n", style="bold")
+    for b in app.BINDINGS:
+        if not isinstance(b, Binding) or app.check_action(*_action(b.action)) is False:
+            continue
+        keys = ", ".join(
+            app.get_key_display(Binding(k, b.action, key_display=b.key_display))
+            for k in b.key.split(",")[:1]
+        )
+        t.append(f"  {keys:<10}", style="bold")
+        t.append(f" {b.tooltip or b.description}\n")
+    t.append(ABOUT)
+    return t
+
+
+def _action(action: str) -> tuple[str, tuple]:
+    name, _, rest = action.partition("(")
+    params = tuple(int(p) for p in rest.rstrip(")").split(",") if p.strip().lstrip("-").isdigit())
+    return name, params
 
 
 class HelpScreen(ModalScreen):
@@ -34,4 +48,4 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(HELP, markup=False)
+            yield Static(keys_text(self.app), markup=False)

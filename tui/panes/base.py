@@ -1,42 +1,85 @@
-"""What the panes share: change-only updates, so a tick repaints only what changed."""
+"""What the panes share: the view state they draw for, change-only updates, number formats."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
 from rich.text import Text
+from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...model import GIB
+from ...widgets import DiffText
+from ..feed import Update
 
 
-def set_text(widget: Static, content: str | Text) -> None:
-    """Update a Static only when its content changed (bytes over SSH are the cost)."""
-    key = content.plain if isinstance(content, Text) else content
-    if getattr(widget, "_last_content", None) == key:
+@dataclass(frozen=True)
+class View:
+    """What, besides the data, decides how a pane draws."""
+
+    selected_gpu: int | None = None
+    plain: bool = False  # --low-bandwidth: ASCII glyphs, fewer repaints
+    sanitize: bool = False  # pseudonyms for hosts, users, bus ids and UUIDs
+    environ: Mapping[str, str] = field(default_factory=dict)  # the sources' environment
+    interval: float = 1.0  # seconds between samples, for "last N s" captions
+
+
+class Pane(VerticalScroll):
+    """A pane of the main screen. `show` is called for the visible pane only, once per tick."""
+
+    def show(self, u: Update, view: View) -> None:
+        raise NotImplementedError
+
+    def on_resize(self) -> None:
+        # A pane just switched to has no size until it is laid out: draw again once it has.
+        if self.display and getattr(self.app, "latest", None) is not None:
+            self.app.call_later(self.app.repaint_visible)
+
+
+def set_text(widget: Static | DiffText, content: str | Text) -> None:
+    """Update a Static only when its text changed (bytes over SSH are the cost)."""
+    text = content if isinstance(content, Text) else Text(content)
+    key = (text.plain, tuple((s.start, s.end, str(s.style)) for s in text.spans))
+    if getattr(widget, "_gputop_shown", None) == key:
         return
-    widget._last_content = key  # noqa: SLF001 - our own attribute
-    widget.update(content if isinstance(content, Text) else Text(content))
+    widget._gputop_shown = key  # our own attribute, not Textual's
+    widget.update(text)
 
 
-def sync_rows(table: DataTable, rows: dict[str, tuple], columns: tuple[str, ...]) -> None:
-    """Make `table` hold `rows` (row key -> cells): add, remove, and update changed cells only."""
-    # Plain text only: a command line or a kernel message with `[...]` is not markup.
-    rows = {
+def sync_rows(
+    table: DataTable,
+    rows: Mapping[str, tuple],
+    columns: tuple[str, ...],
+    sort_key: Callable[[tuple], Any] | None = None,
+    reverse: bool = False,
+) -> None:
+    """Make `table` hold `rows` (row key -> cells): add and remove rows, and update only the
+    cells that changed; re-sort with `sort_key` (on a row's cell texts) only when rows came or
+    went, so rows never jump while their figures move. Cells are plain text, never markup: a
+    command line or a kernel message with `[...]` in it stays as it is."""
+    cells_of = {
         k: tuple(c if isinstance(c, Text) else Text(str(c)) for c in v) for k, v in rows.items()
     }
     existing = {k.value for k in table.rows}
-    for key in existing - rows.keys():
+    gone = existing - cells_of.keys()
+    for key in gone:
         table.remove_row(key)
-    for key, cells in rows.items():
+    added = False
+    for key, cells in cells_of.items():
         if key not in existing:
             table.add_row(*cells, key=key)
+            added = True
             continue
-        old = table.get_row(key)
-        for col, new, was in zip(columns, cells, old, strict=False):
+        for col, new, was in zip(columns, cells, table.get_row(key), strict=False):
             if str(new) != str(was):
                 table.update_cell(key, col, new)
+    if sort_key is not None and (added or gone):
+        table.sort(key=lambda values: sort_key(tuple(str(v) for v in values)), reverse=reverse)
 
 
-def gib(b: int | None) -> str:
+def gib(b: int | float | None) -> str:
     return "n/a" if b is None else f"{b / GIB:.1f}"
 
 
@@ -44,11 +87,11 @@ def pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.0f}%"
 
 
-SIDE_PANEL_COLUMNS = 46
+SIDE_PANEL_COLUMNS = 46  # the side panel's width and border, wide layout
 
 
 def pane_width(widget) -> int:
-    """The pane's width, or what it will be once laid out (a pane just switched to has none)."""
+    """The pane's content width, or what it will be once laid out."""
     if widget.size.width:
         return widget.size.width
     app_width = widget.app.size.width

@@ -1,103 +1,151 @@
-"""Pane 3, Mapping: NVML index, CUDA ordinal, minor number, device node, bus id, UUID."""
+"""Pane 3, Mapping: NVML index, CUDA ordinal, minor number, device node, bus id, UUID.
+
+NVML numbers GPUs by PCI bus id; CUDA numbers the devices CUDA_VISIBLE_DEVICES leaves visible,
+in CUDA_DEVICE_ORDER; /dev/nvidiaN carries the minor number. The three need not agree.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from ...model import GpuState
+from ...widgets import DiffText
 from ..feed import Update
-from .base import set_text, sync_rows
+from .base import Pane, View, sync_rows
 
 COLUMNS = ("nvml", "cuda", "minor", "node", "bus", "uuid", "procs")
 
 
-def cuda_ordinals(gpus: tuple[GpuState, ...], cvd: str | None, order: str | None) -> dict:
-    """NVML index -> CUDA ordinal under CUDA_VISIBLE_DEVICES (parsing stops at a bad entry)."""
-    names = {g.static.name for g in gpus}
-    if order != "PCI_BUS_ID" and len(names) > 1:
-        return {}  # FASTEST_FIRST on mixed models: CUDA's order is not NVML's
+def row_key(gpu: int, mig: int | None = None) -> str:
+    return f"gpu{gpu}" if mig is None else f"gpu{gpu}-mig{mig}"
+
+
+def cuda_ordinals(
+    gpus: Sequence[GpuState], cvd: str | None, order: str | None
+) -> dict[str, int] | None:
+    """Row key -> CUDA ordinal in this environment; None where CUDA's order can't be known.
+
+    CUDA_VISIBLE_DEVICES holds indices (in CUDA's order), GPU UUIDs or unique prefixes of them,
+    or MIG UUIDs; parsing stops at the first entry that names no device (`0,2,-1,1` leaves 0
+    and 2); empty means none, unset means all. Under the default FASTEST_FIRST order a machine
+    with mixed models numbers its GPUs differently from NVML.
+    """
+    if order != "PCI_BUS_ID" and len({g.static.name for g in gpus}) > 1:
+        return None
+    whole = [g for g in gpus if not g.mig_instances]  # a MIG GPU is reached by its instances
     if cvd is None:
-        return {g.index: g.index for g in gpus}
-    visible: list[int] = []
+        return {row_key(g.index): k for k, g in enumerate(whole)}
+    visible: list[str] = []
     for entry in (e.strip() for e in cvd.split(",")):
         hit = None
         if entry.isdigit():
-            hit = next((g.index for g in gpus if g.index == int(entry)), None)
+            k = int(entry)
+            hit = row_key(whole[k].index) if k < len(whole) else None
         elif entry.startswith("GPU-"):
-            found = [g.index for g in gpus if (g.static.uuid or "").startswith(entry)]
-            hit = found[0] if len(found) == 1 else None
+            found = [g for g in gpus if (g.static.uuid or "").startswith(entry)]
+            hit = row_key(found[0].index) if len(found) == 1 else None
+        elif entry.startswith("MIG-"):
+            found = [
+                (g, m)
+                for g in gpus
+                for m in g.mig_instances
+                if m.uuid and (m.uuid.startswith(entry) or f"MIG-{m.uuid}".startswith(entry))
+            ]
+            hit = row_key(found[0][0].index, found[0][1].mig_index) if len(found) == 1 else None
         if hit is None or hit in visible:
             break
         visible.append(hit)
-    return {idx: k for k, idx in enumerate(visible)}
+    return {key: k for k, key in enumerate(visible)}
 
 
-class MappingPane(VerticalScroll):
-    def __init__(self, environ: dict[str, str], sanitize: bool = False, **kw) -> None:
-        super().__init__(**kw)
-        self.environ = environ
-        self.sanitize = sanitize  # pseudonyms for bus ids and UUIDs
-
+class MappingPane(Pane):
     def compose(self) -> ComposeResult:
-        yield Static(id="map-note", markup=False)
+        yield DiffText(id="map-note")
         table = DataTable(id="map-table", cursor_type="row")
         for label, key, width in (
             ("NVML", "nvml", 5),
             ("CUDA", "cuda", 5),
             ("MINOR", "minor", 5),
-            ("DEVICE", "node", 12),
+            ("DEVICE", "node", 13),
             ("PCI BUS ID", "bus", 16),
             ("UUID", "uuid", 40),
-            ("PROCESSES", "procs", 20),
+            ("PROCESSES", "procs", None),
         ):
             table.add_column(label, key=key, width=width)
         yield table
 
-    def show(self, u: Update, selected: int, plain: bool) -> None:
+    def show(self, u: Update, view: View) -> None:
         snap = u.snapshot
-        cvd = self.environ.get("CUDA_VISIBLE_DEVICES")
-        order = self.environ.get("CUDA_DEVICE_ORDER")
+        cvd = view.environ.get("CUDA_VISIBLE_DEVICES")
+        order = view.environ.get("CUDA_DEVICE_ORDER")
         ords = cuda_ordinals(snap.gpus, cvd, order)
         note = Text()
         note.append(
-            f"CUDA_VISIBLE_DEVICES={cvd if cvd is not None else '(unset: all)'}  "
-            f"CUDA_DEVICE_ORDER={order or '(unset: FASTEST_FIRST)'}\n"
+            f"CUDA_VISIBLE_DEVICES={'(unset: all)' if cvd is None else cvd or '(empty: none)'}"
+            f"  CUDA_DEVICE_ORDER={order or '(unset: FASTEST_FIRST)'}\n"
         )
+        if ords is None:
+            note.append(
+                "Mixed GPU models under FASTEST_FIRST: CUDA's numbering is not NVML's; set "
+                "CUDA_DEVICE_ORDER=PCI_BUS_ID.\n",
+                style="bold",
+            )
         note.append(
-            "NVML and nvidia-smi number GPUs by PCI bus id; /dev/nvidiaN uses the minor "
-            "number, which need not match. Publish the mapping logic, not this table.",
+            "NVML and nvidia-smi number GPUs by PCI bus id; CUDA numbers only the visible "
+            "devices (- = not visible, ? = unknown); /dev/nvidiaN is the minor number.",
             style="dim",
         )
-        set_text(self.query_one("#map-note", Static), note)
+        self.query_one("#map-note", DiffText).update(note)
         procs: dict[int, list[str]] = {}
+        on_mig: dict[tuple, list[str]] = {}
         for p in snap.gpu_processes:
             procs.setdefault(p.gpu_index, []).append(str(p.pid))
+            if p.gpu_instance_id is not None:
+                where = (p.gpu_index, p.gpu_instance_id, p.compute_instance_id)
+                on_mig.setdefault(where, []).append(str(p.pid))
+
+        names_mig = cvd is not None and "MIG-" in cvd
+
+        def ordinal(key: str, mig: bool = False) -> str:
+            if ords is None or (mig and not names_mig):
+                return "?"  # CUDA's numbering of MIG devices depends on the CUDA version
+            return str(ords[key]) if key in ords else "-"
+
         rows = {}
         for g in snap.gpus:
             s = g.static
             bus, uuid = s.pci_bus_id or "?", s.uuid or "?"
-            if self.sanitize:
+            if view.sanitize:
                 bus, uuid = f"bus-{g.index}", f"GPU-{g.index}"
-            rows[f"gpu{g.index}"] = (
+            rows[row_key(g.index)] = (
                 str(g.index),
-                str(ords.get(g.index, "-")),
+                ordinal(row_key(g.index)),
                 "?" if s.minor_number is None else str(s.minor_number),
                 s.device_node or "?",
                 bus,
                 uuid + (" (lost)" if g.lost else ""),
-                ",".join(procs.get(g.index, [])) or "-",
+                ",".join(sorted(procs.get(g.index, []), key=int)) or "-",
             )
             for m in g.mig_instances:
-                rows[f"gpu{g.index}mig{m.mig_index}"] = (
+                key = row_key(g.index, m.mig_index)
+                rows[key] = (
                     f"{g.index}:{m.mig_index}",
-                    "-",
+                    ordinal(key, mig=True),
                     "",
                     f"GI {m.gpu_instance_id} CI {m.compute_instance_id}",
                     "",
-                    f"MIG-{g.index}-{m.mig_index}" if self.sanitize else (m.uuid or "?"),
-                    m.name or "",
+                    f"MIG-{g.index}-{m.mig_index}" if view.sanitize else (m.uuid or "?"),
+                    " ".join(
+                        [
+                            (m.name or "").split()[-1] if m.name else "",
+                            ",".join(
+                                on_mig.get((g.index, m.gpu_instance_id, m.compute_instance_id), [])
+                            ),
+                        ]
+                    ).strip(),
                 )
         sync_rows(self.query_one("#map-table", DataTable), rows, COLUMNS)

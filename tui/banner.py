@@ -1,0 +1,35 @@
+"""The banner: what failed (a missing driver, a lost GPU, a collector), why, and what to do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..model import CollectorError
+from ..widgets import DiffText
+
+BANNER_MAX_ERRORS = 3
+
+
+class Banner(DiffText):
+    """Hidden while everything works. Severity as a class: `-critical` when NVML (the driver
+    or a GPU) is involved or sampling itself failed, `-warning` for the other sources."""
+
+    def show(self, errors: Sequence[CollectorError], failure: tuple[str, str] | None) -> None:
+        lines = [failure] if failure is not None else []
+        for e in errors:
+            where = ""
+            if e.gpu_index is not None and f"GPU {e.gpu_index}" not in e.message:
+                where = f"GPU {e.gpu_index}: "
+            lines.append((f"{where}{e.message}", e.next_step))
+        if not lines:
+            self.display = False
+            return
+        shown = lines[:BANNER_MAX_ERRORS]
+        text = "\n".join(f"! {what}\n  next: {step}" for what, step in shown)
+        if len(lines) > len(shown):
+            text += f"\n  (+{len(lines) - len(shown)} more: s writes them all to the snapshot)"
+        critical = failure is not None or any(e.source == "nvml" for e in errors)
+        self.set_class(critical, "-critical")
+        self.set_class(not critical, "-warning")
+        self.update(text)
+        self.display = True
