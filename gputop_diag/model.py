@@ -140,6 +140,10 @@ class GpuState:
     remap_pending: bool | None = None
     remap_failure: bool | None = None
     gpm: GpmMetrics | None = None
+    # The driver's own busy-time samples since the previous tick (nvmlDeviceGetSamples with
+    # NVML_GPU_UTILIZATION_SAMPLES: one every ~1/6 s), oldest first, percent. Empty where the
+    # driver gives none; they show gaps shorter than one tick.
+    util_samples: tuple[float, ...] = ()
     mig_instances: tuple[MigInstance, ...] = ()
 
     @property
@@ -247,6 +251,38 @@ class XidEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulerEvidence:
+    job_id: str
+    state: str  # PENDING, RUNNING, ...
+    reason: str | None = None
+    wait_s: float | None = None  # queue wait so far (pending) or before the start (running)
+    time_limit_s: float | None = None
+    time_used_s: float | None = None
+    name: str | None = None
+    user: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.state.upper() in ("PENDING", "PD")
+
+    @property
+    def time_left_s(self) -> float | None:
+        if self.time_limit_s is None or self.time_used_s is None:
+            return None
+        return self.time_limit_s - self.time_used_s
+
+
+@dataclass(frozen=True, slots=True)
+class OomKill:
+    """The kernel's OOM killer ended a process (host memory, or a cgroup's memory limit)."""
+
+    timestamp: float | None
+    pid: int
+    process_name: str
+    cgroup: bool = False  # "Memory cgroup out of memory": the job's own memory limit
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one collection tick saw."""
 
@@ -258,6 +294,12 @@ class Snapshot:
     processes: tuple[ProcessInfo, ...] = ()  # host view of the pids in gpu_processes
     xid_events: tuple[XidEvent, ...] = ()  # events that arrived this tick
     errors: tuple[CollectorError, ...] = ()
+    # The slow sources (queried every few seconds, not every tick): the latest answer rides in
+    # every snapshot, so a recording holds everything the diagnosis read. `None`: not queried
+    # yet (or the source is not part of this run); `()`: queried, nothing found.
+    scheduler_jobs: tuple[SchedulerEvidence, ...] | None = None  # `squeue --me`
+    kernel_ooms: tuple[OomKill, ...] | None = None  # OOM kills from the kernel log
+    slow_sources_at: float | None = None  # when the slow sources above were read
 
     def gpu(self, index: int) -> GpuState | None:
         for g in self.gpus:

@@ -185,10 +185,20 @@ def _in_window(oom: Sequence[OomKill], window: Sequence[Snapshot]) -> tuple[OomK
     return tuple(k for k in oom if k.timestamp is None or k.timestamp >= start)
 
 
+def _slow_sources(window: Sequence[Snapshot], scheduler, kernel_oom):
+    """Scheduler and OOM evidence: as given, else what the newest snapshot carries."""
+    newest = window[-1] if window else None
+    if scheduler is None:
+        scheduler = (newest.scheduler_jobs if newest is not None else None) or ()
+    if kernel_oom is None:
+        kernel_oom = (newest.kernel_ooms if newest is not None else None) or ()
+    return tuple(scheduler), tuple(kernel_oom)
+
+
 def judge(
     window: Sequence[Snapshot],
-    scheduler: Sequence[SchedulerEvidence] = (),
-    kernel_oom: Sequence[OomKill] = (),
+    scheduler: Sequence[SchedulerEvidence] | None = None,
+    kernel_oom: Sequence[OomKill] | None = None,
 ) -> Diagnosis:
     """The class this window shows on its own, without hysteresis."""
     return classify(window, None, scheduler, kernel_oom)
@@ -197,16 +207,19 @@ def judge(
 def classify(
     window: Sequence[Snapshot],
     previous: Diagnosis | None = None,
-    scheduler: Sequence[SchedulerEvidence] = (),
-    kernel_oom: Sequence[OomKill] = (),
+    scheduler: Sequence[SchedulerEvidence] | None = None,
+    kernel_oom: Sequence[OomKill] | None = None,
 ) -> Diagnosis:
     """The current bottleneck of `window` (snapshots, oldest first).
 
     `previous` is the diagnosis of the tick before: a new class replaces it only after winning
     `HYSTERESIS_TICKS` ticks in a row (counted in `candidate_streak`), so one noisy sample never
     flips the verdict. `scheduler` is the user's Slurm jobs (`collect_scheduler_evidence`),
-    `kernel_oom` the OOM kills from the kernel log (`collect_oom_kills`).
+    `kernel_oom` the OOM kills from the kernel log (`collect_oom_kills`); when left `None` both
+    are read from the newest snapshot (`Snapshot.scheduler_jobs`, `Snapshot.kernel_ooms`), which
+    is how the Monitor and a replayed recording pass them.
     """
+    scheduler, kernel_oom = _slow_sources(window, scheduler, kernel_oom)
     f = extract(window)
     oom = _in_window(kernel_oom, window)
     verdicts = assess(f, scheduler, oom)

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 
+from ..model import OomKill  # noqa: F401 - re-exported
+
+
 JOURNAL_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class OomKill:
-    """The kernel's OOM killer ended a process (host memory, or a cgroup's memory limit)."""
-
-    timestamp: float | None
-    pid: int
-    process_name: str
-    cgroup: bool = False  # "Memory cgroup out of memory": the job's own memory limit
 
 
 # "Out of memory: Killed process 1234 (python) total-vm:…" (older kernels: "Kill process");

@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, tzinfo
+
+from ..model import SchedulerEvidence  # noqa: F401 - re-exported
+
 
 SQUEUE_FORMAT = "%i|%T|%r|%V|%S|%l|%M|%j|%u"
 SQUEUE_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerEvidence:
-    job_id: str
-    state: str  # PENDING, RUNNING, ...
-    reason: str | None = None
-    wait_s: float | None = None  # queue wait so far (pending) or before the start (running)
-    time_limit_s: float | None = None
-    time_used_s: float | None = None
-    name: str | None = None
-    user: str | None = None
-
-    @property
-    def pending(self) -> bool:
-        return self.state.upper() in ("PENDING", "PD")
-
-    @property
-    def time_left_s(self) -> float | None:
-        if self.time_limit_s is None or self.time_used_s is None:
-            return None
-        return self.time_limit_s - self.time_used_s
 
 
 def parse_slurm_time(text: str, tz: tzinfo | None = None) -> float | None:
