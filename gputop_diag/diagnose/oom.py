@@ -7,7 +7,6 @@ from datetime import datetime
 
 from ..model import OomKill  # noqa: F401 - re-exported
 
-
 JOURNAL_TIMEOUT_S = 5.0
 
 

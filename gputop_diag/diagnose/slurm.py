@@ -7,7 +7,6 @@ from datetime import datetime, tzinfo
 
 from ..model import SchedulerEvidence  # noqa: F401 - re-exported
 
-
 SQUEUE_FORMAT = "%i|%T|%r|%V|%S|%l|%M|%j|%u"
 SQUEUE_TIMEOUT_S = 5.0
 
