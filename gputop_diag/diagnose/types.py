@@ -14,7 +14,9 @@ BOTTLENECK_CLASSES = (
     "communication",
     "scheduler",
 )
-OTHER_STATES = ("idle", "balanced", "insufficient_data")
+# "undetermined": the GPU visibly waits (idle gaps) but the evidence that tells the cause apart
+# (thread data, host figures) is missing, so no class may claim it (absent evidence never votes).
+OTHER_STATES = ("idle", "balanced", "undetermined", "insufficient_data")
 ALL_PRIMARY = BOTTLENECK_CLASSES + OTHER_STATES
 
 
@@ -59,6 +61,12 @@ class Diagnosis:
     candidate: str | None = None  # the raw class this tick, before hysteresis
     candidate_streak: int = 0  # how many ticks the candidate has held
     available_evidence: tuple[str, ...] = ()  # the kinds of evidence the window had
+    # A second class also near its limit (mixed limits), with the share that put it there.
+    secondary: str | None = None
+    secondary_evidence: tuple[Evidence, ...] = ()
+    # Hardware faults that lead above the workload class: a lost GPU, a critical Xid, a row-remap
+    # failure, thermal shutdown. The class is still named; these come first on every view.
+    faults: tuple[Alert, ...] = ()
 
     @property
     def label(self) -> str:
