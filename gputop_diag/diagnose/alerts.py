@@ -25,6 +25,7 @@ def alerts_for(
                 f"GPU {i} is lost (fell off the bus): drain "
                 "the node and reboot; check power, cooling and seating",
                 i,
+                gpus=(i,),
             )
         )
     seen: dict[tuple[int, int | None], int] = {}
@@ -35,17 +36,26 @@ def alerts_for(
         times = f" ×{n}" if n > 1 else ""
         where = f"GPU {gpu}" if gpu is not None else "a GPU"
         out.append(
-            Alert("xid", sev, f"Xid {xid} ({name}){times} on {where}: {meaning}; {step}", gpu)
+            Alert(
+                "xid",
+                sev,
+                f"Xid {xid} ({name}){times} on {where}: {meaning}; {step}",
+                gpu,
+                code=xid,
+                gpus=() if gpu is None else (gpu,),
+            )
         )
     if f.thermal_fraction >= T.THROTTLE_FRACTION:
-        gpus = ", ".join(map(str, f.throttled_gpus))
+        gpus = _gpus(f.throttled_gpus)
         out.append(
             Alert(
                 "thermal",
                 "warning",
-                f"thermal slowdown on GPU {gpus} in "
+                f"thermal slowdown on {gpus} in "
                 f"{f.thermal_fraction:.0%} of busy samples; SM clock "
                 f"{f.clock_pct_median or 0:.0f} % of max: check cooling and airflow",
+                f.throttled_gpus[0] if f.throttled_gpus else None,
+                gpus=f.throttled_gpus,
             )
         )
     if f.power_cap_fraction >= T.THROTTLE_FRACTION:
@@ -58,24 +68,30 @@ def alerts_for(
         )
     g = f.mem_growth_mib_per_min
     if f.memory_grows:
+        growing = f.growing_gpus or (f.mem_growth_gpu,)
         out.append(
             Alert(
                 "memory_growth",
                 "warning",
-                f"GPU {f.mem_growth_gpu} memory grows "
-                f"{g:.0f} MiB/min every step, full in ~{f.minutes_to_full:.0f} min: "
+                f"{_gpus(growing)}: memory grows every step (fastest GPU {f.mem_growth_gpu}: "
+                f"{g:.0f} MiB/min, full in ~{f.minutes_to_full:.0f} min): "
                 "graph retention (loss kept with its graph) or a logging leak?",
                 f.mem_growth_gpu,
+                gpus=tuple(growing),
             )
         )
     for k in oom[:3]:
+        # The kernel's OOM killer acts on host memory (or the job's cgroup limit); it never sees
+        # CUDA out-of-memory, which the job reports itself.
         where = "the job's cgroup memory limit" if k.cgroup else "host memory"
+        job = " (one of the job's processes)" if k.pid in f.gpu_pids else ""
         out.append(
             Alert(
-                "oom_kill",
+                "host_oom",
                 "critical",
-                f"the kernel's OOM killer ended pid {k.pid} ({k.process_name}): {where} ran "
-                "out; see `journalctl -k | grep -i 'out of memory'`",
+                f"host OOM: the kernel's OOM killer ended pid {k.pid} ({k.process_name}){job}: "
+                f"{where} ran out, not GPU memory; see `journalctl -k | grep -i 'out of memory'`"
+                " and lower DataLoader workers / prefetch or raise the job's --mem",
             )
         )
     for j in scheduler:
@@ -89,13 +105,15 @@ def alerts_for(
                     "min: save a checkpoint (scontrol show job shows EndTime)",
                 )
             )
-    if f.mem_used_pct_max is not None and T.CAPACITY_WARN_PCT <= f.mem_used_pct_max:
+    if f.mem_near_full_gpus:
         out.append(
             Alert(
                 "memory_full",
                 "warning",
-                f"GPU {f.mem_used_pct_gpu} memory {f.mem_used_pct_max:.0f} % used",
+                f"{_gpus(f.mem_near_full_gpus)}: memory at least {T.CAPACITY_WARN_PCT:.0f} % used "
+                f"(fullest GPU {f.mem_used_pct_gpu}: {f.mem_used_pct_max:.0f} %)",
                 f.mem_used_pct_gpu,
+                gpus=f.mem_near_full_gpus,
             )
         )
     if f.ecc_uncorrected:
@@ -109,10 +127,11 @@ def alerts_for(
     for i in f.remap_failure_gpus:
         out.append(
             Alert(
-                "ecc",
+                "remap_failure",
                 "critical",
                 f"GPU {i}: row remapping failed (an RMA criterion): drain it and contact support",
                 i,
+                gpus=(i,),
             )
         )
     for i in f.remap_pending_gpus:
@@ -124,4 +143,30 @@ def alerts_for(
                 i,
             )
         )
+    return tuple(out)
+
+
+def _gpus(indices) -> str:
+    """ "GPU 3" or "GPUs 0, 1, 5": every GPU an alert applies to."""
+    idx = sorted(set(indices))
+    return f"GPU {idx[0]}" if len(idx) == 1 else "GPUs " + ", ".join(map(str, idx))
+
+
+# Faults that lead above the workload class: the GPU cannot be trusted until they are handled
+# (NVIDIA's Xid catalog: 48 double-bit ECC, 79 fallen off the bus, 94/95 contained/uncontained
+# ECC; 63/64 row-remap events are faults only with a remap failure; the seed: Xid first).
+FAULT_XIDS = frozenset({48, 79, 94, 95})
+REMAP_XIDS = frozenset({63, 64})
+
+
+def faults_of(alerts: Sequence[Alert], remap_failure_gpus: Sequence[int] = ()) -> tuple[Alert, ...]:
+    """The hardware faults among `alerts`, to head every view."""
+    out = []
+    for a in alerts:
+        if a.kind in ("gpu_lost", "remap_failure"):
+            out.append(a)
+        elif a.kind == "xid" and (
+            a.code in FAULT_XIDS or a.code in REMAP_XIDS and a.gpu_index in remap_failure_gpus
+        ):
+            out.append(a)
     return tuple(out)

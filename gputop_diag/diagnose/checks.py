@@ -26,6 +26,15 @@ CHECKS: dict[str, tuple[str, ...]] = {
         "of loss.item()) and logged tensors not detached; record it with "
         "torch.cuda.memory._record_memory_history() and torch.cuda.memory._dump_snapshot()",
     ),
+    "undetermined": (
+        "See the job's threads: run gputop-diag as the job's user or as root (another user's "
+        "/proc/<pid>/task is hidden); in a container start it with --pid=host",
+        "Where does the main thread wait? py-spy dump --pid {main_pid} (a stack in .item(), "
+        ".cpu() or a logging call is a host-device sync; in a DataLoader __next__ it is input)",
+        "Is storage the limit? iostat -x 1 and cat /proc/pressure/io while the job runs",
+        "On several GPUs: NCCL_DEBUG=INFO and nvidia-smi nvlink -gt d show whether collectives "
+        "fill the gaps",
+    ),
     "bandwidth": (
         "Profile one step: with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as p: "
         "step(); print(p.key_averages().table(sort_by='cuda_time_total', row_limit=15)) "
@@ -106,6 +115,7 @@ _PRIMARY_WANTS = {
     "communication": ("nvlink", "gpm"),
     "input_pipeline": ("threads", "host"),
     "synchronization": ("threads",),
+    "undetermined": ("threads", "nvlink", "host"),
     "capacity": ("processes",),
 }
 

@@ -16,8 +16,8 @@ from dataclasses import replace
 from ..model import Snapshot
 from . import limits, rules
 from . import thresholds as T
-from .alerts import alerts_for
-from .checks import checks_for
+from .alerts import alerts_for, faults_of
+from .checks import MISSING_CHECKS, checks_for
 from .features import Features, extract
 from .oom import OomKill
 from .rules import Verdict, ev
@@ -25,6 +25,7 @@ from .slurm import SchedulerEvidence
 from .types import BOTTLENECK_CLASSES, Diagnosis, RuledOut
 
 # The GPU classes in order of precedence (the scheduler and idle are decided before them).
+# Compute and bandwidth come last and between the two the unit nearer its own roof leads.
 RULE_ORDER = (
     "capacity",
     "communication",
@@ -33,6 +34,7 @@ RULE_ORDER = (
     "bandwidth",
     "compute",
 )
+_WAIT_CLASSES = ("communication", "input_pipeline", "synchronization")
 
 
 def assess(
@@ -40,7 +42,7 @@ def assess(
 ) -> dict[str, Verdict]:
     """Every class's verdict on one window's features."""
     return {
-        "capacity": limits.capacity(f, oom),
+        "capacity": limits.capacity(f),
         "communication": rules.communication(f),
         "input_pipeline": rules.input_pipeline(f),
         "synchronization": rules.synchronization(f),
@@ -64,6 +66,17 @@ def _no_data_reason(f: Features) -> str | None:
     return None
 
 
+def _firing(verdicts: dict[str, Verdict]) -> list[str]:
+    """The GPU classes whose rule fires, in precedence order; compute and bandwidth by share."""
+    out = [c for c in RULE_ORDER if verdicts[c].fires]
+    if "compute" in out and "bandwidth" in out:
+        share = {c: verdicts[c].share or 0.0 for c in ("compute", "bandwidth")}
+        if share["compute"] > share["bandwidth"]:
+            i, j = out.index("bandwidth"), out.index("compute")
+            out[i], out[j] = out[j], out[i]
+    return out
+
+
 def raw_primary(f: Features, verdicts: dict[str, Verdict]) -> str:
     """The class this window shows on its own, before hysteresis."""
     if verdicts["scheduler"].fires:
@@ -72,7 +85,20 @@ def raw_primary(f: Features, verdicts: dict[str, Verdict]) -> str:
         return "insufficient_data"
     if not f.active_gpus:
         return "idle"
-    return next((c for c in RULE_ORDER if verdicts[c].fires), "balanced")
+    firing = [c for c in _firing(verdicts) if c in ("capacity", *_WAIT_CLASSES)]
+    if firing:
+        return firing[0]
+    # The GPUs wait but what would name the cause is missing: no class may claim it.
+    if any(verdicts[c].undecided for c in _WAIT_CLASSES):
+        return "undetermined"
+    return next(iter(_firing(verdicts)), "balanced")
+
+
+def secondary_of(primary: str, verdicts: dict[str, Verdict]) -> str | None:
+    """A second class whose rule fires too (mixed limits), the next in precedence."""
+    if primary not in RULE_ORDER:
+        return None
+    return next((c for c in _firing(verdicts) if c != primary), None)
 
 
 def _confidence(f: Features, base: float, needs: Sequence[str]) -> float:
@@ -95,11 +121,23 @@ def build(
     # one on these GPUs: the scope names the process holding most GPU memory here.
     job = None if f.top_pid is None else f"pid {f.top_pid}"
     reason = _no_data_reason(f)
+    secondary = secondary_of(primary, verdicts)
     if primary == "insufficient_data":
-        conf = T.CONF_STATE
+        conf = 0.0  # not a verdict: no confidence figure
         evidence = (ev("samples", f.samples, T.MIN_SAMPLES, reason or "no usable data", ""),)
         if f.nvml_next_step:
             evidence += (ev("nvml", None, None, f"next: {f.nvml_next_step}", ""),)
+    elif primary == "undetermined":
+        conf = 0.0
+        evidence = (rules.gap_evidence(f),)
+        for c in _WAIT_CLASSES:
+            if verdicts[c].undecided:
+                evidence += (verdicts[c].against,)
+        evidence += tuple(
+            ev("evidence_missing", None, None, f"missing: {MISSING_CHECKS[k]}", "")
+            for k in ("threads", "nvlink", "host")
+            if k in f.missing
+        )
     elif primary == "idle":
         conf = T.CONF_STATE
         holders = f" while {len(f.gpu_pids)} processes hold GPU memory" if f.gpu_pids else ""
@@ -126,17 +164,25 @@ def build(
             ),
         )
     else:
-        conf = _confidence(f, v.confidence * (T.HELD_CONFIDENCE if held else 1.0), v.needs)
+        base = v.confidence * (T.HELD_CONFIDENCE if held else 1.0)
+        if secondary is not None and {primary, secondary} == {"compute", "bandwidth"}:
+            base = min(base, T.CONF_MIXED)  # two units near their roofs
+        conf = _confidence(f, base, v.needs)
         evidence = v.evidence
         if v.scope_gpus is not None:
             scope = v.scope_gpus
         if v.job is not None:
             job = v.job
+    symptom = _memory_symptom(f, primary)
+    if symptom is not None:
+        evidence = (*tuple(evidence)[:3], symptom)
     ruled = tuple(
         RuledOut(c, _against(f, c, verdicts[c], primary, reason))
         for c in BOTTLENECK_CLASSES
         if c != primary
     )
+    alerts = alerts_for(f, scheduler, oom)
+    sec = verdicts[secondary] if secondary is not None else None
     return Diagnosis(
         primary=primary,
         confidence=conf,
@@ -145,11 +191,30 @@ def build(
         evidence=tuple(evidence[:4]),
         ruled_out=ruled,
         checks=checks_for(primary, f, job),
-        alerts=alerts_for(f, scheduler, oom),
+        alerts=alerts,
         missing_evidence=f.missing_names(),
         available_evidence=f.available_names(),
         window_s=round(f.span_s, 1),
         timestamp=f.timestamp,
+        secondary=secondary,
+        secondary_evidence=tuple(sec.evidence[:2]) if sec is not None else (),
+        faults=faults_of(alerts, f.remap_failure_gpus),
+    )
+
+
+def _memory_symptom(f: Features, primary: str):
+    """The seed's question: is nearly full memory the limit, or a symptom of waiting?"""
+    used = f.mem_used_pct_max
+    if used is None or used < T.MEMORY_SYMPTOM_PCT or primary not in _WAIT_CLASSES:
+        return None
+    return ev(
+        "mem_used_pct_max",
+        used,
+        T.CAPACITY_MEM_PCT,
+        f"GPU {f.mem_used_pct_gpu} memory {used:.0f} % used is not the limit here: under "
+        f"{T.CAPACITY_MEM_PCT:.0f} %, not growing, and the GPU idles {f.idle_share:.0%} of the "
+        f"time waiting ({primary.replace('_', ' ')}); a larger batch would not help until that "
+        "is fixed",
     )
 
 

@@ -23,8 +23,18 @@ EVIDENCE_NAMES = {
     "threads": "per-process thread and dataloader data",
     "host": "host CPU and iowait",
 }
-WORKER_PREFIX = "pt_data_worker"  # torch/utils/data/_utils/worker.py names its workers so
 MAIN_THREAD = "pt_main_thread"  # torch/csrc/Module.cpp names the main thread so
+# Names input pipelines give their workers (prefixes of /proc/<pid>/comm, 15 characters at
+# most). They only raise confidence: any helper that burns CPU counts, named or not.
+LOADER_NAMES = (
+    ("pt_data_worker", "PyTorch DataLoader"),  # torch/utils/data/_utils/worker.py
+    ("pt_pin_memory", "PyTorch DataLoader"),
+    ("tf_data", "tf.data"),  # tensorflow/core/data: tf_data_private_threadpool, ...
+    ("ForkPoolWorker", "multiprocessing pool"),
+    ("SpawnPoolWorker", "multiprocessing pool"),
+    ("dali", "DALI"),
+    ("grain", "Grain"),
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,9 @@ class Features:
     util_median: float | None = None
     util_p5: float | None = None
     util_p95: float | None = None
+    busy_mean: float | None = None  # mean busy share of the active GPUs (sub-second if given)
+    idle_share: float = 0.0  # 1 - busy_mean: the share of time the GPUs wait
+    subsecond: bool = False  # the driver's ~1/6 s samples were read
     gap_fraction: float = 0.0
     memctl_median: float | None = None
     power_pct_median: float | None = None
@@ -55,6 +68,8 @@ class Features:
     tensor_median: float | None = None
     dram_median: float | None = None
     occupancy_median: float | None = None
+    math_median: float | None = None  # the busiest math pipe (tensor, fp16, fp32, fp64)
+    math_pipe: str | None = None  # its name
     # communication
     dip_fraction: float = 0.0  # share of samples where most GPUs dip together
     nvlink_in_dips_kib_s: float | None = None
@@ -67,11 +82,16 @@ class Features:
     host_cpu_median: float | None = None
     iowait_median: float | None = None
     io_pressure_median: float | None = None
-    worker_count: int = 0
-    worker_cpu_mean: float | None = None
-    worker_cores: float | None = None
+    # The job's helpers: every descendant process and every thread but the main one of the GPU
+    # processes, whatever their names (DataLoader, multiprocessing pools, tf.data, DALI, ...).
+    helper_count: int = 0  # helpers seen
+    worker_count: int = 0  # helpers that did work (median CPU >= HELPER_ACTIVE_PCT)
+    worker_cpu_mean: float | None = None  # mean CPU of those, % of a core
+    worker_cores: float | None = None  # all helpers together, in cores
+    workers_named: tuple[str, ...] = ()  # loader names recognized among the busy helpers
     main_thread_cpu: float | None = None  # median over the job's processes
     main_thread_pid: int | None = None  # the busiest main thread's process
+    main_thread_name: str | None = None  # its name (pt_main_thread, python3, ...)
     top_pid: int | None = None  # the process holding most GPU memory
     # memory (latest snapshot and the whole window)
     mem_used_pct_max: float | None = None
@@ -83,6 +103,7 @@ class Features:
     mem_growth_gpu: int | None = None
     minutes_to_full: float | None = None
     # alerts
+    growing_gpus: tuple[int, ...] = ()
     xid_events: tuple[XidEvent, ...] = ()
     thermal_fraction: float = 0.0
     power_cap_fraction: float = 0.0
@@ -97,7 +118,24 @@ class Features:
 
     @property
     def gappy(self) -> bool:
-        return "util" in self.available and self.gap_fraction >= T.GAPPY_FRACTION
+        """The GPUs wait: idle a large share of the time, or in regular gaps between bursts."""
+        if "util" not in self.available:
+            return False
+        return self.idle_share >= T.WAIT_SHARE or self.gap_fraction >= T.GAPPY_FRACTION
+
+    @property
+    def math_share(self) -> float | None:
+        """The busiest math pipe as a share of its practical peak (0-100)."""
+        if self.math_median is None:
+            return None
+        return min(100.0, 100.0 * self.math_median / T.MATH_PIPE_PEAK_PCT)
+
+    @property
+    def dram_share(self) -> float | None:
+        """DRAM bandwidth as a share of its practical peak (0-100)."""
+        if self.dram_median is None:
+            return None
+        return min(100.0, 100.0 * self.dram_median / T.DRAM_PEAK_PCT)
 
     @property
     def memory_grows(self) -> bool:
@@ -148,15 +186,7 @@ def extract(window: Sequence[Snapshot]) -> Features:
     active = tuple(i for i in live if is_active(i))
     busy_states = [r[i] for r in rows for i in active if i in r]
     util_all = [v for i in active for v in util[i] if v is not None]
-    gaps = total = 0
-    for i in active:
-        p90 = percentile(util[i], 90)
-        if p90 is None or p90 < T.GAP_MIN_P90_PCT:  # no bursts of work to have gaps between
-            continue
-        for v in util[i]:
-            if v is not None:
-                total += 1
-                gaps += v < T.GAP_REL * p90
+    shape = _busy_shape(active, rows, util)
 
     def busy_median(get) -> float | None:
         return median([get(g) for g in busy_states])
@@ -164,7 +194,7 @@ def extract(window: Sequence[Snapshot]) -> Features:
     has_gpm = any(_gpm(g, "sm_util_pct") is not None for g in busy_states)
     has_nvlink = any(g.nvlink_tx_kib_s is not None for r in rows for g in r.values())
     dips = _dips(active, rows, sm if has_gpm else util)
-    host_feats = _host(_since(window, T.HOST_RECENT_S))
+    host_feats = _host(_since(window, T.HOST_RECENT_S), {p.pid for p in last.gpu_processes})
     gpu_pids = tuple(sorted({p.pid for s in recent for p in s.gpu_processes}))
     has_threads = any(p.busiest_threads or p.children for s in recent for p in s.processes)
     available = {
@@ -202,7 +232,7 @@ def extract(window: Sequence[Snapshot]) -> Features:
         util_median=median(util_all),
         util_p5=percentile(util_all, 5),
         util_p95=percentile(util_all, 95),
-        gap_fraction=gaps / total if total else 0.0,
+        **shape,
         memctl_median=busy_median(lambda g: g.util_mem_pct),
         power_pct_median=busy_median(lambda g: g.power_pct_of_limit),
         clock_pct_median=busy_median(lambda g: g.sm_clock_pct_of_max),
@@ -210,6 +240,7 @@ def extract(window: Sequence[Snapshot]) -> Features:
         tensor_median=busy_median(lambda g: _gpm(g, "tensor_util_pct")),
         dram_median=busy_median(lambda g: _gpm(g, "dram_bw_util_pct")),
         occupancy_median=busy_median(lambda g: _gpm(g, "sm_occupancy_pct")),
+        **_math(busy_states),
         top_pid=top.pid if top else None,
         xid_events=tuple(x for s in window for x in s.xid_events),
         ecc_uncorrected=sum(g.ecc_uncorrected or 0 for g in last.gpus if not g.lost),
@@ -220,6 +251,57 @@ def extract(window: Sequence[Snapshot]) -> Features:
         **throttle,
         **_memory(last, window),
     )
+
+
+def _busy_shape(active, rows, util: dict[int, list[float | None]]) -> dict:
+    """How much of the time the active GPUs wait, from the driver's ~1/6 s samples when it
+    gives them (gaps shorter than a tick), else from the tick figures.
+
+    `idle_share` is 1 - the mean busy share: it does not care about the amplitude or the period
+    of the stalls. `gap_fraction` is the share of samples under half the GPU's own p90: regular
+    gaps between bursts of work.
+    """
+    per_gpu: dict[int, list[float]] = {}
+    subsecond = False
+    for i in active:
+        fine = [v for r in rows if i in r for v in r[i].util_samples]
+        if len(fine) >= T.MIN_SUBSECOND_SAMPLES:
+            per_gpu[i], subsecond = fine, True
+        else:
+            per_gpu[i] = [v for v in util[i] if v is not None]
+    values = [v for vs in per_gpu.values() for v in vs]
+    gaps = total = 0
+    for vs in per_gpu.values():
+        p90 = percentile(vs, 90)
+        if p90 is None or p90 <= T.IDLE_UTIL_PCT:
+            continue
+        total += len(vs)
+        gaps += sum(v < T.GAP_REL * p90 for v in vs)
+    mean = statistics.fmean(values) if values else None
+    return dict(
+        busy_mean=mean,
+        idle_share=0.0 if mean is None else max(0.0, 1.0 - mean / 100.0),
+        subsecond=subsecond,
+        gap_fraction=gaps / total if total else 0.0,
+    )
+
+
+_PIPES = (
+    ("tensor", "tensor_util_pct"),
+    ("fp16", "fp16_util_pct"),
+    ("fp32", "fp32_util_pct"),
+    ("fp64", "fp64_util_pct"),
+)
+
+
+def _math(busy_states: Sequence[GpuState]) -> dict:
+    """The busiest math pipe over the window (GPM medians): the compute unit's activity."""
+    best, name = None, None
+    for label, field_name in _PIPES:
+        m = median([_gpm(g, field_name) for g in busy_states])
+        if m is not None and (best is None or m > best):
+            best, name = m, label
+    return dict(math_median=best, math_pipe=name)
 
 
 def _gpm(g: GpuState | None, name: str) -> float | None:
@@ -281,20 +363,39 @@ def _dips(active, rows, series: dict[int, list[float | None]]) -> dict:
     return out
 
 
-def _host(snaps: Sequence[Snapshot]) -> dict:
-    """Host CPU, iowait and the job's threads over the host window."""
+def _host(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
+    """Host CPU, iowait and the job's helpers over the host window.
+
+    A helper is any descendant process of a GPU process that is not itself a GPU process, and
+    any thread of a GPU process but its main thread: whatever the input pipeline is called, it
+    burns CPU there.
+    """
     host = [s.host for s in snaps if s.host is not None]
-    workers: dict[int, list[float]] = {}
+    helpers: dict[tuple[str, int], list[float]] = {}
+    names: dict[tuple[str, int], str] = {}
     mains: dict[int, list[float]] = {}
+    main_names: dict[int, str] = {}
     for s in snaps:
         for p in s.processes:
             for c in p.children:
-                if c.cpu_pct is not None and (c.name or "").startswith(WORKER_PREFIX):
-                    workers.setdefault(c.pid, []).append(c.cpu_pct)
+                if c.cpu_pct is not None and c.pid not in gpu_pids:
+                    helpers.setdefault(("p", c.pid), []).append(c.cpu_pct)
+                    names[("p", c.pid)] = c.name or ""
+            main_tid = _main_tid(p)
+            for t in p.busiest_threads:
+                if t.cpu_pct is not None and t.tid != main_tid:
+                    helpers.setdefault(("t", t.tid), []).append(t.cpu_pct)
+                    names[("t", t.tid)] = t.name or ""
             main = _main_thread(p)
             if main is not None:
                 mains.setdefault(p.pid, []).append(main)
-    w = [median(v) for v in workers.values() if len(v) >= 2]
+                main_names[p.pid] = next(
+                    (t.name for t in p.busiest_threads if t.tid == main_tid), ""
+                )
+    # A helper seen in one tick only (a thread that just entered the busiest list) is noise.
+    seen = {k: median(v) for k, v in helpers.items() if len(v) >= 2}
+    busy = {k: v for k, v in seen.items() if v >= T.HELPER_ACTIVE_PCT}
+    named = sorted({_loader_name(names[k]) for k in busy if _loader_name(names[k]) is not None})
     m = {pid: median(v) for pid, v in mains.items() if len(v) >= 2}
     return dict(
         cpu_count=host[-1].cpu_count if host else 0,
@@ -303,12 +404,34 @@ def _host(snaps: Sequence[Snapshot]) -> dict:
         io_pressure_median=median(
             [h.pressure["io"].some_avg10 for h in host if "io" in h.pressure]
         ),
-        worker_count=len(w),
-        worker_cpu_mean=statistics.fmean(w) if w else None,
-        worker_cores=sum(w) / 100.0 if w else None,
+        helper_count=len(seen),
+        worker_count=len(busy),
+        worker_cpu_mean=statistics.fmean(busy.values()) if busy else None,
+        worker_cores=sum(seen.values()) / 100.0 if seen else None,
+        workers_named=tuple(named),
         main_thread_cpu=median(list(m.values())),
-        main_thread_pid=max(m, key=m.__getitem__) if m else None,
+        main_thread_pid=(top := max(m, key=m.__getitem__) if m else None),
+        main_thread_name=main_names.get(top) if top is not None else None,
     )
+
+
+def _loader_name(name: str) -> str | None:
+    """The input-pipeline family a helper's name shows, if any (raises confidence only)."""
+    for prefix, family in LOADER_NAMES:
+        if name.startswith(prefix):
+            return family
+    return None
+
+
+def _main_tid(p) -> int | None:
+    """The main thread's tid: the pid itself when listed, else the busiest `pt_main_thread`."""
+    named = None
+    for t in p.busiest_threads:
+        if t.tid == p.pid:
+            return t.tid
+        if t.name == MAIN_THREAD and named is None:
+            named = t.tid
+    return named
 
 
 def _main_thread(p) -> float | None:
@@ -360,6 +483,7 @@ def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
             for p in sorted(procs, key=lambda p: -(p.used_memory_bytes or 0))
         )
     growth = growth_gpu = to_full = None
+    growing: list[int] = []
     if len(window) >= T.MIN_SAMPLES:
         times = [s.timestamp for s in window]
         for g in live:
@@ -369,6 +493,8 @@ def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
                 ok = x is not None and not x.lost and x.mem_used_bytes is not None
                 vals.append(x.mem_used_bytes / MIB if ok else None)
             slope = slope_per_s(times, vals) if _steady_rise(vals) else None
+            if slope is not None and slope * 60.0 >= T.GROWTH_MIB_PER_MIN:
+                growing.append(g.index)
             if slope is None or (growth is not None and slope * 60.0 <= growth):
                 continue
             growth, growth_gpu = slope * 60.0, g.index
@@ -383,6 +509,7 @@ def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
         mem_growth_mib_per_min=growth,
         mem_growth_gpu=growth_gpu,
         minutes_to_full=to_full,
+        growing_gpus=tuple(growing),
     )
 
 

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from . import thresholds as T
 from .features import Features
-from .oom import OomKill
 from .rules import Verdict, ev, pct
 from .slurm import SchedulerEvidence
 
@@ -15,11 +14,12 @@ def _gib(b) -> str:
     return f"{b / 2**30:.1f} GiB"
 
 
-def capacity(f: Features, oom: Sequence[OomKill] = ()) -> Verdict:
+def capacity(f: Features) -> Verdict:
+    """Device memory near full or growing towards full (NVML). A kernel OOM kill is host memory:
+    the kernel's OOM killer never sees CUDA out-of-memory, so it is an alert, not this class."""
     used = f.mem_used_pct_max
     full = used is not None and used >= T.CAPACITY_MEM_PCT
     filling = f.memory_grows and f.minutes_to_full <= T.GROWTH_FULL_IN_MIN
-    job_oom = [k for k in oom if k.pid in f.gpu_pids or k.process_name.startswith("pt_")]
     out = []
     if used is not None:
         holders = ", ".join(
@@ -52,32 +52,20 @@ def capacity(f: Features, oom: Sequence[OomKill] = ()) -> Verdict:
                 "MiB/min",
             ),
         )
-    for k in job_oom[:1]:
-        out.append(
-            ev(
-                "oom_kills",
-                len(job_oom),
-                1,
-                f"the kernel's OOM killer ended pid {k.pid} ({k.process_name})"
-                + (" at the job's cgroup memory limit" if k.cgroup else ": host memory ran out")
-                + (f", {len(job_oom)} kills in the window" if len(job_oom) > 1 else ""),
-                "",
-            )
-        )
     against = ev(
         "mem_used_pct_max",
         used,
         T.CAPACITY_MEM_PCT,
-        f"memory at most {pct(used)} used (limit {T.CAPACITY_MEM_PCT:.0f} %), not growing "
-        "towards it, no OOM kill",
+        f"device memory at most {pct(used)} used (limit {T.CAPACITY_MEM_PCT:.0f} %), not "
+        "growing towards it",
     )
-    conf = (
-        T.CONF_CAPACITY_FULL if full else T.CONF_CAPACITY_OOM if job_oom else T.CONF_CAPACITY_GROWTH
-    )
-    scope = f.mem_near_full_gpus or ((f.mem_growth_gpu,) if filling else None)
-    return Verdict(
-        full or filling or bool(job_oom), conf, tuple(out), against, ("processes",), scope
-    )
+    conf = T.CONF_CAPACITY_FULL if full else T.CONF_CAPACITY_GROWTH
+    scope = None
+    if full:
+        scope = f.mem_near_full_gpus
+    elif filling:
+        scope = f.growing_gpus or (f.mem_growth_gpu,)
+    return Verdict(full or filling, conf, tuple(out), against, ("processes",), scope)
 
 
 def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:

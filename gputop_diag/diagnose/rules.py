@@ -21,6 +21,10 @@ class Verdict(NamedTuple):
     needs: tuple[str, ...] = ()  # the kinds of evidence (features.EVIDENCE_NAMES) it relies on
     scope_gpus: tuple[int, ...] | None = None  # None: the active GPUs
     job: str | None = None
+    # The window shows this class's shape, but the evidence that would decide it is missing:
+    # it cannot be primary (absent evidence never votes); the verdict says "undetermined".
+    undecided: bool = False
+    share: float | None = None  # the unit's share of its own peak (compute and bandwidth)
 
 
 def ev(metric: str, value, threshold, text: str, unit: str = "%") -> Evidence:
@@ -101,10 +105,20 @@ def communication(f: Features) -> Verdict:
             f"interconnect quiet during the dips (NVLink {_gbs(nv_in)}, PCIe "
             f"{(pc_in or 0) / 1e6:.1f} GB/s): no exposed all-reduce"
         )
-    fires = together and (nvlink or pcie or blind)
+    # Absent evidence never votes: the shape alone (no interconnect counters) names what to
+    # read, it does not make communication the verdict.
+    fires = together and (nvlink or pcie)
     conf = T.CONF_COMM_NVLINK if nvlink else T.CONF_COMM_PCIE if pcie else T.CONF_COMM_SHAPE_ONLY
     against = ev("correlated_dip_fraction", 100 * f.dip_fraction, 100 * T.COMM_DIP_FRACTION, text)
-    return Verdict(fires, conf, tuple(out), against, ("nvlink", "gpm"))
+    return Verdict(fires, conf, tuple(out), against, ("nvlink", "gpm"), undecided=blind)
+
+
+def _helpers_text(f: Features) -> str:
+    named = f" ({', '.join(f.workers_named)})" if f.workers_named else ""
+    return (
+        f"{f.worker_count} of the job's helper processes/threads{named} at "
+        f"{f.worker_cpu_mean:.0f} % CPU each: {f.worker_cores:.1f} of {f.cpu_count} cores"
+    )
 
 
 def input_pressure(f: Features) -> list[Evidence]:
@@ -112,13 +126,7 @@ def input_pressure(f: Features) -> list[Evidence]:
     out = []
     if f.worker_cpu_mean is not None and f.worker_cpu_mean >= T.WORKER_BUSY_PCT:
         out.append(
-            ev(
-                "dataloader_worker_cpu",
-                f.worker_cpu_mean,
-                T.WORKER_BUSY_PCT,
-                f"{f.worker_count} dataloader workers at {f.worker_cpu_mean:.0f} % CPU each: "
-                f"{f.worker_cores:.1f} of {f.cpu_count} cores",
-            )
+            ev("dataloader_worker_cpu", f.worker_cpu_mean, T.WORKER_BUSY_PCT, _helpers_text(f))
         )
     if f.iowait_median is not None and f.iowait_median >= T.IOWAIT_PCT:
         out.append(
@@ -152,32 +160,40 @@ def input_pressure(f: Features) -> list[Evidence]:
 
 
 def gap_evidence(f: Features) -> Evidence:
+    how = "the driver's 1/6 s samples" if f.subsecond else "1 s samples"
     return ev(
-        "gap_fraction",
-        100 * f.gap_fraction,
-        100 * T.GAPPY_FRACTION,
-        f"GPU busy time {pct(f.util_median)} (median, {f.recent_s:.0f} s), p95 "
-        f"{pct(f.util_p95)}: idle gaps in {f.gap_fraction:.0%} of samples",
+        "gpu_idle_share",
+        100 * f.idle_share,
+        100 * T.WAIT_SHARE,
+        f"GPUs idle {f.idle_share:.0%} of the time over {f.recent_s:.0f} s ({how}; busy median "
+        f"{pct(f.util_median)}, p95 {pct(f.util_p95)}), gaps in {f.gap_fraction:.0%} of samples",
     )
 
 
 def input_pipeline(f: Features) -> Verdict:
     pressure = input_pressure(f)
-    if not pressure:
+    if not f.gappy:
+        text = f"the GPU does not wait: idle {f.idle_share:.0%} of the time"
+    elif "threads" not in f.available and not pressure:
+        text = "no thread data to see the loaders, and iowait and host CPU are low"
+    else:
         text = (
-            f"input keeps up: loaders at {pct(f.worker_cpu_mean)} CPU, iowait "
+            f"input keeps up: the job's helpers at {pct(f.worker_cpu_mean)} CPU, iowait "
             f"{pct(f.iowait_median)}, host CPU {pct(f.host_cpu_median)}"
         )
-    else:
-        text = f"the GPU does not wait: idle gaps in only {f.gap_fraction:.0%} of samples"
     conf = min(T.CONF_INPUT_MAX, T.CONF_INPUT_BASE + T.CONF_INPUT_PER_FIGURE * len(pressure))
+    if f.workers_named:
+        conf = min(T.CONF_INPUT_MAX, conf + T.CONF_INPUT_PER_FIGURE)
     against = ev("dataloader_worker_cpu", f.worker_cpu_mean, T.WORKER_BUSY_PCT, text)
+    # With no thread data only host-wide figures can show pressure: the class stays open.
+    undecided = f.gappy and not pressure and "threads" not in f.available
     return Verdict(
         f.gappy and bool(pressure),
         conf,
         (gap_evidence(f), *pressure),
         against,
         ("util", "threads", "host"),
+        undecided=undecided,
     )
 
 
@@ -185,7 +201,7 @@ def synchronization(f: Features) -> Verdict:
     spin = f.main_thread_cpu is not None and f.main_thread_cpu >= T.MAIN_SPIN_PCT
     loaders_idle = f.worker_cpu_mean is None or f.worker_cpu_mean < T.WORKERS_IDLE_PCT
     no_input = not input_pressure(f)
-    blind = "threads" not in f.available
+    blind = "threads" not in f.available or f.main_thread_cpu is None
     out = [gap_evidence(f)]
     if f.main_thread_cpu is not None:
         out.append(
@@ -193,8 +209,9 @@ def synchronization(f: Features) -> Verdict:
                 "main_thread_cpu",
                 f.main_thread_cpu,
                 T.MAIN_SPIN_PCT,
-                f"main thread (pt_main_thread) at {f.main_thread_cpu:.0f} % of a core (median "
-                f"over the job's processes) while dataloader workers use "
+                f"main thread ({f.main_thread_name or '?'}) at {f.main_thread_cpu:.0f} % of a "
+                "core (median over the job's "
+                f"processes): it spins waiting on the GPU; the job's helpers use "
                 f"{pct(f.worker_cpu_mean)}",
             )
         )
@@ -207,62 +224,77 @@ def synchronization(f: Features) -> Verdict:
         )
     )
     if not f.gappy:
-        text = f"no regular GPU gaps: idle in only {f.gap_fraction:.0%} of samples"
+        text = f"no regular GPU gaps: idle {f.idle_share:.0%} of the time"
     elif not no_input:
         text = "the gaps come with input pressure (see input pipeline)"
+    elif blind:
+        text = "no thread data: whether the main thread spins on the GPU cannot be seen"
     else:
         text = f"no host thread spinning: main thread at {pct(f.main_thread_cpu)} of a core"
-    fires = f.gappy and no_input and loaders_idle and (spin or blind)
+    fires = f.gappy and no_input and loaders_idle and spin and not blind
     against = ev("main_thread_cpu", f.main_thread_cpu, T.MAIN_SPIN_PCT, text)
-    conf = T.CONF_SYNC_SPIN if spin else T.CONF_SYNC_NO_THREADS
-    return Verdict(fires, conf, tuple(out), against, ("util", "threads"))
+    undecided = f.gappy and no_input and blind
+    return Verdict(
+        fires, T.CONF_SYNC_SPIN, tuple(out), against, ("util", "threads"), undecided=undecided
+    )
+
+
+def _roofs(f: Features) -> str:
+    return (
+        f"{f.math_pipe or 'math'} pipes {pct(f.math_median)} of cycles ({pct(f.math_share)} "
+        f"of their roof), DRAM {pct(f.dram_median)} ({pct(f.dram_share)} of its roof), SM "
+        f"active {pct(f.sm_median)}"
+    )
 
 
 def bandwidth(f: Features) -> Verdict:
+    """DRAM is the unit nearest its own peak (GPM), or the memory controller is busy (no GPM)."""
+    busy = not f.gappy
     if "gpm" in f.available:
-        fires = (f.dram_median or 0) >= T.DRAM_BW_PCT and (
-            f.tensor_median or 0
-        ) < T.TENSOR_ACTIVE_PCT
+        dram, math = f.dram_share, f.math_share
+        near = dram is not None and dram >= T.ROOF_SHARE_PCT
+        fires = busy and near
         out = (
             ev(
-                "dram_bw_util",
-                f.dram_median,
-                T.DRAM_BW_PCT,
-                f"DRAM bandwidth {pct(f.dram_median)} of peak (GPM, median) while the tensor "
-                f"pipes are active {pct(f.tensor_median)} of cycles",
+                "dram_share",
+                dram,
+                T.ROOF_SHARE_PCT,
+                f"DRAM bandwidth {pct(f.dram_median)} of cycles (GPM): {pct(dram)} of its "
+                f"practical peak, vs {pct(math)} for the {f.math_pipe or 'math'} pipes",
             ),
             ev(
                 "sm_occupancy",
                 f.occupancy_median,
                 None,
-                f"SM activity {pct(f.sm_median)}, occupancy {pct(f.occupancy_median)}",
+                f"SM active {pct(f.sm_median)}, occupancy {pct(f.occupancy_median)}",
             ),
         )
-        text = (
-            f"DRAM bandwidth {pct(f.dram_median)} of peak (GPM), under {T.DRAM_BW_PCT:.0f} %"
-            if (f.dram_median or 0) < T.DRAM_BW_PCT
-            else f"tensor pipes active {pct(f.tensor_median)}: the math, not memory, leads"
-        )
-        against = ev("dram_bw_util", f.dram_median, T.DRAM_BW_PCT, text)
-        return Verdict(fires, T.CONF_GPM, out, against, ("gpm",))
-    fires = (f.memctl_median or 0) >= T.MEMCTL_BW_PCT
+        if not busy:
+            text = f"the GPU waits {f.idle_share:.0%} of the time: kernels are not the limit"
+        else:
+            text = (
+                f"DRAM at {pct(dram)} of its roof (GPM), under {T.ROOF_SHARE_PCT:.0f} %"
+                f": {_roofs(f)}"
+            )
+        against = ev("dram_share", dram, T.ROOF_SHARE_PCT, text)
+        return Verdict(fires, T.CONF_GPM, out, against, ("gpm",), share=dram)
+    share = f.memctl_median
+    fires = busy and (share or 0) >= T.MEMCTL_BW_PCT
     out = (
         ev(
             "memctl_util",
-            f.memctl_median,
+            share,
             T.MEMCTL_BW_PCT,
-            f"memory controller busy {pct(f.memctl_median)} of the time (no GPM: a weak proxy "
-            "for bandwidth)",
+            f"memory controller busy {pct(share)} of the time (no GPM: a weak proxy for bandwidth)",
         ),
     )
     text = (
         "neither GPM nor memory-controller figures reported: bandwidth cannot be judged"
-        if f.memctl_median is None
-        else f"memory controller busy {pct(f.memctl_median)} of the time, under "
-        f"{T.MEMCTL_BW_PCT:.0f} %"
+        if share is None
+        else f"memory controller busy {pct(share)} of the time, under {T.MEMCTL_BW_PCT:.0f} %"
     )
-    against = ev("memctl_util", f.memctl_median, T.MEMCTL_BW_PCT, text)
-    return Verdict(fires, T.CONF_FALLBACK, out, against, ("gpm",))
+    against = ev("memctl_util", share, T.MEMCTL_BW_PCT, text)
+    return Verdict(fires, T.CONF_FALLBACK, out, against, ("gpm",), share=share)
 
 
 def compute(f: Features) -> Verdict:
@@ -273,43 +305,51 @@ def compute(f: Features) -> Verdict:
         clocks += f", held down by thermal slowdown in {f.thermal_fraction:.0%} of busy samples"
     elif f.power_cap_fraction >= T.THROTTLE_FRACTION:
         clocks += f", held by the power cap in {f.power_cap_fraction:.0%} of busy samples"
+    busy = not f.gappy
     if "gpm" in f.available:
-        sm_ok = (f.sm_median or 0) >= T.SM_ACTIVE_PCT
-        fires = sm_ok and (
-            (f.tensor_median or 0) >= T.TENSOR_ACTIVE_PCT or (f.dram_median or 0) < T.DRAM_BW_PCT
-        )
+        math = f.math_share
+        near = math is not None and math >= T.ROOF_SHARE_PCT
+        dram_near = (f.dram_share or 0) >= T.ROOF_SHARE_PCT
+        # SMs resident with no unit near its roof: latency- or issue-bound kernels.
+        issue = (f.sm_median or 0) >= T.SM_ISSUE_BOUND_PCT and not dram_near
+        fires = busy and (near or issue)
         out = (
             ev(
-                "sm_util",
-                f.sm_median,
-                T.SM_ACTIVE_PCT,
-                f"SM activity {pct(f.sm_median)} (GPM, median, {f.recent_s:.0f} s), tensor "
-                f"pipes {pct(f.tensor_median)}, DRAM bandwidth {pct(f.dram_median)}",
+                "math_share",
+                math,
+                T.ROOF_SHARE_PCT,
+                f"{f.math_pipe or 'math'} pipes active {pct(f.math_median)} of cycles (GPM, "
+                f"median, {f.recent_s:.0f} s): {pct(math)} of their practical peak, vs "
+                f"{pct(f.dram_share)} for DRAM; SM active {pct(f.sm_median)}"
+                + ("" if near else ", no unit near its roof: latency- or issue-bound kernels"),
             ),
             ev(
                 "util_gpu",
                 f.util_median,
                 T.BUSY_UTIL_PCT,
-                f"GPU busy {pct(f.util_median)} with idle gaps in {f.gap_fraction:.0%} of "
-                "samples: input and host keep up",
+                f"GPU busy {pct(f.util_median)}, idle {f.idle_share:.0%} of the time: input "
+                "and host keep up",
             ),
             ev("power_pct", f.power_pct_median, None, clocks),
         )
-        text = (
-            f"SM activity {pct(f.sm_median)} (GPM), under {T.SM_ACTIVE_PCT:.0f} %: busy time "
-            f"{pct(f.util_median)} is not SM use"
-            if not sm_ok
-            else "memory traffic, not the math pipes, leads (see bandwidth)"
-        )
-        against = ev("sm_util", f.sm_median, T.SM_ACTIVE_PCT, text)
-        return Verdict(fires, T.CONF_GPM, out, against, ("gpm",))
+        if not busy:
+            text = f"the GPU waits {f.idle_share:.0%} of the time: kernels are not the limit"
+        else:
+            text = (
+                f"math pipes at {pct(math)} of their roof, under {T.ROOF_SHARE_PCT:.0f} %: "
+                + _roofs(f)
+            )
+        against = ev("math_share", math, T.ROOF_SHARE_PCT, text)
+        conf = T.CONF_GPM if near else T.CONF_ISSUE_BOUND
+        share = math if near else f.sm_median
+        return Verdict(fires, conf, out, against, ("gpm",), share=share)
     # Without GPM: busy time says kernels run, power says whether they work the math units.
-    busy = f.util_median if "util" in f.available else None
+    util = f.util_median if "util" in f.available else None
     throttled = f.thermal_fraction >= T.THROTTLE_FRACTION or (
         f.power_cap_fraction >= T.THROTTLE_FRACTION
     )
     strong = (f.power_pct_median or 0) >= T.POWER_COMPUTE_PCT or throttled
-    fires = strong and (busy is None or busy >= T.BUSY_UTIL_PCT)
+    fires = busy and strong and (util is None or util >= T.BUSY_UTIL_PCT)
     out = (
         ev(
             "power_pct",
@@ -319,22 +359,22 @@ def compute(f: Features) -> Verdict:
         ),
         ev(
             "util_gpu",
-            busy,
+            util,
             T.BUSY_UTIL_PCT,
-            f"GPU busy {pct(busy)} (busy time alone does not prove compute)"
-            if busy is not None
+            f"GPU busy {pct(util)} (busy time alone does not prove compute)"
+            if util is not None
             else "per-GPU busy time not reported (MIG mode or an unsupported field)",
         ),
     )
     if f.power_pct_median is None:
         text = "no GPM and no power figure: compute cannot be judged"
     elif strong:
-        text = f"busy time only {pct(busy)}: the GPU waits more than it computes"
+        text = f"busy time only {pct(util)}: the GPU waits more than it computes"
     else:
         text = (
-            f"busy {pct(busy)} at only {pct(f.power_pct_median)} of the power limit: the "
+            f"busy {pct(util)} at only {pct(f.power_pct_median)} of the power limit: the "
             "math units are not the limit"
         )
     against = ev("power_pct", f.power_pct_median, T.POWER_COMPUTE_PCT, text)
-    conf = T.CONF_FALLBACK if busy is not None else T.CONF_FALLBACK_NO_UTIL
-    return Verdict(fires, conf, out, against, ("gpm", "util"))
+    conf = T.CONF_FALLBACK if util is not None else T.CONF_FALLBACK_NO_UTIL
+    return Verdict(fires, conf, out, against, ("gpm", "util"), share=f.power_pct_median)

@@ -38,6 +38,9 @@ CAPACITY_MEM_PCT = 95.0
 # window and flag a rise of at least 30 MiB/min that adds up to at least 100 MiB (ours: below that
 # the allocator's cache growing after start-up looks the same)...
 GROWTH_MIB_PER_MIN = 30.0
+# Ours: memory this full beside a waiting GPU is named as a symptom, not the limit (the seed:
+# "is memory the limit, or a symptom of input/sync/comm stalls?").
+MEMORY_SYMPTOM_PCT = 80.0
 GROWTH_MIN_MIB = 100.0
 GROWTH_MIN_SPAN_S = 20.0
 GROWTH_FULL_IN_MIN = 30.0  # ...and call it capacity when it fills the GPU within 30 min (ours)
@@ -51,11 +54,28 @@ GROWTH_MAX_STEP_SHARE = 0.5
 # Ours: a sample is a gap when busy time is under half the GPU's own p90, and the GPU waits in
 # gaps when at least 15 % of samples are gaps (two gaps in a 15 s window; one outlier is 7 %).
 GAP_REL = 0.5
-GAP_MIN_P90_PCT = 50.0  # ours: gaps only between bursts that keep the GPU busy half the time
 GAPPY_FRACTION = 0.15
+# Ours: GPUs that are idle a quarter of the time wait for something, whatever the amplitude or
+# period of the stalls (a busy GPU in a compute- or bandwidth-bound loop idles under 10 %; the
+# seed: utilization is a symptom, t_step = t_input + t_host + ... + t_gpu).
+WAIT_SHARE = 0.25
+# NVML gives its ~1/6 s busy samples through nvmlDeviceGetSamples; under this many in the recent
+# window (old drivers, vGPU) the tick figures judge the shape.
+MIN_SUBSECOND_SAMPLES = 24
 BUSY_UTIL_PCT = 70.0  # SageMaker: p95 busy time under 70 % is under-used
 
-# -- compute vs bandwidth (GPM: the NVML counterparts of the DCGM profiling fields) -------------
+# -- compute vs bandwidth: each unit's share of its own peak (GPM) -------------------------------
+# Like Nsight Compute's speed-of-light section, the unit nearest its own roof limits. DCGM: the
+# practical peak of DRAM_ACTIVE is about 0.8 ("≥ 0.5 is heavy"); we take 85 % of cycles as
+# DRAM's roof. The math pipes (tensor, fp16, fp32, fp64 activity) rarely exceed 90 % of cycles
+# even in a tuned GEMM; 90 % is their roof. A unit at ROOF_SHARE_PCT of its roof limits; two
+# units there are a mixed limit, the nearer one first.
+DRAM_PEAK_PCT = 85.0
+MATH_PIPE_PEAK_PCT = 90.0
+ROOF_SHARE_PCT = 65.0
+# Without a unit near its roof, SMs resident 80 % of cycles with busy pipes idle are latency- or
+# issue-bound kernels: still the GPU's own work (compute), at lower confidence.
+SM_ISSUE_BOUND_PCT = 80.0
 # DCGM: SM_ACTIVE >= 0.8 is necessary (not sufficient) for effective use, < 0.5 ineffective. We
 # take 70 % as the compute cut-off: between the two, with tensor pipes as the tie-breaker.
 SM_ACTIVE_PCT = 70.0
@@ -78,6 +98,8 @@ POWER_COMPUTE_PCT = 60.0
 # (`pt_data_worker`) at 70 % of a core works flat out; iowait 10 % or I/O pressure (PSI "some",
 # avg10) 10 % is storage holding the loaders back; host CPU 85 % is a saturated machine.
 WORKER_BUSY_PCT = 70.0
+# Ours: a helper (child process or thread of the job) under 10 % of a core is idle.
+HELPER_ACTIVE_PCT = 10.0
 HOST_CPU_SATURATED_PCT = 85.0
 IOWAIT_PCT = 10.0
 IO_PRESSURE_PCT = 10.0
@@ -138,6 +160,8 @@ CONF_INPUT_MAX = 0.95
 CONF_SYNC_SPIN = 0.85
 CONF_SYNC_NO_THREADS = 0.45
 CONF_GPM = 0.85  # compute and bandwidth judged from GPM
+CONF_ISSUE_BOUND = 0.6  # compute from SM residency alone (no pipe near its roof)
+CONF_MIXED = 0.7  # two units near their roofs: the nearer one leads
 CONF_FALLBACK = 0.55  # ... from memory-controller busy time or power and clocks
 CONF_FALLBACK_NO_UTIL = 0.45  # ... and without busy time (MIG mode)
 CONF_SCHEDULER = 0.9  # pending past PENDING_WAIT_S

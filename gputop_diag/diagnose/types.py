@@ -43,6 +43,8 @@ class Alert:
     severity: str  # "info", "warning", "critical"
     text: str
     gpu_index: int | None = None
+    code: int | None = None  # the Xid, for kind "xid"
+    gpus: tuple[int, ...] = ()  # every GPU it applies to (gpu_index: the first or worst)
 
 
 @dataclass(frozen=True, slots=True)
