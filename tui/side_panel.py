@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
 from ..diagnose import Diagnosis
+from ..diagnose.render import confidence_text
 from ..widgets import DiffText
 
 SEVERITY_MARK = {"critical": "!! ", "warning": "!  ", "info": "i  "}
@@ -25,6 +26,10 @@ def _scope(d: Diagnosis) -> str:
     if d.scope_job:
         parts.append(f"job {d.scope_job}")
     return "  ".join(parts)
+
+
+def _confidence(d: Diagnosis) -> str:
+    return f"{d.confidence:.0%} confident" if d.has_confidence else confidence_text(d)
 
 
 def _alert_lines(d: Diagnosis, t: Text, limit: int) -> None:
@@ -42,8 +47,14 @@ def render_full(d: Diagnosis | None) -> Text:
     if d is None:
         t.append("waiting for the first samples…\n")
         return t
+    for a in d.faults:
+        t.append(f"FAULT  {a.text}\n", style="bold reverse")
+    if d.faults:
+        t.append("\n")
     t.append(f" {d.label.upper()} ", style="bold reverse")
-    t.append(f"  {d.confidence:.0%} confident\n")
+    t.append(f"  {_confidence(d)}\n")
+    if d.secondary:
+        t.append(f"and also {d.secondary.replace('_', ' ').upper()}\n", style="bold")
     if d.candidate and d.candidate != d.primary:
         t.append(f"(turning to {d.candidate.replace('_', ' ')}?)\n", style="dim")
     if _scope(d):
@@ -79,8 +90,12 @@ def render_strip(d: Diagnosis | None) -> Text:
     if d is None:
         t.append("BOTTLENECK: waiting for the first samples…")
         return t
+    if d.faults:
+        more = f" (+{len(d.faults) - 1} more, p)" if len(d.faults) > 1 else ""
+        t.append(f"FAULT {d.faults[0].text}{more}\n", style="bold reverse")
     t.append(f" {d.label.upper()} ", style="bold reverse")
-    t.append(f" {d.confidence:.0%} confident  {_scope(d)}  (p: all)\n")
+    also = f" + {d.secondary.replace('_', ' ')}" if d.secondary else ""
+    t.append(f"{also} {_confidence(d)}  {_scope(d)}  (p: all)\n")
     for e in d.evidence[:3]:
         t.append(f"• {e.text}\n")
     if d.checks:
@@ -119,6 +134,7 @@ class SidePanel(VerticalScroll):
                 round(d.confidence, 1),
                 tuple(a.text for a in d.alerts),
                 d.missing_evidence,
+                d.secondary,
             ),
             strip,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..export import iso_time
-from .types import Diagnosis, Evidence
+from .types import Alert, Diagnosis, Evidence
 
 DIAGNOSIS_SCHEMA = "gputop-diag.diagnosis/1"
 
@@ -24,6 +24,17 @@ def _evidence(e: Evidence) -> dict[str, Any]:
     }
 
 
+def _alert(a: Alert) -> dict[str, Any]:
+    return {
+        "kind": a.kind,
+        "severity": a.severity,
+        "text": a.text,
+        "gpu": a.gpu_index,
+        "gpus": list(a.gpus),
+        "code": a.code,
+    }
+
+
 def to_json(d: Diagnosis) -> dict[str, Any]:
     """The diagnosis as a JSON-ready dict; docs/diagnosis.md describes every field."""
     return {
@@ -31,20 +42,30 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "timestamp": d.timestamp,
         "time": iso_time(d.timestamp) if d.timestamp else None,
         "window_s": d.window_s,
+        "faults": [_alert(a) for a in d.faults],
         "primary": d.primary,
-        "confidence": d.confidence,
+        "confidence": d.confidence if d.has_confidence else None,
+        "secondary": d.secondary,
+        "secondary_evidence": [_evidence(e) for e in d.secondary_evidence],
         "scope": {"gpus": list(d.scope_gpus), "job": d.scope_job},
         "evidence": [_evidence(e) for e in d.evidence],
         "ruled_out": [{"class": r.cls, **_evidence(r.evidence)} for r in d.ruled_out],
         "checks": list(d.checks),
-        "alerts": [
-            {"kind": a.kind, "severity": a.severity, "text": a.text, "gpu": a.gpu_index}
-            for a in d.alerts
-        ],
+        "alerts": [_alert(a) for a in d.alerts],
         "evidence_available": list(d.available_evidence),
         "evidence_missing": list(d.missing_evidence),
         "candidate": {"class": d.candidate, "streak": d.candidate_streak},
     }
+
+
+def confidence_text(d: Diagnosis) -> str:
+    """ "confidence 85%", or why there is no figure: not enough data, or the deciding evidence
+    is missing."""
+    if d.has_confidence:
+        return f"confidence {d.confidence:.0%}"
+    if d.primary == "undetermined":
+        return "no verdict: the evidence that decides is missing"
+    return "no verdict yet"
 
 
 def render_text(d: Diagnosis) -> str:
@@ -54,7 +75,16 @@ def render_text(d: Diagnosis) -> str:
         scope = " on GPU " + ",".join(map(str, d.scope_gpus))
     if d.scope_job:
         scope += f" ({d.scope_job if d.scope_job.startswith('pid ') else 'job ' + d.scope_job})"
-    lines = [f"Bottleneck: {d.label.upper()}  confidence {d.confidence:.0%}{scope}"]
+    lines = [f"FAULT: {a.text}" for a in d.faults]
+    if d.faults:
+        lines += [
+            "  (a hardware fault comes first: the workload class below is secondary to it)",
+            "",
+        ]
+    lines.append(f"Bottleneck: {d.label.upper()}  {confidence_text(d)}{scope}")
+    if d.secondary:
+        lines.append(f"  and also: {d.secondary.replace('_', ' ')}")
+        lines += [f"    - {e.text}" for e in d.secondary_evidence]
     if d.candidate and d.candidate != d.primary:
         lines.append(
             f"  (changing? {d.candidate.replace('_', ' ')} for {d.candidate_streak} tick(s); "

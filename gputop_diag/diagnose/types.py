@@ -71,6 +71,12 @@ class Diagnosis:
     faults: tuple[Alert, ...] = ()
 
     @property
+    def has_confidence(self) -> bool:
+        """Whether this is a verdict with a confidence figure (not too little data, not
+        undetermined)."""
+        return self.primary not in ("insufficient_data", "undetermined")
+
+    @property
     def label(self) -> str:
         """The one word the side panel shows."""
         return self.primary.replace("_", " ")

@@ -1,0 +1,269 @@
+"""Hand-built windows for the cases the classifier used to get wrong, each with its counter-case
+on the other side of the line, so every test here can fail.
+
+Built here, not from the simulator's scenario profiles: figures are chosen to sit close to the
+thresholds, and helpers carry names other than PyTorch's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from test_diagnose_rules import T0, gpu, snap
+
+from gputop_diag.diagnose import classify, judge, render_text, to_json
+from gputop_diag.model import ChildInfo, GpuProcess, OomKill, ProcessInfo, Snapshot, ThreadInfo
+
+BUSY = dict(util=100, sm=93, occ=40, memctl=60, power=0.8)
+
+
+def steady(n=30, gpus=2, **fig):
+    return [snap(k, [gpu(i, **{**BUSY, **fig}) for i in range(gpus)]) for k in range(n)]
+
+
+# -- each unit against its own roof ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tensor", "dram", "primary", "secondary"),
+    [
+        (45, 82, "bandwidth", None),  # DRAM saturated, tensor pipes moderately busy
+        (33, 78, "bandwidth", None),  # the old rule let tensor > 30 % veto bandwidth
+        (20, 50, "compute", None),  # neither near its roof, SMs resident: issue-bound compute
+        (70, 80, "bandwidth", "compute"),  # both near their roofs: DRAM 94 % vs math 78 %
+        (85, 60, "compute", "bandwidth"),  # math 94 % vs DRAM 71 %
+        (80, 30, "compute", None),
+    ],
+)
+def test_the_unit_nearest_its_own_roof_limits(tensor, dram, primary, secondary):
+    d = judge(steady(tensor=tensor, dram=dram))
+    assert (d.primary, d.secondary) == (primary, secondary), [e.text for e in d.evidence]
+    if secondary:
+        assert d.secondary_evidence and d.confidence <= 0.7
+        assert f"and also: {secondary}" in render_text(d)
+        assert to_json(d)["secondary"] == secondary
+
+
+def test_resident_sms_with_idle_pipes_and_little_traffic_are_not_compute():
+    d = judge(steady(sm=60, tensor=20, dram=40))
+    assert d.primary == "balanced"
+
+
+# -- starvation without a fixed shape -----------------------------------------------------------
+
+
+def job(pid, gpu_index, *, main=40.0, helpers=(), threads=(), denied=False, user="bob"):
+    """A GPU process with `helpers` (name, cpu) as child processes and `threads` (name, cpu)."""
+    if denied:
+        info = ProcessInfo(pid=pid, access_denied=True)
+    else:
+        info = ProcessInfo(
+            pid=pid,
+            name="python3",
+            user=user,
+            cpu_pct=main,
+            busiest_threads=(
+                ThreadInfo(pid, "python3", main),
+                *(ThreadInfo(pid + 100 + k, n, c) for k, (n, c) in enumerate(threads)),
+            ),
+            children=tuple(ChildInfo(pid + 1 + k, n, c) for k, (n, c) in enumerate(helpers)),
+        )
+    return GpuProcess(pid=pid, gpu_index=gpu_index, kind="compute", used_memory_bytes=2**34), info
+
+
+def with_job(window, cpu=30.0, iowait=0.5, **kw):
+    out = []
+    for s in window:
+        pairs = [job(5000 + 10 * g.index, g.index, **kw) for g in s.gpus]
+        out.append(
+            replace(
+                s,
+                gpu_processes=tuple(p for p, _ in pairs),
+                processes=tuple(i for _, i in pairs),
+                host=replace(s.host, cpu_pct=cpu, iowait_pct=iowait),
+            )
+        )
+    return out
+
+
+def low_amplitude(n=30, gpus=2):
+    """Never near 50 % busy: 15-35 %, tiny kernels between long waits."""
+    return [
+        snap(
+            k,
+            [
+                gpu(i, util=15 + 20 * ((k + i) % 3) / 2, sm=12, tensor=4, dram=6, power=0.3)
+                for i in range(gpus)
+            ],
+        )
+        for k in range(n)
+    ]
+
+
+POOL = tuple(("python3", 99.0) for _ in range(6))  # multiprocessing.Pool workers: no loader name
+
+
+def test_low_amplitude_gpu_with_unnamed_helpers_flat_out_is_input():
+    d = judge(with_job(low_amplitude(), helpers=POOL))
+    assert d.primary == "input_pipeline", [e.text for e in d.evidence]
+    assert any("12 of the job's helper" in e.text for e in d.evidence)
+    # the same GPU with the helpers idle: the input pipeline is not the limit
+    d = judge(with_job(low_amplitude(), helpers=tuple(("python3", 4.0) for _ in range(6))))
+    assert d.primary != "input_pipeline"
+
+
+def test_loader_threads_in_the_main_process_count_too():
+    tf = tuple(("tf_data_private", 92.0) for _ in range(4))
+    d = judge(with_job(low_amplitude(), threads=tf))
+    assert d.primary == "input_pipeline"
+    assert any("tf.data" in e.text for e in d.evidence)
+
+
+def subsecond(n=30, gpus=2, with_samples=True, tick_util=62.5):
+    """Busy 0.5 s of every 0.8 s: the tick figure is a flat ~62 %, the 1/6 s samples are not."""
+    out = []
+    for k in range(n):
+        gs = []
+        for i in range(gpus):
+            samples = (
+                tuple(100.0 if ((k + j / 6.0) % 0.8) < 0.5 else 0.0 for j in range(6))
+                if with_samples
+                else ()
+            )
+            g = gpu(i, util=tick_util, sm=55, tensor=40, dram=30, power=0.55)
+            gs.append(replace(g, util_samples=samples))
+        out.append(snap(k, gs))
+    return out
+
+
+@pytest.mark.parametrize("with_samples", [True, False])
+def test_stalls_shorter_than_a_tick_with_busy_loaders_are_input(with_samples):
+    loaders = tuple(("pt_data_worker_", 98.0) for _ in range(4))
+    d = judge(with_job(subsecond(with_samples=with_samples), helpers=loaders))
+    assert d.primary == "input_pipeline", [e.text for e in d.evidence]
+    assert ("1/6 s samples" in d.evidence[0].text) is with_samples
+
+
+def test_subsecond_samples_decide_when_the_tick_figure_hides_the_gaps():
+    # A driver whose 1 s figure reads 90 % while its 1/6 s samples show a third of the time idle.
+    loaders = tuple(("python", 97.0) for _ in range(4))
+    hidden = with_job(subsecond(tick_util=90.0), helpers=loaders)
+    assert judge(hidden).primary == "input_pipeline"
+    flat = [replace(s, gpus=tuple(replace(g, util_samples=()) for g in s.gpus)) for s in hidden]
+    assert judge(flat).primary != "input_pipeline"
+
+
+def test_gaps_with_the_main_thread_spinning_and_helpers_idle_are_synchronization():
+    d = judge(with_job(subsecond(), main=99.0, helpers=(("python3", 3.0),)))
+    assert d.primary == "synchronization"
+    d = judge(with_job(subsecond(), main=70.0, helpers=(("python3", 3.0),)))
+    assert d.primary != "synchronization"
+
+
+# -- absent evidence never votes ----------------------------------------------------------------
+
+
+def test_missing_thread_data_does_not_vote_for_synchronization():
+    d = judge(with_job(subsecond(), denied=True))
+    assert d.primary == "undetermined" and not d.has_confidence
+    assert "per-process thread and dataloader data" in d.missing_evidence
+    assert "no verdict" in render_text(d) and to_json(d)["confidence"] is None
+    # host-wide figures can still show input pressure without any thread data
+    d = judge(with_job(subsecond(), denied=True, iowait=25.0))
+    assert d.primary == "input_pipeline"
+
+
+# -- host OOM, memory as a symptom ---------------------------------------------------------------
+
+
+def test_memory_nearly_full_beside_a_starved_gpu_is_named_a_symptom():
+    loaders = tuple(("python3", 95.0) for _ in range(4))
+    w = [
+        replace(
+            s, gpus=tuple(replace(g, mem_used_bytes=int(0.88 * g.mem_total_bytes)) for g in s.gpus)
+        )
+        for s in with_job(low_amplitude(), helpers=loaders)
+    ]
+    d = judge(w)
+    assert d.primary == "input_pipeline"
+    assert any("88 % used is not the limit" in e.text for e in d.evidence)
+    full = [
+        replace(
+            s, gpus=tuple(replace(g, mem_used_bytes=int(0.97 * g.mem_total_bytes)) for g in s.gpus)
+        )
+        for s in w
+    ]
+    assert judge(full).primary == "capacity"
+
+
+def test_host_oom_travels_in_the_snapshot_and_is_an_alert():
+    w = steady(tensor=80, dram=30)
+    kill = OomKill(T0 + 10, 5003, "python3", cgroup=True)
+    w = [replace(s, kernel_ooms=(kill,), scheduler_jobs=()) for s in w]
+    d = classify(w)  # read from the newest snapshot, as a replay does
+    assert d.primary == "compute"
+    (a,) = [a for a in d.alerts if a.kind == "host_oom"]
+    assert "cgroup" in a.text and "not GPU memory" in a.text
+
+
+# -- hardware faults lead ------------------------------------------------------------------------
+
+
+def _with_xid(w: list[Snapshot], xid: int, gpu_index: int, remap_failure=False):
+    from gputop_diag.model import XidEvent
+
+    out = list(w)
+    out[-5] = replace(out[-5], xid_events=(XidEvent(T0 + 25, xid, gpu_index),))
+    if remap_failure:
+        out = [
+            replace(
+                s,
+                gpus=tuple(
+                    replace(g, remap_failure=True) if g.index == gpu_index else g for g in s.gpus
+                ),
+            )
+            for s in out
+        ]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("xid", "remap", "fault"),
+    [
+        (79, False, True),
+        (48, False, True),
+        (94, False, True),
+        (63, False, False),
+        (64, True, True),
+        (13, False, False),
+        (31, False, False),
+    ],
+)
+def test_critical_xids_lead_above_the_class(xid, remap, fault):
+    d = judge(_with_xid(steady(tensor=80, dram=30), xid, 1, remap))
+    assert d.primary == "compute"  # the class is still named
+    assert any(a.code == xid for a in d.faults) is fault
+    text = render_text(d)
+    assert text.startswith("FAULT:") is fault
+
+
+def test_a_lost_gpu_leads_and_the_rest_are_still_judged():
+    w = steady(gpus=3, tensor=80, dram=30)
+    w = [
+        replace(
+            s, gpus=tuple(replace(g, lost=True) if g.index == 2 and k > 20 else g for g in s.gpus)
+        )
+        for k, s in enumerate(w)
+    ]
+    d = judge(w)
+    assert [a.kind for a in d.faults] == ["gpu_lost"] and d.faults[0].gpus == (2,)
+    assert d.primary == "compute" and 2 not in d.scope_gpus
+    assert to_json(d)["faults"][0]["gpus"] == [2]
+
+
+def test_alerts_name_every_gpu_they_apply_to():
+    w = steady(gpus=4, tensor=80, dram=30, reasons=("hw_thermal",))
+    d = judge(w)
+    thermal = next(a for a in d.alerts if a.kind == "thermal")
+    assert thermal.gpus == (0, 1, 2, 3) and "GPUs 0, 1, 2, 3" in thermal.text
