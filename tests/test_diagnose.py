@@ -7,7 +7,6 @@ the live view does: 1 s ticks, a classification every tick with the previous one
 from __future__ import annotations
 
 import functools
-import random
 from collections import Counter
 from dataclasses import replace
 
@@ -21,8 +20,6 @@ from gputop_diag.diagnose import (
     collect_scheduler_evidence,
     judge,
 )
-from gputop_diag.diagnose.thresholds import RECENT_S
-from gputop_diag.model import ChildInfo, PressureStall, ThreadInfo
 from gputop_diag.sampler import Sampler
 
 SCENARIOS = {s.name: s for s in sim.list_scenarios()}
@@ -77,104 +74,10 @@ def test_the_tour_is_followed_phase_by_phase():
     assert trail[15].primary == "idle"
 
 
-# -- noise ----------------------------------------------------------------------------------
-NOISE_SCALE = 2.0  # twice the simulator's own noise (NOISE_SD at noise=1.0) on every figure
-NOISE_TAIL_S = 25  # perturb and judge the last 25 s: the shape window plus the growth span
-
-
-def _jitter(rng: random.Random, v, sd: float, lo=0.0, hi=100.0):
-    if not v:  # None stays missing; a counter at exactly 0 (an idle GPU) stays 0, as in NVML
-        return v
-    return min(hi, max(lo, v + rng.gauss(0.0, sd * NOISE_SCALE)))
-
-
-def _scale(rng: random.Random, v, rel=0.05):
-    return None if v is None else type(v)(max(0, v * (1 + rng.gauss(0.0, rel * NOISE_SCALE))))
-
-
-def perturb(window, seed: int):
-    """The window with seeded Gaussian noise on every figure the classifier reads.
-
-    Only the snapshots of the shape window (RECENT_S) get noise: older ones feed the memory
-    trend alone, which the noise does not touch.
-    """
-    rng = random.Random(seed)
-    cutoff = window[-1].timestamp - RECENT_S
-    out = [s for s in window if s.timestamp < cutoff]
-    for s in window[len(out) :]:
-        gpus = []
-        for g in s.gpus:
-            if g.lost:
-                gpus.append(g)
-                continue
-            gpm = g.gpm and replace(
-                g.gpm,
-                sm_util_pct=_jitter(rng, g.gpm.sm_util_pct, 2.5),
-                sm_occupancy_pct=_jitter(rng, g.gpm.sm_occupancy_pct, 1.5),
-                dram_bw_util_pct=_jitter(rng, g.gpm.dram_bw_util_pct, 2.5),
-                tensor_util_pct=_jitter(rng, g.gpm.tensor_util_pct, 2.5),
-            )
-            limit = g.static.power_limit_w or 1.0
-            gpus.append(
-                replace(
-                    g,
-                    util_gpu_pct=_jitter(rng, g.util_gpu_pct, 2.0),
-                    util_mem_pct=_jitter(rng, g.util_mem_pct, 2.0),
-                    power_w=_jitter(rng, g.power_w, 0.02 * limit, 0.0, limit),
-                    sm_clock_mhz=_scale(rng, g.sm_clock_mhz, 0.01),
-                    nvlink_tx_kib_s=_scale(rng, g.nvlink_tx_kib_s),
-                    nvlink_rx_kib_s=_scale(rng, g.nvlink_rx_kib_s),
-                    pcie_tx_kbps=_scale(rng, g.pcie_tx_kbps),
-                    pcie_rx_kbps=_scale(rng, g.pcie_rx_kbps),
-                    gpm=gpm,
-                )
-            )
-        host = s.host and replace(
-            s.host,
-            cpu_pct=_jitter(rng, s.host.cpu_pct, 3.0),
-            iowait_pct=_jitter(rng, s.host.iowait_pct, 1.5),
-            pressure={
-                k: PressureStall(_jitter(rng, p.some_avg10, 1.5), p.full_avg10, p.some_avg60)
-                for k, p in s.host.pressure.items()
-            },
-        )
-        procs = tuple(
-            replace(
-                p,
-                busiest_threads=tuple(  # the main thread is the one the classifier reads
-                    ThreadInfo(t.tid, t.name, _jitter(rng, t.cpu_pct, 3.0))
-                    if t.name == "pt_main_thread"
-                    else t
-                    for t in p.busiest_threads
-                ),
-                children=tuple(
-                    ChildInfo(c.pid, c.name, _jitter(rng, c.cpu_pct, 3.0)) for c in p.children
-                ),
-            )
-            for p in s.processes
-        )
-        out.append(replace(s, gpus=tuple(gpus), host=host, processes=procs))
-    return out
-
-
-def test_noise_keeps_the_verdict():
-    """100 seeds of noise on each scenario's window: at least 95 % right; prints the table."""
-    seeds = 100
-    confusion: dict[str, Counter] = {}
-    for info in DECLARED:
-        window, _, sched = record(info.name)
-        tail = [s for s in window if s.timestamp >= window[-1].timestamp - NOISE_TAIL_S]
-        confusion[info.name] = Counter(
-            judge(perturb(tail, seed), sched).primary for seed in range(seeds)
-        )
-    expected = {i.name: i.expected_class for i in DECLARED}
-    bad = {n: c for n, c in confusion.items() if c[expected[n]] < 0.95 * seeds}
-    width = max(map(len, confusion))
-    print(f"\n{'scenario':<{width}}  expected           right  verdicts")
-    for n, c in confusion.items():
-        verdicts = ", ".join(f"{k} {v}" for k, v in c.most_common())
-        print(f"{n:<{width}}  {expected[n]:<18} {c[expected[n]]:>4}   {verdicts}")
-    assert not bad, f"below 95 % of {seeds} seeds: {bad}"
+# Noise around the scenarios' figures proved only that the classifier is deterministic (the
+# deciding figures sat far from every threshold). Accuracy is measured on independently built,
+# held-out cases (tests/test_heldout.py, bench/accuracy.py); the boundaries are swept in
+# tests/test_diagnose_physical.py.
 
 
 @pytest.mark.parametrize("name", ["sync-stall", "input-starved", "comm-bound", "bandwidth-bound"])

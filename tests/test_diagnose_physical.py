@@ -267,3 +267,46 @@ def test_alerts_name_every_gpu_they_apply_to():
     d = judge(w)
     thermal = next(a for a in d.alerts if a.kind == "thermal")
     assert thermal.gpus == (0, 1, 2, 3) and "GPUs 0, 1, 2, 3" in thermal.text
+
+
+# -- the verdict flips where the physics says, once ---------------------------------------------
+
+
+def _flips(values, verdict_of):
+    seq = [verdict_of(v) for v in values]
+    return seq, sum(a != b for a, b in zip(seq, seq[1:]))
+
+
+def test_sweeping_dram_traffic_turns_balanced_into_bandwidth_once():
+    seq, flips = _flips(range(30, 95, 5), lambda d: judge(steady(sm=60, tensor=20, dram=d)).primary)
+    assert seq[0] == "balanced" and seq[-1] == "bandwidth" and flips == 1, seq
+    # the flip sits at the documented roof share (65 % of DRAM's 85 % practical peak)
+    assert seq[(55 - 30) // 5] == "balanced" and seq[(60 - 30) // 5] == "bandwidth"
+
+
+def test_sweeping_helper_cpu_turns_a_waiting_gpu_into_input_once():
+    def verdict(cpu):
+        return judge(with_job(low_amplitude(), helpers=tuple(("python3", cpu) for _ in range(4))))
+
+    seq, flips = _flips(range(10, 101, 10), lambda c: verdict(c).primary)
+    assert seq[0] != "input_pipeline" and seq[-1] == "input_pipeline" and flips == 1, seq
+
+
+def test_sweeping_the_idle_share_turns_compute_into_a_wait_once():
+    loaders = tuple(("python3", 97.0) for _ in range(4))
+
+    def verdict(busy):
+        w = [
+            snap(
+                k,
+                [
+                    gpu(i, util=busy, sm=busy * 0.9, tensor=busy * 0.85, dram=25, power=0.8)
+                    for i in range(2)
+                ],
+            )
+            for k in range(30)
+        ]
+        return judge(with_job(w, helpers=loaders)).primary
+
+    seq, flips = _flips(range(40, 101, 5), verdict)
+    assert seq[0] == "input_pipeline" and seq[-1] == "compute" and flips == 1, seq
