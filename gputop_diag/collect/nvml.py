@@ -12,8 +12,14 @@ from typing import Any
 
 from ..model import CollectorError, GpuProcess, GpuState, GpuStatic, SystemInfo, XidEvent
 from . import nvml_errors
-from .nvml_extras import EventWatcher, GpmSampler, read_mig_instances, read_mig_static
-from .nvml_query import GpuLost, Query, text
+from .nvml_extras import (
+    BusySampleReader,
+    EventWatcher,
+    GpmSampler,
+    read_mig_instances,
+    read_mig_static,
+)
+from .nvml_query import GpuLost, Query, text, union_value
 
 # nvmlClocksEventReason* bits -> decoded name (NVML API reference, "ClocksEventReasons").
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
@@ -70,6 +76,7 @@ class NvmlCollector:
         self._init_failed_at: float | None = None
         self._events: EventWatcher | None = None
         self._gpm: GpmSampler | None = None
+        self._busy = BusySampleReader(nvml, self.q)
 
     # -- set-up ------------------------------------------------------------------------------
     def _ensure_init(self) -> bool:
@@ -205,6 +212,7 @@ class NvmlCollector:
                     continue
                 except GpuLost:
                     g.lost = True
+                    self._busy.forget(g.index)
                     if self._gpm:
                         self._gpm.forget(g.index)
             gpus.append(GpuState(index=g.index, static=g.static, lost=True))
@@ -299,6 +307,7 @@ class NvmlCollector:
             remap_pending=bool(rows[2]) if rows is not None else None,
             remap_failure=bool(rows[3]) if rows is not None else None,
             gpm=gpm,
+            util_samples=self._busy.read(i, h),
             mig_instances=read_mig_instances(q, i, g.migs),
         )
 
@@ -328,7 +337,13 @@ class NvmlCollector:
 
     def _read_processes(self, g: _Gpu) -> list[GpuProcess]:
         q, i, h = self.q, g.index, g.handle
-        samples = q(i, "nvmlDeviceGetProcessUtilization", h, g.proc_util_ts)
+        samples = q(
+            i,
+            "nvmlDeviceGetProcessUtilization",
+            h,
+            g.proc_util_ts,
+            absent=(self.nvml.NVML_ERROR_NOT_FOUND,),  # no new sample since the last tick
+        )
         util: dict[int, tuple[float, float]] = {}
         for s in samples or ():
             util[s.pid] = (float(s.smUtil), float(s.memUtil))
@@ -369,13 +384,10 @@ class NvmlCollector:
             pass
         self._system = None
         self._gpus = []
-
-
-_VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+        self._busy = BusySampleReader(self.nvml, self.q)
 
 
 def _field_value(n: Any, v: Any) -> float | int | None:
     if v.nvmlReturn != n.NVML_SUCCESS:
         return None
-    t = v.valueType
-    return getattr(v.value, _VALUE_FIELDS[t]) if 0 <= t < len(_VALUE_FIELDS) else None
+    return union_value(v.value, v.valueType)

@@ -1,4 +1,5 @@
-"""The stateful NVML readers: Xid event set, GPM sample pairs, MIG instances."""
+"""The stateful NVML readers: Xid event set, GPM sample pairs, the driver's busy-time samples,
+MIG instances."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..model import GpmMetrics, MigInstance, XidEvent
-from .nvml_query import GpuLost, Query, text
+from .nvml_query import GpuLost, Query, text, union_value
 
 MAX_EVENTS_PER_TICK = 256  # a storm of events must not stall the tick
 
@@ -159,6 +160,64 @@ class GpmSampler:
         for i, (_, s) in list(self._prev.items()):
             self._free(i, s)
         self._prev.clear()
+
+
+# The driver keeps ~100 busy-time samples (~16 s at one per ~1/6 s); a tick keeps at most this
+# many of the newest, so a long pause (a suspended live view) cannot blow up one snapshot.
+MAX_BUSY_SAMPLES_PER_TICK = 64
+# On the first tick, keep the samples of the last second: the span NVML's utilization figure
+# covers on these products, measured in the driver's own timestamps.
+FIRST_TICK_SPAN_US = 1_000_000
+
+
+class BusySampleReader:
+    """The driver's ~1/6 s GPU busy-time samples since the previous tick, per GPU
+    (`nvmlDeviceGetSamples` with NVML_GPU_UTILIZATION_SAMPLES).
+
+    Each GPU keeps the newest timestamp it has seen and asks only for newer samples. The first
+    call asks with 0 (everything the ring buffer holds) and keeps the last second of it by the
+    driver's own clock: a timestamp from our clock could be from another clock domain, and then
+    every later call would find nothing, while the whole buffer would put ~16 s of samples taken
+    before the tool started into the first tick.
+    """
+
+    def __init__(self, nvml: Any, q: Query) -> None:
+        self.nvml, self.q = nvml, q
+        self._last_seen: dict[int, int] = {}
+
+    def forget(self, index: int) -> None:
+        self._last_seen.pop(index, None)
+
+    def read(self, index: int, handle: Any) -> tuple[float, ...]:
+        """Percent busy per sample, oldest first; () when the driver has none. Raises GpuLost."""
+        n = self.nvml
+        kind = getattr(n, "NVML_GPU_UTILIZATION_SAMPLES", None)
+        if kind is None:
+            return ()
+        prev = self._last_seen.get(index)
+        got = self.q(
+            index,
+            "nvmlDeviceGetSamples",
+            handle,
+            kind,
+            prev or 0,
+            absent=(n.NVML_ERROR_NOT_FOUND,),  # nothing new since the last tick
+        )
+        if not got:
+            return ()
+        value_type, samples = got
+        stamped = sorted((int(s.timeStamp), s) for s in samples)
+        if not stamped:
+            return ()
+        newest = stamped[-1][0]
+        since = newest - FIRST_TICK_SPAN_US if prev is None else prev
+        self._last_seen[index] = max(newest, prev or 0)
+        values = []
+        for ts, s in stamped:
+            v = union_value(s.sampleValue, value_type)
+            if ts > since and v is not None and 0 <= v <= 100:  # drop the driver's odd values
+                values.append(float(v))
+        return tuple(values[-MAX_BUSY_SAMPLES_PER_TICK:])
 
 
 def read_mig_static(q: Query, parent: int, handles: list[Any]) -> list[tuple[Any, MigInstance]]:

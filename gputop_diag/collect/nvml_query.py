@@ -3,13 +3,18 @@
 - `NOT_SUPPORTED` / `FUNCTION_NOT_FOUND`: the field is `None`, and the (GPU, function) pair is
   remembered so it is not asked again every tick (a device does not gain a feature at run time).
 - `NO_PERMISSION` and other per-field failures: `None` this tick; asked again next tick.
+- Codes a call names as `absent` (e.g. `NOT_FOUND`: no new samples): `None`, not an error.
 - `GPU_IS_LOST`: raises `GpuLost`, so the collector marks the whole GPU lost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
+
+# nvmlValue_t union member per NVML_VALUE_TYPE_* (DOUBLE, UNSIGNED_INT, UNSIGNED_LONG,
+# UNSIGNED_LONG_LONG, SIGNED_LONG_LONG, SIGNED_INT, UNSIGNED_SHORT).
+VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 
 
 class GpuLost(Exception):
@@ -23,6 +28,13 @@ def text(value: Any) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace").rstrip("\x00")
     return str(value)
+
+
+def union_value(value: Any, value_type: int) -> float | int | None:
+    """The member of an `nvmlValue_t` union that `value_type` says is set."""
+    if not isinstance(value_type, int) or not 0 <= value_type < len(VALUE_FIELDS):
+        return None
+    return getattr(value, VALUE_FIELDS[value_type], None)
 
 
 class Query:
@@ -47,8 +59,16 @@ class Query:
     def has(self, gpu: int | None, name: str) -> bool:
         return (gpu, name) not in self.skipped and self.func(name) is not None
 
-    def __call__(self, gpu: int | None, name: str, *args: Any, key: str | None = None) -> Any:
-        """The value, or None. `key` tells apart calls of one function with other arguments."""
+    def __call__(
+        self,
+        gpu: int | None,
+        name: str,
+        *args: Any,
+        key: str | None = None,
+        absent: Collection[int] = (),
+    ) -> Any:
+        """The value, or None. `key` tells apart calls of one function with other arguments;
+        `absent` lists the codes that mean "nothing this time" rather than a failure."""
         k = (gpu, key or name)
         if k in self.skipped:
             return None
@@ -64,6 +84,6 @@ class Query:
                 raise GpuLost from e
             if code in self._skip_codes:
                 self.skipped.add(k)
-            else:
+            elif code not in absent:
                 self.last_error[k] = type(e).__name__
             return None

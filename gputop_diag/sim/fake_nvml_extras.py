@@ -1,4 +1,5 @@
-"""The pynvml stand-in's field values, health counters, GPM, Xid events and MIG calls."""
+"""The pynvml stand-in's field values, driver samples, health counters, GPM, Xid events and MIG
+calls."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 import pynvml as _real
 
 from .fake_nvml_base import ERR, NA, NvmlBase, nvml_api
+from .machine import last_sample, sample_time_us
 
 _FI = _real
 _NVLINK_DATA = {
@@ -41,6 +43,20 @@ _GPM_KEYS = {
     _real.NVML_GPM_METRIC_FP32_UTIL: "fp32",
     _real.NVML_GPM_METRIC_FP16_UTIL: "fp16",
 }
+# nvmlDeviceGetSamples: sampling type -> the machine's figure, and how many samples the driver's
+# ring buffer keeps (its first, sizing call answers 100 for utilization and 120 for power).
+_SAMPLED = {
+    _real.NVML_GPU_UTILIZATION_SAMPLES: "util",
+    _real.NVML_MEMORY_UTILIZATION_SAMPLES: "memctl",
+    _real.NVML_TOTAL_POWER_SAMPLES: "power_w",
+    _real.NVML_PROCESSOR_CLK_SAMPLES: "sm_mhz",
+    _real.NVML_MEMORY_CLK_SAMPLES: "mem_mhz",
+    _real.NVML_ENC_UTILIZATION_SAMPLES: "codec",
+    _real.NVML_DEC_UTILIZATION_SAMPLES: "codec",
+}
+_RING = {_real.NVML_TOTAL_POWER_SAMPLES: 120}
+RING_SAMPLES = 100
+_SAMPLING_COUNT = _real.NVML_SAMPLINGTYPE_COUNT
 _EVENT_TYPES = (
     _real.nvmlEventTypeXidCriticalError
     | _real.nvmlEventTypeSingleBitEccError
@@ -95,6 +111,41 @@ class NvmlExtras(NvmlBase):
             else:
                 v.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
         return out
+
+    # -- driver samples ----------------------------------------------------------------------
+    @nvml_api
+    def nvmlDeviceGetSamples(self, device, sampling_type, timeStamp):
+        """(NVML_VALUE_TYPE_UNSIGNED_INT, [c_nvmlSample_t]) as pynvml returns them: the samples
+        newer than `timeStamp` (CPU time, epoch us) that the ring buffer still holds, oldest
+        first; NotFound when there is none."""
+        if not isinstance(sampling_type, int) or not 0 <= sampling_type < _SAMPLING_COUNT:
+            raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
+        figure = _SAMPLED.get(sampling_type)
+        gi = self._index(device)
+        if figure is None or self._mig_of(device) is not None or self._mig_enabled(device):
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)  # utilization is per GPU instance in MIG
+        m = self._m
+        newest = last_sample(m.clock.now())
+        ks = [
+            k
+            for k in range(newest - _RING.get(sampling_type, RING_SAMPLES) + 1, newest + 1)
+            if sample_time_us(k) > timeStamp
+        ]
+        if not ks:
+            raise ERR(_real.NVML_ERROR_NOT_FOUND)
+        arr = (_real.c_nvmlSample_t * len(ks))()
+        for s, k in zip(arr, ks, strict=True):
+            s.timeStamp = sample_time_us(k)
+            if figure == "mem_mhz":
+                v = float(self._sim(device).model["mem_max"])
+            elif figure == "codec":
+                v = 0.0
+            else:
+                v = m.driver_sample(gi, k, figure)
+                if v is None:
+                    raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+            s.sampleValue.uiVal = round(v * 1000) if figure == "power_w" else round(v)
+        return (_real.NVML_VALUE_TYPE_UNSIGNED_INT, arr[0 : len(ks)])
 
     # -- health ------------------------------------------------------------------------------
     @nvml_api

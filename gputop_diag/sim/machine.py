@@ -6,6 +6,11 @@ evaluation) and cached; a collection tick then costs about as much as reading a 
 Cumulative counters (thread CPU time, host CPU and iowait time, disk bytes, NVLink KiB, pressure
 stall totals) are integrated as time advances, so rates computed from them by the collectors
 agree with the instantaneous figures.
+
+GPU busy time is one signal per GPU (the profile's square wave, `profiles.busy_share`). The
+driver samples it every ~1/6 s (`driver_sample`, what `nvmlDeviceGetSamples` returns); the
+utilization figure of a tick is the mean of the six samples of the last second, as NVML reports
+busy time over its sample period (1 s on these products).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from .population import (
     build_procs,
     build_xids,
 )
-from .profiles import GPU_KEYS, GPU_MODELS, NOISE_SD, PROFILES
+from .profiles import GPU_KEYS, GPU_MODELS, NOISE_SD, busy_share, profiles_of
 
 HOST_CPUS = 32
 CONTEXT_MIB = 510  # CUDA context per process
@@ -36,6 +41,21 @@ STEP_S = 0.1
 _KEYS = {k: n for n, k in enumerate(NOISE_SD)}
 _NOISE_N = 4099
 _PSI_TAU = (10.0, 60.0, 300.0)
+SAMPLES_PER_S = 6  # the driver samples busy time every ~1/6 s (NVML API reference)
+
+
+def sample_time_us(k: int) -> int:
+    """CPU time (epoch microseconds) of the driver's busy-time sample number k."""
+    return k * 1_000_000 // SAMPLES_PER_S
+
+
+def last_sample(t: float) -> int:
+    """The number of the newest driver sample taken at or before time t (epoch seconds)."""
+    now_us = round(t * 1e6)
+    k = now_us * SAMPLES_PER_S // 1_000_000 + 1
+    while sample_time_us(k) > now_us:
+        k -= 1
+    return k
 
 
 @dataclass(frozen=True)
@@ -87,6 +107,8 @@ class SimMachine:
         self.vanished: set[int] = set()
         self.exit_at: dict[int, float] = {}  # pid -> epoch it exits
         self.lock = threading.RLock()
+        self.profiles = profiles_of(spec)
+        self._window: tuple | None = None  # the last tick window busy() looked at
         self.gpus: list[SimGpu] = build_gpus(name, spec, self.model, n)
         self.procs: dict[int, SimProc] = build_procs(spec, self.gpus, clock.start, process_count)
         self.by_gpu: dict[int, list[SimProc]] = {}
@@ -147,15 +169,54 @@ class SimMachine:
         i = (int(t * 4) * 7919 + k * 104729 + _KEYS[key] * 31) % _NOISE_N
         return self._noise[i] * NOISE_SD[key] * self.noise
 
-    def busy(self, prof: dict, t: float, gi: int) -> float:
-        """Share of the last second the GPU was busy (NVML's utilization sample period)."""
-        shape = prof["shape"]
-        if shape == "steady":
-            return 1.0
-        period, busy_s = prof["period"], prof["busy_s"]
-        offset = 0.0 if shape == "dips" else 0.37 * gi  # only collectives line GPUs up
-        hits = sum(1 for k in range(4) if (t - 0.125 - 0.25 * k - offset) % period < busy_s)
-        return hits / 4.0
+    def profile_at(self, t: float) -> dict:
+        return self.profiles[self.phase_at(t)[0]]
+
+    def sample_noise(self, key: str, k: int, sample: int) -> float:
+        """Seeded noise for figure `key` of item `k` in the driver's sample number `sample`."""
+        if not self.noise:
+            return 0.0
+        i = (sample * 6007 + k * 104729 + _KEYS[key] * 31 + 11) % _NOISE_N
+        return self._noise[i] * NOISE_SD[key] * self.noise
+
+    def busy_sample(self, gi: int, k: int) -> float:
+        """Share of the driver's sample k (the ~1/6 s before it) that GPU gi was busy."""
+        t1 = sample_time_us(k) / 1e6
+        return busy_share(self.profile_at(t1), sample_time_us(k - 1) / 1e6, t1, gi)
+
+    def busy(self, t: float, gi: int) -> float:
+        """Share of the last second GPU gi was busy: NVML's utilization over its sample period
+        (1 s here), the mean of the driver's six newest samples at time t."""
+        w = self._window
+        if w is None or w[0] != t:
+            k = last_sample(t)
+            t0, t1 = sample_time_us(k - SAMPLES_PER_S) / 1e6, sample_time_us(k) / 1e6
+            first = self.profile_at(sample_time_us(k - SAMPLES_PER_S + 1) / 1e6)
+            last = self.profile_at(t1)
+            w = self._window = (t, k, t0, t1, last if first is last else None)
+        _, k, t0, t1, prof = w
+        if prof is not None:  # one profile over the whole second
+            return busy_share(prof, t0, t1, gi)
+        return sum(self.busy_sample(gi, k - j) for j in range(SAMPLES_PER_S)) / SAMPLES_PER_S
+
+    def driver_sample(self, gi: int, k: int, figure: str) -> float | None:
+        """The driver's sample k of GPU gi: `figure` ("util", "memctl" in %, "power_w",
+        "sm_mhz") over the ~1/6 s before it; None where the device does not report it."""
+        t1 = sample_time_us(k) / 1e6
+        prof = self.profile_at(t1)
+        f = busy_share(prof, sample_time_us(k - 1) / 1e6, t1, gi)
+        busy, idle, m = prof["busy"], prof["idle"], self.model
+        if figure in ("util", "memctl"):
+            b, i = busy.get(figure), idle.get(figure)
+            if b is None:
+                return None
+            v = i + f * (b - i) + (self.sample_noise(figure, gi, k) if b or i else 0.0)
+            return min(100.0, max(0.0, v))
+        key = "power" if figure == "power_w" else "clock"
+        v = idle[key] + f * (busy[key] - idle[key]) + self.sample_noise(key, gi, k)
+        if figure == "power_w":
+            return max(m["idle_w"], v * m["power_limit_w"])
+        return float(int(max(m["idle_sm"], min(1.0, v) * m["sm_max"])))
 
     def job_on(self, prof: dict, t: float) -> bool:
         return prof.get("procs", True) and t >= self.clock.start + self.spec.get("jobs_from", 0)
@@ -185,7 +246,7 @@ class SimMachine:
 
     def _evaluate(self, t: float) -> dict:
         pname, since = self.phase_at(t)
-        prof = PROFILES[pname]
+        prof = self.profiles[pname]
         gpus = [self._gpu_state(g, prof, since, t) for g in self.gpus]
         host = prof["host"]
         on = self.job_on(prof, t)
@@ -213,7 +274,7 @@ class SimMachine:
         )
 
     def _gpu_state(self, g: SimGpu, prof: dict, since: float, t: float) -> dict:
-        f = self.busy(prof, t, g.index)
+        f = self.busy(t, g.index)
         busy, idle, m = prof["busy"], prof["idle"], self.model
         vals: dict = {}
         for key in GPU_KEYS:
@@ -313,7 +374,7 @@ class SimMachine:
         sums: dict = dict.fromkeys(GPU_KEYS, 0.0)
         for tp in points:
             pname, since = self.phase_at(tp)
-            gs = self._gpu_state(self.gpus[gi], PROFILES[pname], since, tp)
+            gs = self._gpu_state(self.gpus[gi], self.profiles[pname], since, tp)
             for name in GPU_KEYS:
                 v = gs[name]
                 sums[name] = None if v is None or sums[name] is None else sums[name] + v

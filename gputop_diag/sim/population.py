@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from .profiles import PROFILES
+from .profiles import profiles_of
 
 MIB = 1024**2
 SITE = "/opt/conda/envs/train/lib/python3.11/site-packages"
@@ -165,7 +165,8 @@ def build_procs(
                 ],
             )
         return procs
-    profiles = [PROFILES[p] for _, p in spec["timeline"]]
+    known = profiles_of(spec)
+    profiles = [known[p] for _, p in spec["timeline"]]
     workers = max((p["host"]["workers"] for p in profiles), default=0)
     for job in spec.get("jobs", []):
         if job.get("single"):

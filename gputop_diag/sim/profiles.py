@@ -6,12 +6,20 @@ at the same moment on every GPU), the GPU figures when busy and when idle, and t
 (dataloader workers, the main thread, iowait, I/O pressure). Scenarios (`scenarios.py`) put
 profiles on a timeline.
 
+A shape other than `steady` is a square wave: busy `busy_s` of every `period` seconds (one
+training step and its duty cycle). `busy_share` integrates it exactly over any interval, so
+the driver's ~1/6 s samples and the 1 s utilization figure are two views of one signal, and a
+period shorter than a tick (`sync_step`) shows in the samples while the tick figure stays
+smooth.
+
 GPU figures: util (busy time %), memctl (memory-controller busy %), GPM sm / occ / tensor /
 dram / fp16 / fp32 (%), power (fraction of the power limit), clock (fraction of max SM clock),
 temp (°C). `None` means the device does not report the figure (MIG mode).
 """
 
 from __future__ import annotations
+
+import math
 
 # Public spec-sheet figures of each model (NVIDIA H100 SXM5 and A100 SXM4 datasheets).
 GPU_MODELS = {
@@ -154,6 +162,18 @@ PROFILES: dict[str, dict] = {
         pcie_kbps=60_000,
         host=dict(workers=4, worker_cpu=3, main_cpu=99.5, iowait=0.3, io_psi=0.1),
     ),
+    "sync_step": dict(  # a host sync every step: idle 0.3 s of each 0.8 s step
+        shape="gaps",
+        period=0.8,
+        busy_s=0.5,
+        busy=COMPUTE_GPU,
+        idle=IDLE_GPU,
+        mem_frac=0.58,
+        nvlink_busy=3.0e6,
+        nvlink_idle=1.0e5,
+        pcie_kbps=60_000,
+        host=dict(workers=4, worker_cpu=3, main_cpu=99.5, iowait=0.3, io_psi=0.1),
+    ),
     "comm": dict(
         shape="dips",
         period=6.0,
@@ -275,3 +295,26 @@ NOISE_SD = dict(
     iowait=1.5,
 )
 GPU_KEYS = ("util", "memctl", "sm", "occ", "tensor", "dram", "fp16", "fp32", "temp")
+
+
+def _busy_seconds(prof: dict, x: float, gpu: int) -> float:
+    """Busy seconds of the square wave from its origin up to time x (epoch seconds)."""
+    period, busy_s = prof["period"], prof["busy_s"]
+    offset = 0.0 if prof["shape"] == "dips" else 0.37 * gpu  # only collectives line GPUs up
+    laps = math.floor((x - offset) / period)
+    return laps * busy_s + min(x - offset - laps * period, busy_s)
+
+
+def busy_share(prof: dict, t0: float, t1: float, gpu: int) -> float:
+    """Share of (t0, t1] that GPU `gpu` is busy under profile `prof` (exact, 0..1)."""
+    if prof["shape"] == "steady":
+        return 1.0
+    if t1 <= t0:  # an instant: busy or not
+        return float(_busy_seconds(prof, t1 + 1e-6, gpu) > _busy_seconds(prof, t1, gpu))
+    share = (_busy_seconds(prof, t1, gpu) - _busy_seconds(prof, t0, gpu)) / (t1 - t0)
+    return min(1.0, max(0.0, share))
+
+
+def profiles_of(spec: dict) -> dict[str, dict]:
+    """The profiles a scenario can name: these, and any it defines itself (`profiles`)."""
+    return {**PROFILES, **spec.get("profiles", {})}

@@ -1,7 +1,8 @@
 """Scenarios as data: a GPU model and count, the jobs on it, a timeline of profiles, events.
 
 Each scenario names the bottleneck class the tool should find in it (`expected`). Keys:
-- `timeline` [(seconds from start, profile)]; `loop`: repeat every `duration`;
+- `timeline` [(seconds from start, profile)]; `loop`: repeat every `duration`; `profiles`:
+  profiles of the scenario's own, by name, besides those of `profiles.py`;
 - `jobs` (see `_job`); `jobs_from`: seconds before the job starts; `host_procs`: processes
   that are not on a GPU;
 - `xids` [(t, gpu, xid, who, comm, text)]; `lost` [(gpu, t)]; `oom_kill`: t at which the
@@ -86,6 +87,16 @@ SCENARIOS: dict[str, dict] = {
         duration=300,
         timeline=[(0, "sync")],
         jobs=[_job(cmd=("python", "train.py", "--log-every", "1"))],
+    ),
+    "sync-step": dict(
+        description="a host sync in every 0.8 s step: the GPUs idle 0.3 s of each step, gaps "
+        "that only the driver's 1/6 s samples show (the 1 s figure sits at 50-70 %)",
+        expected="synchronization",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "sync_step")],
+        jobs=[_job(cmd=("python", "train.py", "--log-every", "1", "--sync-metrics"))],
     ),
     "comm-bound": dict(
         description="8 GPUs dip together while NVLink carries all-reduce traffic",
