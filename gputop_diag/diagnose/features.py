@@ -266,9 +266,9 @@ def _busy_shape(active, rows, util: dict[int, list[float | None]]) -> dict:
     for i in active:
         fine = [v for r in rows if i in r for v in r[i].util_samples]
         if len(fine) >= T.MIN_SUBSECOND_SAMPLES:
-            per_gpu[i], subsecond = fine, True
+            per_gpu[i], subsecond = _since_start(fine), True
         else:
-            per_gpu[i] = [v for v in util[i] if v is not None]
+            per_gpu[i] = _since_start([v for v in util[i] if v is not None])
     values = [v for vs in per_gpu.values() for v in vs]
     gaps = total = 0
     for vs in per_gpu.values():
@@ -284,6 +284,15 @@ def _busy_shape(active, rows, util: dict[int, list[float | None]]) -> dict:
         subsecond=subsecond,
         gap_fraction=gaps / total if total else 0.0,
     )
+
+
+def _since_start(values: list[float]) -> list[float]:
+    """The samples from the job's first work on: a GPU idle before its job started does not
+    wait for anything. The leading idle run is dropped unless it is most of the window."""
+    k = 0
+    while k < len(values) and values[k] < T.IDLE_UTIL_PCT:
+        k += 1
+    return values[k:] if len(values) - k >= T.START_MIN_SHARE * len(values) else values
 
 
 _PIPES = (

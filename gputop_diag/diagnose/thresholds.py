@@ -62,6 +62,10 @@ WAIT_SHARE = 0.25
 # NVML gives its ~1/6 s busy samples through nvmlDeviceGetSamples; under this many in the recent
 # window (old drivers, vGPU) the tick figures judge the shape.
 MIN_SUBSECOND_SAMPLES = 24
+# Ours: a GPU idle at the start of the window and busy since is a job starting (ramp-up), not a
+# wait; its leading idle run is left out of the shape when at least a third of the window is
+# left.
+START_MIN_SHARE = 1 / 3
 BUSY_UTIL_PCT = 70.0  # SageMaker: p95 busy time under 70 % is under-used
 
 # -- compute vs bandwidth: each unit's share of its own peak (GPM) -------------------------------
