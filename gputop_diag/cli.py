@@ -8,11 +8,13 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
+from .recording import Recording, RecordingError
 
 # subcommand -> (module under gputop_diag.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "snapshot": ("snapshot", "one sample of everything"),
     "diagnose": ("diagnose", "sample for N seconds and name the current bottleneck"),
+    "record": ("record", "record samples to a file (-o FILE) for a later --replay FILE"),
     "demo": ("demo", "list the simulator scenarios (--list)"),
 }
 DEFAULT_DEMO = "tour"
@@ -30,6 +32,13 @@ def _add_common(p: argparse.ArgumentParser, top: bool) -> None:
         default=default,
         help="replace every source with the simulator (default scenario: tour; "
         "`gputop-diag demo --list` lists them)",
+    )
+    p.add_argument(
+        "--replay",
+        metavar="FILE",
+        default=default,
+        help="read the snapshots of a recording (`gputop-diag record`) instead of the machine: "
+        "the live view plays it, snapshot shows its last, diagnose judges it",
     )
 
 
@@ -54,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sanitize",
         action="store_true",
-        help="show pseudonyms instead of the host name and device identifiers",
+        help="show pseudonyms instead of the host name and device identifiers (record: write them)",
     )
     p.add_argument(
         "--low-bandwidth",
@@ -102,20 +111,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             return demo.run(args)
         if args.interval <= 0:
             parser.error("--interval must be positive")  # exits 2
+        if args.replay is not None and args.demo:
+            parser.error(
+                "--replay and --demo cannot be used together: a recording replaces "
+                "the machine, and so does the simulator"
+            )
+        module = None
+        if args.command is not None:
+            module = importlib.import_module(f".commands.{COMMANDS[args.command][0]}", __package__)
+            if args.replay is not None and not getattr(module, "REPLAY", False):
+                parser.error(f"{args.command} does not read recordings (--replay)")
         try:
-            sources = make_sources(args, realtime=args.command is None)
-        except ValueError as e:  # an unknown scenario name
+            if args.replay is not None:
+                feed = Recording.open(args.replay)
+            else:
+                feed = make_sources(args, realtime=args.command is None)
+        except (ValueError, RecordingError) as e:  # an unknown scenario, a bad recording
             print(f"gputop-diag: {e}", file=sys.stderr)
             return EXIT_USAGE
-        if args.command is None:
+        if module is None:
             from .tui import run_app
 
             interval = max(args.interval, 2.0) if args.low_bandwidth else args.interval
             return run_app(
-                sources, interval=interval, sanitize=args.sanitize, low_bandwidth=args.low_bandwidth
+                None if isinstance(feed, Recording) else feed,
+                interval=interval,
+                sanitize=args.sanitize,
+                low_bandwidth=args.low_bandwidth,
+                replay=feed if isinstance(feed, Recording) else None,
             )
-        module = importlib.import_module(f".commands.{COMMANDS[args.command][0]}", __package__)
-        return module.run(args, sources)
+        return module.run(args, feed)
+    except RecordingError as e:  # a recording damaged past its header
+        print(f"gputop-diag: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `gputop-diag snapshot | head`

@@ -1,4 +1,4 @@
-"""The one Sampler: owns the collectors and the history that every view reads."""
+"""The Sampler: owns the collectors and the history; the Monitor (`monitor.py`) drives it."""
 
 from __future__ import annotations
 
@@ -34,41 +34,41 @@ class Sampler:
     def sample(self) -> Snapshot:
         """Collect one tick at `sources.clock.now()`, append it to the history, return it."""
         with self._lock:
-            now = self.sources.clock.now()
-            errors: list[CollectorError] = []
-            nv = self.nvml.collect()
-            errors.extend(nv.errors)
-            host = None
-            try:
-                host = self.host.collect()
-            except Exception as e:  # noqa: BLE001 - one failing source must not stop the rest
-                errors.append(_failure("host", e))
-            procs: tuple = ()
-            try:
-                procs = self.procs.collect(p.pid for p in nv.processes)
-            except Exception as e:  # noqa: BLE001
-                errors.append(_failure("process", e))
-            snap = Snapshot(
-                timestamp=now,
-                system=nv.system,
-                gpus=nv.gpus,
-                host=host,
-                gpu_processes=nv.processes,
-                processes=procs,
-                xid_events=nv.xid_events,
-                errors=tuple(errors),
-            )
+            snap = self._collect()
             self.history.append(snap)
             return snap
 
-    def run_for(self, seconds: float) -> Snapshot:
-        """Sample every `interval` for `seconds` (instantly under the simulator)."""
-        snap = self.sample()
-        ticks = max(0, round(seconds / self.interval))
-        for _ in range(ticks):
-            self.sources.clock.sleep(self.interval)
-            snap = self.sample()
-        return snap
+    def collect(self) -> Snapshot:
+        """Collect one tick without appending it: the Monitor adds the slow-source evidence
+        first, then appends it itself (`history.append`)."""
+        with self._lock:
+            return self._collect()
+
+    def _collect(self) -> Snapshot:
+        now = self.sources.clock.now()
+        errors: list[CollectorError] = []
+        nv = self.nvml.collect()
+        errors.extend(nv.errors)
+        host = None
+        try:
+            host = self.host.collect()
+        except Exception as e:  # noqa: BLE001 - one failing source must not stop the rest
+            errors.append(_failure("host", e))
+        procs: tuple = ()
+        try:
+            procs = self.procs.collect(p.pid for p in nv.processes)
+        except Exception as e:  # noqa: BLE001
+            errors.append(_failure("process", e))
+        return Snapshot(
+            timestamp=now,
+            system=nv.system,
+            gpus=nv.gpus,
+            host=host,
+            gpu_processes=nv.processes,
+            processes=procs,
+            xid_events=nv.xid_events,
+            errors=tuple(errors),
+        )
 
     def close(self) -> None:
         with self._lock:

@@ -355,7 +355,10 @@ async def test_a_bare_snapshot_message_is_enough():
         snap = app.test_sampler.sample()
         app.post_message(SnapshotReady(snap))
         await pilot.pause()
-        assert app.latest.snapshot is snap and app.latest.diagnosis is not None
+        assert app.latest.diagnosis is not None
+        # the same tick, with the slow sources (Slurm, the kernel log) attached by the Monitor
+        assert app.latest.snapshot.timestamp == snap.timestamp
+        assert app.latest.snapshot.gpus == snap.gpus and app.latest.snapshot.slow_sources_at
         assert "/79.6 GiB" in text_of(app, "#mem-gpu0")
 
 

@@ -38,13 +38,13 @@ def collectors(app):
 
 async def test_collectors_run_in_a_thread_and_stop_promptly_on_quit(monkeypatch):
     on_main_thread = []
-    sample = Sampler.sample
+    collect = Sampler.collect  # what the Monitor's tick calls
 
-    def recording_sample(self):
+    def recording_collect(self):
         on_main_thread.append(threading.current_thread() is threading.main_thread())
-        return sample(self)
+        return collect(self)
 
-    monkeypatch.setattr(Sampler, "sample", recording_sample)
+    monkeypatch.setattr(Sampler, "collect", recording_collect)
     app = GpuTopApp(sim.build("idle", realtime=True), interval=10.0)
     async with app.run_test(size=(80, 24)) as pilot:
         assert await wait_for(pilot, lambda: app.latest is not None)

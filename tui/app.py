@@ -1,7 +1,9 @@
 """The live view: header, banner, a ContentSwitcher of panes, the bottleneck panel, footer.
 
-A thread worker samples the machine and posts `SnapshotReady` messages; the app draws only the
-visible pane, the side panel and the header, inside `batch_update()`.
+A thread worker ticks the Monitor (sample, slow sources, classify) and posts `SnapshotReady`
+messages; the app draws only the visible pane, the side panel and the header, inside
+`batch_update()`. With `--replay FILE` a thread worker plays the recording instead, at the
+recorded pace times the replay speed, through a replaying Monitor.
 """
 
 from __future__ import annotations
@@ -10,22 +12,26 @@ import asyncio
 import json
 import os
 import signal
+import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.widgets import ContentSwitcher, DataTable, Footer
 from textual.worker import get_current_worker
 
 from ..export import redact_snapshot_json, snapshot_to_json
-from ..history import History
+from ..monitor import Monitor
+from ..recording import Recording, RecordingError
 from ..sampler import Sampler
 from ..sources import Sources
 from .banner import Banner
 from .feed import Feeder, Update
-from .header import HeaderBar, HeaderFacts
+from .header import HeaderBar, HeaderFacts, ReplayFacts
 from .help import HelpScreen
 from .keys import BINDINGS, JOB, PANES
 from .messages import CollectorFailed, SnapshotReady
@@ -41,6 +47,29 @@ from .side_panel import SidePanel
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
 LOW_BANDWIDTH_MIN_INTERVAL = 2.0
 NARROW_BELOW = 100  # columns: the side panel becomes a strip below the pane
+REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this
+REPLAY_POLL_S = 0.05  # how soon the replay notices pause, speed, step and quit
+LIVE_ONLY = ("refresh_now", "interval")
+REPLAY_ONLY = ("replay_speed", "replay_step")
+
+
+class ReplayEnded(Message):
+    """The replay worker reached the end of the recording (the view keeps the last frame)."""
+
+    def __init__(self, warnings: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.warnings = warnings
+
+
+class ReplayExtent(Message):
+    """How long the recording is (read in a thread: a long recording takes a moment)."""
+
+    def __init__(self, count: int, first: float | None, last: float | None) -> None:
+        super().__init__()
+        self.count = count
+        self.first = first
+        self.last = last
 
 
 class GpuTopApp(App):
@@ -50,16 +79,24 @@ class GpuTopApp(App):
 
     def __init__(
         self,
-        sources: Sources,
+        sources: Sources | None,
         *,
         interval: float = 1.0,
         sanitize: bool = False,
         low_bandwidth: bool = False,
         start_collectors: bool = True,
         save_dir: str = ".",
+        replay: Recording | None = None,
     ) -> None:
         super().__init__()
-        self.sources = sources
+        self.sources = sources  # None while replaying
+        self.replay = replay
+        self.replay_speed = 1.0
+        self.replay_ended = False
+        self.replay_total_s: float | None = None
+        self._replay_step = threading.Event()
+        if replay is not None:
+            replay.on_warning = lambda text: None  # kept in replay.warnings, shown at the end
         self.low_bandwidth = low_bandwidth
         self.interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
         self.sanitize = sanitize
@@ -73,7 +110,7 @@ class GpuTopApp(App):
         self.panel_hidden = False  # wide layout: `p` hides the panel
         self.panel_full = False  # narrow layout: `p` shows all of it over the pane
         self.sampler: Sampler | None = None
-        self.feeder: Feeder | None = None  # the collector thread's
+        self.feeder: Feeder | None = None  # the collector (or replay) thread's
         self._local: Feeder | None = None  # for snapshots posted without an update
         self._failure: CollectorFailed | None = None
         self._can_select = False
@@ -103,9 +140,16 @@ class GpuTopApp(App):
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_hangup)
         except (NotImplementedError, RuntimeError, ValueError, AttributeError):
             pass  # not the main thread (tests), or no SIGHUP on this platform
-        if self.start_collectors:
-            self.sampler = Sampler(self.sources, interval=self.interval)
-            self.feeder = Feeder.over(self.sampler)
+        if not self.start_collectors:
+            return
+        if self.replay is not None:
+            self.feeder = Feeder(Monitor(None))
+            self.play()
+            self.measure_replay()
+        else:
+            monitor = Monitor(self.sources, interval=self.interval)
+            self.sampler = monitor.sampler
+            self.feeder = Feeder(monitor)
             self.collect()
 
     def _on_hangup(self) -> None:
@@ -115,12 +159,13 @@ class GpuTopApp(App):
 
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "collect")
+        self.workers.cancel_group(self, "replay-extent")
         try:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         except (NotImplementedError, RuntimeError, ValueError, AttributeError):
             pass
-        if self.sampler is not None:
-            self.sampler.close()  # waits for a tick in flight (the Sampler's lock)
+        if self.feeder is not None:
+            self.feeder.monitor.close()  # waits for a tick in flight (the Sampler's lock)
 
     def on_resize(self, event) -> None:
         self._apply_width(event.size.width)
@@ -160,15 +205,88 @@ class GpuTopApp(App):
                 break
 
     def _restart_collector(self, sample_first: bool) -> None:
-        if self.feeder is not None:
+        if self.feeder is not None and self.replay is None:
             self.collect(sample_first)
+
+    # -- replay (a thread worker) --------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, exclusive=True, group="collect", name="replay")
+    def play(self) -> None:
+        """Feed the recording through the replaying Monitor at the recorded pace (times the
+        speed), honouring pause and single steps; the last frame stays at the end."""
+        cancel = get_current_worker().cancelled_event
+        previous: float | None = None
+        try:
+            for snap in self.replay.snapshots():
+                if previous is not None and self._replay_wait(snap.timestamp - previous, cancel):
+                    return
+                if cancel.is_set():
+                    return
+                previous = snap.timestamp
+                update = self.feeder.add(snap)
+                self.post_message(SnapshotReady(snap, update))
+        except RecordingError as e:
+            self.post_message(
+                CollectorFailed("replay", str(e), "the view keeps the last frame; q quits")
+            )
+        except Exception as e:  # noqa: BLE001 - shown as a banner, never a traceback
+            self.post_message(
+                CollectorFailed(
+                    "replay",
+                    f"the replay failed: {type(e).__name__}: {e}",
+                    "the view keeps the last frame; q quits",
+                )
+            )
+        if not cancel.is_set():
+            self.post_message(ReplayEnded(tuple(self.replay.warnings)))
+
+    def _replay_wait(self, gap_s: float, cancel: threading.Event) -> bool:
+        """Wait `gap_s` recorded seconds at the current speed (not while paused, except for a
+        single step); True when the worker was cancelled."""
+        due = min(max(gap_s, 0.0), REPLAY_MAX_GAP_S)
+        while not cancel.is_set():
+            if self.paused:
+                if self._replay_step.is_set():
+                    self._replay_step.clear()
+                    return False
+                cancel.wait(REPLAY_POLL_S)
+                continue
+            if due <= 0:
+                return False
+            speed = self.replay_speed
+            t0 = time.monotonic()
+            cancel.wait(min(due / speed, REPLAY_POLL_S))
+            due -= (time.monotonic() - t0) * speed
+        return True
+
+    @work(thread=True, exit_on_error=False, group="replay-extent", name="replay-extent")
+    def measure_replay(self) -> None:
+        count, first, last = self.replay.extent(get_current_worker().cancelled_event)
+        self.post_message(ReplayExtent(count, first, last))
+
+    @on(ReplayExtent)
+    def _replay_extent(self, message: ReplayExtent) -> None:
+        start = self.replay.header.started if self.replay.header.started else message.first
+        if start is not None and message.last is not None:
+            self.replay_total_s = message.last - start
+            self._render_header()
+
+    @on(ReplayEnded)
+    def _replay_ended(self, message: ReplayEnded) -> None:
+        self.replay_ended = True
+        self._render_header()
+        for text in message.warnings:
+            self.notify(text, severity="warning", timeout=15)
+        if self.latest is None:
+            self.notify(f"{self.replay.path} holds no snapshots", severity="error", timeout=15)
+        else:
+            self.notify("end of the recording: the last frame stays; q quits", timeout=10)
 
     @on(SnapshotReady)
     def _snapshot_ready(self, message: SnapshotReady) -> None:
         update = message.update
-        if update is None:  # posted by a test or a replay: derive it here
+        if update is None:  # posted by a test or a screenshot: derive it here
             if self._local is None:
-                self._local = Feeder(self.sources, History())
+                self._local = Feeder(Monitor(self.sources))
             update = self._local.add(message.snapshot)
         self.latest = update
         self._failure = None
@@ -185,7 +303,7 @@ class GpuTopApp(App):
             selected_gpu=self.selected_gpu,
             plain=self.low_bandwidth,
             sanitize=self.sanitize,
-            environ=self.sources.environ,
+            environ=self.sources.environ if self.sources is not None else {},
             interval=self.interval,
         )
 
@@ -195,8 +313,20 @@ class GpuTopApp(App):
             host = "host0"
         elif snap is not None:
             host = snap.system.hostname
-        else:
+        elif self.sources is not None:
             host = self.sources.hostname()
+        else:
+            host = self.replay.header.hostname or "host0"
+        replay = None
+        if self.replay is not None:
+            start = self.replay.header.started
+            replay = ReplayFacts(
+                name=self.replay.name,
+                position_s=None if snap is None or start is None else snap.timestamp - start,
+                total_s=self.replay_total_s,
+                speed=self.replay_speed,
+                ended=self.replay_ended,
+            )
         facts = HeaderFacts(
             host=host,
             driver=snap.system.driver_version if snap else None,
@@ -205,8 +335,9 @@ class GpuTopApp(App):
             selected_gpu=self.selected_gpu,
             interval=self.interval,
             paused=self.paused,
-            scenario=self.sources.scenario,
+            scenario=self.sources.scenario if self.sources is not None else None,
             saved=self.last_saved,
+            replay=replay,
         )
         self.query_one(HeaderBar).show(facts)
 
@@ -243,6 +374,10 @@ class GpuTopApp(App):
             return False  # no job is watched: the Job pane and its key stay out of sight
         if action == "gpu" and not self._can_select:
             return None  # shown, greyed: nothing to select between
+        if action in REPLAY_ONLY and self.replay is None:
+            return False
+        if action in LIVE_ONLY and self.replay is not None:
+            return False  # a recording has no machine to sample
         return True
 
     def _pane_order(self) -> list[str]:
@@ -279,6 +414,18 @@ class GpuTopApp(App):
             self._restart_collector(sample_first=True)  # resume with a fresh sample
         self._render_header()
 
+    def action_replay_speed(self, step: int) -> None:
+        k = min(range(len(REPLAY_SPEEDS)), key=lambda i: abs(REPLAY_SPEEDS[i] - self.replay_speed))
+        self.replay_speed = REPLAY_SPEEDS[max(0, min(len(REPLAY_SPEEDS) - 1, k + step))]
+        self._render_header()
+
+    def action_replay_step(self) -> None:
+        """Pause, and show the next recorded tick."""
+        if not self.paused:
+            self.paused = True
+            self._render_header()
+        self._replay_step.set()
+
     def action_refresh_now(self) -> None:
         """Sample now, paused or not (paused stays paused)."""
         self._restart_collector(sample_first=True)
@@ -288,8 +435,8 @@ class GpuTopApp(App):
         options = [i for i in INTERVALS if i >= floor]
         k = min(range(len(options)), key=lambda i: abs(options[i] - self.interval))
         self.interval = options[max(0, min(len(options) - 1, k + step))]
-        if self.sampler is not None:
-            self.sampler.interval = self.interval
+        if self.feeder is not None:
+            self.feeder.monitor.interval = self.interval  # and its Sampler's
         self._restart_collector(sample_first=False)  # the new interval starts now
         self._render_header()
         if self.latest is not None:
@@ -329,9 +476,17 @@ class GpuTopApp(App):
 
 
 def run_app(
-    sources: Sources, *, interval: float = 1.0, sanitize: bool = False, low_bandwidth: bool = False
+    sources: Sources | None,
+    *,
+    interval: float = 1.0,
+    sanitize: bool = False,
+    low_bandwidth: bool = False,
+    replay: Recording | None = None,
 ) -> int:
-    """Run the live view until the user quits or the terminal hangs up; the exit code."""
-    app = GpuTopApp(sources, interval=interval, sanitize=sanitize, low_bandwidth=low_bandwidth)
+    """Run the live view (or play `replay`) until the user quits or the terminal hangs up;
+    the exit code."""
+    app = GpuTopApp(
+        sources, interval=interval, sanitize=sanitize, low_bandwidth=low_bandwidth, replay=replay
+    )
     app.run()
     return app.return_code or 0

@@ -1,8 +1,10 @@
 """What one tick hands the screen: the snapshot, the diagnosis and the histories, all frozen.
 
-The collector thread builds an `Update` right after `Sampler.sample()`, so the UI thread never
-iterates the Sampler's live history while the thread appends to it. With the collectors off
-(tests, screenshots) the app feeds snapshots into a `Feeder` of its own on the UI thread.
+The collector thread builds an `Update` right after the Monitor's tick (`monitor.py`: sample,
+slow sources, classify), so the UI thread never iterates the live history while the thread
+appends to it. A replay feeds recorded snapshots through a replaying Monitor the same way;
+with the collectors off (tests, screenshots) the app feeds snapshots into a `Feeder` of its own
+on the UI thread.
 """
 
 from __future__ import annotations
@@ -10,19 +12,16 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from ..diagnose import Diagnosis, classify, collect_scheduler_evidence
-from ..diagnose.oom import collect_oom_kills
+from ..diagnose import Diagnosis
 from ..history import History, slope_per_s
 from ..model import MIB, GpuState, Snapshot, XidEvent
+from ..monitor import Monitor, Tick
 from ..sampler import Sampler
-from ..sources import Sources
 
 HISTORY_POINTS = 120  # samples kept for the history lines (wider than any pane)
-DIAGNOSIS_WINDOW_S = 60.0  # what classify() reads, per the diagnosis contract
 TREND_WINDOW_S = 120.0  # the memory trend's least-squares window
 GROWING_MIB_PER_MIN = 30.0  # the memory pane's "growing" flag (the diagnosis alert's figure)
 GROWING_MIN_POINTS = 20  # a slope over fewer samples is noise, not a trend
-SLOW_SOURCES_EVERY_S = 10.0  # Slurm and the kernel log are round trips: not every tick
 MAX_XID_EVENTS = 500
 
 
@@ -102,52 +101,46 @@ def series_of(history: History) -> tuple[dict[int, GpuSeries], tuple, tuple]:
 
 
 class Feeder:
-    """The per-tick work after sampling: classify, cut the histories, accumulate Xid events.
+    """The live view's side of a `Monitor`: each tick (sampled, or a snapshot fed in) becomes
+    an `Update` with the histories cut and the Xid events accumulated.
 
-    One tick at a time (a lock), so a collector restarted by `r` never races the one it
-    replaced.
+    One tick at a time (a lock around the Monitor's tick and the cut of its history), so a
+    collector restarted by `r` never races the one it replaced, and the UI thread never reads
+    the history while a thread appends to it.
     """
 
-    def __init__(self, sources: Sources, history: History, sampler: Sampler | None = None):
-        self.sources = sources
-        self.history = history
-        self.sampler = sampler
-        self.diagnosis: Diagnosis | None = None
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
         self._lock = threading.Lock()
-        self._sched: list = []
-        self._ooms: list = []
-        self._slow_at: float | None = None
         self._xids: list[XidEvent] = []
-        self._ticks = 0
 
     @classmethod
     def over(cls, sampler: Sampler) -> Feeder:
         """A feeder whose ticks sample `sampler` (the collector thread's)."""
-        return cls(sampler.sources, sampler.history, sampler)
+        return cls(Monitor(sampler.sources, sampler=sampler))
+
+    @property
+    def history(self) -> History:
+        return self.monitor.history
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        return self.monitor.diagnosis
 
     def tick(self) -> Update:
-        """Sample once (the Sampler appends to its history) and derive the update."""
-        if self.sampler is None:
-            raise RuntimeError("this feeder has no sampler; use add()")
+        """Sample once through the Monitor and derive the update."""
         with self._lock:
-            return self._derive(self.sampler.sample())
+            return self._derive(self.monitor.tick())
 
     def add(self, snap: Snapshot) -> Update:
-        """Append a snapshot made elsewhere (tests, replays) and derive the update."""
+        """A snapshot made elsewhere (tests, a replay) through the Monitor; the update."""
         with self._lock:
-            self.history.append(snap)
-            return self._derive(snap)
+            return self._derive(self.monitor.feed(snap))
 
-    def _derive(self, snap: Snapshot) -> Update:
-        self._ticks += 1
-        if self._slow_at is None or snap.timestamp - self._slow_at >= SLOW_SOURCES_EVERY_S:
-            self._sched = collect_scheduler_evidence(self.sources)
-            self._ooms = collect_oom_kills(self.sources, snap.timestamp - DIAGNOSIS_WINDOW_S)
-            self._slow_at = snap.timestamp
-        window = self.history.snapshots(DIAGNOSIS_WINDOW_S)
-        self.diagnosis = classify(window, self.diagnosis, self._sched, self._ooms)
+    def _derive(self, t: Tick) -> Update:
+        snap = t.snapshot
         if snap.xid_events:
             newest_first = sorted(snap.xid_events, key=lambda x: x.timestamp, reverse=True)
             self._xids = (newest_first + self._xids)[:MAX_XID_EVENTS]
         gpus, cpu, iowait = series_of(self.history)
-        return Update(snap, self.diagnosis, gpus, cpu, iowait, tuple(self._xids), self._ticks)
+        return Update(snap, t.diagnosis, gpus, cpu, iowait, tuple(self._xids), t.count)

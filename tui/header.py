@@ -1,5 +1,7 @@
 """The header line: host, driver, CUDA, GPU count, interval, paused — fitted to the width.
 
+A replay shows REPLAY, the file, the position in it, the speed, and END once it is over.
+
 No clock: a clock repaints every second, and over SSH that is the cost that matters.
 """
 
@@ -8,6 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..widgets import DiffLine
+
+
+@dataclass(frozen=True)
+class ReplayFacts:
+    name: str  # the recording's file name
+    position_s: float | None = None  # recorded seconds since its start, None before a frame
+    total_s: float | None = None  # its length, once known
+    speed: float = 1.0
+    ended: bool = False
+
+
+def clock_text(seconds: float) -> str:
+    """`1:05`, `12:00`, `1:02:03`."""
+    s = max(0, int(seconds))
+    h, m, s = s // 3600, s // 60 % 60, s % 60
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def speed_text(speed: float) -> str:
+    return f"{speed:g}x"
 
 
 @dataclass(frozen=True)
@@ -21,6 +43,7 @@ class HeaderFacts:
     paused: bool = False
     scenario: str | None = None  # the simulator's, for --demo
     saved: str | None = None  # the last snapshot written
+    replay: ReplayFacts | None = None  # set while playing a recording
 
 
 def header_runs(f: HeaderFacts, width: int) -> list[tuple[str, str]]:
@@ -37,8 +60,21 @@ def header_runs(f: HeaderFacts, width: int) -> list[tuple[str, str]]:
         pieces.append((1, f"  {n} GPU{'s' if n != 1 else ''}", f"  {n} GPU", ""))
         if n and f.selected_gpu is not None:
             pieces.append((3, f"  ▶GPU{f.selected_gpu}", f"  ▶GPU{f.selected_gpu}", ""))
-    pieces.append((2, f"  every {f.interval:g} s", f"  {f.interval:g} s", ""))
-    if f.paused:
+    r = f.replay
+    if r is None:
+        pieces.append((2, f"  every {f.interval:g} s", f"  {f.interval:g} s", ""))
+    else:
+        pieces.append((0, "  ", "  ", ""))
+        pieces.append((0, " REPLAY ", " REPLAY ", "header--replay"))
+        pieces.append((5, f" {r.name}", "", "header--file"))
+        if r.position_s is not None:
+            total = "" if r.total_s is None else f"/{clock_text(r.total_s)}"
+            pieces.append((1, f"  {clock_text(r.position_s)}{total}", "", ""))
+        pieces.append((1, f"  {speed_text(r.speed)}", f" {speed_text(r.speed)}", ""))
+        if r.ended:
+            pieces.append((0, "  ", "  ", ""))
+            pieces.append((0, " END ", " END ", "header--paused"))
+    if f.paused and not (r is not None and r.ended):
         pieces.append((0, "  ", "  ", ""))
         pieces.append((0, " PAUSED ", " PAUSED ", "header--paused"))
     if f.saved:
@@ -64,6 +100,8 @@ class HeaderBar(DiffLine):
         "header--demo",
         "header--paused",
         "header--saved",
+        "header--replay",
+        "header--file",
     }
     DEFAULT_CSS = """
     HeaderBar > .header--title { text-style: bold reverse; }
@@ -71,6 +109,8 @@ class HeaderBar(DiffLine):
     HeaderBar > .header--demo { text-style: bold; }
     HeaderBar > .header--paused { text-style: bold reverse; }
     HeaderBar > .header--saved { color: $text-muted; }
+    HeaderBar > .header--replay { text-style: bold reverse; }
+    HeaderBar > .header--file { text-style: bold; }
     """
 
     def show(self, facts: HeaderFacts) -> None:

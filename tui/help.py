@@ -20,6 +20,12 @@ histories use a fixed 0-100 % scale, so a line's height means the same on every 
 
 Press escape or ? to close."""
 
+REPLAY_ABOUT = """
+REPLAY: this is a recording (gputop-diag record), played at its recorded pace times the speed
+in the header, through the same diagnosis as a live run; nothing is sampled. > and < change
+the speed (0.25x to 16x), space pauses, . shows one more tick; at the end the last frame stays.
+"""
+
 
 def keys_text(app) -> Text:
     t = Text("gputop-diag — what limits this GPU workload right now\n\n", style="bold")
@@ -33,6 +39,8 @@ def keys_text(app) -> Text:
         )
         t.append(f"  {keys:<10}", style="bold")
         t.append(f" {b.tooltip or b.description}\n")
+    if getattr(app, "replay", None) is not None:
+        t.append(REPLAY_ABOUT)
     t.append(ABOUT)
     return t
 

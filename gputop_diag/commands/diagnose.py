@@ -1,4 +1,4 @@
-"""`gputop-diag diagnose`: sample for N seconds and name what limits the workload."""
+"""`gputop-diag diagnose`: sample for N seconds (or replay a recording), name the bottleneck."""
 
 from __future__ import annotations
 
@@ -6,32 +6,26 @@ import argparse
 import json
 import sys
 
-from ..diagnose import (
-    classify,
-    collect_oom_kills,
-    collect_scheduler_evidence,
-    render_text,
-    to_json,
-)
-from ..sampler import Sampler
+from ..diagnose import render_text, to_json
+from ..monitor import run as run_monitor
+from ..recording import Recording
 from ..sources import Sources
 from .snapshot import EXIT_NO_GPU, no_driver_error
 from .snapshot import render_text as render_snapshot
 
 EXIT_USAGE = 2
-# squeue is a round trip to the controller and journalctl reads the journal: every 10 s, not
-# every tick.
-SLOW_SOURCES_EVERY_S = 10.0
-WINDOW_S = 60.0  # the classifier's window: the last minute
+DEFAULT_SECONDS = 30.0
+REPLAY = True  # reads `--replay FILE`
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seconds",
         type=float,
-        default=30.0,
+        default=None,
         metavar="N",
-        help="how long to sample (default 30; instant under --demo)",
+        help=f"how long to sample (default {DEFAULT_SECONDS:g}; instant under --demo); with "
+        "--replay, the first N seconds of the recording (default: all of it)",
     )
     p.add_argument(
         "--interval",
@@ -47,31 +41,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, sources: Sources) -> int:
-    if args.seconds < 0 or args.interval <= 0:
+def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
+    seconds = args.seconds
+    if (seconds is not None and seconds < 0) or args.interval <= 0:
         print("gputop-diag: --seconds must be >= 0 and --interval > 0", file=sys.stderr)
         return EXIT_USAGE
-    sampler = Sampler(sources, interval=args.interval)
-    diag = snap = None
-    sched: list = []
-    ooms: list = []
-    slow_at: float | None = None
-    ticks = max(1, round(args.seconds / args.interval)) + 1
-    try:
-        for k in range(ticks):
-            if k:
-                sources.clock.sleep(args.interval)
-            snap = sampler.sample()
-            if slow_at is None or snap.timestamp - slow_at >= SLOW_SOURCES_EVERY_S:
-                slow_at = snap.timestamp
-                sched = collect_scheduler_evidence(sources)
-                ooms = collect_oom_kills(sources, since=snap.timestamp - WINDOW_S)
-            diag = classify(sampler.history.snapshots(WINDOW_S), diag, sched, ooms)
-    except KeyboardInterrupt:  # Ctrl-C: report what was seen so far
-        if diag is None:
-            raise
-    finally:
-        sampler.close()
+    if seconds is None and not isinstance(feed, Recording):
+        seconds = DEFAULT_SECONDS
+    monitor = run_monitor(feed, interval=args.interval, seconds=seconds)
+    if monitor.last is None:
+        print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
+        return EXIT_USAGE
+    diag, snap = monitor.last.diagnosis, monitor.last.snapshot
     if args.json:
         print(json.dumps(to_json(diag), indent=2))
     else:

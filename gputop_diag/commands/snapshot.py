@@ -1,4 +1,4 @@
-"""`gputop-diag snapshot`: one sample of everything, as text or JSON."""
+"""`gputop-diag snapshot`: one sample of everything (or a recording's last), as text or JSON."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import sys
 
 from ..export import iso_time, snapshot_to_json
 from ..model import GIB, Snapshot
-from ..sampler import Sampler
+from ..monitor import run as run_monitor
+from ..recording import Recording
 from ..sources import Sources
 
 EXIT_NO_GPU = 3
+EXIT_USAGE = 2
+REPLAY = True  # reads `--replay FILE`: shows its last snapshot
 WARMUP_S = 0.25  # rates (CPU %, NVLink, GPM) need two readings; GPM needs >= 0.1 s
 
 
@@ -26,12 +29,15 @@ def no_driver_error(snap: Snapshot):
     return None
 
 
-def run(args: argparse.Namespace, sources: Sources) -> int:
-    sampler = Sampler(sources, interval=WARMUP_S)
-    try:
-        snap = sampler.run_for(WARMUP_S)
-    finally:
-        sampler.close()
+def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
+    if isinstance(feed, Recording):
+        snap = feed.last()
+        if snap is None:
+            print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
+            return EXIT_USAGE
+    else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
+        monitor = run_monitor(feed, interval=WARMUP_S, seconds=WARMUP_S, slow_sources=False)
+        snap = monitor.last.snapshot
     if args.json:
         print(json.dumps(snapshot_to_json(snap), indent=2))
     else:

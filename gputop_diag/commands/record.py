@@ -1,0 +1,144 @@
+"""`gputop-diag record -o FILE`: snapshots as JSON lines, for `gputop-diag --replay FILE`.
+
+It runs the same Monitor loop as `diagnose` (sample, attach the slow sources, classify), so
+`--replay FILE diagnose` reaches the verdict the live run would have. With `--replay` it
+re-records a recording: cut to its first N seconds, or sanitized.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from ..monitor import Tick
+from ..monitor import run as run_monitor
+from ..recording import Recording, RecordingError, RecordingWriter
+from ..sources import Sources
+from .snapshot import EXIT_NO_GPU, no_driver_error
+
+EXIT_USAGE = 2
+REPLAY = True  # reads `--replay FILE`: writes its (first N seconds of) snapshots again
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="where to write (JSON lines; gzip when FILE ends in .gz)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        metavar="N",
+        help="how long to record (default: until Ctrl-C; under --demo: the scenario's length; "
+        "with --replay: all of the recording)",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=argparse.SUPPRESS,  # falls back to the top-level --interval (default 1)
+        metavar="S",
+        help="seconds between samples (default 1)",
+    )
+    p.add_argument(
+        "--sanitize",
+        action="store_true",
+        default=argparse.SUPPRESS,  # or the top-level --sanitize
+        help="write pseudonyms, no host name, GPU UUIDs, serials, PCI bus ids, user names or "
+        "home paths (the same pseudonym on every line)",
+    )
+
+
+def _scenario_seconds(sources: Sources) -> float | None:
+    from ..sim import list_scenarios
+
+    for info in list_scenarios():
+        if info.name == sources.scenario:
+            return info.duration_s
+    return None
+
+
+@contextlib.contextmanager
+def _hangup_stops():
+    """SIGHUP and SIGTERM end the recording like Ctrl-C: the file is closed properly."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = [n for n in ("SIGHUP", "SIGTERM") if hasattr(signal, n)]
+    old = {n: signal.signal(getattr(signal, n), stop) for n in names}
+    try:
+        yield
+    finally:
+        for n, handler in old.items():
+            signal.signal(getattr(signal, n), handler)
+
+
+def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
+    seconds = args.seconds
+    if (seconds is not None and seconds < 0) or args.interval <= 0:
+        print("gputop-diag: --seconds must be >= 0 and --interval > 0", file=sys.stderr)
+        return EXIT_USAGE
+    replay = isinstance(feed, Recording)
+    if replay and os.path.realpath(feed.path) == os.path.realpath(args.output):
+        print("gputop-diag: -o names the recording being replayed", file=sys.stderr)
+        return EXIT_USAGE
+    if seconds is None and not replay and feed.simulated:
+        seconds = _scenario_seconds(feed)
+    interval = feed.header.interval_s if replay else args.interval
+    sanitize = bool(getattr(args, "sanitize", False)) or (replay and feed.header.sanitized)
+    try:
+        writer = RecordingWriter(args.output, interval_s=interval, sanitize=sanitize)
+    except RecordingError as e:
+        print(f"gputop-diag: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if not replay and not feed.simulated:
+        until = "Ctrl-C stops" if seconds is None else f"for {seconds:g} s"
+        print(
+            f"gputop-diag: recording to {args.output} every {interval:g} s ({until})",
+            file=sys.stderr,
+        )
+
+    def write(tick: Tick) -> None:
+        writer.write(tick.snapshot)
+
+    try:
+        with _hangup_stops():
+            monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=write)
+    except KeyboardInterrupt:  # before the first tick: nothing recorded
+        monitor = None
+    except RecordingError as e:  # the disk filled up, a write failed
+        print(f"gputop-diag: {e} (kept {writer.count} snapshots)", file=sys.stderr)
+        return 1
+    finally:
+        with contextlib.suppress(RecordingError):
+            writer.close()
+    if writer.count == 0:
+        with contextlib.suppress(OSError):
+            os.remove(args.output)
+        if monitor is None:
+            return 130
+        print(f"gputop-diag: {feed.path} holds no snapshots; nothing written", file=sys.stderr)
+        return EXIT_USAGE
+    span = (writer.last or 0.0) - (writer.first or 0.0)
+    gpus = writer.header.gpu_count if writer.header else 0
+    stopped = " (stopped early)" if monitor is not None and monitor.interrupted else ""
+    print(
+        f"recorded {writer.count} snapshots ({span:.0f} s, {gpus} GPU{'s' if gpus != 1 else ''}"
+        f"{', sanitized' if sanitize else ''}) to {args.output}{stopped}"
+    )
+    err = no_driver_error(monitor.last.snapshot) if monitor and monitor.last else None
+    if err is not None:
+        print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        return EXIT_NO_GPU
+    return 0

@@ -1,0 +1,226 @@
+"""The one Monitor: the tick every view runs — sample, attach the slow sources, classify.
+
+Each tick samples the machine (the Sampler), attaches the latest answer of the slow sources
+(Slurm's queue and the kernel log's OOM kills, asked every `SLOW_SOURCES_EVERY_S`, not every
+tick) to the snapshot *before* it enters the history, classifies the last `WINDOW_S` seconds
+with the previous verdict for hysteresis, and returns a frozen `Tick`. The live view, the
+headless commands and `record` all run this one loop, so they see the same numbers and
+verdicts; and because the evidence rides inside each snapshot, a replayed recording
+(`Monitor(None)` fed the recorded snapshots) reaches the same diagnosis.
+
+No Textual here: the live view wraps a Monitor in `tui/feed.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .diagnose import Diagnosis, classify, collect_oom_kills, collect_scheduler_evidence
+from .history import History
+from .model import CollectorError, OomKill, SchedulerEvidence, Snapshot
+from .recording import Recording
+from .sampler import Sampler
+from .sources import Sources
+
+WINDOW_S = 60.0  # what classify() reads: the last minute
+# squeue is a round trip to the controller and journalctl reads the journal: every 10 s.
+SLOW_SOURCES_EVERY_S = 10.0
+HISTORY_S = 600.0  # what the history keeps (the views draw from it)
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """What one tick produced."""
+
+    snapshot: Snapshot  # with the slow-source evidence attached
+    diagnosis: Diagnosis  # of the last WINDOW_S seconds, hysteresis applied
+    count: int  # ticks so far, this one included
+
+
+class Monitor:
+    """Sampler + slow sources + classifier, one tick at a time (thread-safe: one tick runs
+    at a time, so a collector thread restarted by the live view never races the last one).
+
+    `Monitor(sources)` samples `sources` on `tick()`; `feed(snapshot)` takes a snapshot made
+    elsewhere and attaches the slow sources itself unless the snapshot carries them.
+    `Monitor(None)` replays: it only takes `feed()`, queries nothing and uses the evidence
+    recorded in each snapshot.
+    """
+
+    def __init__(
+        self,
+        sources: Sources | None,
+        *,
+        interval: float = 1.0,
+        sampler: Sampler | None = None,
+        slow_sources: bool = True,
+        history_s: float = HISTORY_S,
+    ) -> None:
+        self.sources = sampler.sources if sampler is not None else sources
+        self.slow_sources = slow_sources and self.sources is not None
+        self._sampler = sampler
+        self._interval = sampler.interval if sampler is not None else interval
+        self.history = sampler.history if sampler is not None else History(window_s=history_s)
+        self.diagnosis: Diagnosis | None = None
+        self.last: Tick | None = None
+        self.ticks = 0
+        self.interrupted = False  # set by `run()` when Ctrl-C ended the loop early
+        self._lock = threading.Lock()
+        self._slow_at: float | None = None
+        self._jobs: tuple[SchedulerEvidence, ...] | None = None
+        self._ooms: tuple[OomKill, ...] | None = None
+        self._slow_errors: dict[str, CollectorError] = {}
+
+    @property
+    def replaying(self) -> bool:
+        return self.sources is None
+
+    @property
+    def sampler(self) -> Sampler:
+        """The Sampler, made on first use (a monitor that is only fed never opens NVML)."""
+        if self._sampler is None:
+            if self.sources is None:
+                raise RuntimeError("a replaying Monitor does not sample; use feed()")
+            self._sampler = Sampler(self.sources, interval=self._interval)
+            self._sampler.history = self.history
+        return self._sampler
+
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    @interval.setter
+    def interval(self, seconds: float) -> None:
+        self._interval = seconds
+        if self._sampler is not None:
+            self._sampler.interval = seconds
+
+    # -- one tick ------------------------------------------------------------------------------
+    def tick(self) -> Tick:
+        """Sample now, attach the slow sources, append, classify."""
+        with self._lock:
+            return self._add(self._attach(self.sampler.collect()))
+
+    def feed(self, snap: Snapshot) -> Tick:
+        """Take a snapshot made elsewhere (a recording, a test): attach the slow sources unless
+        it carries them (or this monitor replays), append, classify."""
+        with self._lock:
+            if snap.slow_sources_at is None:
+                snap = self._attach(snap)
+            return self._add(snap)
+
+    def _attach(self, snap: Snapshot) -> Snapshot:
+        if not self.slow_sources:
+            return snap
+        at = self._slow_at
+        if at is None or not 0 <= snap.timestamp - at < SLOW_SOURCES_EVERY_S:
+            self._slow_at = snap.timestamp
+            self._jobs = self._ask(
+                "slurm", lambda: collect_scheduler_evidence(self.sources), self._jobs
+            )
+            self._ooms = self._ask(
+                "kernel-log",
+                lambda: collect_oom_kills(self.sources, since=snap.timestamp - WINDOW_S),
+                self._ooms,
+            )
+        return dataclasses.replace(
+            snap,
+            scheduler_jobs=self._jobs,
+            kernel_ooms=self._ooms,
+            slow_sources_at=self._slow_at,
+            errors=snap.errors + tuple(self._slow_errors.values()),
+        )
+
+    def _ask(self, source: str, query: Callable[[], list], before: tuple | None) -> tuple:
+        """A slow source's answer; on a failure the last answer stands and the snapshot says so
+        (the collectors return [] for the failures they expect; this guards the rest)."""
+        try:
+            answer = tuple(query())
+        except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
+            self._slow_errors[source] = CollectorError(
+                source=source,
+                message=f"the {source} query failed: {type(e).__name__}: {e}",
+                next_step="the diagnosis goes on with the last answer; "
+                "report this with `gputop-diag report`",
+            )
+            return before if before is not None else ()
+        self._slow_errors.pop(source, None)
+        return answer
+
+    def _add(self, snap: Snapshot) -> Tick:
+        self.history.append(snap)
+        self.diagnosis = classify(self.history.snapshots(WINDOW_S), self.diagnosis)
+        self.ticks += 1
+        self.last = Tick(snap, self.diagnosis, self.ticks)
+        return self.last
+
+    # -- headless loops ------------------------------------------------------------------------
+    def run_for(
+        self, seconds: float | None, on_tick: Callable[[Tick], None] | None = None
+    ) -> Tick | None:
+        """Tick now and every `interval` for `seconds` (None: until interrupted); instant under
+        the simulator. `diagnose` and `record` both run this loop."""
+        ticks = None if seconds is None else max(1, round(seconds / self.interval)) + 1
+        k = 0
+        while ticks is None or k < ticks:
+            if k:
+                self.sources.clock.sleep(self.interval)
+            t = self.tick()
+            if on_tick is not None:
+                on_tick(t)
+            k += 1
+        return self.last
+
+    def replay(
+        self,
+        snapshots: Iterable[Snapshot],
+        seconds: float | None = None,
+        on_tick: Callable[[Tick], None] | None = None,
+    ) -> Tick | None:
+        """Feed recorded snapshots, the first `seconds` of them (None: all)."""
+        start = None
+        for snap in snapshots:
+            if start is None:
+                start = snap.timestamp
+            if seconds is not None and snap.timestamp - start > seconds + 1e-6:
+                break
+            t = self.feed(snap)
+            if on_tick is not None:
+                on_tick(t)
+        return self.last
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+
+
+def run(
+    feed: Sources | Recording,
+    *,
+    interval: float,
+    seconds: float | None,
+    on_tick: Callable[[Tick], None] | None = None,
+    slow_sources: bool = True,
+) -> Monitor:
+    """The headless commands' loop: sample `feed` for `seconds` (a `Recording`: replay its
+    first `seconds`). Ctrl-C ends it early with what was seen (`interrupted`); before the first
+    tick it propagates. The Monitor's `last` is the final tick (None: a recording without
+    snapshots)."""
+    if isinstance(feed, Recording):
+        monitor = Monitor(None)
+        loop = lambda: monitor.replay(feed.snapshots(), seconds, on_tick)  # noqa: E731
+    else:
+        monitor = Monitor(feed, interval=interval, slow_sources=slow_sources)
+        loop = lambda: monitor.run_for(seconds, on_tick)  # noqa: E731
+    try:
+        loop()
+    except KeyboardInterrupt:
+        if monitor.last is None:
+            raise
+        monitor.interrupted = True
+    finally:
+        monitor.close()
+    return monitor
