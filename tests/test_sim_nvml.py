@@ -87,6 +87,9 @@ def test_returned_structs_are_real_ctypes_classes():
         samples[0], pynvml.c_nvmlProcessUtilizationSample_t
     )
     assert isinstance(n.nvmlGpmQueryDeviceSupport(h), pynvml.c_nvmlGpmSupport_t)
+    vt, busy = n.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+    assert vt == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT and isinstance(busy, list)
+    assert isinstance(busy[0], pynvml.c_nvmlSample_t) and busy[-1].sampleValue.uiVal > 90
     assert isinstance(n.nvmlDeviceIsMigDeviceHandle(h), ctypes.c_uint)
 
 
@@ -134,6 +137,8 @@ def test_lost_gpu_raises_gpu_is_lost_on_every_call_and_the_xid_arrives_once():
     with pytest.raises(pynvml.NVMLError_Timeout):
         n.nvmlEventSetWait_v2(es, 1000)  # nothing yet, and no real wait
     src.clock.sleep(95)
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        n.nvmlDeviceGetSamples(handles[3], pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
     for fn in (
         "nvmlDeviceGetName",
         "nvmlDeviceGetUtilizationRates",
@@ -198,6 +203,8 @@ def test_mig_instances_on_a100():
     assert n.nvmlGpmQueryDeviceSupport(h).isSupportedDevice == 0
     with pytest.raises(pynvml.NVMLError_NotSupported):
         n.nvmlDeviceGetUtilizationRates(h)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        n.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
     count = n.nvmlDeviceGetMaxMigDeviceCount(h)
     migs = []
     for k in range(count):

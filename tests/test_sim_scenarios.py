@@ -167,6 +167,7 @@ def test_scenarios_are_listed_with_known_classes():
         "bandwidth-bound",
         "input-starved",
         "sync-stall",
+        "sync-step",
         "comm-bound",
         "capacity",
         "memory-leak",
@@ -249,6 +250,32 @@ def test_sync_stall_signals():
     workers = [q.cpu_s / 30 * 100 for q in src.sim.procs.values() if q.role == "worker"]
     assert max(workers) < 15
     assert statistics.median(x["host"]["times"].iowait for x in t) < 2
+
+
+def test_sync_step_gaps_are_shorter_than_a_tick():
+    """Idle 0.3 s of every 0.8 s step: the 1 s figures stay between 50 and 70 % (one step and
+    a quarter per second), while the driver's 1/6 s samples fall to the floor every step."""
+    src, t = run("sync-step", 30, noise=0)
+    u = util(t)
+    assert all(49 <= v <= 70 for v in u) and max(u) - min(u) >= 10
+    assert 30 <= statistics.median(gpm(t, 0)) <= 70  # GPM averages over the tick too
+    h = src.nvml.nvmlDeviceGetHandleByIndex(0)
+    fine = [
+        s.sampleValue.uiVal
+        for s in src.nvml.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)[1]
+    ]
+    assert min(fine) < 10 and max(fine) == 99 and sum(v < 50 for v in fine) >= 25
+    main = [th for q in src.sim.procs.values() if q.role == "rank" for th in q.threads]
+    assert max(th.cum_s for th in main if th.role == "main") / 30 * 100 > 95
+
+
+def test_a_scenario_can_bring_its_own_profiles(monkeypatch):
+    fast = dict(sim.scenarios.PROFILES["sync"], period=0.5, busy_s=0.25)
+    spec = dict(sim.scenarios.SCENARIOS["sync-stall"], timeline=[(0, "half")])
+    monkeypatch.setitem(sim.scenarios.SCENARIOS, "own", dict(spec, profiles={"half": fast}))
+    src, t = run("own", 10, noise=0)
+    assert set(util(t)[1:]) == {50}  # whole steps per second: a flat 50 %
+    assert "half" not in sim.scenarios.PROFILES
 
 
 def test_comm_bound_dips_together_with_nvlink_traffic():

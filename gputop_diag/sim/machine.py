@@ -108,7 +108,6 @@ class SimMachine:
         self.exit_at: dict[int, float] = {}  # pid -> epoch it exits
         self.lock = threading.RLock()
         self.profiles = profiles_of(spec)
-        self._window: tuple | None = None  # the last tick window busy() looked at
         self.gpus: list[SimGpu] = build_gpus(name, spec, self.model, n)
         self.procs: dict[int, SimProc] = build_procs(spec, self.gpus, clock.start, process_count)
         self.by_gpu: dict[int, list[SimProc]] = {}
@@ -187,16 +186,11 @@ class SimMachine:
     def busy(self, t: float, gi: int) -> float:
         """Share of the last second GPU gi was busy: NVML's utilization over its sample period
         (1 s here), the mean of the driver's six newest samples at time t."""
-        w = self._window
-        if w is None or w[0] != t:
-            k = last_sample(t)
-            t0, t1 = sample_time_us(k - SAMPLES_PER_S) / 1e6, sample_time_us(k) / 1e6
-            first = self.profile_at(sample_time_us(k - SAMPLES_PER_S + 1) / 1e6)
-            last = self.profile_at(t1)
-            w = self._window = (t, k, t0, t1, last if first is last else None)
-        _, k, t0, t1, prof = w
-        if prof is not None:  # one profile over the whole second
-            return busy_share(prof, t0, t1, gi)
+        k = last_sample(t)
+        t0, t1 = sample_time_us(k - SAMPLES_PER_S) / 1e6, sample_time_us(k) / 1e6
+        prof = self.profile_at(t1)
+        if prof is self.profile_at(sample_time_us(k - SAMPLES_PER_S + 1) / 1e6):
+            return busy_share(prof, t0, t1, gi)  # one profile over the whole second
         return sum(self.busy_sample(gi, k - j) for j in range(SAMPLES_PER_S)) / SAMPLES_PER_S
 
     def driver_sample(self, gi: int, k: int, figure: str) -> float | None:
