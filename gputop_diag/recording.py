@@ -45,6 +45,10 @@ class RecordingError(Exception):
     """A recording that cannot be read or written; the text is one line for the user."""
 
 
+class RecordingWriteError(RecordingError):
+    """Writing failed part way (a full disk, a lost mount)."""
+
+
 # -- the codec: model dataclasses <-> JSON values ---------------------------------------------
 
 
@@ -312,7 +316,7 @@ class RecordingWriter:
             self._out.write(text.encode("utf-8") + b"\n")
             self._out.flush()  # gzip: a sync flush, so every whole line can be read back
         except OSError as e:
-            raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
+            raise RecordingWriteError(f"cannot write {self.path}: {e.strerror or e}") from None
 
     def close(self) -> None:
         try:
@@ -320,7 +324,7 @@ class RecordingWriter:
                 self._out.close()
             self._raw.close()
         except OSError as e:
-            raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
+            raise RecordingWriteError(f"cannot write {self.path}: {e.strerror or e}") from None
 
     def __enter__(self) -> RecordingWriter:
         return self
@@ -471,19 +475,25 @@ class Recording:
                 break
             lines = [*lines[-1:], item]  # the last two
         candidates = [x for x in lines if x[0] != 1]  # not the header
-        for i, (n, raw) in enumerate(reversed(candidates)):
+        damaged = None
+        for n, raw in reversed(candidates):
             try:
                 snap = snapshot_from_line(raw)
             except ValueError as e:
-                if i == 0:
-                    self._warn(
-                        f"{self.path}: the last line ({n}) is cut off or damaged ({e}); skipped"
-                    )
-                    continue
-                raise RecordingError(f"{self.path}: line {n} is not a snapshot: {e}") from None
+                if damaged is not None:  # the last two lines: not a cut-off tail
+                    raise RecordingError(f"{self.path}: line {n} is not a snapshot: {e}") from None
+                damaged = (n, str(e))
+                continue
+            if damaged is not None:
+                self._warn(
+                    f"{self.path}: the last line ({damaged[0]}) is cut off or damaged "
+                    f"({damaged[1]}); skipped"
+                )
             if cut:
                 self._warn(f"{self.path} was cut off while recording; read what it holds")
             return snap
+        if damaged is not None:
+            raise RecordingError(f"{self.path}: line {damaged[0]} is not a snapshot: {damaged[1]}")
         return None
 
     def extent(

@@ -54,26 +54,26 @@ def header_runs(f: HeaderFacts, width: int) -> list[tuple[str, str]]:
     pieces.append((0, f" {f.host}", f" {f.host}", "header--host"))
     if f.scenario:
         pieces.append((4, f"  demo: {f.scenario}", "  demo", "header--demo"))
-    if n is not None:
-        pieces.append((1, f"  driver {f.driver or 'n/a'}", f"  drv {f.driver or 'n/a'}", ""))
-        pieces.append((1, f"  CUDA ≤ {f.cuda or 'n/a'}", f"  CUDA≤{f.cuda or 'n/a'}", ""))
-        pieces.append((1, f"  {n} GPU{'s' if n != 1 else ''}", f"  {n} GPU", ""))
-        if n and f.selected_gpu is not None:
-            pieces.append((3, f"  ▶GPU{f.selected_gpu}", f"  ▶GPU{f.selected_gpu}", ""))
     r = f.replay
-    if r is None:
-        pieces.append((2, f"  every {f.interval:g} s", f"  {f.interval:g} s", ""))
-    else:
+    if r is not None:  # before the driver facts: they give way first
         pieces.append((0, "  ", "  ", ""))
         pieces.append((0, " REPLAY ", " REPLAY ", "header--replay"))
         pieces.append((5, f" {r.name}", "", "header--file"))
         if r.position_s is not None:
             total = "" if r.total_s is None else f"/{clock_text(r.total_s)}"
             pieces.append((1, f"  {clock_text(r.position_s)}{total}", "", ""))
-        pieces.append((1, f"  {speed_text(r.speed)}", f" {speed_text(r.speed)}", ""))
+        pieces.append((0, f"  {speed_text(r.speed)}", f" {speed_text(r.speed)}", ""))
         if r.ended:
             pieces.append((0, "  ", "  ", ""))
             pieces.append((0, " END ", " END ", "header--paused"))
+    if n is not None:
+        pieces.append((1, f"  driver {f.driver or 'n/a'}", f"  drv {f.driver or 'n/a'}", ""))
+        pieces.append((1, f"  CUDA ≤ {f.cuda or 'n/a'}", f"  CUDA≤{f.cuda or 'n/a'}", ""))
+        pieces.append((1, f"  {n} GPU{'s' if n != 1 else ''}", f"  {n} GPU", ""))
+        if n and f.selected_gpu is not None:
+            pieces.append((3, f"  ▶GPU{f.selected_gpu}", f"  ▶GPU{f.selected_gpu}", ""))
+    if r is None:
+        pieces.append((2, f"  every {f.interval:g} s", f"  {f.interval:g} s", ""))
     if f.paused and not (r is not None and r.ended):
         pieces.append((0, "  ", "  ", ""))
         pieces.append((0, " PAUSED ", " PAUSED ", "header--paused"))

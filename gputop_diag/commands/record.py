@@ -16,7 +16,7 @@ import threading
 
 from ..monitor import Tick
 from ..monitor import run as run_monitor
-from ..recording import Recording, RecordingError, RecordingWriter
+from ..recording import Recording, RecordingError, RecordingWriteError, RecordingWriter
 from ..sources import Sources
 from .snapshot import EXIT_NO_GPU, no_driver_error
 
@@ -117,15 +117,16 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=write)
     except KeyboardInterrupt:  # before the first tick: nothing recorded
         monitor = None
-    except RecordingError as e:  # the disk filled up, a write failed
+    except RecordingWriteError as e:  # the disk filled up, a write failed
         print(f"gputop-diag: {e} (kept {writer.count} snapshots)", file=sys.stderr)
         return 1
     finally:
         with contextlib.suppress(RecordingError):
             writer.close()
     if writer.count == 0:
-        with contextlib.suppress(OSError):
-            os.remove(args.output)
+        if os.path.isfile(args.output):  # an empty file, not a device like /dev/null
+            with contextlib.suppress(OSError):
+                os.remove(args.output)
         if monitor is None:
             return 130
         print(f"gputop-diag: {feed.path} holds no snapshots; nothing written", file=sys.stderr)

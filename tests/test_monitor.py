@@ -1,0 +1,158 @@
+"""The one Monitor: what a tick does, how often the slow sources are asked, failures, threads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from gputop_diag import monitor as monitor_module
+from gputop_diag import sim
+from gputop_diag.monitor import SLOW_SOURCES_EVERY_S, Monitor, run
+from gputop_diag.sources import CommandResult
+
+
+def counting_commands(sources):
+    """Wrap the simulator's command runner and count the squeue and journalctl calls."""
+    calls = {"squeue": 0, "journalctl": 0}
+    real = sources.run_command
+
+    def run_command(argv, timeout):
+        if argv[0] in calls:
+            calls[argv[0]] += 1
+        return real(argv, timeout)
+
+    sources.run_command = run_command
+    return calls
+
+
+def test_a_tick_carries_the_slow_sources_into_the_history():
+    m = Monitor(sim.build("scheduler-wait"))
+    t = m.tick()
+    assert t.count == 1 and m.history.latest is t.snapshot  # attached before the history
+    assert t.snapshot.slow_sources_at == t.snapshot.timestamp
+    assert [(j.job_id, j.pending) for j in t.snapshot.scheduler_jobs] == [("48213", True)]
+    assert t.snapshot.kernel_ooms == ()  # asked, nothing found: not None
+    assert t.diagnosis is m.diagnosis
+
+
+def test_slow_sources_are_asked_every_ten_seconds_not_every_tick():
+    sources = sim.build("capacity")
+    calls = counting_commands(sources)
+    m = Monitor(sources, interval=1.0)
+    m.run_for(40)
+    assert m.ticks == 41
+    assert calls == {"squeue": 5, "journalctl": 5}  # at 0, 10, 20, 30 and 40 s
+    stamps = [s.slow_sources_at - s.timestamp for s in m.history.snapshots()]
+    assert all(-SLOW_SOURCES_EVERY_S < d <= 0 for d in stamps)
+    # the OOM kill at 40 s reaches the snapshot (and the verdict) on the 40 s query
+    assert m.last.snapshot.kernel_ooms and m.last.snapshot.kernel_ooms[0].process_name
+    assert any(a.kind.endswith("oom") for a in m.last.diagnosis.alerts)
+
+
+def test_failing_slow_sources_never_stop_the_ticks(monkeypatch):
+    sources = sim.build("scheduler-wait")
+    m = Monitor(sources)
+    first = m.tick()
+    assert first.snapshot.scheduler_jobs
+
+    def broken(argv, timeout):
+        raise OSError("squeue hung")
+
+    sources.run_command = broken  # the collectors' own guard: an empty answer
+    for _ in range(12):
+        sources.clock.sleep(1.0)
+        m.tick()
+    assert m.ticks == 13 and m.last.snapshot.scheduler_jobs == ()
+
+    def explode(sources):
+        raise RuntimeError("parser bug")
+
+    monkeypatch.setattr(monitor_module, "collect_scheduler_evidence", explode)
+    sources.run_command = lambda argv, timeout: CommandResult(0, "")
+    for _ in range(11):
+        sources.clock.sleep(1.0)
+        t = m.tick()
+    assert m.ticks == 24
+    errors = [e for e in t.snapshot.errors if e.source == "slurm"]
+    assert errors and "parser bug" in errors[0].message  # said, not swallowed
+    assert t.snapshot.scheduler_jobs == ()  # the last answer stands
+
+
+def test_a_replaying_monitor_asks_nothing_and_judges_the_same():
+    sources = sim.build("scheduler-wait")
+    live = Monitor(sources)
+    verdicts, snaps = [], []
+    for k in range(25):
+        if k:
+            sources.clock.sleep(1.0)
+        t = live.tick()
+        snaps.append(t.snapshot)
+        verdicts.append(t.diagnosis)
+    replay = Monitor(None)
+    assert replay.replaying
+    replayed = [replay.feed(s).diagnosis for s in snaps]
+    assert replayed == verdicts
+    assert replay.last.snapshot is snaps[-1]  # used as recorded
+    with pytest.raises(RuntimeError):
+        replay.tick()
+
+
+def test_a_bare_snapshot_fed_in_gets_the_slow_sources_a_recorded_one_keeps_its_own():
+    sources = sim.build("scheduler-wait")
+    calls = counting_commands(sources)
+    made_elsewhere = Monitor(sources).sampler.collect()
+    fed = Monitor(sources)
+    t = fed.feed(made_elsewhere)
+    assert t.snapshot.scheduler_jobs and calls["squeue"] == 1
+    again = Monitor(sources).feed(t.snapshot)  # already carries its evidence
+    assert again.snapshot is t.snapshot and calls["squeue"] == 1
+
+
+def test_one_tick_at_a_time_across_threads():
+    m = Monitor(sim.build("compute-bound"))
+    errors = []
+
+    def work():
+        try:
+            for _ in range(15):
+                m.tick()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert m.ticks == 60 and len(m.history) == 60 and m.last.count == 60
+
+
+def test_run_stops_on_ctrl_c_with_what_it_saw():
+    seen = []
+
+    def on_tick(t):
+        seen.append(t.count)
+        if t.count == 5:
+            raise KeyboardInterrupt
+
+    m = run(sim.build("idle"), interval=1.0, seconds=30, on_tick=on_tick)
+    assert m.interrupted and m.last.count == 5 and seen == [1, 2, 3, 4, 5]
+
+    def at_once(t):
+        raise KeyboardInterrupt
+
+    m = run(sim.build("idle"), interval=1.0, seconds=30, on_tick=at_once)
+    assert m.interrupted and m.last.count == 1
+
+
+def test_the_monitor_imports_no_textual():
+    code = (
+        "import sys, gputop_diag.monitor, gputop_diag.recording\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
