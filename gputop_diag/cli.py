@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         metavar="S",
-        help="refresh interval in seconds for the live view (default 1)",
+        help="seconds between samples: the live view, diagnose, record (default 1)",
     )
     p.add_argument(
         "--sanitize",

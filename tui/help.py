@@ -21,9 +21,10 @@ histories use a fixed 0-100 % scale, so a line's height means the same on every 
 Press escape or ? to close."""
 
 REPLAY_ABOUT = """
-REPLAY: this is a recording (gputop-diag record), played at its recorded pace times the speed
-in the header, through the same diagnosis as a live run; nothing is sampled. > and < change
-the speed (0.25x to 16x), space pauses, . shows one more tick; at the end the last frame stays.
+REPLAY: a recording (gputop-diag record) played at its recorded pace times the
+speed in the header, through the same diagnosis as a live run; nothing is
+sampled. > and < change the speed (0.25x to 16x), space pauses, . shows one more
+tick; at the end the last frame stays.
 """
 
 
