@@ -231,6 +231,8 @@ class FakeNvml(NvmlExtras):
     # -- utilization, power, clocks ----------------------------------------------------------
     @nvml_api
     def nvmlDeviceGetUtilizationRates(self, handle):
+        """Percent of the past sample period (1 s on these products; NVML allows 1/6 s to 1 s)
+        the GPU was busy: the mean of the driver's samples (`nvmlDeviceGetSamples`) of it."""
         g = self._g(handle)
         if self._mig_enabled(handle) or g["util"] is None:
             raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
