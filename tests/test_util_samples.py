@@ -278,7 +278,9 @@ def test_not_found_is_an_empty_tick_not_an_error_and_nothing_is_lost():
 
 
 @pytest.mark.parametrize(
-    "code", [pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND]
+    "code",
+    [pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND],
+    ids=["not_supported", "function_not_found"],
 )
 def test_unsupported_is_empty_and_not_asked_again(code):
     s = sampler(gpu_count=2)
