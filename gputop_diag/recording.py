@@ -5,8 +5,9 @@ A recording is a text file of JSON objects, one a line (gzip-compressed when its
 `gputop-diag.recording/1`, the tool version, interval, start, GPU models and count, whether it is
 sanitized, the host name unless it is); every further line is one `Snapshot`, every field of
 every dataclass in `model.py` by its own name, including the slow-source evidence the diagnosis
-read. `encode`/`decode` round-trip the model exactly: tuples stay tuples, `None` stays apart
-from `()`, ints stay ints and floats floats (`repr` of a float reads back to the same float).
+read. The codec (`export.jsonable` / `export.from_jsonable`) round-trips the model exactly:
+tuples stay tuples, `None` stays apart from `()`, ints stay ints and floats floats (`repr` of a
+float reads back to the same float).
 
 Each line is flushed as it is written (a gzip sync flush), so a recording cut off by Ctrl-C, a
 hang-up or a crash is readable up to its last whole line; a damaged last line is skipped with
@@ -16,22 +17,18 @@ for the user.
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 import os
 import sys
 import threading
-import types
-import typing
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache
 from typing import IO, Any
 
 from . import __version__
-from .export import Redactor, iso_time
+from .export import Redactor, field_names, from_jsonable, iso_time, jsonable
 from .model import Snapshot
 
 RECORDING_SCHEMA = "gputop-diag.recording/1"
@@ -49,158 +46,9 @@ class RecordingWriteError(RecordingError):
     """Writing failed part way (a full disk, a lost mount)."""
 
 
-# -- the codec: model dataclasses <-> JSON values ---------------------------------------------
-
-
-def encode(obj: Any) -> Any:
-    """A model object as JSON values: a dataclass is an object of all its fields by name."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {name: encode(getattr(obj, name)) for name in _field_names(type(obj))}
-    if isinstance(obj, (tuple, list)):
-        return [encode(v) for v in obj]
-    if isinstance(obj, dict):
-        return {str(k): encode(v) for k, v in obj.items()}
-    return obj
-
-
-@cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
-
-
-class _Bad(ValueError):
-    """A value of the wrong shape; `path` says where (`gpus[3].static.uuid`)."""
-
-    def __init__(self, what: str, path: str = "") -> None:
-        super().__init__(what)
-        self.what = what
-        self.path = path
-
-    def under(self, prefix: str) -> _Bad:
-        if not self.path or self.path.startswith("["):
-            return _Bad(self.what, prefix + self.path)
-        return _Bad(self.what, f"{prefix}.{self.path}")
-
-
-def decode(hint: Any, data: Any) -> Any:
-    """`data` (JSON values) as an object of type `hint` (a model dataclass, or a type hint of
-    one); raises ValueError naming the first field of the wrong shape."""
-    try:
-        return _decoder(hint)(data)
-    except _Bad as e:
-        where = f" at {e.path}" if e.path else ""
-        raise ValueError(f"{e.what}{where}") from None
-
-
-def _kind(data: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "true/false"}.get(
-        type(data), "null" if data is None else "a number"
-    )
-
-
-@cache
-def _decoder(hint: Any) -> Callable[[Any], Any]:
-    """A function that decodes JSON values of type `hint` (built once per type)."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) != 1:
-            raise TypeError(f"no decoder for {hint}")
-        inner = _decoder(rest[0])
-        return lambda d: None if d is None else inner(d)
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            item = _decoder(args[0])
-
-            def many(d):
-                if not isinstance(d, list):
-                    raise _Bad(f"expected an array, found {_kind(d)}")
-                out = []
-                for i, v in enumerate(d):
-                    try:
-                        out.append(item(v))
-                    except _Bad as e:
-                        raise e.under(f"[{i}]") from None
-                return tuple(out)
-
-            return many
-        items = [_decoder(a) for a in args]
-
-        def fixed(d):
-            if not isinstance(d, list) or len(d) != len(items):
-                raise _Bad(f"expected an array of {len(items)}, found {_kind(d)}")
-            return tuple(f(v) for f, v in zip(items, d, strict=True))
-
-        return fixed
-    if origin is dict:
-        value = _decoder(args[1])
-
-        def mapping(d):
-            if not isinstance(d, dict):
-                raise _Bad(f"expected an object, found {_kind(d)}")
-            out = {}
-            for k, v in d.items():
-                try:
-                    out[k] = value(v)
-                except _Bad as e:
-                    raise e.under(f"[{k!r}]") from None
-            return out
-
-        return mapping
-    if dataclasses.is_dataclass(hint):
-        return _dataclass_decoder(hint)
-    if hint is float:
-        return _checked(lambda d: isinstance(d, (int, float)) and not isinstance(d, bool), "number")
-    if hint is int:
-        return _checked(lambda d: isinstance(d, int) and not isinstance(d, bool), "integer")
-    if hint is bool:
-        return _checked(lambda d: isinstance(d, bool), "true/false")
-    if hint is str:
-        return _checked(lambda d: isinstance(d, str), "string")
-    if hint is Any:
-        return lambda d: d
-    raise TypeError(f"no decoder for {hint}")
-
-
-def _checked(ok: Callable[[Any], bool], what: str) -> Callable[[Any], Any]:
-    def check(d):
-        if not ok(d):
-            raise _Bad(f"expected a {what}, found {_kind(d)}")
-        return d
-
-    return check
-
-
-def _dataclass_decoder(cls: type) -> Callable[[Any], Any]:
-    hints = typing.get_type_hints(cls)
-    fields = [(f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)]
-    required = {
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    }
-
-    def build(d):
-        if not isinstance(d, dict):
-            raise _Bad(f"expected an object ({cls.__name__}), found {_kind(d)}")
-        kwargs = {}
-        for name, dec in fields:
-            if name in d:  # a field added after the recording was made takes its default
-                try:
-                    kwargs[name] = dec(d[name])
-                except _Bad as e:
-                    raise e.under(name) from None
-            elif name in required:
-                raise _Bad(f"{cls.__name__} lacks its field {name!r}")
-        return cls(**kwargs)
-
-    return build
-
-
 def snapshot_line(snap: Snapshot, redactor: Redactor | None = None) -> str:
     """One recording line (no newline)."""
-    doc = encode(snap)
+    doc = jsonable(snap)
     if redactor is not None:
         doc = redactor.snapshot_doc(doc)
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
@@ -217,7 +65,7 @@ def snapshot_from_line(text: str | bytes) -> Snapshot:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"not JSON ({e.msg})") from None
-    return decode(Snapshot, doc)
+    return from_jsonable(Snapshot, doc)
 
 
 # -- the header ------------------------------------------------------------------------------
@@ -273,8 +121,8 @@ class RecordingHeader:
         interval = doc.get("interval_s")
         if not isinstance(interval, (int, float)) or isinstance(interval, bool) or interval <= 0:
             raise ValueError("the header's interval_s is not a positive number")
-        known = {k: doc[k] for k in _field_names(cls) if k in doc and k != "interval_s"}
-        return decode(cls, {"interval_s": float(interval), **known})
+        known = {k: doc[k] for k in field_names(cls) if k in doc and k != "interval_s"}
+        return from_jsonable(cls, {"interval_s": float(interval), **known})
 
 
 # -- writing ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 
 from gputop_diag import model, sim
 from gputop_diag.cli import main
+from gputop_diag.export import from_jsonable, jsonable
 from gputop_diag.model import (
     ChildInfo,
     CollectorError,
@@ -43,8 +44,6 @@ from gputop_diag.recording import (
     Recording,
     RecordingError,
     RecordingWriter,
-    decode,
-    encode,
     read_recording,
     write_recording,
 )
@@ -254,7 +253,7 @@ def test_every_model_dataclass_round_trips_with_every_field_set(tmp_path):
     assert set(seen) == every  # the example reaches every dataclass of model.py...
     for cls in every:  # ...with every field away from its default
         assert seen[cls] == {f.name for f in dataclasses.fields(cls)}, cls.__name__
-    assert_identical(decode(Snapshot, json.loads(json.dumps(encode(snap)))), snap)
+    assert_identical(from_jsonable(Snapshot, json.loads(json.dumps(jsonable(snap)))), snap)
     path = str(tmp_path / "one.jsonl")
     write_recording(path, [snap])
     header, back = read_recording(path)
@@ -280,14 +279,14 @@ def test_read_of_write_is_the_identity_over_demo_scenarios(scenario, suffix, tmp
 
 
 def test_bad_shapes_are_named_with_their_path():
-    doc = encode(every_field_snapshot())
+    doc = jsonable(every_field_snapshot())
     doc["gpus"][0]["util_samples"][2] = "fast"
     with pytest.raises(ValueError, match=r"gpus\[0\]\.util_samples\[2\]"):
-        decode(Snapshot, doc)
-    doc = encode(every_field_snapshot())
+        from_jsonable(Snapshot, doc)
+    doc = jsonable(every_field_snapshot())
     del doc["system"]
     with pytest.raises(ValueError, match="system"):
-        decode(Snapshot, doc)
+        from_jsonable(Snapshot, doc)
 
 
 # -- the done-when check: a replay reaches the live verdict ----------------------------------
@@ -700,3 +699,28 @@ def test_the_header_fits_replay_facts_into_80_columns():
     assert len(text) <= 80
     assert "REPLAY" in text and "1:02:05/2:00:00" in text and "0.25x" in text and "END" in text
     assert "every" not in text
+
+
+def test_replay_pace_waits_the_recorded_gap_over_the_speed():
+    import threading
+
+    from gputop_diag.tui.feed import ReplayPace
+
+    pace, cancel = ReplayPace(), threading.Event()
+    pace.speed = 8.0
+    t0 = time.monotonic()
+    assert pace.wait(1.6, cancel) is False
+    assert 0.15 <= time.monotonic() - t0 < 1.0  # 1.6 recorded seconds at 8x: 0.2 s
+    assert pace.change_speed(1) == 16.0 and pace.change_speed(1) == 16.0
+    assert [pace.change_speed(-1) for _ in range(7)][-2:] == [0.25, 0.25]
+    pace.step()  # paused, one tick let through at once
+    t0 = time.monotonic()
+    assert pace.wait(30.0, cancel) is False and time.monotonic() - t0 < 0.2
+    done = []
+    waiter = threading.Thread(target=lambda: done.append(pace.wait(30.0, cancel)))
+    waiter.start()
+    time.sleep(0.2)
+    assert not done  # paused: it waits
+    cancel.set()
+    waiter.join(2.0)
+    assert done == [True]

@@ -12,14 +12,13 @@ import asyncio
 import json
 import os
 import signal
-import threading
-import time
 from datetime import datetime
 from pathlib import Path
 
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import ContentSwitcher, DataTable, Footer
 from textual.worker import get_current_worker
@@ -30,7 +29,7 @@ from ..recording import Recording, RecordingError
 from ..sampler import Sampler
 from ..sources import Sources
 from .banner import Banner
-from .feed import Feeder, Update
+from .feed import Feeder, ReplayPace, Update
 from .header import HeaderBar, HeaderFacts, ReplayFacts
 from .help import HelpScreen
 from .keys import BINDINGS, JOB, PANES
@@ -47,9 +46,6 @@ from .side_panel import SidePanel
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
 LOW_BANDWIDTH_MIN_INTERVAL = 2.0
 NARROW_BELOW = 100  # columns: the side panel becomes a strip below the pane
-REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this
-REPLAY_POLL_S = 0.05  # how soon the replay notices pause, speed, step and quit
 LIVE_ONLY = ("refresh_now", "interval")
 REPLAY_ONLY = ("replay_speed", "replay_step")
 
@@ -91,10 +87,9 @@ class GpuTopApp(App):
         super().__init__()
         self.sources = sources  # None while replaying
         self.replay = replay
-        self.replay_speed = 1.0
+        self.pace = ReplayPace()
         self.replay_ended = False
         self.replay_total_s: float | None = None
-        self._replay_step = threading.Event()
         if replay is not None:
             replay.on_warning = lambda text: None  # kept in replay.warnings, shown at the end
         self.low_bandwidth = low_bandwidth
@@ -217,7 +212,7 @@ class GpuTopApp(App):
         previous: float | None = None
         try:
             for snap in self.replay.snapshots():
-                if previous is not None and self._replay_wait(snap.timestamp - previous, cancel):
+                if previous is not None and self.pace.wait(snap.timestamp - previous, cancel):
                     return
                 if cancel.is_set():
                     return
@@ -239,24 +234,13 @@ class GpuTopApp(App):
         if not cancel.is_set():
             self.post_message(ReplayEnded(tuple(self.replay.warnings)))
 
-    def _replay_wait(self, gap_s: float, cancel: threading.Event) -> bool:
-        """Wait `gap_s` recorded seconds at the current speed (not while paused, except for a
-        single step); True when the worker was cancelled."""
-        due = min(max(gap_s, 0.0), REPLAY_MAX_GAP_S)
-        while not cancel.is_set():
-            if self.paused:
-                if self._replay_step.is_set():
-                    self._replay_step.clear()
-                    return False
-                cancel.wait(REPLAY_POLL_S)
-                continue
-            if due <= 0:
-                return False
-            speed = self.replay_speed
-            t0 = time.monotonic()
-            cancel.wait(min(due / speed, REPLAY_POLL_S))
-            due -= (time.monotonic() - t0) * speed
-        return True
+    @property
+    def replay_speed(self) -> float:
+        return self.pace.speed
+
+    @replay_speed.setter
+    def replay_speed(self, speed: float) -> None:
+        self.pace.speed = speed
 
     @work(thread=True, exit_on_error=False, group="replay-extent", name="replay-extent")
     def measure_replay(self) -> None:
@@ -290,7 +274,10 @@ class GpuTopApp(App):
             update = self._local.add(message.snapshot)
         self.latest = update
         self._failure = None
-        self._render(update)
+        try:
+            self._render(update)
+        except NoMatches:  # a tick that arrived while the app closes: nothing left to draw
+            pass
 
     @on(CollectorFailed)
     def _collector_failed(self, message: CollectorFailed) -> None:
@@ -409,22 +396,21 @@ class GpuTopApp(App):
         self.repaint_visible()
 
     def action_pause(self) -> None:
-        self.paused = not self.paused
+        self.paused = self.pace.paused = not self.paused
         if not self.paused:
             self._restart_collector(sample_first=True)  # resume with a fresh sample
         self._render_header()
 
     def action_replay_speed(self, step: int) -> None:
-        k = min(range(len(REPLAY_SPEEDS)), key=lambda i: abs(REPLAY_SPEEDS[i] - self.replay_speed))
-        self.replay_speed = REPLAY_SPEEDS[max(0, min(len(REPLAY_SPEEDS) - 1, k + step))]
+        self.pace.change_speed(step)
         self._render_header()
 
     def action_replay_step(self) -> None:
         """Pause, and show the next recorded tick."""
+        self.pace.step()
         if not self.paused:
             self.paused = True
             self._render_header()
-        self._replay_step.set()
 
     def action_refresh_now(self) -> None:
         """Sample now, paused or not (paused stays paused)."""

@@ -10,6 +10,7 @@ on the UI thread.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from ..diagnose import Diagnosis
@@ -23,6 +24,9 @@ TREND_WINDOW_S = 120.0  # the memory trend's least-squares window
 GROWING_MIB_PER_MIN = 30.0  # the memory pane's "growing" flag (the diagnosis alert's figure)
 GROWING_MIN_POINTS = 20  # a slope over fewer samples is noise, not a trend
 MAX_XID_EVENTS = 500
+REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this
+REPLAY_POLL_S = 0.05  # how soon a replay notices pause, speed, step and quit
 
 
 @dataclass(frozen=True)
@@ -144,3 +148,43 @@ class Feeder:
             self._xids = (newest_first + self._xids)[:MAX_XID_EVENTS]
         gpus, cpu, iowait = series_of(self.history)
         return Update(snap, t.diagnosis, gpus, cpu, iowait, tuple(self._xids), t.count)
+
+
+class ReplayPace:
+    """How a replay moves: its speed, pause and single steps. The UI thread sets them; the
+    replay thread calls `wait()` between two recorded ticks."""
+
+    def __init__(self) -> None:
+        self.speed = 1.0
+        self.paused = False
+        self._step = threading.Event()
+
+    def change_speed(self, step: int) -> float:
+        """One notch faster (`step` 1) or slower (-1) on REPLAY_SPEEDS; the new speed."""
+        k = min(range(len(REPLAY_SPEEDS)), key=lambda i: abs(REPLAY_SPEEDS[i] - self.speed))
+        self.speed = REPLAY_SPEEDS[max(0, min(len(REPLAY_SPEEDS) - 1, k + step))]
+        return self.speed
+
+    def step(self) -> None:
+        """Pause, and let one more tick through."""
+        self.paused = True
+        self._step.set()
+
+    def wait(self, gap_s: float, cancel: threading.Event) -> bool:
+        """Wait `gap_s` recorded seconds at the current speed, not while paused (except for a
+        single step); True when `cancel` was set."""
+        due = min(max(gap_s, 0.0), REPLAY_MAX_GAP_S)
+        while not cancel.is_set():
+            if self.paused:
+                if self._step.is_set():
+                    self._step.clear()
+                    return False
+                cancel.wait(REPLAY_POLL_S)
+                continue
+            if due <= 0:
+                return False
+            speed = self.speed
+            t0 = time.monotonic()
+            cancel.wait(min(due / speed, REPLAY_POLL_S))
+            due -= (time.monotonic() - t0) * speed
+        return True
