@@ -274,7 +274,7 @@ def test_alerts_name_every_gpu_they_apply_to():
 
 def _flips(values, verdict_of):
     seq = [verdict_of(v) for v in values]
-    return seq, sum(a != b for a, b in zip(seq, seq[1:]))
+    return seq, sum(a != b for a, b in zip(seq, seq[1:], strict=False))
 
 
 def test_sweeping_dram_traffic_turns_balanced_into_bandwidth_once():
@@ -310,3 +310,102 @@ def test_sweeping_the_idle_share_turns_compute_into_a_wait_once():
 
     seq, flips = _flips(range(40, 101, 5), verdict)
     assert seq[0] == "input_pipeline" and seq[-1] == "compute" and flips == 1, seq
+
+
+# -- MIG: instance memory, and no busy figure at all ------------------------------------------
+
+
+def mig_window(instance_used_pct, n=30, util=None, gpm=False, power=0.5):
+    """One GPU in MIG mode with three 20 GB instances; the job's instance is `instance_used_pct`
+    full while the GPU as a whole reads mostly free. MIG mode reports no busy time."""
+    from gputop_diag.model import MigInstance
+
+    total = 20 * 2**30
+    out = []
+    for k in range(n):
+        insts = tuple(
+            MigInstance(
+                parent_index=0,
+                mig_index=m,
+                gpu_instance_id=m + 1,
+                compute_instance_id=0,
+                memory_total_bytes=total,
+                memory_used_bytes=int(total * (instance_used_pct if m == 1 else 2) / 100),
+                name="NVIDIA H100 80GB HBM3 MIG 2g.20gb",
+            )
+            for m in range(3)
+        )
+        g = replace(
+            gpu(0, gpm=gpm, mem_pct=30.0, power=power),
+            util_gpu_pct=util,
+            util_mem_pct=None,
+            mig_instances=insts,
+        )
+        s = snap(k, [g])
+        procs = tuple(replace(p, gpu_instance_id=2) for p in s.gpu_processes)
+        out.append(replace(s, gpu_processes=procs))
+    return out
+
+
+def test_a_full_mig_instance_is_capacity_though_the_gpu_reads_mostly_free():
+    d = judge(mig_window(97.0))
+    assert d.primary == "capacity", [e.text for e in d.evidence]
+    assert "MIG 2g.20gb (instance 2)" in d.evidence[0].text
+    assert "pid 41200" in d.evidence[0].text  # the process on that instance holds it
+    assert any(a.code == "memory_near_full" for a in d.alerts) or d.alerts
+
+
+def test_a_half_full_mig_instance_is_not_capacity():
+    assert judge(mig_window(60.0)).primary != "capacity"
+
+
+def test_without_busy_time_or_gpm_the_window_is_undetermined_not_balanced():
+    d = judge(mig_window(60.0))
+    assert d.primary == "undetermined" and to_json(d)["confidence"] is None
+    assert "cannot be seen" in d.evidence[0].text
+    assert any("dcgmi dmon" in e.text for e in d.evidence)
+
+
+def test_without_busy_time_a_gpu_at_its_power_limit_is_still_compute_at_low_confidence():
+    d = judge(mig_window(60.0, power=0.9))
+    assert d.primary == "compute" and d.confidence < 0.5
+
+
+def test_the_same_gpu_with_busy_time_is_judged():
+    assert judge(mig_window(60.0, util=99.0, gpm=True)).primary in ("compute", "balanced")
+
+
+# -- a small steady rise on a nearly full GPU -------------------------------------------------
+
+
+def growing(start_pct, mib_per_min, n=60, total_gib=24):
+    mem = total_gib * 2**30
+    w = []
+    for k in range(n):
+        used = start_pct / 100 * mem + k * mib_per_min / 60 * 2**20
+        g = gpu(0, mem_pct=100 * used / mem)
+        g = replace(
+            g,
+            static=replace(g.static, memory_total_bytes=mem),
+            mem_total_bytes=mem,
+            mem_used_bytes=int(used),
+            mem_free_bytes=int(mem - used),
+        )
+        w.append(snap(k, [g]))
+    return w
+
+
+@pytest.mark.parametrize(
+    ("start", "capacity"),
+    [
+        # 95 MiB/min on a 24 GiB GPU: full within 30 min from either start, but a minute's
+        # window shows a 93 MiB rise, under the 100 MiB that counts on a GPU with room
+        (91.0, True),  # at 90 % full the last 2 GiB go: the small rise counts
+        (89.0, False),  # under 90 %: the same rise is the allocator warming up
+    ],
+)
+def test_a_small_steady_rise_counts_only_on_a_nearly_full_gpu(start, capacity):
+    d = judge(growing(start, 95))
+    assert (d.primary == "capacity") is capacity, [e.text for e in d.evidence]
+    if capacity:
+        assert "grows 9" in d.evidence[0].text and "full in ~2" in d.evidence[0].text

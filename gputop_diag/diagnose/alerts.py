@@ -111,7 +111,7 @@ def alerts_for(
                 "memory_full",
                 "warning",
                 f"{_gpus(f.mem_near_full_gpus)}: memory at least {T.CAPACITY_WARN_PCT:.0f} % used "
-                f"(fullest GPU {f.mem_used_pct_gpu}: {f.mem_used_pct_max:.0f} %)",
+                f"(fullest: {f.mem_used_where}, {f.mem_used_pct_max:.0f} %)",
                 f.mem_used_pct_gpu,
                 gpus=f.mem_near_full_gpus,
             )

@@ -97,6 +97,8 @@ CHECKS: dict[str, tuple[str, ...]] = {
 
 # How to get the evidence a window lacked, keyed like features.EVIDENCE_NAMES.
 MISSING_CHECKS: dict[str, str] = {
+    "util": "No GPU busy time (MIG mode reports none per instance): read per-instance activity "
+    "with dcgmi dmon -e 1002,1005 (DCGM profiles MIG instances), or judge with MIG off",
     "gpm": "No GPM figures (they need a Hopper-class GPU or newer): on older GPUs read SM and "
     "DRAM activity with dcgmi dmon -e 1002,1003,1004,1005",
     "nvlink": "No NVLink figures: nvidia-smi nvlink --status shows whether the links are up; "
@@ -115,7 +117,7 @@ _PRIMARY_WANTS = {
     "communication": ("nvlink", "gpm"),
     "input_pipeline": ("threads", "host"),
     "synchronization": ("threads",),
-    "undetermined": ("threads", "nvlink", "host"),
+    "undetermined": ("util", "threads", "nvlink", "host"),
     "capacity": ("processes",),
 }
 

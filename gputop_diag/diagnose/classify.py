@@ -91,7 +91,16 @@ def raw_primary(f: Features, verdicts: dict[str, Verdict]) -> str:
     # The GPUs wait but what would name the cause is missing: no class may claim it.
     if any(verdicts[c].undecided for c in _WAIT_CLASSES):
         return "undetermined"
-    return next(iter(_firing(verdicts)), "balanced")
+    firing = _firing(verdicts)
+    if firing:
+        return firing[0]
+    # "Balanced" says the GPUs work and no unit is near its roof: without busy time and without
+    # GPM (MIG mode on older GPUs) neither half can be seen.
+    return "balanced" if _sees_work(f) else "undetermined"
+
+
+def _sees_work(f: Features) -> bool:
+    return "util" in f.available or "gpm" in f.available
 
 
 def secondary_of(primary: str, verdicts: dict[str, Verdict]) -> str | None:
@@ -129,14 +138,14 @@ def build(
             evidence += (ev("nvml", None, None, f"next: {f.nvml_next_step}", ""),)
     elif primary == "undetermined":
         conf = 0.0
-        evidence = (rules.gap_evidence(f),)
+        evidence = (rules.gap_evidence(f),) if _sees_work(f) else (_blind_evidence(f),)
         for c in _WAIT_CLASSES:
             if verdicts[c].undecided:
                 evidence += (verdicts[c].against,)
         evidence += tuple(
             ev("evidence_missing", None, None, f"missing: {MISSING_CHECKS[k]}", "")
-            for k in ("threads", "nvlink", "host")
-            if k in f.missing
+            for k in ("util", "gpm", "threads", "nvlink", "host")
+            if k in f.missing and (k not in ("util", "gpm") or not _sees_work(f))
         )
     elif primary == "idle":
         conf = T.CONF_STATE
@@ -202,6 +211,18 @@ def build(
     )
 
 
+def _blind_evidence(f: Features):
+    return ev(
+        "util_gpu",
+        None,
+        None,
+        f"{len(f.active_gpus)} GPUs hold running processes, but neither busy time nor GPM "
+        f"activity is reported (power {rules.pct(f.power_pct_median)} of the limit): whether "
+        "they compute or wait cannot be seen",
+        "",
+    )
+
+
 def _memory_symptom(f: Features, primary: str):
     """The seed's question: is nearly full memory the limit, or a symptom of waiting?"""
     used = f.mem_used_pct_max
@@ -211,7 +232,7 @@ def _memory_symptom(f: Features, primary: str):
         "mem_used_pct_max",
         used,
         T.CAPACITY_MEM_PCT,
-        f"GPU {f.mem_used_pct_gpu} memory {used:.0f} % used is not the limit here: under "
+        f"{f.mem_used_where} memory {used:.0f} % used is not the limit here: under "
         f"{T.CAPACITY_MEM_PCT:.0f} %, not growing, and the GPU idles {f.idle_share:.0%} of the "
         f"time waiting ({primary.replace('_', ' ')}); a larger batch would not help until that "
         "is fixed",

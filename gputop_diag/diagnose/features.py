@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..history import median, percentile, slope_per_s
 from ..model import MIB, GpuState, Snapshot, XidEvent
@@ -97,10 +98,12 @@ class Features:
     mem_used_pct_max: float | None = None
     mem_used_pct_gpu: int | None = None
     mem_reserved_bytes: int | None = None
+    mem_used_where: str | None = None  # "GPU 3", or "GPU 3 MIG 2g.20gb (instance 5)"
     mem_near_full_gpus: tuple[int, ...] = ()
     mem_holders: tuple[tuple[int, int, bool], ...] = ()  # (pid, bytes, another user's) fullest GPU
     mem_growth_mib_per_min: float | None = None
     mem_growth_gpu: int | None = None
+    mem_growth_gpu_pct: float | None = None  # how full the growing GPU is now
     minutes_to_full: float | None = None
     # alerts
     growing_gpus: tuple[int, ...] = ()
@@ -145,8 +148,13 @@ class Features:
             and g >= T.GROWTH_MIB_PER_MIN
             and self.minutes_to_full is not None
             and self.span_s >= T.GROWTH_MIN_SPAN_S
-            and g * self.span_s / 60.0 >= T.GROWTH_MIN_MIB
+            and g * self.span_s / 60.0 >= self._growth_min_mib
         )
+
+    @property
+    def _growth_min_mib(self) -> float:
+        near_full = (self.mem_growth_gpu_pct or 0.0) >= T.CAPACITY_WARN_PCT
+        return T.GROWTH_MIN_MIB_NEAR_FULL if near_full else T.GROWTH_MIN_MIB
 
     def missing_names(self) -> tuple[str, ...]:
         return tuple(EVIDENCE_NAMES[k] for k in self.missing)
@@ -479,19 +487,49 @@ def _throttle(busy_states: Sequence[GpuState]) -> dict:
     )
 
 
+class _MemoryUnit(NamedTuple):
+    """A GPU, or one MIG instance of it: the memory a job can fill."""
+
+    pct: float
+    gpu: int
+    where: str
+    reserved: int | None
+    gi: int | None  # the MIG GPU instance id, None for a whole GPU
+
+
+def _memory_units(g: GpuState) -> list[_MemoryUnit]:
+    out = [_MemoryUnit(g.mem_used_pct, g.index, f"GPU {g.index}", g.mem_reserved_bytes, None)]
+    # In MIG mode a job sees only its instance's memory: one full instance is full memory for
+    # the job on it while the whole GPU reads mostly free.
+    for m in g.mig_instances:
+        if m.memory_used_bytes is None or not m.memory_total_bytes:
+            continue
+        kind = (m.name or "").rsplit(" MIG ", 1)[-1] if m.name and " MIG " in m.name else "MIG"
+        where = f"GPU {g.index} MIG {kind} (instance {m.gpu_instance_id or m.mig_index})"
+        pct = 100.0 * m.memory_used_bytes / m.memory_total_bytes
+        out.append(_MemoryUnit(pct, g.index, where, None, m.gpu_instance_id))
+    return out
+
+
 def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
     live = [g for g in last.gpus if not g.lost and g.mem_used_pct is not None]
-    fullest = max(live, key=lambda g: g.mem_used_pct, default=None)
+    units = [u for g in live for u in _memory_units(g)]
+    fullest = max(units, key=lambda u: u.pct, default=None)
     holders = ()
     if fullest is not None:
-        procs = [p for p in last.gpu_processes if p.gpu_index == fullest.index]
+        on_unit = (fullest.gpu, fullest.gi)
+        procs = [
+            p
+            for p in last.gpu_processes
+            if (p.gpu_index, p.gpu_instance_id if fullest.gi is not None else None) == on_unit
+        ]
         biggest = max(procs, key=lambda p: p.used_memory_bytes or 0, default=None)
         owner = last.process(biggest.pid) if biggest else None
         holders = tuple(
             (p.pid, p.used_memory_bytes or 0, _foreign(last, p.pid, owner))
             for p in sorted(procs, key=lambda p: -(p.used_memory_bytes or 0))
         )
-    growth = growth_gpu = to_full = None
+    growth = growth_gpu = to_full = growth_pct = None
     growing: list[int] = []
     if len(window) >= T.MIN_SAMPLES:
         times = [s.timestamp for s in window]
@@ -506,17 +544,19 @@ def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
                 growing.append(g.index)
             if slope is None or (growth is not None and slope * 60.0 <= growth):
                 continue
-            growth, growth_gpu = slope * 60.0, g.index
+            growth, growth_gpu, growth_pct = slope * 60.0, g.index, g.mem_used_pct
             free = (g.mem_free_bytes or 0) / MIB
             to_full = free / growth if growth > 0 else None
     return dict(
-        mem_used_pct_max=fullest.mem_used_pct if fullest else None,
-        mem_used_pct_gpu=fullest.index if fullest else None,
-        mem_reserved_bytes=fullest.mem_reserved_bytes if fullest else None,
-        mem_near_full_gpus=tuple(g.index for g in live if g.mem_used_pct >= T.CAPACITY_WARN_PCT),
+        mem_used_pct_max=fullest.pct if fullest else None,
+        mem_used_pct_gpu=fullest.gpu if fullest else None,
+        mem_used_where=fullest.where if fullest else None,
+        mem_reserved_bytes=fullest.reserved if fullest else None,
+        mem_near_full_gpus=tuple(sorted({u.gpu for u in units if u.pct >= T.CAPACITY_WARN_PCT})),
         mem_holders=holders,
         mem_growth_mib_per_min=growth,
         mem_growth_gpu=growth_gpu,
+        mem_growth_gpu_pct=growth_pct,
         minutes_to_full=to_full,
         growing_gpus=tuple(growing),
     )

@@ -31,7 +31,7 @@ def capacity(f: Features) -> Verdict:
                 "mem_used_pct_max",
                 used,
                 T.CAPACITY_MEM_PCT,
-                f"GPU {f.mem_used_pct_gpu} memory {used:.1f} % used"
+                f"{f.mem_used_where} memory {used:.1f} % used"
                 + (
                     f" ({_gib(f.mem_reserved_bytes)} of it reserved by the driver)"
                     if f.mem_reserved_bytes
