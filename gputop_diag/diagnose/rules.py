@@ -121,6 +121,15 @@ def _helpers_text(f: Features) -> str:
     )
 
 
+def _helpers_cpu(f: Features) -> str:
+    """What the job's helpers burn, for the texts that argue against input pressure."""
+    if f.worker_cpu_mean is not None:
+        return f"{f.worker_cpu_mean:.0f} % CPU each ({f.worker_count} busy)"
+    if f.worker_cores is not None:
+        return f"idle ({f.worker_cores:.1f} cores in all)"
+    return "none seen"
+
+
 def input_pressure(f: Features) -> list[Evidence]:
     """The host figures that say the input pipeline is working flat out."""
     out = []
@@ -178,7 +187,7 @@ def input_pipeline(f: Features) -> Verdict:
         text = "no thread data to see the loaders, and iowait and host CPU are low"
     else:
         text = (
-            f"input keeps up: the job's helpers at {pct(f.worker_cpu_mean)} CPU, iowait "
+            f"input keeps up: the job's helpers {_helpers_cpu(f)}, iowait "
             f"{pct(f.iowait_median)}, host CPU {pct(f.host_cpu_median)}"
         )
     conf = min(T.CONF_INPUT_MAX, T.CONF_INPUT_BASE + T.CONF_INPUT_PER_FIGURE * len(pressure))
@@ -211,8 +220,7 @@ def synchronization(f: Features) -> Verdict:
                 T.MAIN_SPIN_PCT,
                 f"main thread ({f.main_thread_name or '?'}) at {f.main_thread_cpu:.0f} % of a "
                 "core (median over the job's "
-                f"processes): it spins waiting on the GPU; the job's helpers use "
-                f"{pct(f.worker_cpu_mean)}",
+                f"processes): it spins waiting on the GPU; the job's helpers: {_helpers_cpu(f)}",
             )
         )
     out.append(
