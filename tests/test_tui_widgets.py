@@ -99,3 +99,58 @@ async def test_diff_line_replaces_wide_and_control_characters():
         d.set_text("a\tb漢c")
         await pilot.pause()
         assert d.plain == "a?b?c"
+
+
+class RowApp(App):
+    """Parts of a row sized by their text, as the memory bars and history lines are."""
+
+    CSS = """
+    #row { layout: horizontal; height: 1; }
+    #row > DiffLine { width: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        from textual.containers import Horizontal
+
+        from gputop_diag.widgets import DiffText
+
+        with Horizontal(id="row"):
+            yield DiffLine(id="a")
+            yield DiffLine(id="b")
+        yield DiffText(id="t")
+
+
+async def test_a_part_that_grows_after_the_first_frame_gets_room_for_its_text():
+    app = RowApp()
+    async with app.run_test(size=(60, 6)) as pilot:
+        a, b = app.query_one("#a", DiffLine), app.query_one("#b", DiffLine)
+        a.set_text("headr")
+        b.set_text("|end")
+        await pilot.pause()
+        assert a.region.width == 5
+        a.set_text("headroom 20.7 GiB")  # longer: the part must widen, b must move right
+        await pilot.pause()
+        assert a.region.width == 17 and b.region.x == 17
+        a.set_text("LOST")  # shorter: no stale tail
+        await pilot.pause()
+        assert a.region.width == 4 and b.region.x == 4
+
+
+async def test_text_changed_while_hidden_shows_once_visible_again():
+    from gputop_diag.widgets import DiffText
+
+    app = RowApp()
+    async with app.run_test(size=(40, 8)) as pilot:
+        t = app.query_one("#t", DiffText)
+        t.update("No Xid event since the start")
+        await pilot.pause()
+        t.display = False
+        await pilot.pause()
+        t.update("Xid 79 FALLEN_OFF_BUS on GPU 3\nnext: drain the node")
+        await pilot.pause()
+        t.display = True
+        await pilot.pause()
+        shown = [
+            "".join(seg.text for seg in t.render_line(y)).rstrip() for y in range(t.size.height)
+        ]
+        assert shown == ["Xid 79 FALLEN_OFF_BUS on GPU 3", "next: drain the node"]

@@ -95,11 +95,21 @@ class DiffLine(Widget):
         self._runs, self._cells = runs, new
         width = self.size.width
         if not self.is_mounted or not width:
-            self.refresh()
+            self.refresh(layout=True)
+            return
+        if len(new) != len(old) and self._sized_by_content:
+            # A longer or shorter text needs a new width (the `width: auto` parts of a row):
+            # ask for a layout, or each part keeps the width of its first text.
+            self.refresh(layout=True)
             return
         spans = changed_spans(old, new, width)
         if spans:  # one region: Textual writes from the widget's left edge anyway
             self.refresh(Region(spans[0][0], 0, spans[-1][1] - spans[0][0], 1))
+
+    @property
+    def _sized_by_content(self) -> bool:
+        width = self.styles.width
+        return width is None or width.is_auto
 
     def set_text(self, text: str, component: str = "") -> None:
         self.set_runs(((text, component),))

@@ -88,6 +88,9 @@ class DiffText(Widget):
     def _relayout(self, force: bool = False) -> None:
         width = self.size.width
         if not self.is_mounted or not width:
+            # Not laid out (a hidden pane): forget the old lines, so the next layout wraps
+            # the new text instead of showing what was there before.
+            self._laid_out_for = None
             self.refresh(layout=True)
             return
         new = self._cells(width)
@@ -106,6 +109,12 @@ class DiffText(Widget):
             )
             self.refresh(Region(0, y, last + 1, 1))
 
+    def _lay_out(self, width: int) -> None:
+        """Wrap the text for `width` unless it already is."""
+        if self._laid_out_for != width and self.is_mounted and width:
+            self._lines = self._cells(width)
+            self._laid_out_for = width
+
     def on_resize(self) -> None:
         if self._laid_out_for != self.size.width:
             self._relayout(force=True)
@@ -114,13 +123,12 @@ class DiffText(Widget):
         return max((cell_len for cell_len in map(len, self._text.plain.split("\n"))), default=0)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        if self._laid_out_for != width and self.is_mounted:
-            self._lines = self._cells(width)
-            self._laid_out_for = width
+        self._lay_out(width)
         return max(1, len(self._lines))
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
+        self._lay_out(width)
         base = self.rich_style
         if y >= len(self._lines):
             return Strip.blank(width, base)

@@ -39,8 +39,12 @@ class Pane(VerticalScroll):
 
 
 def set_text(widget: Static | DiffText, content: str | Text) -> None:
-    """Update a Static only when its text changed (bytes over SSH are the cost)."""
+    """Update a Static only when its text changed (bytes over SSH are the cost). A DiffText
+    compares for itself, and knows when it was never drawn (a hidden pane)."""
     text = content if isinstance(content, Text) else Text(content)
+    if isinstance(widget, DiffText):
+        widget.update(text)
+        return
     key = (text.plain, tuple((s.start, s.end, str(s.style)) for s in text.spans))
     if getattr(widget, "_gputop_shown", None) == key:
         return
