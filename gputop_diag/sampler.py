@@ -8,15 +8,18 @@ from .collect.host import HostCollector
 from .collect.nvml import NvmlCollector
 from .collect.procs import ProcessCollector
 from .history import History
-from .model import CollectorError, Snapshot
+from .model import CollectorError, Snapshot, SystemInfo
 from .sources import Sources
+
+CLOSE_WAIT_S = 1.0  # how long close() waits for a tick in flight (a hung NVML call) by default
 
 
 def _failure(source: str, exc: BaseException) -> CollectorError:
     return CollectorError(
         source=source,
         message=f"the {source} collector failed: {type(exc).__name__}: {exc}",
-        next_step="the other collectors keep running; report this with `gputop-diag report`",
+        next_step="the other collectors keep running; please report this at the project's "
+        "issue tracker with the message above",
     )
 
 
@@ -26,10 +29,11 @@ class Sampler:
         self.interval = interval
         self.history = History(window_s=window_s)
         self._lock = threading.Lock()
-        hostname = sources.hostname()
-        self.nvml = NvmlCollector(sources.nvml, sources.clock, hostname)
+        self.hostname = sources.hostname()
+        self.nvml = NvmlCollector(sources.nvml, sources.clock, self.hostname, sources.procfs)
         self.host = HostCollector(sources.psutil, sources.procfs, sources.clock)
         self.procs = ProcessCollector(sources.psutil, sources.procfs, sources.clock)
+        self._system: SystemInfo | None = None  # the last system facts NVML gave
 
     def sample(self) -> Snapshot:
         """Collect one tick at `sources.clock.now()`, append it to the history, return it."""
@@ -47,8 +51,17 @@ class Sampler:
     def _collect(self) -> Snapshot:
         now = self.sources.clock.now()
         errors: list[CollectorError] = []
-        nv = self.nvml.collect()
-        errors.extend(nv.errors)
+        try:
+            nv = self.nvml.collect()
+        except Exception as e:  # noqa: BLE001 - the NVML collector never raises; if it does, the
+            # host and process figures still arrive
+            errors.append(_failure("nvml", e))
+            system = self._system or SystemInfo(hostname=self.hostname)
+            gpus, gpu_procs, xids = (), (), ()
+        else:
+            errors.extend(nv.errors)
+            system, gpus, gpu_procs, xids = nv.system, nv.gpus, nv.processes, nv.xid_events
+            self._system = system
         host = None
         try:
             host = self.host.collect()
@@ -56,20 +69,29 @@ class Sampler:
             errors.append(_failure("host", e))
         procs: tuple = ()
         try:
-            procs = self.procs.collect(p.pid for p in nv.processes)
+            procs = self.procs.collect(p.pid for p in gpu_procs)
         except Exception as e:  # noqa: BLE001
             errors.append(_failure("process", e))
         return Snapshot(
             timestamp=now,
-            system=nv.system,
-            gpus=nv.gpus,
+            system=system,
+            gpus=gpus,
             host=host,
-            gpu_processes=nv.processes,
+            gpu_processes=gpu_procs,
             processes=procs,
-            xid_events=nv.xid_events,
+            xid_events=xids,
             errors=tuple(errors),
         )
 
-    def close(self) -> None:
-        with self._lock:
+    def close(self, timeout: float | None = CLOSE_WAIT_S) -> bool:
+        """Shut NVML down once the tick in flight is done, waiting at most `timeout` seconds
+        (None: as long as it takes). A GPU that stopped answering can hold an NVML call for
+        minutes; then this returns False without calling `nvmlShutdown` (the process is about
+        to exit, and the driver cleans up after it). True when NVML was shut down."""
+        if not self._lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return False
+        try:
             self.nvml.close()
+            return True
+        finally:
+            self._lock.release()

@@ -44,6 +44,10 @@ class ProcFS(Protocol):
 
     def exists(self, path: str) -> bool: ...
 
+    def listdir(self, path: str) -> list[str]:
+        """The names in a directory, unsorted; OSError like `os.listdir`."""
+        ...
+
 
 class RealProcFS:
     def read_text(self, path: str) -> str:
@@ -52,6 +56,9 @@ class RealProcFS:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,17 +1,29 @@
 """The NVML collector: real NVML calls through the `pynvml` module API.
 
-Static facts are read once per GPU and cached; handles are looked up once. Every dynamic field
-goes through `Query`, so an unsupported field is `None`, a missing function is not retried, and a
-GPU that falls off the bus becomes `GpuState(lost=True)` instead of an exception.
+`nvmlInit` is called once (retried every `REINIT_AFTER_S` while it fails) and balanced by one
+`nvmlShutdown` in `close()`. Static facts are read once per GPU; handles are looked up once. Every
+dynamic field goes through `Query`, so an unsupported field is `None` and a missing function is
+not retried; calls whose newest form an older driver lacks go through `NvmlCompat`.
+
+No NVML failure escapes as an exception (docs/nvml.md has the whole policy):
+
+- `nvmlInit` / `nvmlDeviceGetCount` failing: a collector error without a GPU index;
+- a handle look-up failing with GPU_IS_LOST: the GPU is *lost* (final); with any other code it
+  is *unavailable* (its own error with that code's explanation) and tried again every
+  `HANDLE_RETRY_S`;
+- a GPU-specific call failing with GPU_IS_LOST: the GPU is lost, keeping its identity;
+- machine-wide queries (`nvmlSystemGet*`, the event set): an error for what they feed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import inspect
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..model import CollectorError, GpuProcess, GpuState, GpuStatic, SystemInfo, XidEvent
 from . import nvml_errors
+from .nvml_compat import NA, NvmlCompat
 from .nvml_extras import (
     BusySampleReader,
     EventWatcher,
@@ -19,9 +31,12 @@ from .nvml_extras import (
     read_mig_instances,
     read_mig_static,
 )
+from .nvml_identity import bus_key, fill_identities
 from .nvml_query import GpuLost, Query, text, union_value
+from .nvml_static import ALL_LINKS, mig_handles, read_static
 
-# nvmlClocksEventReason* bits -> decoded name (NVML API reference, "ClocksEventReasons").
+# nvmlClocksEventReason* bits -> decoded name (NVML API reference, "ClocksEventReasons"; the
+# ClocksThrottleReasons of drivers before R535 have the same bits).
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
     (0x1, "gpu_idle"),
     (0x2, "applications_clocks"),
@@ -33,9 +48,9 @@ CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
     (0x80, "hw_power_brake"),
     (0x100, "display_clocks"),
 )
-COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
-ALL_LINKS = 0xFFFFFFFF  # scopeId asking NVML for the NVLink counter summed over every link
 REINIT_AFTER_S = 30.0  # how long to wait before trying nvmlInit again after it failed
+RECOUNT_AFTER_S = 10.0  # ... nvmlDeviceGetCount again after it failed
+HANDLE_RETRY_S = 5.0  # ... the handle of an unavailable GPU again
 
 
 def decode_clock_reasons(mask: int | None) -> tuple[str, ...]:
@@ -59,30 +74,56 @@ class _Gpu:
     handle: Any
     static: GpuStatic
     lost: bool = False
+    error: CollectorError | None = None  # unavailable (no handle), with the reason
+    retry_at: float = 0.0
     nvlink_prev: tuple[float, int, int] | None = None
     proc_util_ts: int = 0
     migs: list[tuple[Any, Any]] = field(default_factory=list)
 
+    @property
+    def live(self) -> bool:
+        return not self.lost and self.handle is not None
+
+
+# SystemInfo field -> (what it is in words, pynvml functions to try in turn)
+_SYSTEM_FIELDS = {
+    "driver_version": ("the driver version", ("nvmlSystemGetDriverVersion",)),
+    "nvml_version": ("the NVML version", ("nvmlSystemGetNVMLVersion",)),
+    # the plain call is NVML's own figure; _v2 asks libcuda, which containers may lack
+    "cuda_driver_version": (
+        "the driver's CUDA version",
+        ("nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2"),
+    ),
+}
+
 
 class NvmlCollector:
-    def __init__(self, nvml: Any, clock: Any, hostname: str) -> None:
+    def __init__(self, nvml: Any, clock: Any, hostname: str, procfs: Any = None) -> None:
         self.nvml = nvml
         self.clock = clock
         self.hostname = hostname
+        self.procfs = procfs  # for the identity of GPUs NVML cannot describe
         self.q = Query(nvml)
-        self._gpus: list[_Gpu] = []
-        self._system: SystemInfo | None = None
+        self.compat: NvmlCompat | None = None
+        self._inited = False
         self._init_error: CollectorError | None = None
         self._init_failed_at: float | None = None
+        self._count: int | None = None
+        self._count_error: CollectorError | None = None
+        self._count_failed_at: float | None = None
+        self._system: dict[str, Any] = {}
+        self._system_errors: dict[str, CollectorError] = {}
+        self._system_done: set[str] = set()
+        self._gpus: list[_Gpu] = []
         self._events: EventWatcher | None = None
         self._gpm: GpmSampler | None = None
         self._busy = BusySampleReader(nvml, self.q)
+        self._mem_forms: list[tuple[str, str, tuple]] = []
 
     # -- set-up ------------------------------------------------------------------------------
-    def _ensure_init(self) -> bool:
-        if self._system is not None:
+    def _ensure_init(self, now: float) -> bool:
+        if self._inited:
             return True
-        now = self.clock.now()
         if self._init_failed_at is not None and now - self._init_failed_at < REINIT_AFTER_S:
             return False
         n = self.nvml
@@ -98,143 +139,193 @@ class NvmlCollector:
             )
             self._init_failed_at = now
             return False
-        self._init_error = None
-        q = self.q
-        # The plain call is NVML's own figure; _v2 asks libcuda, which containers may lack.
-        cuda = q(None, "nvmlSystemGetCudaDriverVersion") or q(
-            None, "nvmlSystemGetCudaDriverVersion_v2"
-        )
-        count = q(None, "nvmlDeviceGetCount") or 0
-        self._system = SystemInfo(
-            hostname=self.hostname,
-            driver_version=text(q(None, "nvmlSystemGetDriverVersion")),
-            nvml_version=text(q(None, "nvmlSystemGetNVMLVersion")),
-            cuda_driver_version=cuda,
-            gpu_count=count,
-        )
-        for i in range(count):
-            try:
-                h = q(i, "nvmlDeviceGetHandleByIndex", i)
-            except GpuLost:
-                h = None
-            if h is None:
-                self._gpus.append(_Gpu(i, None, GpuStatic(index=i), lost=True))
-                continue
-            try:
-                g = _Gpu(i, h, self._read_static(i, h))
-            except GpuLost:
-                self._gpus.append(_Gpu(i, None, GpuStatic(index=i), lost=True))
-                continue
-            if g.static.mig_mode:
-                g.migs = read_mig_static(q, i, self._mig_handles(i, h))
-            self._gpus.append(g)
-        live = [(g.index, g.handle) for g in self._gpus if not g.lost]
-        self._events = EventWatcher(n, q, live)
-        self._gpm = GpmSampler(
-            n, q, [(g.index, g.handle) for g in self._gpus if g.static.gpm_supported]
-        )
+        self._inited, self._init_error = True, None
+        self.compat = NvmlCompat(n)
+        self._mem_forms = self._memory_forms()
         return True
 
-    def _read_static(self, i: int, h: Any) -> GpuStatic:
-        """Facts that do not change while the driver is loaded. Raises GpuLost."""
-        q, n = self.q, self.nvml
-        pci = q(i, "nvmlDeviceGetPciInfo", h)
-        mem = q(i, "nvmlDeviceGetMemoryInfo", h)
-        limit_mw = q(i, "nvmlDeviceGetEnforcedPowerLimit", h)
-        mig = q(i, "nvmlDeviceGetMigMode", h)
-        gpm = q(i, "nvmlGpmQueryDeviceSupport", h)
-        pers = q(i, "nvmlDeviceGetPersistenceMode", h)
-        cmode = q(i, "nvmlDeviceGetComputeMode", h)
-        cc = q(i, "nvmlDeviceGetCudaComputeCapability", h)
-        return GpuStatic(
-            index=i,
-            name=text(q(i, "nvmlDeviceGetName", h)),
-            uuid=text(q(i, "nvmlDeviceGetUUID", h)),
-            serial=text(q(i, "nvmlDeviceGetSerial", h)),
-            pci_bus_id=text(pci.busId) if pci is not None else None,
-            minor_number=q(i, "nvmlDeviceGetMinorNumber", h),
-            memory_total_bytes=mem.total if mem is not None else None,
-            power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
-            max_sm_clock_mhz=q(
-                i, "nvmlDeviceGetMaxClockInfo", h, n.NVML_CLOCK_SM, key="max_clock_sm"
-            ),
-            max_mem_clock_mhz=q(
-                i, "nvmlDeviceGetMaxClockInfo", h, n.NVML_CLOCK_MEM, key="max_clock_mem"
-            ),
-            compute_capability=tuple(cc) if cc is not None else None,
-            mig_mode=bool(mig[0]) if mig is not None else None,
-            persistence_mode=bool(pers) if pers is not None else None,
-            compute_mode=COMPUTE_MODES.get(cmode) if cmode is not None else None,
-            pcie_max_gen=q(i, "nvmlDeviceGetMaxPcieLinkGeneration", h),
-            pcie_max_width=q(i, "nvmlDeviceGetMaxPcieLinkWidth", h),
-            gpm_supported=bool(gpm is not None and gpm.isSupportedDevice),
-            nvlink_supported=self._has_nvlink(i, h),
-        )
+    def _memory_forms(self) -> list[tuple[str, str, tuple]]:
+        """Memory with `reserved` (v2) where binding and driver have it, else v1."""
+        n = self.nvml
+        version = getattr(n, "nvmlMemory_v2", None)
+        try:
+            params = inspect.signature(n.nvmlDeviceGetMemoryInfo).parameters
+        except (TypeError, ValueError, AttributeError):
+            params = {}
+        v2 = version is not None and "version" in params
+        return [("memory_v2", "nvmlDeviceGetMemoryInfo", (version,))] * v2 + [
+            ("memory_v1", "nvmlDeviceGetMemoryInfo", ())
+        ]
 
-    def _has_nvlink(self, i: int, h: Any) -> bool:
-        vals = self.q(
-            i,
-            "nvmlDeviceGetFieldValues",
-            h,
-            [(self.nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS)],
-            key="nvlink_probe",
-        )
-        return bool(vals) and vals[0].nvmlReturn == self.nvml.NVML_SUCCESS
+    def _read_system(self) -> list[CollectorError]:
+        """The machine-wide facts not read yet; an error for each that failed (asked again next
+        tick, unless the driver does not have it)."""
+        n = self.nvml
+        for fld, (what, names) in _SYSTEM_FIELDS.items():
+            if fld in self._system_done:
+                continue
+            for name in names:
+                fn = getattr(n, name, None)
+                if fn is None:
+                    continue
+                try:
+                    value = fn()
+                except self.q._mismatch:
+                    continue
+                except n.NVMLError as e:
+                    if e.value in (n.NVML_ERROR_NOT_SUPPORTED, n.NVML_ERROR_FUNCTION_NOT_FOUND):
+                        continue
+                    self._system_errors[fld] = nvml_errors.system_failure(n, what, e)
+                    break
+                self._system[fld] = text(value) if fld != "cuda_driver_version" else value
+                self._system_errors.pop(fld, None)
+                self._system_done.add(fld)
+                break
+            else:
+                self._system_done.add(fld)  # no form of it here: n/a, not an error
+        return list(self._system_errors.values())
 
-    def _mig_handles(self, i: int, h: Any) -> list[Any]:
-        count = self.q(i, "nvmlDeviceGetMaxMigDeviceCount", h) or 0
-        out = []
-        for k in range(count):
-            m = self.q(i, "nvmlDeviceGetMigDeviceHandleByIndex", h, k, key=f"mig_handle_{k}")
-            if m is not None:
-                out.append(m)
-        return out
+    def _system_info(self) -> SystemInfo:
+        return SystemInfo(hostname=self.hostname, gpu_count=self._count or 0, **self._system)
+
+    def _ensure_gpus(self, now: float) -> bool:
+        """Count the GPUs and open each (once); False while the count fails."""
+        if self._count is not None:
+            return True
+        if self._count_failed_at is not None and now - self._count_failed_at < RECOUNT_AFTER_S:
+            return False
+        n = self.nvml
+        try:
+            count = int(n.nvmlDeviceGetCount())
+        except n.NVMLError as e:
+            self._count_error = nvml_errors.count_failure(n, e)
+            self._count_failed_at = now
+            return False
+        self._count, self._count_error = count, None
+        self._gpus = [_Gpu(i, None, GpuStatic(index=i)) for i in range(count)]
+        self._events = EventWatcher(n, self.q, self.compat, self._index_of_bus)
+        self._gpm = GpmSampler(n, self.q, [])
+        for g in self._gpus:
+            self._open(g, now)
+        incomplete = [g.index for g in self._gpus if not (g.static.uuid and g.static.name)]
+        if incomplete and self.procfs is not None:
+            statics = {g.index: g.static for g in self._gpus}
+            fill_identities(statics, incomplete, self.procfs)
+            for g in self._gpus:
+                g.static = statics[g.index]
+                if g.error is not None:  # say which board it is
+                    g.error = replace(g.error, message=self._unavailable_message(g))
+        return True
+
+    def _unavailable_message(self, g: _Gpu) -> str:
+        msg = g.error.message
+        ident = ", ".join(x for x in (g.static.name, g.static.pci_bus_id) if x)
+        head = f"GPU {g.index} is unavailable"
+        if ident and msg.startswith(head + ":"):
+            msg = f"GPU {g.index} ({ident}) is unavailable" + msg[len(head) :]
+        return msg
+
+    def _open(self, g: _Gpu, now: float) -> None:
+        """Look up GPU g's handle and read its facts; a failure makes it lost or unavailable."""
+        n = self.nvml
+        try:
+            h = n.nvmlDeviceGetHandleByIndex(g.index)
+        except n.NVMLError as e:
+            if e.value == n.NVML_ERROR_GPU_IS_LOST:
+                g.lost, g.error = True, None
+            else:
+                g.error = nvml_errors.gpu_unavailable(n, g.index, e, g.static.pci_bus_id)
+                g.retry_at = now + HANDLE_RETRY_S
+            return
+        static, lost = read_static(self.q, n, g.index, h)
+        g.static = _keep_known(g.static, static)
+        g.error = None
+        if lost:
+            g.lost = True
+            return
+        g.handle = h
+        if g.static.mig_mode:
+            g.migs = read_mig_static(self.q, g.index, mig_handles(self.q, g.index, h))
+        if self._events is not None:
+            self._events.add(g.index, h, g.static.pci_bus_id)
+        if self._gpm is not None and g.static.gpm_supported:
+            self._gpm.add(g.index, h)
+
+    def _index_of_bus(self, bus: str) -> int | None:
+        key = bus_key(bus)
+        for g in self._gpus:
+            if key is not None and bus_key(g.static.pci_bus_id) == key:
+                return g.index
+        return None
 
     # -- one tick ----------------------------------------------------------------------------
     def collect(self) -> NvmlResult:
-        if not self._ensure_init():
-            host_only = SystemInfo(hostname=self.hostname)
-            return NvmlResult(system=host_only, errors=(self._init_error,))
         now = self.clock.now()
+        if not self._ensure_init(now):
+            return NvmlResult(system=SystemInfo(hostname=self.hostname), errors=(self._init_error,))
+        errors = self._read_system()
+        if not self._ensure_gpus(now):
+            return NvmlResult(self._system_info(), errors=(self._count_error, *errors))
+        if self._count == 0:
+            return NvmlResult(self._system_info(), errors=(nvml_errors.no_gpus(), *errors))
+        for g in self._gpus:
+            if g.error is not None and now >= g.retry_at:
+                self._open(g, now)
         gpus: list[GpuState] = []
         procs: list[GpuProcess] = []
-        errors: list[CollectorError] = []
         gpm = self._gpm.sample(now) if self._gpm else {}
         for extra in (self._gpm, self._events):
             for i in extra.lost if extra else ():
                 self._gpus[i].lost = True
         for g in self._gpus:
-            if not g.lost:
+            if g.live:
                 try:
                     state = self._read_dynamic(g, now, gpm.get(g.index))
                     procs.extend(self._read_processes(g))
                     gpus.append(state)
                     continue
                 except GpuLost:
-                    g.lost = True
-                    self._busy.forget(g.index)
-                    if self._gpm:
-                        self._gpm.forget(g.index)
-            gpus.append(GpuState(index=g.index, static=g.static, lost=True))
-            errors.append(nvml_errors.gpu_lost(g.index))
-        events = self._events.poll(now) if self._events else ()
-        for ev in events:
-            if ev.xid == 79 and ev.gpu_index is not None:
-                self._gpus[ev.gpu_index].lost = True
-        return NvmlResult(self._system, tuple(gpus), tuple(procs), tuple(events), tuple(errors))
+                    self._mark_lost(g)
+            if g.lost:
+                gpus.append(GpuState(index=g.index, static=g.static, lost=True))
+                errors.append(nvml_errors.gpu_lost(g.index, g.static.name, g.static.pci_bus_id))
+            else:  # unavailable: no handle
+                gpus.append(GpuState(index=g.index, static=g.static))
+                errors.append(g.error)
+        events: tuple[XidEvent, ...] = ()
+        if self._events is not None:
+            events, failed = self._events.poll(now)
+            errors.extend(failed)
+            errors.extend(self._events.errors.values())
+            for ev in events:
+                if ev.xid == 79 and ev.gpu_index is not None:
+                    self._mark_lost(self._gpus[ev.gpu_index])
+        return NvmlResult(
+            self._system_info(), tuple(gpus), tuple(procs), tuple(events), tuple(errors)
+        )
+
+    def _mark_lost(self, g: _Gpu) -> None:
+        g.lost = True
+        self._busy.forget(g.index)
+        if self._gpm:
+            self._gpm.forget(g.index)
 
     def _read_dynamic(self, g: _Gpu, now: float, gpm: Any) -> GpuState:
         q, n, i, h = self.q, self.nvml, g.index, g.handle
-        mem = q(i, "nvmlDeviceGetMemoryInfo", h, n.nvmlMemory_v2, key="memory_v2")
+        mem = q.first(i, [(k, f, (h, *a)) for k, f, a in self._mem_forms])
         reserved = getattr(mem, "reserved", None) if mem is not None else None
-        if mem is None:  # drivers without the v2 call
-            mem = q(i, "nvmlDeviceGetMemoryInfo", h)
         bar1 = q(i, "nvmlDeviceGetBAR1MemoryInfo", h)
         util = q(i, "nvmlDeviceGetUtilizationRates", h)
         enc = q(i, "nvmlDeviceGetEncoderUtilization", h)
         dec = q(i, "nvmlDeviceGetDecoderUtilization", h)
         power_mw = q(i, "nvmlDeviceGetPowerUsage", h)
-        reasons = q(i, "nvmlDeviceGetCurrentClocksEventReasons", h)
+        reasons = q.first(
+            i,
+            [
+                ("clock_reasons", "nvmlDeviceGetCurrentClocksEventReasons", (h,)),
+                ("throttle_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", (h,)),
+            ],
+        )
         tx, rx, mem_temp = self._field_values(g, now)
         rows = q(i, "nvmlDeviceGetRemappedRows", h)
         sbe = q(
@@ -349,30 +440,33 @@ class NvmlCollector:
             util[s.pid] = (float(s.smUtil), float(s.memUtil))
             g.proc_util_ts = max(g.proc_util_ts, int(s.timeStamp))
         out: dict[int, GpuProcess] = {}
-        for kind, fn in (
-            ("compute", "nvmlDeviceGetComputeRunningProcesses"),
-            ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
-        ):
-            for p in q(i, fn, h) or ():
+        for kind in ("compute", "graphics"):
+            listed = q(
+                i,
+                lambda h, kind=kind: self.compat.running_processes(kind, h),
+                h,
+                key=f"{kind}_processes",
+            )
+            for p in listed or ():
                 if p.pid in out:
                     continue
                 sm, mu = util.get(p.pid, (None, None))
-                gi = getattr(p, "gpuInstanceId", None)
-                ci = getattr(p, "computeInstanceId", None)
+                gi, ci = p.gpuInstanceId, p.computeInstanceId
                 out[p.pid] = GpuProcess(
                     pid=p.pid,
                     gpu_index=i,
                     kind=kind,
                     used_memory_bytes=p.usedGpuMemory,
-                    gpu_instance_id=None if gi in (None, 0xFFFFFFFF) else gi,
-                    compute_instance_id=None if ci in (None, 0xFFFFFFFF) else ci,
+                    gpu_instance_id=None if gi in (None, NA) else gi,
+                    compute_instance_id=None if ci in (None, NA) else ci,
                     sm_util_pct=sm,
                     mem_util_pct=mu,
                 )
         return list(out.values())
 
     def close(self) -> None:
-        if self._system is None:
+        """Free the event set and GPM samples and shut NVML down (once per successful init)."""
+        if not self._inited:
             return
         if self._gpm:
             self._gpm.close()
@@ -382,9 +476,23 @@ class NvmlCollector:
             self.nvml.nvmlShutdown()
         except self.nvml.NVMLError:
             pass
-        self._system = None
-        self._gpus = []
+        self._inited = False
+        self._count = self._count_failed_at = None
+        self._system, self._system_errors, self._system_done = {}, {}, set()
+        self._gpus, self._events, self._gpm = [], None, None
+        self.q = Query(self.nvml)
         self._busy = BusySampleReader(self.nvml, self.q)
+
+
+def _keep_known(before: GpuStatic, after: GpuStatic) -> GpuStatic:
+    """`after`, with the identity fields it could not read taken from `before`."""
+    return replace(
+        after,
+        name=after.name or before.name,
+        uuid=after.uuid or before.uuid,
+        pci_bus_id=after.pci_bus_id or before.pci_bus_id,
+        minor_number=after.minor_number if after.minor_number is not None else before.minor_number,
+    )
 
 
 def _field_value(n: Any, v: Any) -> float | int | None:

@@ -4,10 +4,13 @@ MIG instances."""
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..model import GpmMetrics, MigInstance, XidEvent
+from ..model import CollectorError, GpmMetrics, MigInstance, XidEvent
+from . import nvml_errors
+from .nvml_compat import NA, NvmlCompat
 from .nvml_query import GpuLost, Query, text, union_value
 
 MAX_EVENTS_PER_TICK = 256  # a storm of events must not stall the tick
@@ -22,58 +25,99 @@ def handle_key(handle: Any) -> Any:
 
 
 class EventWatcher:
-    """Xid events from an NVML event set, polled without blocking (timeout 0)."""
+    """Xid events from an NVML event set, polled without blocking (timeout 0).
 
-    def __init__(self, nvml: Any, q: Query, gpus: list[tuple[int, Any]]) -> None:
-        self.nvml, self.q = nvml, q
+    A failure to create the set or to wait on it is a collector error (`nvml-events`), never an
+    exception: the Xid stream is off and the kernel log still has the events. An event whose
+    device handle is not one the collector looked up is attributed by its PCI bus id.
+    """
+
+    def __init__(
+        self, nvml: Any, q: Query, compat: NvmlCompat, index_of_bus: Callable[[str], int | None]
+    ) -> None:
+        self.nvml, self.q, self.compat = nvml, q, compat
+        self._index_of_bus = index_of_bus
         self._by_handle: dict[Any, int] = {}
+        self._bus: dict[int, str | None] = {}
         self.lost: set[int] = set()  # GPUs found lost while registering
-        self._set = q(None, "nvmlEventSetCreate")
+        self.errors: dict[int | None, CollectorError] = {}  # lasting: the set, or one GPU
+        self._set = None
+        try:
+            self._set = nvml.nvmlEventSetCreate()
+        except nvml.NVMLError as e:
+            self.errors[None] = nvml_errors.events_failure(nvml, "nvmlEventSetCreate", e)
+
+    def add(self, i: int, h: Any, bus: str | None) -> None:
+        """Register GPU i for Xid events."""
+        n = self.nvml
         if self._set is None:
             return
-        want = nvml.nvmlEventTypeXidCriticalError
-        for i, h in gpus:
-            try:
-                supported = q(i, "nvmlDeviceGetSupportedEventTypes", h)
-                if supported is not None and not supported & want:
-                    continue
-                self.q(i, "nvmlDeviceRegisterEvents", h, want, self._set)
-            except GpuLost:
+        self._bus[i] = bus
+        want = n.nvmlEventTypeXidCriticalError
+        try:
+            supported = self.q(i, "nvmlDeviceGetSupportedEventTypes", h)
+            if supported is not None and not supported & want:
+                return
+            n.nvmlDeviceRegisterEvents(h, want, self._set)
+        except GpuLost:
+            self.lost.add(i)
+            return
+        except n.NVMLError as e:
+            if e.value == n.NVML_ERROR_GPU_IS_LOST:
                 self.lost.add(i)
-                continue
-            self._by_handle[handle_key(h)] = i
+            elif e.value not in (n.NVML_ERROR_NOT_SUPPORTED, n.NVML_ERROR_FUNCTION_NOT_FOUND):
+                self.errors[i] = nvml_errors.events_failure(n, f"registering GPU {i}", e, index=i)
+            return
+        self._by_handle[handle_key(h)] = i
 
-    def poll(self, now: float) -> tuple[XidEvent, ...]:
+    def poll(self, now: float) -> tuple[tuple[XidEvent, ...], tuple[CollectorError, ...]]:
+        """The events that arrived since the last poll, and this poll's failure if any."""
         if self._set is None or not self._by_handle:
-            return ()
-        wait = self.q.func("nvmlEventSetWait_v2") or self.q.func("nvmlEventSetWait")
-        out: list[XidEvent] = []
+            return (), ()
         n = self.nvml
+        out: list[XidEvent] = []
         for _ in range(MAX_EVENTS_PER_TICK):
             try:
-                data = wait(self._set, 0)
+                data = self.compat.event_wait(self._set, 0)
             except n.NVMLError as e:
-                if e.value != n.NVML_ERROR_TIMEOUT:
-                    self.q.last_error[(None, "nvmlEventSetWait")] = type(e).__name__
-                break
+                if e.value == n.NVML_ERROR_TIMEOUT:
+                    break
+                return tuple(out), (nvml_errors.events_failure(n, "waiting for events", e),)
             if not data.eventType & n.nvmlEventTypeXidCriticalError:
                 continue
-            gi = getattr(data, "gpuInstanceId", 0xFFFFFFFF)
-            msg = "" if gi in (None, 0xFFFFFFFF) else f"GPU instance {gi}"
+            gi = getattr(data, "gpuInstanceId", NA)
+            msg = "" if gi in (None, NA) else f"GPU instance {gi}"
+            index, bus = self._attribute(data.device)
             out.append(
                 XidEvent(
                     timestamp=now,
                     xid=int(data.eventData),
-                    gpu_index=self._by_handle.get(handle_key(data.device)),
+                    gpu_index=index,
                     source="nvml",
+                    pci_bus_id=bus,
                     message=msg,
                 )
             )
-        return tuple(out)
+        return tuple(out), ()
+
+    def _attribute(self, device: Any) -> tuple[int | None, str | None]:
+        """(GPU index, bus id) of an event's device: by handle, else by asking its bus id."""
+        i = self._by_handle.get(handle_key(device))
+        if i is not None:
+            return i, self._bus.get(i)
+        try:
+            pci = self.nvml.nvmlDeviceGetPciInfo(device)
+        except (self.nvml.NVMLError, TypeError, ctypes.ArgumentError):
+            return None, None
+        bus = text(pci.busId)
+        return self._index_of_bus(bus), bus
 
     def close(self) -> None:
         if self._set is not None:
-            self.q(None, "nvmlEventSetFree", self._set)
+            try:
+                self.nvml.nvmlEventSetFree(self._set)
+            except self.nvml.NVMLError:
+                pass
             self._set = None
 
 
@@ -99,6 +143,9 @@ class GpmSampler:
         self._prev: dict[int, tuple[float, Any]] = {}
         self.lost: set[int] = set()  # GPUs found lost while sampling
         self._ids = [(f, getattr(nvml, c)) for f, c in GPM_METRICS if hasattr(nvml, c)]
+
+    def add(self, index: int, handle: Any) -> None:
+        self._gpus[index] = handle
 
     def forget(self, index: int) -> None:
         self._gpus.pop(index, None)

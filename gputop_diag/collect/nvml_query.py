@@ -1,7 +1,9 @@
 """One guarded NVML call: the error policy every field shares.
 
-- `NOT_SUPPORTED` / `FUNCTION_NOT_FOUND`: the field is `None`, and the (GPU, function) pair is
-  remembered so it is not asked again every tick (a device does not gain a feature at run time).
+- `NOT_SUPPORTED` / `FUNCTION_NOT_FOUND` (and pynvml's `NVMLLibraryMismatchError`, which its
+  `@throwOnVersionMismatch` wrappers raise instead): the field is `None`, and the (GPU, function)
+  pair is remembered so it is not asked again every tick (a device does not gain a feature at run
+  time). `Query.first` tries older forms of a call in turn (driver skew, see `nvml_compat`).
 - `NO_PERMISSION` and other per-field failures: `None` this tick; asked again next tick.
 - Codes a call names as `absent` (e.g. `NOT_FOUND`: no new samples): `None`, not an error.
 - `GPU_IS_LOST`: raises `GpuLost`, so the collector marks the whole GPU lost.
@@ -9,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 # nvmlValue_t union member per NVML_VALUE_TYPE_* (DOUBLE, UNSIGNED_INT, UNSIGNED_LONG,
@@ -43,6 +45,8 @@ class Query:
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
         self.error_class = nvml.NVMLError
+        # pynvml raises this (not an NVMLError) when a versioned symbol is missing
+        self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", None) or ()
         self._skip_codes = {nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND}
         self._lost_code = nvml.NVML_ERROR_GPU_IS_LOST
         self._funcs: dict[str, Callable[..., Any] | None] = {}
@@ -62,22 +66,27 @@ class Query:
     def __call__(
         self,
         gpu: int | None,
-        name: str,
+        name: str | Callable[..., Any],
         *args: Any,
         key: str | None = None,
         absent: Collection[int] = (),
     ) -> Any:
-        """The value, or None. `key` tells apart calls of one function with other arguments;
-        `absent` lists the codes that mean "nothing this time" rather than a failure."""
+        """The value, or None. `name` is a pynvml function name (or a callable with pynvml's
+        error behaviour, then `key` is required); `key` tells apart calls of one function with
+        other arguments; `absent` lists the codes that mean "nothing this time" rather than a
+        failure."""
         k = (gpu, key or name)
         if k in self.skipped:
             return None
-        f = self.func(name)
+        f = self.func(name) if isinstance(name, str) else name
         if f is None:  # an older binding without this function
             self.skipped.add(k)
             return None
         try:
             return f(*args)
+        except self._mismatch:  # NVMLLibraryMismatchError: the driver lacks the symbol
+            self.skipped.add(k)
+            return None
         except self.error_class as e:
             code = getattr(e, "value", None)
             if code == self._lost_code:
@@ -87,3 +96,17 @@ class Query:
             elif code not in absent:
                 self.last_error[k] = type(e).__name__
             return None
+
+    def first(
+        self, gpu: int | None, forms: Sequence[tuple[str, str, tuple]], absent: Collection[int] = ()
+    ) -> Any:
+        """The value of the first of `forms` — (key, function name, arguments), newest first —
+        that this driver and binding have. A form that is missing (FUNCTION_NOT_FOUND,
+        NOT_SUPPORTED) is remembered and skipped from then on, so each tick makes one call."""
+        for key, name, args in forms:
+            if (gpu, key) in self.skipped:
+                continue
+            value = self(gpu, name, *args, key=key, absent=absent)
+            if value is not None or (gpu, key) not in self.skipped:
+                return value
+        return None

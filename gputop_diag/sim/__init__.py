@@ -8,8 +8,13 @@ it from a machine. `list_scenarios()` names the scenarios and the class each sho
 
 from __future__ import annotations
 
+import os
+
+import pynvml as _pynvml
+
 from ..sources import Sources
 from .clock import EPOCH0, SimClock
+from .drivers import DRIVERS, DriverProfile, driver_profile
 from .fake_commands import FakeCommands
 from .fake_nvml import FakeNvml
 from .fake_procfs import FakeProcFS
@@ -18,8 +23,13 @@ from .machine import ScenarioInfo, SimMachine, scenario_info
 from .scenarios import SCENARIOS
 
 HOSTNAME = "gpu-node-07"
+# Environment variables that set up a simulated machine when the program starts with --demo
+# (whole-process tests, and trying the tool against an older driver): see docs/nvml.md.
+DRIVER_ENV = "GPUTOP_DIAG_SIM_DRIVER"  # a driver profile: R418, R470, ..., R580
+FAULTS_ENV = "GPUTOP_DIAG_SIM_FAULTS"  # comma-separated faults, see `apply_faults`
 
 __all__ = [
+    "DRIVERS",
     "EPOCH0",
     "HOSTNAME",
     "ScenarioInfo",
@@ -48,20 +58,30 @@ def build(
     noise: float = 1.0,
     gpu_count: int | None = None,
     process_count: int | None = None,
+    driver: str | DriverProfile | None = None,
+    faults: str | None = None,
 ) -> Sources:
     """A simulated machine running scenario `name`, as a `Sources` bundle.
 
     `seed` picks the noise (None: the default, reproducible); `noise` scales it (0: clean);
     `realtime` makes simulated time follow the wall clock (the live view) instead of jumping on
     `clock.sleep()` (headless commands, tests); `gpu_count`/`process_count` override the
-    scenario's (benchmarks).
+    scenario's (benchmarks); `driver` names a driver profile (`drivers.DRIVERS`; default: the
+    scenario's driver, or $GPUTOP_DIAG_SIM_DRIVER); `faults` (default $GPUTOP_DIAG_SIM_FAULTS)
+    injects faults as `apply_faults` reads them.
     """
     if name not in SCENARIOS:
         raise UnknownScenario(name)
     if gpu_count is not None and gpu_count < 0 or process_count is not None and process_count < 0:
         raise ValueError("gpu_count and process_count must be >= 0")
+    if driver is None:
+        driver = os.environ.get(DRIVER_ENV) or None
+    profile = driver_profile(driver) if isinstance(driver, str) else driver
     clock = SimClock(realtime=realtime)
-    machine = SimMachine(name, SCENARIOS[name], clock, seed, noise, gpu_count, process_count)
+    machine = SimMachine(
+        name, SCENARIOS[name], clock, seed, noise, gpu_count, process_count, profile
+    )
+    apply_faults(machine, os.environ.get(FAULTS_ENV, "") if faults is None else faults)
     environ = {
         "USER": machine.user,
         "LOGNAME": machine.user,
@@ -82,3 +102,41 @@ def build(
         scenario=name,
         sim=machine,
     )
+
+
+def _error_code(text: str) -> int:
+    t = text.strip().upper()
+    if t.lstrip("-").isdigit():
+        return int(t)
+    code = getattr(_pynvml, "NVML_ERROR_" + t.removeprefix("NVML_ERROR_"), None)
+    if not isinstance(code, int):
+        raise ValueError(f"unknown NVML error {text!r} (e.g. GPU_IS_LOST, NO_PERMISSION, 999)")
+    return code
+
+
+def apply_faults(machine: SimMachine, spec: str) -> None:
+    """Inject faults named in `spec`, comma-separated:
+
+    - `FUNCTION=ERROR[@GPU]`: pynvml `FUNCTION` raises NVMLError(ERROR) (a name such as
+      GPU_IS_LOST or a number), for GPU index GPU or every call;
+    - `hang:FUNCTION[@GPU]`: the call blocks (a GPU that stopped answering);
+    - `lose:GPU[@SECONDS]`: the GPU falls off the bus now or SECONDS into the scenario;
+    - `foreign-event-handles`: Xid events carry device handles never looked up.
+    """
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        if item == "foreign-event-handles":
+            machine.foreign_event_handles = True
+            continue
+        kind, sep, rest = item.partition(":")
+        if sep and kind == "hang":
+            fn, _, gpu = rest.partition("@")
+            machine.hang(fn, int(gpu) if gpu else None)
+        elif sep and kind == "lose":
+            gpu, _, at = rest.partition("@")
+            machine.lose_gpu(int(gpu), float(at) if at else None)
+        elif "=" in item:
+            fn, _, code = item.partition("=")
+            code, _, gpu = code.partition("@")
+            machine.inject_error(fn.strip(), _error_code(code), int(gpu) if gpu else None)
+        else:
+            raise ValueError(f"unknown simulator fault {item!r}")

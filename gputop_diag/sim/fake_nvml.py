@@ -8,6 +8,7 @@ from a driver and every code path it takes here is the one it takes on a GPU mac
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 
 import pynvml as _real
@@ -281,15 +282,26 @@ class FakeNvml(NvmlExtras):
     def nvmlDeviceGetPerformanceState(self, handle):
         return self._g(handle)["pstate"]
 
-    @nvml_api
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+    def _reasons(self, handle) -> int:
         mask = 0
         for r in self._g(handle)["reasons"]:
             mask |= _REASON_BITS.get(r, 0)
         return mask
 
     @nvml_api
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self._reasons(handle)
+
+    @nvml_api
     def nvmlDeviceGetSupportedClocksEventReasons(self, handle):
+        return _SUPPORTED_REASONS
+
+    @nvml_api
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
+        return self._reasons(handle)
+
+    @nvml_api
+    def nvmlDeviceGetSupportedClocksThrottleReasons(self, handle):
         return _SUPPORTED_REASONS
 
     # -- PCIe --------------------------------------------------------------------------------
@@ -315,7 +327,9 @@ class FakeNvml(NvmlExtras):
         return 0
 
     # -- processes ---------------------------------------------------------------------------
-    def _procs(self, handle, graphics: bool):
+    def _process_rows(self, handle, graphics: bool) -> list[tuple[int, int, int, int]]:
+        """(pid, used bytes, GPU instance id, compute instance id) of each process on the GPU
+        (or MIG instance) of `handle`, as the driver lists them."""
         if graphics:
             return []
         gi = self._index(handle)
@@ -325,28 +339,74 @@ class FakeNvml(NvmlExtras):
         for p, used in self._m.gpu_procs(gi, self._m.state()):
             if k is not None and p.mig != k:
                 continue
-            c = _real.c_nvmlProcessInfo_v3_t()
-            c.pid, c.usedGpuMemory = p.pid, used
-            c.gpuInstanceId = NA if p.mig is None else migs[p.mig].gi_id
-            c.computeInstanceId = NA if p.mig is None else migs[p.mig].ci_id
-            out.append(_real.nvmlStructToFriendlyObject(c))
+            gid = NA if p.mig is None else migs[p.mig].gi_id
+            cid = NA if p.mig is None else migs[p.mig].ci_id
+            out.append((p.pid, used, gid, cid))
         return out
+
+    def _running_processes(self, symbol: str, struct):
+        """pynvml's `nvmlDeviceGet*RunningProcesses_v2/_v3` body over the simulated library:
+        size the list, read it into `struct` entries (pynvml's choice, whatever the driver
+        writes), and make friendly objects."""
+
+        def read(handle):
+            fn = self._nvmlGetFunctionPointer(symbol)
+            c_count = ctypes.c_uint(0)
+            ret = fn(handle, ctypes.byref(c_count), None)
+            if ret == _real.NVML_SUCCESS:
+                return []
+            if ret != _real.NVML_ERROR_INSUFFICIENT_SIZE:
+                raise ERR(ret)
+            c_count.value = c_count.value * 2 + 5
+            c_procs = (struct * c_count.value)()
+            ret = fn(handle, ctypes.byref(c_count), c_procs)
+            if ret != _real.NVML_SUCCESS:
+                raise ERR(ret)
+            procs = []
+            for i in range(c_count.value):
+                obj = _real.nvmlStructToFriendlyObject(c_procs[i])
+                if obj.usedGpuMemory == _real.NVML_VALUE_NOT_AVAILABLE_ulonglong.value:
+                    obj.usedGpuMemory = None
+                procs.append(obj)
+            return procs
+
+        return read
 
     @nvml_api
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
-        return self._procs(handle, False)
+        return self._running_processes(
+            "nvmlDeviceGetComputeRunningProcesses_v3", _real.c_nvmlProcessInfo_v3_t
+        )(handle)
+
+    @nvml_api
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle):
+        return self._running_processes(
+            "nvmlDeviceGetComputeRunningProcesses_v2", _real.c_nvmlProcessInfo_v2_t
+        )(handle)
 
     @nvml_api
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle):
-        return self._procs(handle, False)
+        return self._running_processes(
+            "nvmlDeviceGetComputeRunningProcesses_v3", _real.c_nvmlProcessInfo_v3_t
+        )(handle)
 
     @nvml_api
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
-        return self._procs(handle, True)
+        return self._running_processes(
+            "nvmlDeviceGetGraphicsRunningProcesses_v3", _real.c_nvmlProcessInfo_v3_t
+        )(handle)
+
+    @nvml_api
+    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle):
+        return self._running_processes(
+            "nvmlDeviceGetGraphicsRunningProcesses_v2", _real.c_nvmlProcessInfo_v2_t
+        )(handle)
 
     @nvml_api
     def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle):
-        return self._procs(handle, True)
+        return self._running_processes(
+            "nvmlDeviceGetGraphicsRunningProcesses_v3", _real.c_nvmlProcessInfo_v3_t
+        )(handle)
 
     @nvml_api
     def nvmlDeviceGetProcessUtilization(self, handle, timeStamp):

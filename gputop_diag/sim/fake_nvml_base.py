@@ -13,11 +13,11 @@ import inspect
 
 import pynvml as _real
 
-from .machine import SimGpu, SimMachine
+from .machine import HANG_CAP_S, SimGpu, SimMachine
 
 ERR = _real.NVMLError
 NA = 0xFFFFFFFF  # NVML's "not applicable" for MIG ids outside MIG
-_KEEP_FUNCTIONS = {"nvmlStructToFriendlyObject", "convertStrBytes"}
+_KEEP_FUNCTIONS = {"nvmlStructToFriendlyObject", "convertStrBytes", "throwOnVersionMismatch"}
 
 
 def _constants() -> dict:
@@ -35,31 +35,43 @@ def _constants() -> dict:
 CONSTANTS = _constants()
 
 
+# pynvml wrapper -> the C symbol it calls, where the two names differ (pynvml 13.x; a test reads
+# pynvml's source and checks this table). A callable picks the symbol from the call's arguments.
+C_SYMBOLS: dict = {
+    "nvmlInit": "nvmlInitWithFlags",
+    "nvmlDeviceGetCount": "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex": "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetPciInfo": "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGraphicsRunningProcesses": "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    "nvmlEventSetWait": "nvmlEventSetWait_v2",
+    "nvmlDeviceGetMemoryInfo": lambda args, kwargs: (
+        "nvmlDeviceGetMemoryInfo_v2"
+        if (args[1] if len(args) > 1 else kwargs.get("version"))
+        else "nvmlDeviceGetMemoryInfo"
+    ),
+}
+# Wrappers marked `@throwOnVersionMismatch` in pynvml: a missing symbol raises
+# NVMLLibraryMismatchError (not an NVMLError) from them.
+VERSION_CHECKED = frozenset(
+    {"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"}
+)
+
+
+def c_symbol(name: str, args: tuple = (), kwargs: dict | None = None) -> str:
+    """The C symbol pynvml's wrapper `name` calls with these arguments."""
+    sym = C_SYMBOLS.get(name, name)
+    return sym(args, kwargs or {}) if callable(sym) else sym
+
+
 def nvml_api(fn):
-    """Count the call, apply injected errors, and raise as NVML does before init or for a lost
-    GPU. The GPU a call concerns is found from its handle (or index, or GPM sample)."""
+    """A pynvml wrapper: the driver must export its C symbol (else FUNCTION_NOT_FOUND, as pynvml
+    raises it); then `NvmlBase._gate` applies init, injected errors, hangs and lost GPUs."""
     name = fn.__name__
 
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        m = self._m
-        m.call_counts[name] += 1
-        if not self._init and name != "nvmlInit":
-            raise ERR(_real.NVML_ERROR_UNINITIALIZED)
-        first = args[0] if args else next(iter(kwargs.values()), None)
-        if name == "nvmlDeviceGetHandleByIndex":
-            gpu = first if isinstance(first, int) else None
-        elif name == "nvmlGpmMetricsGet":
-            gpu = self._gpm.get(self._addr(first.sample2), (None,))[0]
-        elif name == "nvmlGpmSampleFree":
-            gpu = self._gpm.get(self._addr(first), (None,))[0]
-        else:
-            gpu = self._gpu_of(first)
-        code = m.take_error(name, gpu)
-        if code is not None:
-            raise ERR(code)
-        if gpu is not None and m.is_lost(gpu):
-            raise ERR(_real.NVML_ERROR_GPU_IS_LOST)
+        self._gate(name, args, kwargs, symbol=c_symbol(name, args, kwargs))
         return fn(self, *args, **kwargs)
 
     return wrapper
@@ -81,6 +93,9 @@ class NvmlBase:
                 self._by_addr[self._addr(mh)] = (i, k)
         self._gpm: dict[int | None, tuple[int | None, float]] = {}
         self._event_sets: dict[int | None, dict] = {}
+        from .fake_libnvml import FakeLib  # the C side of this stand-in
+
+        self._lib = FakeLib(self)
 
     @staticmethod
     def _addr(h) -> int | None:
@@ -110,6 +125,52 @@ class NvmlBase:
 
     def _g(self, h) -> dict:
         return self._m.state()["gpus"][self._index(h)]
+
+    def _gate(self, name: str, args: tuple, kwargs: dict, symbol: str | None = None) -> None:
+        """What every call into the driver goes through: count it, refuse it before init or
+        when the driver lacks its symbol, block it where a test hangs it, raise an injected
+        error, and raise GPU_IS_LOST for a lost GPU. The GPU a call concerns is found from its
+        handle (or index, or GPM sample)."""
+        m = self._m
+        m.call_counts[name] += 1
+        if not self._init and name not in ("nvmlInit", "nvmlInitWithFlags"):
+            raise ERR(_real.NVML_ERROR_UNINITIALIZED)
+        if symbol is not None and not m.driver.exports(symbol):
+            if name in VERSION_CHECKED:
+                raise _real.NVMLLibraryMismatchError(
+                    "Unversioned function called and the pyNVML version does not match the "
+                    "NVML lib version. Either use matching pyNVML and NVML lib versions or use "
+                    f"a versioned function such as {name}_v2"
+                )
+            raise ERR(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        if name == "nvmlDeviceGetHandleByIndex":
+            gpu = first if isinstance(first, int) else None
+        elif name == "nvmlGpmMetricsGet":
+            gpu = self._gpm.get(self._addr(first.sample2), (None,))[0]
+        elif name == "nvmlGpmSampleFree":
+            gpu = self._gpm.get(self._addr(first), (None,))[0]
+        else:
+            gpu = self._gpu_of(first)
+        release = m.take_hang(name, gpu)
+        if release is not None:
+            release.wait(HANG_CAP_S)
+        code = m.take_error(name, gpu)
+        if code is not None:
+            raise ERR(code)
+        if gpu is not None and m.is_lost(gpu):
+            raise ERR(_real.NVML_ERROR_GPU_IS_LOST)
+
+    def _nvmlGetFunctionPointer(self, name):  # noqa: N802 - pynvml's name
+        """As pynvml's: the C function of the loaded library, or FUNCTION_NOT_FOUND. The
+        simulated library emulates the C calling convention of the symbols whose layout the
+        collector must choose itself (process lists, event waits); see `fake_libnvml`."""
+        if not self._init:
+            raise ERR(_real.NVML_ERROR_UNINITIALIZED)
+        try:
+            return getattr(self._lib, name)
+        except AttributeError:
+            raise ERR(_real.NVML_ERROR_FUNCTION_NOT_FOUND) from None
 
     def _mig_enabled(self, h) -> bool:
         return bool(self._sim(h).mig)

@@ -246,11 +246,18 @@ class NvmlExtras(NvmlBase):
 
     @nvml_api
     def nvmlEventSetWait_v2(self, eventSet, timeoutms):
-        return self._next_event(eventSet, timeoutms)
+        return self._event_data(eventSet, timeoutms)
 
     @nvml_api
     def nvmlEventSetWait(self, eventSet, timeoutms):
-        return self._next_event(eventSet, timeoutms)
+        return self._event_data(eventSet, timeoutms)
+
+    def _event_data(self, eventSet, timeoutms):
+        device, event_type, event_data, gi, ci = self._wait_event(eventSet, timeoutms)
+        d = _real.c_nvmlEventData_t()
+        d.device, d.eventType, d.eventData = device, event_type, event_data
+        d.gpuInstanceId, d.computeInstanceId = gi, ci
+        return d
 
     def _pending(self, es: dict, now: float):
         for k, x in enumerate(self._m.xids):
@@ -261,7 +268,9 @@ class NvmlExtras(NvmlBase):
                 return k, x
         return None
 
-    def _next_event(self, eventSet, timeoutms):
+    def _wait_event(self, eventSet, timeoutms):
+        """The next event of the set as (device, eventType, eventData, gi, ci), waiting up to
+        `timeoutms` of wall time under a real-time clock; TIMEOUT when there is none."""
         es = self._event_sets.get(self._addr(eventSet))
         if es is None:
             raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
@@ -276,12 +285,11 @@ class NvmlExtras(NvmlBase):
             raise ERR(_real.NVML_ERROR_TIMEOUT)
         k, (_, gi, xid, *_rest) = hit
         es["sent"].add(k)
-        d = _real.c_nvmlEventData_t()
-        d.device = self._handles[gi]
-        d.eventType = _real.nvmlEventTypeXidCriticalError
-        d.eventData = xid
-        d.gpuInstanceId = d.computeInstanceId = NA
-        return d
+        device = self._handles[gi]
+        if self._m.foreign_event_handles:  # a handle value the caller never looked up
+            device = ctypes.pointer(_real.struct_c_nvmlDevice_t())
+            self._by_addr[self._addr(device)] = (gi, None)
+        return device, _real.nvmlEventTypeXidCriticalError, xid, NA, NA
 
     @nvml_api
     def nvmlEventSetFree(self, eventSet):

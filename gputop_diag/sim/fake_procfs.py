@@ -40,6 +40,20 @@ class FakeProcFS:
             return e.errno != errno.ENOENT
         return True
 
+    def listdir(self, path: str) -> list[str]:
+        m = self._m
+        parts = [p for p in path.split("/") if p]
+        if parts == ["proc"]:
+            live = [str(pid) for pid in m.procs if m.alive(pid)]
+            return [*live, "pressure", "driver", "loadavg"]
+        if parts == ["proc", "driver", "nvidia", "gpus"] and not m.no_driver:
+            return [g.proc_bus_id for g in m.gpus]
+        try:
+            self.read_text(path)
+        except IsADirectoryError:
+            return []
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+
     def read_text(self, path: str) -> str:
         m = self._m
         parts = [p for p in path.split("/") if p]
@@ -89,6 +103,8 @@ class FakeProcFS:
             return "\0".join(p.cmdline) + "\0"
         if rest == ["status"]:
             return self._status(p)
+        if rest == ["stat"]:
+            return self._stat(p)
         if rest[0] == "task":
             if len(rest) == 1:
                 raise _directory(path)
@@ -118,6 +134,14 @@ class FakeProcFS:
             f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
             f"Threads:\t{len(p.threads)}\n"
         )
+
+    def _stat(self, p: SimProc) -> str:
+        """/proc/<pid>/stat (proc(5)): comm in parentheses (it may hold spaces and ')'), then
+        state, ppid, pgrp, session, ..., num_threads (field 20), starttime (22, clock ticks)."""
+        ticks = int((p.create_time - self._m.boot_time) * 100)
+        fields = ["S", p.ppid, p.pid, p.pid, 0, -1, 4194560, 0, 0, 0, 0]
+        fields += [0, 0, 0, 0, 20, 0, len(p.threads), 0, ticks]
+        return f"{p.pid} ({p.name[:15]}) " + " ".join(str(f) for f in fields) + " 0 0\n"
 
     def _maps(self, p: SimProc) -> str:
         rt = p.cuda_runtime or "12"

@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .clock import SimClock
+from .drivers import DriverProfile, profile_for_version
 from .population import (
     MIB,
     SimGpu,
@@ -42,6 +43,7 @@ _KEYS = {k: n for n, k in enumerate(NOISE_SD)}
 _NOISE_N = 4099
 _PSI_TAU = (10.0, 60.0, 300.0)
 SAMPLES_PER_S = 6  # the driver samples busy time every ~1/6 s (NVML API reference)
+HANG_CAP_S = 120.0  # the longest a `hang()` blocks a call when nobody releases it
 
 
 def sample_time_us(k: int) -> int:
@@ -86,6 +88,7 @@ class SimMachine:
         noise: float,
         gpu_count: int | None,
         process_count: int | None,
+        driver: DriverProfile | None = None,
     ) -> None:
         self.name, self.spec, self.clock, self.noise = name, spec, clock, noise
         self.model = GPU_MODELS[spec["model"]]
@@ -94,13 +97,18 @@ class SimMachine:
         n = 0 if spec.get("no_driver") and gpu_count is None else self.info.gpu_count
         self.user = "alice"  # who runs the tool
         self.no_driver = bool(spec.get("no_driver"))
-        self.driver_version, self.cuda_version = spec.get("driver", ("570.124.06", 12080))
+        if driver is None:
+            driver = profile_for_version(*spec.get("driver", ("570.124.06", 12080)))
+        self.driver = driver  # what the simulated libnvidia-ml.so exports
+        self.driver_version, self.cuda_version = driver.version, driver.cuda_version
         self.boot_time = clock.start - BOOT_AGO_S
         rng = random.Random(f"{name}-{seed}")
         self._noise = [rng.gauss(0.0, 1.0) for _ in range(_NOISE_N)]
         self.call_counts: Counter = Counter()  # fake pynvml calls, per function
         self.raised: Counter = Counter()  # injected errors actually raised, per function
         self.errors: dict[str, list[list]] = {}
+        self.hangs: dict[str, list[tuple[int | None, threading.Event]]] = {}
+        self.foreign_event_handles = False  # events carry handles the caller never saw
         self.lost_at: dict[int, float] = {
             g: clock.start + t for g, t in spec.get("lost", []) if g < n
         }
@@ -437,6 +445,20 @@ class SimMachine:
 
     def clear_errors(self) -> None:
         self.errors.clear()
+
+    def hang(self, function_name: str, gpu: int | None = None) -> threading.Event:
+        """Make fake pynvml `function_name` block (for one GPU or all) until the returned event
+        is set, as a call into a failing GPU can block for minutes. A safety cap of
+        `HANG_CAP_S` keeps a forgotten hang from stalling a test run forever."""
+        release = threading.Event()
+        self.hangs.setdefault(function_name, []).append((gpu, release))
+        return release
+
+    def take_hang(self, fn: str, gpu: int | None) -> threading.Event | None:
+        for g, release in self.hangs.get(fn, ()):
+            if (g is None or g == gpu) and not release.is_set():
+                return release
+        return None
 
     def lose_gpu(self, index: int, at: float | None = None) -> None:
         """GPU `index` falls off the bus now, or at `at` (epoch, or seconds from the start)."""
