@@ -42,6 +42,7 @@ C_SYMBOLS: dict = {
     "nvmlDeviceGetCount": "nvmlDeviceGetCount_v2",
     "nvmlDeviceGetHandleByIndex": "nvmlDeviceGetHandleByIndex_v2",
     "nvmlDeviceGetPciInfo": "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetHandleByPciBusId": "nvmlDeviceGetHandleByPciBusId_v2",
     "nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlDeviceGetGraphicsRunningProcesses": "nvmlDeviceGetGraphicsRunningProcesses_v3",
     "nvmlEventSetWait": "nvmlEventSetWait_v2",
