@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "snapshot": ("snapshot", "one sample of everything"),
     "diagnose": ("diagnose", "sample for N seconds and name the current bottleneck"),
     "record": ("record", "record samples to a file (-o FILE) for a later --replay FILE"),
+    "xid": ("xid", "read the kernel log, triage Xid/SXid events and driver errors"),
     "demo": ("demo", "list the simulator scenarios (--list)"),
 }
 DEFAULT_DEMO = "tour"

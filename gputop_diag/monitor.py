@@ -1,11 +1,17 @@
 """The one Monitor: the tick every view runs — sample, attach the slow sources, classify.
 
 Each tick samples the machine (the Sampler), attaches the latest answer of the slow sources
-(Slurm's queue and the kernel log's OOM kills, asked every `SLOW_SOURCES_EVERY_S`, not every
-tick) to the snapshot *before* it enters the history, classifies the last `WINDOW_S` seconds
-with the previous verdict for hysteresis, and returns a frozen `Tick`. The live view, the
-headless commands and `record` all run this one loop, so they see the same numbers and
-verdicts; and because the evidence rides inside each snapshot, a replayed recording
+(Slurm's queue and the kernel log, asked every `SLOW_SOURCES_EVERY_S`, not every tick) to the
+snapshot *before* it enters the history, classifies the last `WINDOW_S` seconds with the previous
+verdict for hysteresis, and returns a frozen `Tick`. One read of the kernel log
+(`KernelLogWatch`: the journal, else dmesg, else kern.log) gives both the OOM kills and the Xid
+lines: an Xid NVML did not already report joins the snapshot's `xid_events` (source
+"kernel-log"), so the alerts, the Xid pane and a recording see it; a kernel log nobody may read
+is an error on the snapshot with the way to get access. `xid_triage` is the Xid triage
+(`diagnose.xid_triage`) of everything seen, joined with the sampled history, and of the kernel
+log before the run once `xid_history()` has read it (in the background: the Xid pane asks).
+The live view, the headless commands and `record` all run this one loop, so they see the same
+numbers and verdicts; and because the evidence rides inside each snapshot, a replayed recording
 (`Monitor(None)` fed the recorded snapshots) reaches the same diagnosis.
 
 No Textual here: the live view wraps a Monitor in `tui/feed.py`.
@@ -15,12 +21,23 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .diagnose import Diagnosis, classify, collect_oom_kills, collect_scheduler_evidence
+from .diagnose import Diagnosis, classify, collect_scheduler_evidence
+from .diagnose.kernlog_watch import KernelLogWatch
+from .diagnose.logfiles import TUI_BUDGET
+from .diagnose.xid_live import (
+    HISTORY_SINCE_S,
+    kernel_xid_events,
+    live_triage,
+    unreadable_error,
+)
+from .diagnose.xid_sources import XidScan, scan
+from .diagnose.xid_triage import XidTriage
 from .history import History
-from .model import CollectorError, OomKill, SchedulerEvidence, Snapshot
+from .model import CollectorError, OomKill, SchedulerEvidence, Snapshot, XidEvent
 from .recording import Recording
 from .sampler import Sampler
 from .sources import Sources
@@ -29,6 +46,7 @@ WINDOW_S = 60.0  # what classify() reads: the last minute
 # squeue is a round trip to the controller and journalctl reads the journal: every 10 s.
 SLOW_SOURCES_EVERY_S = 10.0
 HISTORY_S = 600.0  # what the history keeps (the views draw from it)
+MAX_XID_EVENTS = 500  # the Xid events of this run the triage keeps (the newest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +91,12 @@ class Monitor:
         self._jobs: tuple[SchedulerEvidence, ...] | None = None
         self._ooms: tuple[OomKill, ...] | None = None
         self._slow_errors: dict[str, CollectorError] = {}
+        self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
+        self._klog_seen: deque[tuple] = deque(maxlen=4 * MAX_XID_EVENTS)
+        self._xids: deque[XidEvent] = deque(maxlen=MAX_XID_EVENTS)  # every one this run
+        self.xid_triage: XidTriage | None = None  # frozen; replaced when something changes
+        self._history_scan: XidScan | None = None
+        self._history_thread: threading.Thread | None = None
 
     @property
     def replaying(self) -> bool:
@@ -121,11 +145,9 @@ class Monitor:
             self._jobs = self._ask(
                 "slurm", lambda: collect_scheduler_evidence(self.sources), self._jobs
             )
-            self._ooms = self._ask(
-                "kernel-log",
-                lambda: collect_oom_kills(self.sources, since=snap.timestamp - WINDOW_S),
-                self._ooms,
-            )
+            kernel_xids = self._kernel_log(snap)
+            if kernel_xids:
+                snap = dataclasses.replace(snap, xid_events=snap.xid_events + kernel_xids)
         return dataclasses.replace(
             snap,
             scheduler_jobs=self._jobs,
@@ -133,6 +155,28 @@ class Monitor:
             slow_sources_at=self._slow_at,
             errors=snap.errors + tuple(self._slow_errors.values()),
         )
+
+    def _kernel_log(self, snap: Snapshot) -> tuple[XidEvent, ...]:
+        """Read the last window of the kernel log once: its OOM kills become `self._ooms`, its
+        Xid lines that are new (and not already NVML's) are returned for this snapshot."""
+        try:
+            parsed = self._klog.poll(snap.timestamp - WINDOW_S)
+            new = kernel_xid_events(parsed.events, snap, self._xids, self._klog_seen)
+        except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
+            self._slow_errors["kernel-log"] = CollectorError(
+                source="kernel-log",
+                message=f"the kernel-log query failed: {type(e).__name__}: {e}",
+                next_step="the diagnosis goes on with the last answer; "
+                "report this with `gputop-diag report`",
+            )
+            self._ooms = self._ooms if self._ooms is not None else ()
+            return ()
+        if self._klog.readable:
+            self._slow_errors.pop("kernel-log", None)
+        else:
+            self._slow_errors["kernel-log"] = unreadable_error(self._klog.reports)
+        self._ooms = tuple(parsed.ooms)
+        return new
 
     def _ask(self, source: str, query: Callable[[], list], before: tuple | None) -> tuple:
         """A slow source's answer; on a failure the last answer stands and the snapshot says so
@@ -154,8 +198,44 @@ class Monitor:
         self.history.append(snap)
         self.diagnosis = classify(self.history.snapshots(WINDOW_S), self.diagnosis)
         self.ticks += 1
+        self._xids.extend(snap.xid_events)
+        if snap.xid_events or snap.slow_sources_at == snap.timestamp or self.xid_triage is None:
+            self.xid_triage = live_triage(
+                self._history_scan, tuple(self._xids), self.history.snapshots(), snap
+            )
         self.last = Tick(snap, self.diagnosis, self.ticks)
         return self.last
+
+    # -- the kernel log before this run -------------------------------------------------------
+    def xid_history(self, wait: float | None = None) -> XidScan | None:
+        """The kernel log's driver events of the last `HISTORY_SINCE_S` (before and during this
+        run), read once in a background thread started by the first call; None until it is
+        done (`wait`: seconds to wait for it), and always None when replaying."""
+        if self.sources is None:
+            return None
+        with self._lock:
+            if self._history_thread is None:
+                since = self.sources.clock.now() - HISTORY_SINCE_S
+                self._history_thread = threading.Thread(
+                    target=self._read_history, args=(since,), name="xid-history", daemon=True
+                )
+                self._history_thread.start()
+        if wait is not None:
+            self._history_thread.join(wait)
+        return self._history_scan
+
+    def _read_history(self, since: float) -> None:
+        try:
+            found = scan(self.sources, since=since, budget=TUI_BUDGET)
+        except Exception as e:  # noqa: BLE001 - said in the pane, never a dead thread
+            found = XidScan((), (), (), since, self.sources.clock.now(), 0.0, failure=str(e))
+        self._history_scan = found
+        with self._lock:  # the next tick would; a paused view should not wait for one
+            last = self.history.latest
+            if last is not None:
+                self.xid_triage = live_triage(
+                    found, tuple(self._xids), self.history.snapshots(), last
+                )
 
     # -- headless loops ------------------------------------------------------------------------
     def run_for(

@@ -1,4 +1,8 @@
-"""OOM kills from the kernel log: `journalctl -k` lines as frozen facts for the classifier."""
+"""OOM kills from the kernel log: `journalctl -k` lines as frozen facts for the classifier.
+
+`parse_oom_kills` reads `journalctl -k -o short-iso` text; `oom_kill_in` reads one kernel
+message whatever its source (the kernel-log reader in `kernlog.py` calls it for every message,
+so one read of the log yields both the OOM kills and the GPU driver events)."""
 
 from __future__ import annotations
 
@@ -31,6 +35,19 @@ def _stamp(line: str) -> float | None:
         except ValueError:
             continue
     return None
+
+
+def oom_kill_in(message: str, timestamp: float | None) -> OomKill | None:
+    """The OOM kill one kernel message reports, if it reports one."""
+    m = _KILL.search(message)
+    if not m:
+        return None
+    return OomKill(
+        timestamp=timestamp,
+        pid=int(m.group("pid")),
+        process_name=m.group("name"),
+        cgroup=m.group("cg").startswith("Memory cgroup"),
+    )
 
 
 def parse_oom_kills(text: str) -> list[OomKill]:

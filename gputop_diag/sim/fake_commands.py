@@ -2,13 +2,15 @@
 `scontrol` and `sacct` (in `fake_slurm.py`).
 
 Each answers in the real program's output format with what the machine logged up to the clock's
-now. A program the scenario lacks raises FileNotFoundError, as when it is not installed: Slurm
-exists only in scenarios that have Slurm jobs. `journalctl --file`/`--directory` reads a real
-journal, so it runs the real program.
+now (`journalctl` in the short formats and `-o json`; a match such as `_TRANSPORT=kernel` is
+taken as the kernel log it already is). A program the scenario lacks raises FileNotFoundError,
+as when it is not installed: Slurm exists only in scenarios that have Slurm jobs.
+`journalctl --file`/`--directory` reads a real journal, so it runs the real program.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -93,8 +95,12 @@ class FakeCommands:
             return CommandResult(1, "", f"Failed to parse timestamp: {bad}\n")
         fmt = _opt(argv, "-o", "--output") or "short"
         rows = []
-        for t, text in self._lines(since, until, _opt(argv, "--grep", "-g")):
+        grep = _opt(argv, "--grep", "-g")
+        for t, text in self._lines(since, until, grep):
             d = _utc(t)
+            if fmt == "json":  # one entry per line, as journald stores a kernel message
+                rows.append(json.dumps(self._entry(t, text)))
+                continue
             if fmt == "cat":
                 rows.append(text)
                 continue
@@ -112,8 +118,23 @@ class FakeCommands:
             rows = rows[-int(n) :] if int(n) else []
         if "-r" in argv or "--reverse" in argv:
             rows.reverse()
+        if fmt == "json":  # no "-- No entries --" line; with --grep and no match, exit 1
+            return CommandResult(1 if grep and not rows else 0, "".join(r + "\n" for r in rows))
         out = "\n".join(rows) + "\n" if rows else "-- No entries --\n"
         return CommandResult(0, out)
+
+    def _entry(self, t: float, text: str) -> dict[str, str]:
+        """A kernel message as `journalctl -o json` prints it (the fields a reader uses)."""
+        return {
+            "__REALTIME_TIMESTAMP": str(int(t * 1e6)),
+            "__MONOTONIC_TIMESTAMP": str(int((t - self._m.boot_time) * 1e6)),
+            "_BOOT_ID": "5f0c9c1f3e2a4b6d8e7f90a1b2c3d4e5",
+            "_TRANSPORT": "kernel",
+            "SYSLOG_IDENTIFIER": "kernel",
+            "PRIORITY": "3" if "NVRM: Xid" in text else "6",
+            "_HOSTNAME": self._host,
+            "MESSAGE": text,
+        }
 
     def _dmesg(self, argv: list[str]) -> CommandResult:
         boot = self._m.boot_time
