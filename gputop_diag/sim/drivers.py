@@ -17,6 +17,7 @@ calls).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 # C symbol -> the first driver branch whose libnvidia-ml.so exports it. Only the symbols the
@@ -75,7 +76,7 @@ class DriverProfile:
     process_layout: str = "v2"
     extra_missing: frozenset[str] = field(default_factory=frozenset)
 
-    @property
+    @functools.cached_property
     def missing(self) -> frozenset[str]:
         """The C symbols this driver's library does not export."""
         late = {s for s, since in SYMBOL_SINCE.items() if since > self.branch}
