@@ -1,0 +1,137 @@
+"""`gputop-diag exporter`: serve what the Monitor sees to Prometheus, in dcgm-exporter's names.
+
+The Monitor ticks every --interval seconds (sample, slow sources, classify, as every view does);
+each tick rebuilds the metric families (`prom_export.TickMetrics`) and a scrape serves the
+newest. Headless: no Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from ..monitor import Monitor
+from ..sources import Sources
+from .snapshot import EXIT_NO_GPU, no_driver_error
+
+EXIT_USAGE = 2
+DEFAULT_LISTEN = ":9401"  # dcgm-exporter listens on :9400; both can run on one node
+REPLAY = False
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="ADDR:PORT",
+        help=f"where to serve /metrics (default {DEFAULT_LISTEN}: every interface, port 9401; "
+        "dcgm-exporter's own default is :9400); port 0 picks a free port and prints it",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=argparse.SUPPRESS,  # falls back to the top-level --interval (default 1)
+        metavar="S",
+        help="seconds between samples (default 1); set Prometheus' scrape_interval to match",
+    )
+    p.add_argument(
+        "--dcgm-labels",
+        action="store_true",
+        help="name the GPU model label modelName, exactly as dcgm-exporter does (for its "
+        "dashboards); by default it is model_name, since promtool's lint rejects camelCase "
+        "label names",
+    )
+    p.add_argument(
+        "--sanitize",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="drop every identifying label (Hostname, UUID, pci_bus_id, hpc_job) and scrub "
+        "thread names; Prometheus' instance label then tells nodes apart",
+    )
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`ADDR:PORT`, `:PORT` (every interface) or `[IPv6]:PORT` as (address, port)."""
+    addr, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen {text!r}: expected ADDR:PORT, :PORT or [IPv6]:PORT")
+    addr = addr.strip("[]") or "0.0.0.0"
+    return addr, int(port)
+
+
+def run(args: argparse.Namespace, feed: Sources) -> int:
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from ..prom_export import SlurmJobs, TickMetrics, window_of
+
+    try:
+        addr, port = parse_listen(args.listen)
+    except ValueError as e:
+        print(f"gputop-diag: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.interval <= 0:
+        print("gputop-diag: --interval must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    monitor = Monitor(feed, interval=args.interval)
+    metrics = TickMetrics(
+        sanitize=getattr(args, "sanitize", False),
+        dcgm_labels=args.dcgm_labels,
+        jobs=SlurmJobs(feed.psutil),
+        source=f"simulator:{feed.scenario}" if feed.simulated else "nvml",
+        window=window_of(monitor),
+    )
+    stop = threading.Event()
+    try:
+        tick = monitor.tick()
+        err = no_driver_error(tick.snapshot)
+        if err is not None:
+            print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+            return EXIT_NO_GPU
+        metrics.update(tick)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(metrics)
+        try:
+            server, _ = start_http_server(port, addr=addr, registry=registry)
+        except OSError as e:
+            print(
+                f"gputop-diag: cannot listen on {args.listen}: {e.strerror or e}; choose another "
+                "port with --listen ADDR:PORT",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        shown = f"[{addr}]" if ":" in addr else addr
+        print(
+            f"gputop-diag exporter: serving http://{shown}:{server.server_port}/metrics "
+            f"({len(tick.snapshot.gpus)} GPUs, a sample every {args.interval:g} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            _loop(monitor, metrics, feed, args.interval, stop)
+        except KeyboardInterrupt:
+            pass
+        server.shutdown()
+        server.server_close()
+        return 0
+    finally:
+        monitor.close()
+
+
+def _loop(monitor: Monitor, metrics, feed: Sources, interval: float, stop: threading.Event):
+    """Tick every `interval` of wall time until `stop`. A simulated clock that does not follow
+    the wall clock (headless commands build it so) is moved on by the same interval, so a demo
+    exporter's scenario plays at the pace Prometheus scrapes it."""
+    next_at = time.monotonic() + interval
+    sim_at = feed.clock.now()
+    while not stop.wait(max(0.0, next_at - time.monotonic())):
+        next_at += interval
+        if feed.simulated and feed.clock.now() - sim_at < interval / 2:
+            feed.clock.sleep(interval)  # instant: it only moves simulated time on
+        sim_at = feed.clock.now()
+        metrics.update(monitor.tick())
+        if next_at < time.monotonic():  # a slow tick: skip the missed ones, never burst
+            next_at = time.monotonic() + interval

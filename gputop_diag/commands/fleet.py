@@ -1,0 +1,134 @@
+"""`gputop-diag fleet`: diagnose many nodes from Prometheus (dcgm-exporter's series or ours)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime
+
+EXIT_USAGE = 2
+EXIT_NO_GPU = 3  # Prometheus answers, but no GPU series match
+EXIT_PROMETHEUS = 4  # Prometheus is down, too slow, or refuses the query
+REPLAY = False
+DEFAULT_WINDOW = "5m"
+DEFAULT_TIMEOUT_S = 10.0
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--prometheus",
+        required=True,
+        metavar="URL",
+        help="Prometheus' address, e.g. http://prometheus:9090",
+    )
+    p.add_argument(
+        "--match",
+        default="",
+        metavar="SELECTOR",
+        help="PromQL label matchers that pick the GPU series, e.g. '{cluster=\"a\"}' or "
+        "'Hostname=~\"gpu-0[1-4]\"'",
+    )
+    p.add_argument(
+        "--window",
+        default=DEFAULT_WINDOW,
+        metavar="DURATION",
+        help=f"how far back to judge (default {DEFAULT_WINDOW}; 30s, 5m, 1h)",
+    )
+    p.add_argument(
+        "--step",
+        default=None,
+        metavar="DURATION",
+        help="seconds between samples (default: the scrape interval, read off the data)",
+    )
+    p.add_argument(
+        "--at",
+        default=None,
+        metavar="TIME",
+        help="judge the window ending at TIME (unix seconds or ISO 8601) instead of now",
+    )
+    p.add_argument(
+        "--group-by",
+        default=None,
+        metavar="LABEL",
+        help="the label that names a multi-node job (default hpc_job: the Slurm job, as "
+        "dcgm-exporter and gputop-diag exporter label it)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for each answer from Prometheus (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document (schema gputop-diag.fleet/1, see docs/fleet.md)",
+    )
+
+
+def parse_duration(text: str, what: str) -> float:
+    m = _DURATION.match(text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"{what} {text!r}: expected a duration such as 30s, 5m or 1h")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def parse_time(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"--at {text!r}: expected unix seconds or ISO 8601 (2026-01-15T10:00:00Z)"
+        ) from None
+    return t.timestamp() if t.tzinfo else t.astimezone().timestamp()
+
+
+def run(args: argparse.Namespace, sources=None) -> int:
+    from ..dcgm_fields import JOB_LABEL
+    from ..fleet import judge_fleet, render_fleet_text, to_fleet_json
+    from ..fleet_read import NoFleetData, read_fleet
+    from ..prom_client import Prometheus, PrometheusError
+
+    group_by = args.group_by or JOB_LABEL
+    try:
+        window = parse_duration(args.window, "--window")
+        step = parse_duration(args.step, "--step") if args.step else None
+        at = parse_time(args.at) if args.at else None
+        if args.timeout <= 0:
+            raise ValueError("--timeout must be positive")
+        if step is not None and step > window:
+            raise ValueError("--step must not exceed --window")
+        prom = Prometheus(args.prometheus, timeout=args.timeout)
+    except ValueError as e:
+        print(f"gputop-diag: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        data = read_fleet(
+            prom, window_s=window, step_s=step, match=args.match, at=at, group_by=group_by
+        )
+    except PrometheusError as e:
+        print(f"gputop-diag: {e.message}; next: {e.next_step}", file=sys.stderr)
+        return EXIT_PROMETHEUS
+    except NoFleetData as e:
+        print(
+            f"gputop-diag: {e}; next: check that Prometheus scrapes dcgm-exporter or "
+            "`gputop-diag exporter` (curl its /metrics), and --match and --window",
+            file=sys.stderr,
+        )
+        return EXIT_NO_GPU
+    verdict = judge_fleet(data)
+    if args.json:
+        doc = to_fleet_json(verdict, prometheus=prom.url, match=args.match, group_by=group_by)
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_fleet_text(verdict))
+    return 0
