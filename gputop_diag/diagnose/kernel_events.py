@@ -89,12 +89,13 @@ _INIT_MINOR = re.compile(
     r"minor number (?P<minor>\d+)"
 )
 _API_OLD = re.compile(
-    r"API mismatch: the client has the version (?P<client>[\d.]+), but\s+this kernel module "
-    r"has the version (?P<module>[\d.]+)"
+    r"API mismatch: the client has the version (?P<client>\d+(?:\.\d+)+), but\s+this kernel "
+    r"module has the version (?P<module>\d+(?:\.\d+)+)"
 )
 _API_NEW = re.compile(
     r"API mismatch: the client '(?P<comm>[^']*)' \(pid (?P<pid>\d+)\)\s+has the version "
-    r"(?P<client>[\d.]+), but this kernel module has\s+the version (?P<module>[\d.]+)"
+    r"(?P<client>\d+(?:\.\d+)+), but this kernel module has\s+the version "
+    r"(?P<module>\d+(?:\.\d+)+)"
 )
 _GSP = re.compile(
     r"NVRM: (?:GPU\d+ )?(?:\w+: )?.*?(?:GSP Timeout|Heartbeat timed out|PMU has halted|"
@@ -285,8 +286,10 @@ def events_in(rec: LogRecord, source: str = "") -> list[KernelEvent]:
         if pat.search(flat):
             return [_event(kind, rec, source, detail=flat)]
     m = _AER.search(flat)
-    if m:
-        return [_event("pcie_aer", rec, source, pci=canonical_pci(m.group("bdf")), detail=flat)]
+    if m:  # the device the port names ("… received: 0000:01:00.0"), else the port
+        dev = re.search(r"received: (" + _PCI3 + r"\.[0-7])", flat)
+        bdf = dev.group(1) if dev else m.group("bdf")
+        return [_event("pcie_aer", rec, source, pci=canonical_pci(bdf), detail=flat)]
     return []
 
 
@@ -329,6 +332,22 @@ def parse_records(recs: Iterable[LogRecord], source: str = "", parsed: ParsedLog
                     raw=prev.raw + "\n" + ev.raw,
                     fatal=fatal,
                     link=link,
+                )
+                continue
+            if (
+                ev.kind == "init_failed"
+                and prev is not None
+                and prev.kind == "init_failed"
+                and prev.minor is None
+                and (prev.pci is None or ev.pci is None or prev.pci == ev.pci)
+                and _close(prev, ev, 1.0)
+            ):  # "RmInitAdapter failed!" then "rm_init_adapter failed, … minor number N"
+                out.events[-1] = replace(
+                    prev,
+                    minor=ev.minor,
+                    pci=prev.pci or ev.pci,
+                    detail=prev.detail + "; " + ev.detail,
+                    raw=prev.raw + "\n" + ev.raw,
                 )
                 continue
             out.events.append(ev)

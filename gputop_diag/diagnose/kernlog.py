@@ -57,11 +57,10 @@ def clean_line(line: bytes | str, stats: ParseStats) -> str | None:
     else:
         data = line
     data = data.rstrip(b"\r\n")
-    if b"\x00" in data:
-        stats.nul_stripped += 1
+    had_nul = b"\x00" in data
+    if had_nul:
         data = data.replace(b"\x00", b"")
         if not data.strip():
-            stats.nul_stripped -= 1
             stats.binary_skipped += 1
             return None
     if len(data) > MAX_LINE_CHARS:
@@ -80,6 +79,7 @@ def clean_line(line: bytes | str, stats: ParseStats) -> str | None:
             stats.binary_skipped += 1
             return None
         stats.invalid_utf8 += 1
+    stats.nul_stripped += had_nul
     return _CONTROL_STR.sub("", text) if controls else text
 
 
@@ -295,6 +295,8 @@ def records(
         pieces = text.split("#012") if "#012" in text else [text]
         first = pieces[0].replace("#011", "\t")
         split = split_prefix(first, ref_time)
+        if split is None and first[:1] == " " and first[1:2] != " ":
+            split = split_prefix(first[1:], ref_time)  # " 5월 18 …": a padded month
         if split is None and pending is not None and first[:1] in (" ", "\t") and first.strip():
             pending.append(first.strip())
             raw.append(first)

@@ -1,11 +1,16 @@
-"""Pane 4, Xid: NVML Xid events newest first; the selected one's meaning and next step.
+"""Pane 4, Xid: every Xid, SXid and driver error — this run's (NVML and the kernel log) and the
+kernel log's before it — newest first; the selected one's meaning, next question and action;
+below, the triage: the route, the seed's patterns and the follow-up chains.
 
-The meanings come from the catalog of common codes (`diagnose.xid_catalog`). Kernel-log text
-is shown as plain text, never parsed as markup.
+The triage is the Monitor's (`diagnose.xid_triage`, the same result the `xid` command prints);
+the kernel log before the run is read once in the background the first time the pane is shown.
+Kernel-log text is shown as plain text, never parsed as markup; under `--sanitize` it is not
+shown at all, nor process names.
 """
 
 from __future__ import annotations
 
+import zlib
 from datetime import datetime, timezone
 
 from rich.text import Text
@@ -14,19 +19,64 @@ from textual.app import ComposeResult
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
-from ...diagnose.xid_catalog import describe
-from ...model import XidEvent
+from ...diagnose.kernel_events import KernelEvent
+from ...diagnose.xid_catalog import DRIVER_MESSAGES, entry, sxid_entry
+from ...diagnose.xid_live import HISTORY_SINCE_S
+from ...diagnose.xid_triage import TriageContext, XidTriage, gpu_refs, triage
 from ...widgets import DiffText
 from ..feed import Update
 from .base import Pane, View, set_text, sync_rows
 
 COLUMNS = ("seq", "time", "gpu", "xid", "name", "source")
+ROUTE_LINES = 4  # groups shown in the triage summary
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "?"
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%m-%d %H:%M:%S")
+
+
+def _code(e: KernelEvent) -> str:
+    if e.kind in ("xid", "sxid"):
+        return str(e.code)
+    return "-"
+
+
+def _name(e: KernelEvent) -> str:
+    if e.kind == "xid":
+        return entry(e.code).name
+    if e.kind == "sxid":
+        return f"SXID_{sxid_entry(e.code).unit.upper()}"
+    info = DRIVER_MESSAGES.get(e.kind)
+    return info.title if info else e.kind
+
+
+def _gpu(e: KernelEvent) -> str:
+    if e.kind == "sxid":
+        return f"S{e.switch}"
+    return "?" if e.gpu_index is None else str(e.gpu_index)
+
+
+def _key(e: KernelEvent) -> str:
+    """A row key that stays with its event while others arrive (or older ones are read)."""
+    stamp = "?" if e.timestamp is None else f"{e.timestamp:.3f}"
+    text = zlib.crc32(e.detail.encode()) & 0xFFFF
+    return f"{e.kind}:{e.code}:{e.pci or e.gpu_index}:{stamp}:{text:x}"
 
 
 class XidPane(Pane):
+    DEFAULT_CSS = """
+    XidPane #xid-triage {
+        height: auto;
+        border-top: solid $primary;
+    }
+    """
+
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self._events: dict[str, XidEvent] = {}
+        self._events: dict[str, KernelEvent] = {}
+        self._triage: XidTriage | None = None
         self._sanitize = False
 
     def compose(self) -> ComposeResult:
@@ -35,36 +85,48 @@ class XidPane(Pane):
             ("#", "seq", 4),
             ("TIME (UTC)", "time", 14),
             ("GPU", "gpu", 3),
-            ("XID", "xid", 4),
+            ("XID", "xid", 5),
             ("NAME", "name", 22),
-            ("SOURCE", "source", 10),
+            ("SOURCE", "source", 14),
         ):
             table.add_column(label, key=key, width=width)
         yield table
         yield DiffText(id="xid-detail")
+        yield DiffText(id="xid-triage")
+
+    def _monitor(self):
+        feeder = getattr(self.app, "feeder", None)
+        return feeder.monitor if feeder is not None else None
 
     def show(self, u: Update, view: View) -> None:
         self._sanitize = view.sanitize
-        rows = {}
-        events: dict[str, XidEvent] = {}
-        n = len(u.xid_events)
-        for k, x in enumerate(u.xid_events):  # newest first; numbered oldest = 1
-            seq = n - k
-            key = f"xid{seq}"  # stable: an event keeps its number
-            events[key] = x
-            when = datetime.fromtimestamp(x.timestamp, tz=timezone.utc)
+        monitor = self._monitor()
+        scan_state = None
+        if monitor is not None and monitor.xid_triage is not None:
+            if not monitor.replaying:
+                scan_state = monitor.xid_history()  # starts the background read once
+            result = monitor.xid_triage
+        else:  # snapshots posted without a Monitor of the app's (tests): this run's events
+            result = triage((), TriageContext(gpus=gpu_refs(u.snapshot)), u.xid_events)
+        self._triage = result
+        ordered = sorted(result.events, key=lambda e: (e.timestamp is None, e.timestamp or 0.0))
+        rows, events = {}, {}
+        for seq, e in enumerate(ordered, start=1):  # numbered oldest = 1
+            key = _key(e)
+            events[key] = e
             rows[key] = (
                 str(seq),
-                when.strftime("%m-%d %H:%M:%S"),
-                "?" if x.gpu_index is None else str(x.gpu_index),
-                str(x.xid),
-                describe(x.xid)[0],
-                x.source,
+                _when(e.timestamp),
+                _gpu(e),
+                _code(e),
+                _name(e),
+                ",".join(e.sources),
             )
         self._events = events
         table = self.query_one("#xid-table", DataTable)
         sync_rows(table, rows, COLUMNS, lambda cells: int(cells[0]), reverse=True)
         self.show_detail()
+        self._show_triage(result, monitor, scan_state)
 
     @on(DataTable.RowHighlighted, "#xid-table")
     def _highlighted(self) -> None:
@@ -76,30 +138,105 @@ class XidPane(Pane):
         if not self._events or not table.row_count:
             set_text(
                 detail,
-                "No Xid event since the start. Earlier ones are in the kernel log: "
-                "journalctl -k | grep -i xid",
+                "No Xid or driver error in this run or in the kernel log read so far "
+                "(`gputop-diag xid` reads every source and says which ones it could read).",
             )
             return
         row = min(max(table.cursor_row, 0), table.row_count - 1)
         key = table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value
-        x = self._events.get(key)
-        if x is None:
-            return
-        name, meaning, step, severity = describe(x.xid)
-        where = "an unknown GPU" if x.gpu_index is None else f"GPU {x.gpu_index}"
+        e = self._events.get(key)
+        if e is not None:
+            set_text(detail, self._describe(e))
+
+    def _describe(self, e: KernelEvent) -> Text:
+        where = "an unknown GPU" if e.gpu_index is None else f"GPU {e.gpu_index}"
+        if e.kind == "sxid":
+            where = f"NVSwitch {e.switch}"
+        elif e.gpu_index is None and e.pci and not self._sanitize:
+            where = f"the GPU at {e.pci}"
         t = Text()
-        t.append(f"Xid {x.xid} {name} on {where} ({severity})\n", style="bold")
-        t.append(f"meaning: {meaning}\nnext: {step}\n")
-        if x.pid is not None or x.process_name:
-            who = x.process_name if not self._sanitize else "(hidden)"
-            t.append(f"process: {x.pid if x.pid is not None else '?'} {who or ''}\n")
-        if x.message:
+        if e.kind == "xid":
+            x = entry(e.code)
+            head, meaning, question, step, sev = x.name, x.meaning, x.question, x.step, x.severity
+            causes = x.cause_words
+            t.append(f"Xid {e.code} {head} on {where} ({sev})\n", style="bold")
+        elif e.kind == "sxid":
+            s = sxid_entry(e.code)
+            meaning, question, step, causes = s.meaning, s.question, s.step, "NVLink/fabric"
+            sev = "critical" if e.fatal else "warning"
+            t.append(f"SXid {e.code} on {where} ({sev})\n", style="bold")
+        else:
+            d = DRIVER_MESSAGES[e.kind]
+            meaning, question, step, sev = d.meaning, d.question, d.step, d.severity
+            causes = ", ".join(d.causes)
+            t.append(f"{d.title} on {where} ({sev})\n", style="bold")
+        t.append(f"meaning: {meaning}" + (f" — likely {causes}" if causes else "") + "\n")
+        t.append(f"next: {question} Then: {step}\n")
+        if e.pid is not None or e.process_name:
+            who = "(hidden)" if self._sanitize else (e.process_name or "")
+            t.append(f"process: {e.pid if e.pid is not None else '?'} {who}\n")
+        if e.detail:
             # Kernel text is plain text: `[...]` in it is not markup.
-            msg = "(hidden under --sanitize)" if self._sanitize else x.message
-            t.append(f"text: {msg}\n")
+            t.append("text: " + ("(hidden under --sanitize)" if self._sanitize else e.detail))
+            t.append("\n")
+        t.append(f"seen in: {', '.join(e.sources)}\n", style="dim")
         t.append(
             "An Xid is a classification step, not a root cause: same GPU, same job, same "
             "time window?",
             style="dim",
         )
-        set_text(detail, t)
+        return t
+
+    def _show_triage(self, result: XidTriage, monitor, scan_state) -> None:
+        t = Text()
+        if monitor is None or monitor.replaying:
+            t.append(
+                "The kernel log before this run is not read here"
+                + (" (a recording holds the Xid events it recorded)" if monitor else "")
+                + ": `gputop-diag xid` reads it.\n",
+                style="dim",
+            )
+        elif scan_state is None:
+            days = HISTORY_SINCE_S / 86400
+            t.append(f"Reading the kernel log of the last {days:.0f} days…\n", style="dim")
+        else:
+            self._sources_line(t, scan_state)
+        route = [g for g in result.groups if not g.follows]
+        if route:
+            t.append("Route, most urgent first\n", style="bold")
+            for g in route[:ROUTE_LINES]:
+                times = f" ×{g.count}" if g.count > 1 else ""
+                t.append(f"• {g.title}{times} on {g.gpu} ({g.severity}): ask: {g.question} ")
+                t.append(f"Then: {g.step}\n")
+            if len(route) > ROUTE_LINES:
+                t.append(f"  (+{len(route) - ROUTE_LINES} more: gputop-diag xid)\n", style="dim")
+        for f in result.findings[:3]:
+            t.append(f"{f.evidence}: ", style="bold")
+            t.append(f"{f.question}\n")
+            if not self._sanitize:
+                t.append(f"  seen: {f.detail}\n")
+            t.append(f"  then: {f.action}\n")
+        for c in result.chains[:3]:
+            t.append(f"{c.first} → {c.then} on {c.gpu}: {c.meaning}; {c.action}\n")
+        for n in result.notes:
+            t.append(f"{n}\n", style="dim")
+        set_text(self.query_one("#xid-triage", DiffText), t)
+
+    def _sources_line(self, t: Text, found) -> None:
+        if found.failure:
+            t.append(f"The kernel log could not be read: {found.failure}\n", style="bold")
+            return
+        read = [r.name for r in found.sources if r.usable]
+        denied = [r for r in found.sources if r.status == "denied"]
+        partial = [r for r in found.sources if r.status == "partial"]
+        t.append(
+            f"Kernel log read ({', '.join(read) if read else 'no source could be read'}), "
+            f"{sum(e.kind not in ('gpu_announce', 'driver_loaded') for e in found.events)} "
+            "driver event(s) in the last "
+            f"{(found.read_at - found.since) / 86400 if found.since else 0:.0f} days.\n",
+            style="dim",
+        )
+        for r in denied[:2]:
+            t.append(f"! {r.name}: {r.message}; next: {r.next_step}\n")
+        for r in partial[:1]:
+            t.append(f"{r.name}: {r.message}\n", style="dim")
