@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import glob
 import grp
-import gzip
 import os
 import pwd
 import re
@@ -175,6 +174,32 @@ def read_tail(path: str, since: float | None, budget: Budget, deadline: float) -
     return r
 
 
+def _gunzip(f, deadline: float):
+    """Decompressed pieces of a gzip stream (members one after another); stops quietly at a
+    truncation and raises zlib.error at corrupt data, after yielding everything before it."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    while True:
+        raw = f.read(CHUNK_BYTES // 4)
+        if not raw:
+            tail = d.flush()
+            if tail:
+                yield tail
+            if not d.eof:
+                raise EOFError("the file ends inside a compressed block (cut short)")
+            return
+        while raw:
+            out = d.decompress(raw)
+            if out:
+                yield out
+            if d.eof and d.unused_data:  # another gzip member follows
+                raw = d.unused_data
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            else:
+                raw = b""
+        if time.monotonic() > deadline:
+            raise TimeoutError
+
+
 def read_gzip(path: str, budget: Budget, deadline: float) -> LogRead:
     """The candidate lines of a gzipped rotation, read forward (gzip cannot seek back), the
     newest kept when there are too many; a damaged file keeps what came before the damage."""
@@ -183,14 +208,8 @@ def read_gzip(path: str, budget: Budget, deadline: float) -> LogRead:
     kept: deque[bytes] = deque(maxlen=budget.lines_per_source)
     carry = b""
     try:
-        with gzip.open(path, "rb") as f:
-            while True:
-                if time.monotonic() > deadline:
-                    r.cut_short = "time budget spent: the newest part of this file was not read"
-                    break
-                data = f.read(CHUNK_BYTES)
-                if not data:
-                    break
+        with open(path, "rb") as f:
+            for data in _gunzip(f, deadline):
                 r.bytes_read += len(data)
                 buf = carry + data
                 cut = buf.rfind(b"\n")
@@ -202,7 +221,9 @@ def read_gzip(path: str, budget: Budget, deadline: float) -> LogRead:
                 found = candidates(buf)
                 count_dirty(buf, found, r)
                 kept.extend(found)
-    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+    except TimeoutError:
+        r.cut_short = "time budget spent: the newest part of this file was not read"
+    except (EOFError, zlib.error) as e:
         r.cut_short = f"damaged gzip ({e}); kept what came before the damage"
     if carry:
         kept.extend(candidates(carry))

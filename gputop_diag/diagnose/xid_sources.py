@@ -145,9 +145,9 @@ def journal_argv(
 
 
 def journal_records(stdout: str, r: LogRead) -> None:
-    """`journalctl -o json` lines → records (a MESSAGE journald stored as bytes comes as a list
-    of numbers; a line that is not JSON is counted, not fatal)."""
-    stats = ParseStats()
+    """`journalctl -o json` lines → records, oldest first (a MESSAGE journald stored as bytes
+    comes as a list of numbers; an entry of binary junk, or a line that is not JSON, is counted
+    once, never fatal)."""
     for line in stdout.splitlines():
         if not line.strip():
             continue
@@ -167,15 +167,17 @@ def journal_records(stdout: str, r: LogRead) -> None:
         if msg is None:
             continue
         # A message may hold several lines (a multi-line printk): keep them together.
-        parts = [
-            clean_line(p, stats) for p in (msg.split(b"\n" if isinstance(msg, bytes) else "\n"))
-        ]
-        parts = [p for p in parts if p is not None and p.strip()]
+        stats = ParseStats()
+        lines = msg.split(b"\n" if isinstance(msg, bytes) else "\n")
+        parts = [p for p in (clean_line(x, stats) for x in lines) if p is not None and p.strip()]
+        if stats.binary_skipped and not any(p.isprintable() and len(p) > 8 for p in parts):
+            r.binary += 1  # the entry is junk
+            continue
+        r.invalid += 1 if stats.invalid_utf8 else 0
         if parts:
             text = "\n".join(p.strip() for p in parts)
             r.records.append(LogRecord(text, stamp, None, text))
-    r.binary += stats.binary_skipped
-    r.invalid += stats.invalid_utf8
+    r.records.sort(key=lambda rec: rec.timestamp)  # `-g` may answer newest first
 
 
 def read_journal(

@@ -177,6 +177,7 @@ def map_gpus(events: Sequence[KernelEvent], gpus: Sequence[GpuRef]) -> list[Kern
     """Each event's GPU index and UUID, through NVML's bus ids and the driver's own
     "GPU at PCI:… GPU-uuid" lines (which name the GPU of that boot even when NVML cannot)."""
     by_pci = {g.pci: g for g in gpus if g.pci}
+    by_uuid = {g.uuid: g for g in gpus if g.uuid}
     announced: dict[str, str] = {}
     out = []
     for ev in events:
@@ -186,8 +187,11 @@ def map_gpus(events: Sequence[KernelEvent], gpus: Sequence[GpuRef]) -> list[Kern
             out.append(ev)
             continue
         g = by_pci.get(ev.pci)
-        uuid = announced.get(ev.pci) or (g.uuid if g else None) or ev.gpu_uuid
-        index = g.index if g is not None and (g.uuid is None or g.uuid == uuid) else None
+        uuid = ev.gpu_uuid or announced.get(ev.pci) or (g.uuid if g else None)
+        if uuid in by_uuid:  # the GPU NVML knows by that UUID, wherever it sits now
+            index = by_uuid[uuid].index
+        else:
+            index = g.index if g is not None and (g.uuid is None or g.uuid == uuid) else None
         out.append(replace(ev, gpu_index=index, gpu_uuid=uuid))
     return out
 
