@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -130,9 +131,9 @@ def read_fleet(
     start = end - window_s
     n = int(round(window_s / step)) + 1
     start = end - (n - 1) * step
-    reader = _Reader(prom, start, end, step, n, match)
-    gpu_series, own, host = reader.fetch()
-    data = _assemble(gpu_series, own, host, start, end, step, n, group_by)
+    reader = _Reader(prom, start, end, step, match)
+    series, node_exporter = reader.fetch()
+    data = assemble(series, node_exporter, start=start, end=end, step=step, group_by=group_by)
     data.queries = reader.queries
     return data
 
@@ -177,8 +178,8 @@ def _node_exporter_queries(r: str) -> dict[str, str]:
 
 
 class _Reader:
-    def __init__(self, prom: Prometheus, start: float, end: float, step: float, n: int, match):
-        self.prom, self.start, self.end, self.step, self.n = prom, start, end, step, n
+    def __init__(self, prom: Prometheus, start: float, end: float, step: float, match: str):
+        self.prom, self.start, self.end, self.step = prom, start, end, step
         self.match = match
         self.queries = 0
 
@@ -207,7 +208,8 @@ class _Reader:
         for key, q in _node_exporter_queries(r).items():
             jobs["node:" + key] = ("node", q, None)
         jobs["node:uname"] = ("uname", "node_uname_info", None)
-        out: dict[str, dict[str, list[Series]]] = {"gpu": {}, "own": {}, "node": {}, "uname": {}}
+        series: list[Series] = []
+        node_exporter: dict[str, list[Series]] = {}
         with ThreadPoolExecutor(QUERY_THREADS) as pool:
             futures = {
                 key: (kind, pool.submit(self._range, q, st)) for key, (kind, q, st) in jobs.items()
@@ -215,16 +217,18 @@ class _Reader:
             errors: list[PrometheusError] = []
             for key, (kind, fut) in futures.items():
                 try:
-                    out[kind][key.removeprefix("node:")] = fut.result()
+                    answer = fut.result()
                 except PrometheusError as e:
-                    if kind in ("node", "uname") and e.kind == "query":
-                        # node-exporter's PromQL refused: treated as absent
-                        out[kind][key.removeprefix("node:")] = []
-                    else:
+                    if kind not in ("node", "uname") or e.kind != "query":
                         errors.append(e)
+                    answer = []  # node-exporter's PromQL refused: treated as absent
+                if kind in ("node", "uname"):
+                    node_exporter[key.removeprefix("node:")] = answer
+                else:
+                    series += answer
             if errors:
                 raise errors[0]
-        return out["gpu"], out["own"], (out["node"], out["uname"])
+        return series, node_exporter
 
 
 # -- assembling ------------------------------------------------------------------------------------
@@ -283,8 +287,25 @@ class _Gpu:
     xids: list[tuple[int, int, int]] = field(default_factory=list)  # (k, xid, count)
 
 
-def _assemble(gpu_series, own, host, start, end, step, n, group_by) -> FleetData:
+def assemble(
+    series: Iterable[Series],
+    node_exporter: dict[str, list[Series]],
+    *,
+    start: float,
+    end: float,
+    step: float,
+    group_by: str = JOB_LABEL,
+) -> FleetData:
+    """Per-node snapshots from range-query answers on the grid start, start + step, ..., end:
+    `series` are the GPU and gputop_diag_* series (each names itself in `__name__`),
+    `node_exporter` node-exporter's figures by `_node_exporter_queries` key (and "uname")."""
+    n = int(round((end - start) / step)) + 1
     grid = _Grid(start, step, n)
+    gpu_series: dict[str, list[Series]] = defaultdict(list)
+    own: dict[str, list[Series]] = defaultdict(list)
+    for s in series:
+        name = s.labels.get("__name__", "")
+        (own if name.startswith(OWN) else gpu_series)[name].append(s)
     keys = _node_keys(gpu_series)
     if not keys:
         raise NoFleetData("no dcgm-exporter series in the window")
@@ -293,9 +314,9 @@ def _assemble(gpu_series, own, host, start, end, step, n, group_by) -> FleetData
         return keys.get((labels.get("Hostname", ""), labels.get("instance", "")))
 
     gpus: dict[tuple[str, int], _Gpu] = {}
-    for name, series in gpu_series.items():
-        f = BY_NAME.get(name) if name != "clock_reasons" else None
-        for s in series:
+    for name, lst in gpu_series.items():
+        f = BY_NAME.get(name)
+        for s in lst:
             node = key_of(s.labels)
             gpu = s.labels.get("gpu", "")
             if node is None or not gpu.isdigit() or "GPU_I_ID" in s.labels:
@@ -303,8 +324,6 @@ def _assemble(gpu_series, own, host, start, end, step, n, group_by) -> FleetData
             g = gpus.setdefault((node, int(gpu)), _Gpu(s.labels))
             if name == XID_FIELD.name:
                 g.xids += _xid_changes(grid, s)
-            elif name == "clock_reasons":
-                g.cols["clock_reasons"] = grid.column(s)
             elif f is not None:
                 g.cols[f.target] = grid.column(s, f.scale)
     nodes: dict[str, NodeData] = {}
@@ -318,13 +337,32 @@ def _assemble(gpu_series, own, host, start, end, step, n, group_by) -> FleetData
         xc = own_by_node[node]["xid_counts"].get(idx)
         if xc is not None:  # our exporter's exact counts replace the last-value gauge
             g.xids = xc
-    node_hosts = _node_exporter(host, nodes, grid)
+    node_hosts = _node_exporter(node_exporter, nodes, grid)
     tick_s = 1.0 if step <= REALTIME_MAX_STEP_S else step
-    data = FleetData(start, end, step, tick_s, nodes)
+    data = FleetData(start, end, step, tick_s, nodes, warnings=_time_warnings(step, tick_s, n))
     for key, nd in nodes.items():
         mine = {idx: g for (nk, idx), g in gpus.items() if nk == key}
         _build_node(nd, mine, own_by_node[key], node_hosts.get(key), grid, tick_s, end, group_by)
     return data
+
+
+def _time_warnings(step: float, tick_s: float, n: int) -> list[str]:
+    out = []
+    if tick_s != 1.0:
+        out.append(
+            f"one sample every {step:g} s: the classifier's windows count samples here (its "
+            f"{T.RECENT_S:.0f}-sample shape window spans {T.RECENT_S * step:.0f} s), and GPU "
+            "dips shorter than a sample are averaged out of DCGM's profiling ratios"
+        )
+    span = (n - 1) * (step if tick_s == 1.0 else 1.0)  # in the classifier's seconds
+    if span < T.GROWTH_MIN_SPAN_S:
+        need = T.GROWTH_MIN_SPAN_S * (1.0 if tick_s == 1.0 else step)
+        out.append(
+            f"memory growth needs a span of {T.GROWTH_MIN_SPAN_S:.0f} "
+            + ("seconds" if tick_s == 1.0 else "samples")
+            + f": use --window {need:.0f}s or more to see a leak"
+        )
+    return out
 
 
 def _xid_changes(grid: _Grid, s: Series) -> list[tuple[int, int, int]]:
@@ -340,13 +378,16 @@ def _xid_changes(grid: _Grid, s: Series) -> list[tuple[int, int, int]]:
 
 
 def _counter_increases(grid: _Grid, s: Series) -> list[tuple[int, int]]:
-    """(k, increase) for each step a counter grew (a reset counts from zero)."""
+    """(k, increase) for each step a counter grew. A reset counts from zero, and so does a
+    series that first appears inside the window (the exporter adds a label set, such as a new
+    Xid code, when its first event happens); one present at the window's start is the
+    baseline."""
     out = []
     prev = None
     for t, v in zip(s.times, s.values, strict=True):
         k = grid.index(t)
-        if prev is not None and k is not None:
-            inc = v - prev if v >= prev else v
+        if k is not None and (prev is not None or k > 0):
+            inc = v if prev is None or v < prev else v - prev
             if inc > 0:
                 out.append((k, int(round(inc))))
         prev = v
@@ -395,13 +436,15 @@ def _own_series(own, key_of, grid: _Grid) -> dict[str, dict]:
     return per
 
 
-def _node_exporter(host, nodes: dict[str, NodeData], grid: _Grid) -> dict[str, dict]:
+def _node_exporter(series: dict[str, list[Series]], nodes: dict[str, NodeData], grid: _Grid):
     """node-exporter's columns per node, joined on its uname nodename or its address."""
-    series, uname = host
-    nodename = {s.labels.get("instance", ""): s.labels.get("nodename", "") for s in uname.get(
-        "uname", ())}  # fmt: skip
+    nodename = {
+        s.labels.get("instance", ""): s.labels.get("nodename", "") for s in series.get("uname", ())
+    }
     by_instance: dict[str, dict[str, list]] = defaultdict(dict)
     for key, lst in series.items():
+        if key == "uname":
+            continue
         for s in lst:
             by_instance[s.labels.get("instance", "")][key] = grid.column(s)
     out: dict[str, dict] = {}

@@ -1,0 +1,220 @@
+"""The exporter's series read back by the fleet reader give the classifier the same verdict.
+
+Each simulated tick is rendered by the exporter's collector, parsed as Prometheus parses a
+scrape, collected into range-query series (one per label set, as Prometheus stores them) and
+assembled by the fleet reader: the node's verdict must match the single-node diagnosis of the
+same window. No Prometheus here (tests/test_fleet_prometheus.py runs the real one).
+"""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gputop_diag import sim
+from gputop_diag.dcgm_fields import FIELDS
+from gputop_diag.diagnose import judge
+from gputop_diag.diagnose.features import extract
+from gputop_diag.fleet import judge_fleet
+from gputop_diag.fleet_read import assemble
+from gputop_diag.model import MIB
+from gputop_diag.monitor import Monitor
+from gputop_diag.prom_client import Series
+from gputop_diag.prom_export import SlurmJobs, TickMetrics, window_of
+
+SECONDS = 30
+
+
+def scrape_series(
+    scenario: str,
+    seconds: int = SECONDS,
+    instance: str = "node-a:9401",
+    via_text: bool = False,
+    step: float = 1.0,
+    **kw,
+) -> tuple[list[Series], list, Monitor]:
+    """Run `scenario` for `seconds` at 1 s, scrape after each tick; (series, snapshots).
+    `via_text`: through the text exposition and prometheus-client's parser, as Prometheus
+    reads a scrape (slow), else straight from the collector's samples."""
+    sources = sim.build(scenario)
+    monitor = Monitor(sources, interval=step)
+    metrics = TickMetrics(window=window_of(monitor), **kw)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    store: dict[tuple, tuple[list[float], list[float]]] = {}
+    snaps = []
+    for k in range(int(seconds / step) + 1):
+        if k:
+            sources.clock.sleep(step)
+        tick = monitor.tick()
+        snaps.append(tick.snapshot)
+        metrics.update(tick)
+        if via_text:
+            fams = text_string_to_metric_families(generate_latest(registry).decode())
+        else:
+            fams = metrics.collect()
+        for fam in fams:
+            for s in fam.samples:
+                labels = {k2: v for k2, v in s.labels.items() if v != ""}
+                labels.update(__name__=s.name, instance=instance, job="gpu")
+                key = tuple(sorted(labels.items()))
+                times, values = store.setdefault(key, ([], []))
+                times.append(tick.snapshot.timestamp)
+                values.append(float(s.value))
+    series = [Series(dict(k), tuple(t), tuple(v)) for k, (t, v) in store.items()]
+    return series, snaps, monitor
+
+
+def fleet_of(series, snaps, group_by="hpc_job", step=1.0):
+    return assemble(
+        series,
+        {},
+        start=snaps[0].timestamp,
+        end=snaps[-1].timestamp,
+        step=step,
+        group_by=group_by,
+    )
+
+
+SCENARIOS = [
+    "idle",
+    "compute-bound",
+    "bandwidth-bound",
+    "input-starved",
+    "sync-stall",
+    "comm-bound",
+    "capacity",
+    "memory-leak",
+    "thermal-throttle",
+    "xid-app",
+    "mig",
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_read_back_verdict_matches_the_single_node_diagnosis(scenario):
+    series, snaps, _ = scrape_series(scenario)
+    data = fleet_of(series, snaps)
+    (node,) = data.nodes.values()
+    assert len(node.snapshots) == len(snaps)
+    fleet = judge_fleet(data).nodes[0].diagnosis
+    local = judge(snaps)
+    assert fleet.primary == local.primary
+    assert fleet.confidence == pytest.approx(local.confidence, abs=0.1)
+    assert {a.kind for a in fleet.alerts} == {a.kind for a in local.alerts}
+
+
+def test_values_keep_dcgm_units_and_come_back_exactly():
+    series, snaps, _ = scrape_series("comm-bound", seconds=3, via_text=True)
+    by = {}
+    for s in series:
+        if s.labels.get("gpu") == "0":
+            by[s.labels["__name__"]] = s.values[-1]
+    g = snaps[-1].gpu(0)
+    assert by["DCGM_FI_DEV_GPU_UTIL"] == g.util_gpu_pct
+    assert by["DCGM_FI_DEV_FB_USED"] == pytest.approx(
+        (g.mem_used_bytes - g.mem_reserved_bytes) / MIB
+    )
+    assert by["DCGM_FI_DEV_FB_RESERVED"] == pytest.approx(g.mem_reserved_bytes / MIB)
+    assert by["DCGM_FI_DEV_FB_USED"] + by["DCGM_FI_DEV_FB_FREE"] + by[
+        "DCGM_FI_DEV_FB_RESERVED"
+    ] == pytest.approx(by["DCGM_FI_DEV_FB_TOTAL"])
+    assert 0.0 <= by["DCGM_FI_PROF_SM_ACTIVE"] <= 1.0
+    assert by["DCGM_FI_PROF_SM_ACTIVE"] == pytest.approx(g.gpm.sm_util_pct / 100)
+    assert by["DCGM_FI_PROF_NVLINK_TX_BYTES"] == pytest.approx(g.nvlink_tx_kib_s * 1024)
+    assert by["DCGM_FI_PROF_PCIE_TX_BYTES"] == pytest.approx(g.pcie_tx_kbps * 1000)
+    assert by["DCGM_FI_DEV_POWER_USAGE"] == pytest.approx(g.power_w)
+    # ... and the reader puts them back where the collector had them
+    data = fleet_of(series, snaps)
+    back = next(iter(data.nodes.values())).snapshots[-1].gpu(0)
+    assert back.util_gpu_pct == g.util_gpu_pct
+    assert abs(back.mem_used_bytes - g.mem_used_bytes) < 2 * MIB
+    assert abs(back.mem_total_bytes - g.mem_total_bytes) < 2 * MIB
+    assert back.gpm.sm_util_pct == pytest.approx(g.gpm.sm_util_pct)
+    assert back.nvlink_tx_kib_s == pytest.approx(g.nvlink_tx_kib_s)
+    assert back.pcie_tx_kbps == g.pcie_tx_kbps
+    assert back.static.power_limit_w == g.static.power_limit_w
+    assert back.static.name == g.static.name
+    assert back.static.uuid == g.static.uuid
+
+
+def test_every_dcgm_field_the_simulator_fills_is_exported():
+    series, snaps, _ = scrape_series("comm-bound", seconds=1)
+    names = {s.labels["__name__"] for s in series}
+    g = snaps[-1].gpu(0)
+    for f in FIELDS:
+        if f.get(g) is not None:
+            assert f.name in names, f.name
+    assert "DCGM_FI_DEV_XID_ERRORS" in names
+
+
+def test_xid_events_come_back_with_their_codes_and_gpus():
+    series, snaps, _ = scrape_series("xid-app", seconds=40)
+    local = sorted((x.xid, x.gpu_index) for s in snaps for x in s.xid_events)
+    assert local, "the scenario raises Xids"
+    data = fleet_of(series, snaps)
+    node = next(iter(data.nodes.values()))
+    back = sorted((x.xid, x.gpu_index) for s in node.snapshots for x in s.xid_events)
+    # events of the first tick have no earlier sample to rise from: the window's baseline
+    first = [(x.xid, x.gpu_index) for x in snaps[0].xid_events]
+    later = sorted((x.xid, x.gpu_index) for s in snaps[1:] for x in s.xid_events)
+    assert back == later, (back, local, first)
+    fleet = judge_fleet(data).nodes[0].diagnosis
+    assert {a.code for a in fleet.alerts if a.kind == "xid"} == {c for c, _ in later}
+
+
+def test_slurm_job_label_groups_the_node_and_sanitize_drops_it():
+    jobs = SlurmJobs(psutil=None, own_job="4242")
+    series, snaps, _ = scrape_series("compute-bound", seconds=6, jobs=jobs)
+    assert {s.labels.get("hpc_job") for s in series if s.labels.get("gpu")} == {"4242"}
+    data = fleet_of(series, snaps)
+    assert next(iter(data.nodes.values())).group == "4242"
+    series, snaps, _ = scrape_series("compute-bound", seconds=2, jobs=jobs, sanitize=True)
+    for s in series:
+        assert not {"hpc_job", "Hostname", "UUID", "pci_bus_id"} & set(s.labels), s.labels
+    data = fleet_of(series, snaps)
+    node = next(iter(data.nodes.values()))
+    assert node.key == "node-a:9401" and node.hostname is None and node.group is None
+
+
+def test_dcgm_labels_flag_names_the_model_as_dcgm_exporter_does():
+    series, snaps, _ = scrape_series("idle", seconds=1, dcgm_labels=True)
+    gpu = [s for s in series if s.labels["__name__"] == "DCGM_FI_DEV_GPU_UTIL"]
+    assert all("modelName" in s.labels and "model_name" not in s.labels for s in gpu)
+    series, snaps, _ = scrape_series("idle", seconds=1)
+    gpu = [s for s in series if s.labels["__name__"] == "DCGM_FI_DEV_GPU_UTIL"]
+    assert all("model_name" in s.labels and "modelName" not in s.labels for s in gpu)
+    # the reader takes either
+    node = next(iter(fleet_of(series, snaps).nodes.values()))
+    assert node.model == snaps[-1].gpus[0].static.name
+
+
+EXPECTED = {s.name: s.expected_class for s in sim.list_scenarios()}
+
+
+@pytest.mark.parametrize(
+    "scenario", ["compute-bound", "input-starved", "sync-stall", "memory-leak", "thermal-throttle"]
+)
+def test_scraped_every_15_s_one_tick_is_one_scrape(scenario):
+    """dcgm-exporter's usual 15-30 s scrape: the classifier's windows count scrapes, and a
+    leak's growth per minute stays the real one."""
+    series, snaps, _ = scrape_series(scenario, seconds=300, step=15.0)
+    data = fleet_of(series, snaps, step=15.0)
+    assert data.tick_s == 15.0
+    assert any("count samples" in w for w in data.warnings)
+    d = judge_fleet(data).nodes[0].diagnosis
+    assert d.primary == EXPECTED[scenario]
+    if scenario == "memory-leak":
+        growth = [e for e in d.evidence if e.metric == "mem_growth_mib_per_min"]
+        assert growth, d.evidence
+        # the rate fitted on the real timestamps (300 s hold samples enough for it)
+        true_rate = extract(snaps).mem_growth_mib_per_min
+        assert true_rate is not None
+        assert growth[0].value == pytest.approx(true_rate, rel=0.05)
+
+
+def test_a_short_window_says_memory_growth_cannot_be_seen():
+    series, snaps, _ = scrape_series("memory-leak", seconds=150, step=15.0)
+    data = fleet_of(series, snaps, step=15.0)
+    assert any("--window 300s" in w for w in data.warnings), data.warnings
