@@ -12,6 +12,8 @@ HEADLESS = [
     ["snapshot", "--demo", "compute-bound"],
     ["diagnose", "--seconds", "5", "--json", "--demo", "compute-bound"],
     ["demo", "--list"],
+    ["xid", "--json", "--demo", "xid-79"],
+    ["xid", "--demo", "xid-app"],
 ]
 
 

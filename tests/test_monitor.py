@@ -156,3 +156,94 @@ def test_the_monitor_imports_no_textual():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- the kernel log: Xid lines, access, the log before the run -------------------------------------
+
+
+def kernel_line(sources, at: float, text: str) -> None:
+    """A line the simulated kernel logs at epoch `at` (no NVML event comes with it)."""
+    sources.sim.kernel_lines.append((at, text))
+    sources.sim.kernel_lines.sort(key=lambda x: x[0])
+
+
+def test_a_kernel_log_xid_nvml_did_not_report_joins_the_snapshot_and_the_alerts():
+    sources = sim.build("compute-bound")
+    gpu2 = sources.sim.gpus[2]
+    start = sources.clock.now()
+    kernel_line(
+        sources,
+        start + 12.5,
+        f"NVRM: Xid (PCI:{gpu2.xid_pci}): 95, pid='<unknown>', "
+        "name=<unknown>, Uncontained ECC error",
+    )
+    m = Monitor(sources)
+    m.run_for(25)
+    events = [
+        (x.xid, x.gpu_index, x.source, x.timestamp)
+        for s in m.history.snapshots()
+        for x in s.xid_events
+    ]
+    assert events == [(95, 2, "kernel-log", start + 12.5)]  # once, at the 20 s query
+    assert any(a.kind == "xid" and a.code == 95 for a in m.last.diagnosis.alerts)
+    assert [g.code for g in m.xid_triage.groups] == [95]
+
+
+def test_an_xid_nvml_reported_is_not_counted_again_from_the_kernel_log():
+    m = Monitor(sim.build("xid-79"))
+    m.run_for(120)
+    events = [(x.xid, x.source) for s in m.history.snapshots() for x in s.xid_events]
+    assert events == [(79, "nvml")]
+    assert [(e.code, e.sources) for e in m.xid_triage.events if e.kind == "xid"] == [
+        (79, ("nvml",))
+    ]
+
+
+def test_a_kernel_log_nobody_may_read_is_said_with_the_way_in():
+    sources = sim.build("idle")
+    real = sources.run_command
+
+    def refuse(argv, timeout):
+        if argv[0] == "journalctl":
+            return CommandResult(
+                1, "", "No journal files were opened due to insufficient permissions."
+            )
+        if argv[0] == "dmesg":
+            return CommandResult(1, "", "dmesg: read kernel buffer failed: Operation not permitted")
+        return real(argv, timeout)
+
+    sources.run_command = refuse
+    t = Monitor(sources).tick()
+    (err,) = [e for e in t.snapshot.errors if e.source == "kernel-log"]
+    assert "cannot read the kernel log" in err.message and "journal: permission denied" in (
+        err.message
+    )
+    assert "systemd-journal" in err.next_step
+    assert t.snapshot.kernel_ooms == ()
+
+
+def test_the_kernel_log_before_the_run_is_read_in_the_background():
+    sources = sim.build("compute-bound")
+    gpu1 = sources.sim.gpus[1]
+    start = sources.clock.now()
+    kernel_line(
+        sources,
+        start - 3 * 3600,
+        f"NVRM: Xid (PCI:{gpu1.xid_pci}): 48, pid='<unknown>', "
+        "name=<unknown>, An uncorrectable double bit error",
+    )
+    kernel_line(
+        sources,
+        start - 3 * 3600 + 1,
+        f"NVRM: Xid (PCI:{gpu1.xid_pci}): 63, pid='<unknown>', name=<unknown>, Row Remapper",
+    )
+    m = Monitor(sources)
+    m.tick()
+    assert [x for x in m.last.snapshot.xid_events] == []  # history is not a new event
+    assert not m.last.diagnosis.faults
+    found = m.xid_history(wait=10)
+    assert found is not None and [e.code for e in found.events if e.kind == "xid"] == [48, 63]
+    assert {(c.first, c.then) for c in m.xid_triage.chains} >= {
+        ("Xid 48 ECC_DBE", "Xid 63 ROW_REMAP_EVENT")
+    }
+    assert Monitor(None).xid_history() is None  # a replay reads no log
