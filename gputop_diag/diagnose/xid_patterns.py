@@ -260,7 +260,16 @@ def under_load(
                 "info",
             )
         )
-    if not covered and any(e.kind == "xid" for e in device):
+    sampled = (ctx.history[0].timestamp, ctx.history[-1].timestamp) if ctx.history else None
+    unsampled = [
+        e
+        for e in device
+        if e.kind == "xid"
+        and (
+            sampled is None or (e.timestamp is not None and sampled[0] <= e.timestamp <= sampled[1])
+        )
+    ]
+    if not covered and unsampled:
         notes.append(
             "no sampled history at the events' times: keep the live view open (or "
             "`gputop-diag record`) to see power, temperature and memory when the next "

@@ -216,7 +216,7 @@ class XidPane(Pane):
             if not self._sanitize:
                 t.append(f"  seen: {f.detail}\n")
             t.append(f"  then: {f.action}\n")
-        for c in result.chains[:3]:
+        for c in [c for c in result.chains if c.severity != "info"][:3]:  # not cleanups
             t.append(f"{c.first} → {c.then} on {c.gpu}: {c.meaning}; {c.action}\n")
         for n in result.notes:
             t.append(f"{n}\n", style="dim")
