@@ -33,12 +33,27 @@ from .dcgm_fields import (
 )
 from .diagnose.features import extract
 from .diagnose.rules import input_pressure
-from .export import Redactor
 from .model import GpuState, ProcessInfo, Snapshot
 from .monitor import WINDOW_S, Tick
 
 PREFIX = "gputop_diag_"
 SLURM_JOB_ENV = "SLURM_JOB_ID"
+# Thread and helper names kept under --sanitize: the runtimes' own, among them every name the
+# classifier reads (the main thread `pt_main_thread`, the input pipelines' workers: PyTorch's
+# pt_data_worker / pt_pin_memory, tf.data, multiprocessing pools, DALI, Grain); any other
+# name becomes "other".
+SAFE_NAME_PREFIXES = (
+    "pt_",
+    "tf_",
+    "ForkPoolWorker",
+    "SpawnPoolWorker",
+    "dali",
+    "grain",
+    "NCCL",
+    "cuda",
+    "python",
+    "torch",
+)
 
 
 def _family(f: Field, labels: Sequence[str]) -> Metric:
@@ -118,7 +133,6 @@ class TickMetrics:
         self._lock = threading.Lock()
         self._last_xid: dict[int, int] = {}
         self._xid_counts: Counter[tuple[int, int]] = Counter()
-        self._redactor = Redactor()
 
     # -- prometheus-client -----------------------------------------------------------------------
     def collect(self) -> Iterable[Metric]:
@@ -136,8 +150,6 @@ class TickMetrics:
             if x.gpu_index is not None:
                 self._last_xid[x.gpu_index] = x.xid
                 self._xid_counts[(x.gpu_index, x.xid)] += 1
-        if self.sanitize and snap.system.hostname not in self._redactor.hostnames:
-            self._redactor.hostnames.append(snap.system.hostname)
         families = self._build(tick)
         with self._lock:
             self._families = families
@@ -328,7 +340,9 @@ class TickMetrics:
     def _name(self, name: str | None) -> str:
         if not name:
             return ""
-        return self._redactor.scrub(name) if self.sanitize else name
+        if self.sanitize and not name.startswith(SAFE_NAME_PREFIXES):
+            return "other"  # a script's or a user's own name could identify them
+        return name
 
 
 def _gpu_label_values(g: GpuState, host: str) -> tuple[str, ...]:

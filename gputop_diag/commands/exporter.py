@@ -48,8 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sanitize",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="drop every identifying label (Hostname, UUID, pci_bus_id, hpc_job) and scrub "
-        "thread names; Prometheus' instance label then tells nodes apart",
+        help="drop every identifying label (Hostname, UUID, pci_bus_id, hpc_job) and name "
+        'threads and helpers "other" unless the runtime named them (pt_data_worker, NCCL, '
+        "...); Prometheus' instance label then tells nodes apart",
     )
 
 

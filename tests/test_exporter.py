@@ -1,0 +1,234 @@
+"""`gputop-diag exporter`: what it serves, that promtool accepts it, how it starts and stops."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gputop_diag import sim
+from gputop_diag.commands.exporter import parse_listen
+from gputop_diag.monitor import Monitor
+from gputop_diag.prom_export import SlurmJobs, TickMetrics, window_of
+
+PROMTOOL = shutil.which("promtool")
+CLI = Path(__file__).parent / "data" / "fleet" / "gputop_diag_cli.py"
+
+
+def exposition(scenario: str, seconds: float = 5, faults: str = "", **kw) -> str:
+    sources = sim.build(scenario, faults=faults)
+    monitor = Monitor(sources)
+    metrics = TickMetrics(window=window_of(monitor), source=f"simulator:{scenario}", **kw)
+    tick = monitor.run_for(seconds, metrics.update)
+    assert tick is not None
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    return generate_latest(registry).decode()
+
+
+def samples(text: str) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def promtool(text: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian: prometheus)")
+@pytest.mark.parametrize("scenario", ["input-starved", "xid-app", "mig", "idle"])
+def test_promtool_accepts_the_exposition(scenario):
+    text = exposition(scenario, seconds=20, jobs=SlurmJobs(psutil=None, own_job="77"))
+    p = promtool(text)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian: prometheus)")
+def test_dcgm_labels_are_what_promtool_lints_and_why_they_are_optional():
+    p = promtool(exposition("idle", seconds=1, dcgm_labels=True))
+    assert p.returncode != 0 and "camelCase" in p.stdout + p.stderr
+
+
+def test_dcgm_types_names_and_labels():
+    text = exposition("comm-bound", seconds=3, jobs=SlurmJobs(psutil=None, own_job="9"))
+    got = samples(text)
+    assert "# TYPE DCGM_FI_DEV_GPU_UTIL gauge" in text
+    # DCGM's counters keep their names and go untyped (promtool wants counters to end in _total)
+    assert "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL untyped" in text
+    assert "DCGM_FI_DEV_PCIE_REPLAY_COUNTER" not in got  # (only its help text names it)
+    assert "# TYPE gputop_diag_pcie_replays_total counter" in text
+    util = got["DCGM_FI_DEV_GPU_UTIL"]
+    assert len(util) == 8
+    labels = util[0].labels
+    assert set(labels) == {
+        "gpu",
+        "UUID",
+        "pci_bus_id",
+        "device",
+        "model_name",
+        "Hostname",
+        "hpc_job",
+    }
+    assert labels["device"] == f"nvidia{labels['gpu']}"
+    assert labels["UUID"].startswith("GPU-") and labels["hpc_job"] == "9"
+    assert all(0 <= s.value <= 1 for s in got["DCGM_FI_PROF_SM_ACTIVE"])
+    assert all(s.value > 1e6 for s in got["DCGM_FI_PROF_NVLINK_TX_BYTES"])  # bytes per second
+
+
+def test_verdict_input_pressure_and_dataloader_cpu():
+    got = samples(exposition("input-starved", seconds=20))
+    (verdict,) = got["gputop_diag_bottleneck"]
+    assert verdict.labels["class"] == "input_pipeline" and 0.5 < verdict.value <= 1
+    figures = {s.labels["figure"] for s in got["gputop_diag_input_pressure"]}
+    assert "dataloader_worker_cpu" in figures and "iowait" in figures
+    assert all(s.value > 100 for s in got["gputop_diag_dataloader_cpu_percent"])
+    workers = [s for s in got["gputop_diag_process_child_cpu_percent"]]
+    assert workers and all(s.labels["name"] == "pt_data_worker" for s in workers)
+    got = samples(exposition("compute-bound", seconds=20))
+    assert "gputop_diag_input_pressure" not in got
+    assert got["gputop_diag_bottleneck"][0].labels["class"] == "compute"
+
+
+def test_a_lost_gpu_stops_its_dcgm_series_and_says_so():
+    got = samples(exposition("compute-bound", seconds=4, faults="lose:3@2"))
+    lost = {s.labels["gpu"]: s.value for s in got["gputop_diag_gpu_lost"]}
+    assert lost["3"] == 1 and lost["0"] == 0
+    assert "3" not in {s.labels["gpu"] for s in got["DCGM_FI_DEV_GPU_UTIL"]}
+    assert "gpu_lost" in {s.labels["kind"] for s in got["gputop_diag_alerts"]}
+
+
+def test_xids_are_counted_by_code_and_the_last_is_dcgms_gauge():
+    got = samples(exposition("xid-app", seconds=37))
+    xids = {
+        (s.labels["gpu"], s.labels["xid"]): s.value for s in got["gputop_diag_xid_events_total"]
+    }
+    assert xids == {("5", "13"): 1, ("5", "43"): 1}
+    last = {s.labels["gpu"]: s.value for s in got["DCGM_FI_DEV_XID_ERRORS"]}
+    assert last["5"] == 43 and last["0"] == 0
+
+
+def test_sanitize_drops_identifying_labels_and_the_host_name():
+    text = exposition("input-starved", seconds=3, sanitize=True)
+    assert "gpu-node-07" not in text and "GPU-" not in text and "00000000:" not in text
+    assert "Hostname=" not in text and "UUID=" not in text and "pci_bus_id=" not in text
+    # the runtimes' thread names stay (the classifier reads them), a script's own does not
+    assert 'name="pt_data_worker"' in text and 'name="pt_main_thread"' in text
+    metrics = TickMetrics(sanitize=True)
+    assert metrics._name("alice_train.py") == "other"
+    assert metrics._name("pt_data_worker") == "pt_data_worker"
+    assert TickMetrics()._name("alice_train.py") == "alice_train.py"
+
+
+def test_parse_listen():
+    assert parse_listen(":9401") == ("0.0.0.0", 9401)
+    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_listen("[::1]:9401") == ("::1", 9401)
+    for bad in ("9401", "host:", "host:99999", "host:x"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+
+
+def _start(*args: str) -> tuple[subprocess.Popen, int]:
+    p = subprocess.Popen(
+        [sys.executable, str(CLI), *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    line = p.stderr.readline()
+    if "serving http://" not in line:
+        p.kill()
+        raise AssertionError(line + p.stderr.read())
+    return p, int(line.split("serving http://")[1].split("/")[0].rsplit(":", 1)[1])
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def _last_tick(text: str) -> float:
+    return samples(text)["gputop_diag_last_tick_timestamp_seconds"][0].value
+
+
+def test_exporter_serves_at_the_wall_clocks_pace_and_stops_on_sigterm():
+    p, port = _start("--demo", "compute-bound", "exporter", "--listen", "127.0.0.1:0")
+    try:
+        first = _scrape(port)
+        assert 'source="simulator:compute-bound"' in first
+        time.sleep(2.2)
+        second = _scrape(port)
+        # a demo's simulated time moves with the wall clock, a tick a second
+        assert 1.5 <= _last_tick(second) - _last_tick(first) <= 3.5
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=5) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_usage_errors_and_a_busy_port_are_exit_2():
+    r = subprocess.run(
+        [sys.executable, str(CLI), "--demo", "idle", "exporter", "--listen", "nonsense"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 2 and "ADDR:PORT" in r.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run(
+            [
+                sys.executable,
+                str(CLI),
+                "--demo",
+                "idle",
+                "exporter",
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert r.returncode == 2 and "cannot listen" in r.stderr and "--listen" in r.stderr
+
+
+def test_no_driver_is_exit_3_with_the_reason():
+    r = subprocess.run(
+        [sys.executable, str(CLI), "--demo", "no-gpu", "exporter", "--listen", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ},
+    )
+    assert r.returncode == 3 and "next:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_exporter_and_fleet_never_import_textual():
+    code = (
+        "import sys\n"
+        "import gputop_diag.commands.exporter, gputop_diag.commands.fleet\n"
+        "import gputop_diag.prom_export, gputop_diag.fleet, gputop_diag.fleet_read\n"
+        "assert 'textual' not in sys.modules, 'textual imported'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
