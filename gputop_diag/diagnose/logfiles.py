@@ -23,8 +23,11 @@ MIB = 1024 * 1024
 CHUNK_BYTES = 4 * MIB
 MAX_CARRY_BYTES = 1 * MIB  # a "line" longer than this is binary junk
 # A cheap test on raw bytes: only lines holding one of these can be events or OOM kills.
-KEYWORDS = re.compile(rb"NVRM|SXid|NVML|nvml error|AER:|Kill(?:ed)? process")
+# (searched one by one with bytes.find: a regex alternation scans a hundred times slower)
+KEYWORDS = (b"NVRM", b"SXid", b"NVML", b"nvml error", b"AER:", b"Kill")  # Kill(ed) process
 _DIRTY = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
+# Every byte a text line may hold: what `bytes.translate` leaves after deleting these is dirty.
+_TEXT_BYTES = bytes(b for b in range(256) if not _DIRTY.match(bytes([b])))
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ def human_bytes(n: float) -> str:
 def count_dirty(buf: bytes, kept: list[bytes], r: LogRead) -> None:
     """Count the binary and non-UTF-8 lines in `buf` that are not kept (those are counted when
     parsed)."""
-    if not _DIRTY.search(buf):
+    if not buf.translate(None, _TEXT_BYTES):
         try:
             buf.decode("utf-8")
             return
@@ -84,17 +87,28 @@ def count_dirty(buf: bytes, kept: list[bytes], r: LogRead) -> None:
                 r.invalid += 1
 
 
+def _hits(buf: bytes) -> list[int]:
+    """Where a keyword starts in `buf`, in order."""
+    found = []
+    for kw in KEYWORDS:
+        k = buf.find(kw)
+        while k >= 0:
+            found.append(k)
+            k = buf.find(kw, k + 1)
+    return sorted(found)
+
+
 def candidates(buf: bytes) -> list[bytes]:
     """The lines of `buf` (whole lines, file order) that hold a keyword, each with the
     indented continuation lines after it."""
     out: list[bytes] = []
     end = -1
     n = len(buf)
-    for m in KEYWORDS.finditer(buf):
-        if m.start() <= end:
+    for at in _hits(buf):
+        if at <= end:
             continue
-        start = buf.rfind(b"\n", 0, m.start()) + 1
-        end = buf.find(b"\n", m.end())
+        start = buf.rfind(b"\n", 0, at) + 1
+        end = buf.find(b"\n", at)
         end = n if end < 0 else end
         out.append(buf[start:end])
         while end + 1 < n and buf[end + 1 : end + 2] in (b" ", b"\t"):
