@@ -1,0 +1,214 @@
+"""`gputop-diag fleet` without a Prometheus: a Prometheus that is down or hangs, usage errors,
+and the multi-node findings (correlated dips, the straggler) over simulated nodes."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from gputop_diag import sim
+from gputop_diag.commands.fleet import parse_duration, parse_time
+from gputop_diag.fleet import correlated_dips, judge_fleet, render_fleet_text, to_fleet_json
+from gputop_diag.fleet_read import FleetData, NodeData, selector
+from gputop_diag.monitor import Monitor
+from gputop_diag.prom_client import Prometheus, PrometheusError
+
+CLI = Path(__file__).parent / "data" / "fleet" / "gputop_diag_cli.py"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(CLI), *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- Prometheus down, slow, or not Prometheus ------------------------------------------------------
+def test_prometheus_down_is_exit_4_with_the_next_step():
+    t0 = time.monotonic()
+    r = run_cli("fleet", "--prometheus", f"http://127.0.0.1:{closed_port()}")
+    assert r.returncode == 4
+    assert "cannot reach Prometheus" in r.stderr and "next:" in r.stderr
+    assert "Traceback" not in r.stderr and time.monotonic() - t0 < 20
+
+
+@pytest.fixture
+def hung_server():
+    """A server that accepts connections and never answers (an overloaded Prometheus)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    yield s.getsockname()[1]
+    s.close()
+
+
+def test_prometheus_too_slow_is_exit_4_within_the_timeout(hung_server):
+    t0 = time.monotonic()
+    r = run_cli("fleet", "--prometheus", f"127.0.0.1:{hung_server}", "--timeout", "1")
+    assert r.returncode == 4
+    assert "did not answer within 1 s" in r.stderr and "--timeout" in r.stderr
+    assert time.monotonic() - t0 < 15
+
+
+class _NotPrometheus(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's name
+        status = 404 if self.path.startswith("/missing") else 200
+        body = b"<html>a login page</html>"
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def web_server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _NotPrometheus)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_port}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_url_that_is_not_prometheus_is_said_so(web_server):
+    with pytest.raises(PrometheusError) as e:
+        Prometheus(web_server).query("up")
+    assert e.value.kind == "bad_answer" and "Prometheus' JSON" in e.value.message
+    with pytest.raises(PrometheusError) as e:
+        Prometheus(web_server + "/missing").query("up")
+    assert e.value.kind == "http" and "404" in e.value.message
+
+
+def main_in_process(capsys, monkeypatch, *args: str) -> tuple[int, str]:
+    """cli.main with the fleet command registered as tests/data/fleet/gputop_diag_cli.py does
+    (undone after the test)."""
+    from gputop_diag import cli
+
+    if "fleet" not in cli.COMMANDS:
+        monkeypatch.setitem(cli.COMMANDS, "fleet", ("fleet", "diagnose many nodes"))
+    try:
+        code = cli.main(list(args))
+    except SystemExit as e:  # argparse's own usage errors
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def test_usage_errors_are_exit_2(capsys, monkeypatch):
+    for args in (
+        ("--window", "five"),
+        ("--window", "0s"),
+        ("--step", "10m", "--window", "5m"),
+        ("--at", "yesterday"),
+        ("--timeout", "0"),
+    ):
+        code, err = main_in_process(
+            capsys, monkeypatch, "fleet", "--prometheus", "http://127.0.0.1:9", *args
+        )
+        assert code == 2, (args, err)
+        assert "Traceback" not in err
+    code, err = main_in_process(capsys, monkeypatch, "fleet", "--prometheus", "ftp://somewhere")
+    assert code == 2 and "expected a URL" in err
+    code, err = main_in_process(capsys, monkeypatch, "fleet")
+    assert code == 2 and "--prometheus" in err
+
+
+def test_durations_times_and_selectors():
+    assert parse_duration("5m", "w") == 300
+    assert parse_duration("90", "w") == 90
+    assert parse_duration("1.5h", "w") == 5400
+    assert parse_time("1768471200") == 1768471200
+    assert parse_time("2026-01-15T10:00:00Z") == 1768471200
+    assert selector("X", "") == '{__name__="X"}'
+    assert selector("X", '{cluster="a"}') == '{__name__="X", cluster="a"}'
+    assert selector("X", 'Hostname=~"gpu-.*"') == '{__name__="X", Hostname=~"gpu-.*"}'
+
+
+# -- multi-node findings -----------------------------------------------------------------------
+def test_correlated_dips():
+    busy = [90.0, 90, 40, 90, 90, 40, 90, 90, 40, 90]
+    other = [90.0, 40, 90, 90, 40, 90, 90, 40, 90, 90]
+    share, n = correlated_dips([busy, busy, busy])
+    assert n == 10 and share == pytest.approx(0.3)
+    share, _ = correlated_dips([busy, other])
+    assert share == 0.0
+    assert correlated_dips([busy]) == (0.0, 0)
+
+
+def node(key: str, scenario: str, group: str | None, seconds: int = 20, seed=None) -> NodeData:
+    sources = sim.build(scenario, seed=seed)
+    monitor = Monitor(sources)
+    snaps = []
+    monitor.run_for(seconds, lambda t: snaps.append(t.snapshot))
+    return NodeData(key, "gpu-node-07", (key,), group=group, snapshots=snaps,
+                    last_seen=snaps[-1].timestamp, sources=("dcgm", "profiling"))  # fmt: skip
+
+
+def fleet_of(*nodes: NodeData) -> FleetData:
+    end = max(s.timestamp for n in nodes for s in n.snapshots)
+    start = min(s.timestamp for n in nodes for s in n.snapshots)
+    return FleetData(start, end, 1.0, 1.0, {n.key: n for n in nodes})
+
+
+def test_a_job_of_equals_has_no_straggler():
+    fv = judge_fleet(fleet_of(*(node(f"n{i}", "comm-bound", "j1") for i in range(3))))
+    (job,) = fv.jobs
+    assert job.classes == {"communication": 3}
+    assert not [f for f in job.findings if f.kind == "straggler"]
+    # the same timeline on every node: the dips line up across nodes too
+    dips = [f for f in job.findings if f.kind == "correlated_dips"]
+    assert dips and dips[0].value >= 10
+
+
+def test_the_odd_node_out_of_a_waiting_job_is_the_straggler():
+    nodes = [node("a", "comm-bound", "j"), node("b", "comm-bound", "j", seed=7)]
+    nodes.append(node("slow", "input-starved", "j"))
+    nodes.append(node("alone", "compute-bound", None))  # no job: not part of it
+    fv = judge_fleet(fleet_of(*nodes))
+    (job,) = fv.jobs
+    (finding,) = [f for f in job.findings if f.kind == "straggler"]
+    assert finding.node == "slow" and "input pipeline" in finding.text
+    doc = to_fleet_json(fv, prometheus="http://p:9090", match="", group_by="hpc_job")
+    assert doc["schema"] == "gputop-diag.fleet/1"
+    assert {n["node"]: n["primary"] for n in doc["nodes"]} == {
+        "a": "communication",
+        "b": "communication",
+        "slow": "input_pipeline",
+        "alone": "compute",
+    }
+    kinds = {f["kind"]: f for f in doc["jobs"][0]["findings"]}
+    assert kinds["straggler"]["node"] == "slow"
+    text = render_fleet_text(fv)
+    assert "slow holds the job back" in text and "By class:" in text
+
+
+def test_two_different_nodes_in_a_small_job_are_not_a_straggler():
+    nodes = [node("a", "comm-bound", "j"), node("b", "input-starved", "j")]
+    nodes.append(node("c", "compute-bound", "j"))
+    (job,) = judge_fleet(fleet_of(*nodes)).jobs
+    assert not [f for f in job.findings if f.kind == "straggler"]
+
+
+def test_a_node_that_stopped_reporting_is_marked_stale():
+    a = node("a", "compute-bound", None)
+    b = node("b", "compute-bound", None, seconds=10)
+    data = fleet_of(a, b)
+    fv = judge_fleet(data)
+    stale = {v.node.key: v.stale_s for v in fv.nodes}
+    assert stale["a"] is None and stale["b"] == pytest.approx(10, abs=1)
+    assert "STALE" in render_fleet_text(fv)
