@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from . import __version__
-from .export import Redactor, field_names, from_jsonable, iso_time, jsonable
+from .export import field_names, from_jsonable, iso_time, jsonable
 from .model import Snapshot
+from .sanitize import Sanitizer, leak_note
 
 RECORDING_SCHEMA = "gputop-diag.recording/1"
 SCHEMA_PREFIX = "gputop-diag.recording/"
@@ -46,12 +47,23 @@ class RecordingWriteError(RecordingError):
     """Writing failed part way (a full disk, a lost mount)."""
 
 
-def snapshot_line(snap: Snapshot, redactor: Redactor | None = None) -> str:
-    """One recording line (no newline)."""
+class UnsafeLine(ValueError):
+    """A sanitized line in which something still looks like an identifier: not written."""
+
+
+def snapshot_line(snap: Snapshot, sanitizer: Sanitizer | None = None) -> str:
+    """One recording line (no newline). With a `sanitizer`, every identifier is its pseudonym
+    (the same on every line it writes) and the line is checked once more: UnsafeLine when
+    something in it still looks like an identifier."""
     doc = jsonable(snap)
-    if redactor is not None:
-        doc = redactor.snapshot_doc(doc)
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    if sanitizer is None:
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    sanitizer.learn_document(doc)
+    line = json.dumps(sanitizer.document(doc), ensure_ascii=False, separators=(",", ":"))
+    found = sanitizer.leaks(line)
+    if found:
+        raise UnsafeLine(leak_note(found))
+    return line
 
 
 def snapshot_from_line(text: str | bytes) -> Snapshot:
@@ -140,7 +152,8 @@ class RecordingWriter:
         self.first: float | None = None
         self.last: float | None = None
         self.header: RecordingHeader | None = None
-        self._redactor = Redactor() if sanitize else None
+        self.withheld = 0  # sanitized snapshots not written: not safe with confidence
+        self._sanitizer = Sanitizer() if sanitize else None  # one key: one pseudonym per name
         try:
             raw = open(path, "wb")  # noqa: SIM115 - closed in close()
         except OSError as e:
@@ -150,10 +163,15 @@ class RecordingWriter:
         self._out: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb") if gz else raw
 
     def write(self, snap: Snapshot) -> None:
+        try:
+            line = snapshot_line(snap, self._sanitizer)
+        except UnsafeLine:  # fail closed: a gap in the recording, never a leak
+            self.withheld += 1
+            return
         if self.header is None:
             self.header = RecordingHeader.first(snap, self.interval_s, self.sanitize)
             self._line(json.dumps(self.header.to_json(), ensure_ascii=False))
-        self._line(snapshot_line(snap, self._redactor))
+        self._line(line)
         self.count += 1
         if self.first is None:
             self.first = snap.timestamp

@@ -582,12 +582,19 @@ def test_sanitized_pseudonyms_hold_across_the_whole_recording(tmp_path):
     text = text_of(path)
     assert "/home/" not in text and "alice" not in text and "/root" not in text
     users_by_pid: dict[int, set[str]] = {}
+    uuids_by_gpu: dict[int, set[str]] = {}
     for s in read_recording(path)[1]:
         for p in s.processes:
             users_by_pid.setdefault(p.pid, set()).add(p.user)
-        assert all(g.static.uuid == f"GPU-{g.index}" for g in s.gpus)
+        for g in s.gpus:
+            uuids_by_gpu.setdefault(g.index, set()).add(g.static.uuid)
     assert all(len(u) == 1 for u in users_by_pid.values())  # one pseudonym per person, always
-    assert {u for us in users_by_pid.values() for u in us} == {"user0", "user1"}
+    users = {u for us in users_by_pid.values() for u in us}
+    assert len(users) == 2 and all(u.startswith("user-") for u in users)  # alice and bob
+    assert all(len(u) == 1 for u in uuids_by_gpu.values())  # one pseudonym per GPU, always
+    uuids = {u for us in uuids_by_gpu.values() for u in us}
+    assert len(uuids) == len(uuids_by_gpu) and all(u.startswith("GPU-") for u in uuids)
+    assert not uuids & {g.static.uuid for g in snaps[0].gpus}
 
 
 # -- headless paths stay free of Textual -----------------------------------------------------

@@ -7,10 +7,11 @@ import json
 import sys
 
 from ..diagnose import render_text, to_json
+from ..export import jsonable
 from ..monitor import run as run_monitor
 from ..recording import Recording
 from ..sources import Sources
-from .snapshot import EXIT_NO_GPU, no_driver_error
+from .snapshot import EXIT_NO_GPU, add_sanitize, no_driver_error, sanitized_output
 from .snapshot import render_text as render_snapshot
 
 EXIT_USAGE = 2
@@ -39,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print one JSON document (schema gputop-diag.diagnosis/1, see docs/diagnosis.md)",
     )
+    add_sanitize(p)
 
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
@@ -53,15 +55,29 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE
     diag, snap = monitor.last.diagnosis, monitor.last.snapshot
-    if args.json:
-        print(json.dumps(to_json(diag), indent=2))
-    else:
-        print(render_text(diag))
     err = no_driver_error(snap)
+    sanitizer = None
+    if getattr(args, "sanitize", False):
+        from ..sanitize import Sanitizer
+
+        sanitizer = Sanitizer()
+        sanitizer.learn_document(jsonable([s for s in monitor.history.snapshots()]))
+        diag, snap = sanitizer.model(diag), sanitizer.model(snap)
+        if err is not None:
+            err = no_driver_error(snap)
+    if args.json:
+        text = json.dumps(to_json(diag), indent=2)
+    else:
+        text = render_text(diag)
+        if err is not None:
+            text += "\n\n" + render_snapshot(snap)
+    if sanitizer is not None:
+        text = sanitized_output(text, sanitizer)
+        if text is None:
+            return 1
+    print(text)
     if err is not None:
         if args.json:  # the reason still reaches a person reading the terminal
             print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
-        else:
-            print("\n" + render_snapshot(snap))
         return EXIT_NO_GPU
     return 0

@@ -51,8 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sanitize",
         action="store_true",
         default=argparse.SUPPRESS,  # or the top-level --sanitize
-        help="write pseudonyms, no host name, GPU UUIDs, serials, PCI bus ids, user names or "
-        "home paths (the same pseudonym on every line)",
+        help="write pseudonyms instead of host and user names, GPU UUIDs, serials, PCI bus ids, "
+        "paths and command-line arguments (the same pseudonym on every line); no minor numbers "
+        "or raw kernel-log text",
     )
 
 
@@ -123,12 +124,20 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     finally:
         with contextlib.suppress(RecordingError):
             writer.close()
+    if writer.withheld:
+        print(
+            f"gputop-diag: {writer.withheld} snapshot(s) not written: they could not be "
+            "sanitized with confidence",
+            file=sys.stderr,
+        )
     if writer.count == 0:
         if os.path.isfile(args.output):  # an empty file, not a device like /dev/null
             with contextlib.suppress(OSError):
                 os.remove(args.output)
         if monitor is None:
             return 130
+        if writer.withheld:
+            return 1
         print(f"gputop-diag: {feed.path} holds no snapshots; nothing written", file=sys.stderr)
         return EXIT_USAGE
     span = (writer.last or 0.0) - (writer.first or 0.0)

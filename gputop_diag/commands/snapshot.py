@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..export import iso_time, snapshot_to_json
+from ..export import iso_time, sanitized_snapshot_json, snapshot_to_json
 from ..model import GIB, Snapshot
 from ..monitor import run as run_monitor
 from ..recording import Recording
@@ -18,8 +18,37 @@ REPLAY = True  # reads `--replay FILE`: shows its last snapshot
 WARMUP_S = 0.25  # rates (CPU %, NVLink, GPM) need two readings; GPM needs >= 0.1 s
 
 
+SANITIZE_HELP = (
+    "show pseudonyms instead of the host and user names, GPU UUIDs, serials, PCI bus ids, "
+    "paths and command-line arguments; no minor numbers or raw kernel-log text (also "
+    "accepted before the command)"
+)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    add_sanitize(p)
+
+
+def add_sanitize(p: argparse.ArgumentParser) -> None:
+    """`--sanitize` after the command; before it, the top-level option sets the same name."""
+    p.add_argument("--sanitize", action="store_true", default=argparse.SUPPRESS, help=SANITIZE_HELP)
+
+
+def sanitized_output(text: str, sanitizer) -> str | None:
+    """`text` if nothing in it still looks like an identifier; None (and why, on stderr)
+    otherwise: a sanitized command prints nothing rather than a leak."""
+    from ..sanitize import leak_note
+
+    found = sanitizer.leaks(text)
+    if not found:
+        return text
+    print(
+        f"gputop-diag: the output could not be sanitized with confidence ({leak_note(found)} "
+        "left); nothing printed. Please report this (without the output).",
+        file=sys.stderr,
+    )
+    return None
 
 
 def no_driver_error(snap: Snapshot):
@@ -38,7 +67,19 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
         monitor = run_monitor(feed, interval=WARMUP_S, seconds=WARMUP_S, slow_sources=False)
         snap = monitor.last.snapshot
-    if args.json:
+    if getattr(args, "sanitize", False):
+        from ..sanitize import Sanitizer
+
+        sanitizer = Sanitizer()
+        if args.json:
+            text = json.dumps(sanitized_snapshot_json(snap, sanitizer), indent=2)
+        else:
+            text = render_text(sanitizer.model(snap))
+        text = sanitized_output(text, sanitizer)
+        if text is None:
+            return 1
+        print(text)
+    elif args.json:
         print(json.dumps(snapshot_to_json(snap), indent=2))
     else:
         print(render_text(snap))

@@ -1,0 +1,159 @@
+"""`gputop-diag report`: sample for N seconds (or replay a recording) and write the sanitized
+report, safe to paste into a public issue (docs/report.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..monitor import run as run_monitor
+from ..recording import Recording
+from ..report import ReportSource, make_report
+from ..sources import Sources
+from .snapshot import EXIT_NO_GPU, no_driver_error
+
+EXIT_USAGE = 2
+DEFAULT_SECONDS = 30.0
+REPLAY = True  # reads `--replay FILE`
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        metavar="N",
+        help=f"how long to sample (default {DEFAULT_SECONDS:g}; instant under --demo); with "
+        "--replay, the first N seconds of the recording (default: all of it)",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=argparse.SUPPRESS,  # falls back to the top-level --interval (default 1)
+        metavar="S",
+        help="seconds between samples (default 1)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("md", "json"),
+        default=None,
+        help="Markdown for a GitHub issue (default) or JSON (schema gputop-diag.report/1)",
+    )
+    p.add_argument("--json", action="store_true", help="the same as --format json")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="write the report to FILE instead of standard output",
+    )
+    p.add_argument(
+        "--private-map",
+        metavar="FILE",
+        default=None,
+        help="also write the reverse map of the pseudonyms to FILE (mode 0600): for your own "
+        "use, never to be shared",
+    )
+    p.add_argument(
+        "--sanitize",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="accepted for symmetry: a report is always sanitized",
+    )
+
+
+def _source(feed: Sources | Recording, interval: float) -> ReportSource:
+    if isinstance(feed, Recording):
+        return ReportSource("recording", interval_s=feed.header.interval_s)
+    if feed.simulated:
+        return ReportSource("simulator", scenario=feed.scenario, interval_s=interval)
+    return ReportSource("live", interval_s=interval)
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
+    seconds = args.seconds
+    interval = getattr(args, "interval", 1.0)
+    if (seconds is not None and seconds < 0) or interval <= 0:
+        print("gputop-diag: --seconds must be >= 0 and --interval > 0", file=sys.stderr)
+        return EXIT_USAGE
+    fmt = "json" if args.json else (args.format or "md")
+    if args.json and args.format == "md":
+        print("gputop-diag: --json and --format md contradict each other", file=sys.stderr)
+        return EXIT_USAGE
+    out, private = args.output, args.private_map
+    if private is not None and (private == "-" or (out is not None and _same_file(out, private))):
+        print(
+            "gputop-diag: --private-map needs a file of its own (it must never end up in the "
+            "report or on the terminal)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    replay = isinstance(feed, Recording)
+    if seconds is None and not replay:
+        seconds = DEFAULT_SECONDS
+    if not replay and not feed.simulated:
+        print(f"gputop-diag: sampling for {seconds:g} s for the report", file=sys.stderr)
+    monitor = run_monitor(feed, interval=interval, seconds=seconds)
+    if monitor.last is None:
+        print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
+        return EXIT_USAGE
+    snaps = monitor.history.snapshots()
+    report = make_report(
+        snaps,
+        monitor.last.diagnosis,
+        source=_source(feed, interval),
+        environ=None if replay else feed.environ,
+        sources=None if replay else feed,
+    )
+    text = (
+        json.dumps(report.doc, indent=2, ensure_ascii=False) + "\n"
+        if fmt == "json"
+        else report.markdown
+    )
+    if out is None or out == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        try:
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            print(f"gputop-diag: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+            return 1
+    replaced = sum(c["replaced"] for c in report.doc["redactions"]["classes"].values())
+    if out not in (None, "-"):
+        print(
+            f"gputop-diag: wrote the sanitized report to {out} ({replaced} identifiers "
+            f"replaced{_left_out(report.left_out)}); read it once before you share it",
+            file=sys.stderr,
+        )
+    elif report.left_out:
+        print(f"gputop-diag: {_left_out(report.left_out).lstrip('; ')}", file=sys.stderr)
+    if private is not None:
+        try:
+            report.sanitizer.write_private_map(private)
+        except OSError as e:
+            print(f"gputop-diag: cannot write {private}: {e.strerror or e}", file=sys.stderr)
+            return 1
+        print(
+            f"gputop-diag: the private map is in {private} (mode 0600): keep it, never share it",
+            file=sys.stderr,
+        )
+    err = no_driver_error(monitor.last.snapshot)
+    if err is not None:
+        print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        return EXIT_NO_GPU
+    return 0
+
+
+def _left_out(left_out: list[dict[str, str]]) -> str:
+    if not left_out:
+        return ""
+    names = ", ".join(x["section"] for x in left_out)
+    return f"; left out as not safe to share: {names}"
