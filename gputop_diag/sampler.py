@@ -83,6 +83,11 @@ class Sampler:
             errors=tuple(errors),
         )
 
+    @property
+    def busy(self) -> bool:
+        """A tick is in flight (possibly stuck in an NVML call)."""
+        return self._lock.locked()
+
     def close(self, timeout: float | None = CLOSE_WAIT_S) -> bool:
         """Shut NVML down once the tick in flight is done, waiting at most `timeout` seconds
         (None: as long as it takes). A GPU that stopped answering can hold an NVML call for

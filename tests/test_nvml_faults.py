@@ -235,6 +235,22 @@ def test_xid_events_attributed_by_bus_id_when_the_handle_is_unknown():
         assert x.pci_bus_id == s.sources.sim.gpus[x.gpu_index].bus_id
 
 
+def test_a_raising_nvml_collector_is_an_error_and_the_host_is_still_read(monkeypatch):
+    s = make()
+    first = s.sample()
+
+    def boom():
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(s.nvml, "collect", boom)
+    snap = tick(s)
+    assert snap.host is not None and snap.gpus == ()
+    assert snap.system == first.system  # the last facts NVML gave
+    (err,) = snap.errors
+    assert err.source == "nvml" and "RuntimeError: a bug" in err.message
+    assert "gputop-diag report" not in err.next_step  # no command that does not exist
+
+
 # -- a hung call -------------------------------------------------------------------------------
 def test_close_waits_at_most_a_second_for_a_hung_tick_and_skips_shutdown():
     s = make()
@@ -248,6 +264,7 @@ def test_close_waits_at_most_a_second_for_a_hung_tick_and_skips_shutdown():
     assert s.close() is False
     assert time.monotonic() - t0 < 1.5
     assert s.sources.sim.call_counts["nvmlShutdown"] == 0  # never while a call is in flight
+    assert s.busy  # the app can tell a tick is stuck and exit without waiting for it
     release.set()
     worker.join(5)
     assert not worker.is_alive()

@@ -54,24 +54,25 @@ MEANINGS: dict[str, tuple[str, str]] = {
     ),
     "INSUFFICIENT_POWER": (
         "a GPU's external power cables are not connected properly",
-        "check the GPU's auxiliary power connectors and the power supply",
+        "check the auxiliary power connectors of the GPUs",
     ),
     "DRIVER_NOT_LOADED": (
         "the NVIDIA kernel module is not loaded",
-        f"check `lsmod | grep nvidia` and {KERNEL_LOG}; load it with `sudo modprobe nvidia`",
+        "check `lsmod | grep nvidia` and `journalctl -k | grep -i nvrm`; load it with "
+        "`sudo modprobe nvidia`",
     ),
     "TIMEOUT": (
         "the driver timed out answering",
         f"check {KERNEL_LOG} for a GPU that stopped responding",
     ),
     "IRQ_ISSUE": (
-        "the NVIDIA driver has an interrupt problem with this GPU",
-        f"check {KERNEL_LOG} for the failing GPU; reseat it or move it to another slot",
+        "the NVIDIA driver has an interrupt problem",
+        "check `journalctl -k | grep -i nvrm` for the failing GPU",
     ),
     "LIBRARY_NOT_FOUND": (
         "no NVIDIA driver: the NVML library libnvidia-ml.so.1 was not found",
-        "install the NVIDIA driver (check `ls /usr/lib/x86_64-linux-gnu/libnvidia-ml.so*`; in a "
-        "container, run it with the NVIDIA container toolkit), or " + DEMO_HINT,
+        "install the NVIDIA driver (check `ls /usr/lib/x86_64-linux-gnu/libnvidia-ml.so*`), "
+        "or " + DEMO_HINT,
     ),
     "FUNCTION_NOT_FOUND": (
         "the driver's NVML library lacks a function the binding calls (driver older than "
@@ -84,8 +85,8 @@ MEANINGS: dict[str, tuple[str, str]] = {
     ),
     "GPU_IS_LOST": (
         "the GPU stopped answering on the PCIe bus (fell off the bus)",
-        f"look for Xid 79 in the kernel log ({KERNEL_LOG}); drain the node and reboot; if it "
-        "repeats, check temperatures, power and the GPU's seating",
+        "look for Xid 79 in the kernel log (`journalctl -k | grep -i xid`); drain the node and "
+        "reboot; if it repeats, check temperatures, power and the GPU's seating",
     ),
     "RESET_REQUIRED": (
         "the GPU needs a reset before it can be used again",
@@ -175,11 +176,24 @@ def meaning(nvml: Any, exc: BaseException) -> tuple[str, str, str]:
     return message, step, type(exc).__name__
 
 
+# Codes whose meaning already says why NVML cannot start.
+_SAYS_WHY = {
+    "LIBRARY_NOT_FOUND",
+    "DRIVER_NOT_LOADED",
+    "LIB_RM_VERSION_MISMATCH",
+    "NO_PERMISSION",
+    "INSUFFICIENT_POWER",
+    "IRQ_ISSUE",
+}
+
+
 def init_failure(nvml: Any, exc: BaseException) -> CollectorError:
     """The collector error for an `nvmlInit` that failed."""
     message, step, cls = meaning(nvml, exc)
-    if code_name(nvml, getattr(exc, "value", None)) == "UNKNOWN":
+    name = code_name(nvml, getattr(exc, "value", None))
+    if name not in _SAYS_WHY:
         message = f"NVML could not be initialised: {message}"
+    if name == "UNKNOWN":
         step = "check `nvidia-smi`; if it fails too, check the driver installation"
     return CollectorError(source="nvml", message=message, next_step=step, code=cls)
 
