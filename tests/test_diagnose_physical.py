@@ -161,6 +161,68 @@ def test_gaps_with_the_main_thread_spinning_and_helpers_idle_are_synchronization
     assert d.primary != "synchronization"
 
 
+@pytest.mark.parametrize(
+    ("runtime_thread", "primary"),
+    [
+        ("NCCL Progress 1", "synchronization"),  # NCCL's proxy busy-polls: not a loader
+        ("cuda-EvtHandlr", "synchronization"),
+        ("pt_autograd_0", "synchronization"),
+        ("decode", "input_pipeline"),  # an unnamed-by-convention thread of the job's own
+    ],
+)
+def test_the_gpu_runtimes_own_threads_are_not_input_helpers(runtime_thread, primary):
+    d = judge(with_job(subsecond(), main=99.0, threads=((runtime_thread, 100.0),)))
+    assert d.primary == primary, [e.text for e in d.evidence]
+
+
+def stall_then_busy(n=30, stall=20, rise_gib=0.0, new_pid=False):
+    """Idle for `stall` ticks, then busy; loaders flat out throughout. The judged last 15 s open
+    with 5 idle ticks. With `rise_gib` the GPU loads its weights in the 6 ticks before its first
+    kernel (a job starting); without it the idle run is a stall."""
+    w = []
+    for k in range(n):
+        busy = k >= stall
+        loaded = min(1.0, max(0.0, (k - stall + 6) / 6)) if rise_gib else 1.0
+        gs = [
+            gpu(
+                i,
+                util=97 if busy else 0,
+                sm=88 if busy else 0,
+                tensor=70 if busy else 0,
+                power=0.85 if busy else 0.1,
+                mem_pct=20 + 50 * loaded if rise_gib else 70,
+            )
+            for i in range(2)
+        ]
+        w.append(snap(k, gs))
+    w = with_job(w, helpers=POOL)
+    if new_pid:  # the job's processes appear with its first kernels
+        w = [s if k >= stall - 2 else replace(s, gpu_processes=()) for k, s in enumerate(w)]
+    return w
+
+
+def test_a_stall_at_the_start_of_the_window_is_a_stall_not_a_ramp_up():
+    d = judge(stall_then_busy())
+    assert d.primary == "input_pipeline", [e.text for e in d.evidence]
+
+
+@pytest.mark.parametrize("how", [dict(rise_gib=40.0), dict(new_pid=True)])
+def test_an_idle_run_while_the_job_starts_is_ramp_up(how):
+    d = judge(stall_then_busy(**how))
+    assert d.primary == "compute", [e.text for e in d.evidence]
+
+
+def test_one_shared_dip_without_interconnect_counters_leaves_compute_standing():
+    def fig(k, i):
+        return dict(util=100, sm=20 if k == 20 else 90, tensor=20 if k == 20 else 80)
+
+    w = [
+        snap(k, [gpu(i, nvlink=None, pcie=None, **fig(k, i)) for i in range(4)]) for k in range(30)
+    ]
+    d = judge(w)
+    assert d.primary == "compute" and d.confidence > 0.5, [e.text for e in d.evidence]
+
+
 # -- absent evidence never votes ----------------------------------------------------------------
 
 
@@ -352,7 +414,8 @@ def test_a_full_mig_instance_is_capacity_though_the_gpu_reads_mostly_free():
     assert d.primary == "capacity", [e.text for e in d.evidence]
     assert "MIG 2g.20gb (instance 2)" in d.evidence[0].text
     assert "pid 41200" in d.evidence[0].text  # the process on that instance holds it
-    assert any(a.code == "memory_near_full" for a in d.alerts) or d.alerts
+    full = [a for a in d.alerts if a.kind == "memory_full"]
+    assert full and full[0].gpus == (0,) and "instance 2" in full[0].text
 
 
 def test_a_half_full_mig_instance_is_not_capacity():

@@ -59,11 +59,15 @@ def alerts_for(
             )
         )
     if f.power_cap_fraction >= T.THROTTLE_FRACTION:
+        capped = f.power_capped_gpus
         out.append(
             Alert(
                 "power",
                 "info",
-                f"clocks held by the power cap in {f.power_cap_fraction:.0%} of busy samples",
+                f"{_gpus(capped)}: clocks held by the power cap in "
+                f"{f.power_cap_fraction:.0%} of busy samples",
+                capped[0] if capped else None,
+                gpus=capped,
             )
         )
     g = f.mem_growth_mib_per_min
@@ -117,11 +121,15 @@ def alerts_for(
             )
         )
     if f.ecc_uncorrected:
+        bad = f.ecc_uncorrected_gpus
         out.append(
             Alert(
                 "ecc",
                 "critical",
-                f"{f.ecc_uncorrected} uncorrectable ECC errors since the driver loaded",
+                f"{_gpus(bad)}: {f.ecc_uncorrected} uncorrectable ECC errors since the driver "
+                "loaded: drain them and look for Xid 48/94/95 in the kernel log",
+                bad[0] if bad else None,
+                gpus=bad,
             )
         )
     for i in f.remap_failure_gpus:
@@ -141,6 +149,7 @@ def alerts_for(
                 "warning",
                 f"GPU {i}: a row remap is pending; reset the GPU when it is idle",
                 i,
+                gpus=(i,),
             )
         )
     return tuple(out)
@@ -149,6 +158,8 @@ def alerts_for(
 def _gpus(indices) -> str:
     """ "GPU 3" or "GPUs 0, 1, 5": every GPU an alert applies to."""
     idx = sorted(set(indices))
+    if not idx:
+        return "a GPU"
     return f"GPU {idx[0]}" if len(idx) == 1 else "GPUs " + ", ".join(map(str, idx))
 
 

@@ -233,9 +233,9 @@ def _memory_symptom(f: Features, primary: str):
         used,
         T.CAPACITY_MEM_PCT,
         f"{f.mem_used_where} memory {used:.0f} % used is not the limit here: under "
-        f"{T.CAPACITY_MEM_PCT:.0f} %, not growing, and the GPU idles {f.idle_share:.0%} of the "
-        f"time waiting ({primary.replace('_', ' ')}); a larger batch would not help until that "
-        "is fixed",
+        f"{T.CAPACITY_MEM_PCT:.0f} %, not growing, and the GPU idles "
+        f"{rules.as_pct(f.idle_share)} of the time waiting ({primary.replace('_', ' ')}); a "
+        "larger batch would not help until that is fixed",
     )
 
 

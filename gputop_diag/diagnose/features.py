@@ -9,11 +9,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
-from ..history import median, percentile, slope_per_s
-from ..model import MIB, GpuState, Snapshot, XidEvent
+from ..history import median, percentile
+from ..model import GpuState, Snapshot, XidEvent
 from . import thresholds as T
+from .host_figures import host_figures
+from .memory_figures import memory_figures
 
 # The kinds of evidence a window may lack, in the order they are reported, with their names.
 EVIDENCE_NAMES = {
@@ -24,18 +25,6 @@ EVIDENCE_NAMES = {
     "threads": "per-process thread and dataloader data",
     "host": "host CPU and iowait",
 }
-MAIN_THREAD = "pt_main_thread"  # torch/csrc/Module.cpp names the main thread so
-# Names input pipelines give their workers (prefixes of /proc/<pid>/comm, 15 characters at
-# most). They only raise confidence: any helper that burns CPU counts, named or not.
-LOADER_NAMES = (
-    ("pt_data_worker", "PyTorch DataLoader"),  # torch/utils/data/_utils/worker.py
-    ("pt_pin_memory", "PyTorch DataLoader"),
-    ("tf_data", "tf.data"),  # tensorflow/core/data: tf_data_private_threadpool, ...
-    ("ForkPoolWorker", "multiprocessing pool"),
-    ("SpawnPoolWorker", "multiprocessing pool"),
-    ("dali", "DALI"),
-    ("grain", "Grain"),
-)
 
 
 @dataclass(frozen=True)
@@ -111,7 +100,9 @@ class Features:
     thermal_fraction: float = 0.0
     power_cap_fraction: float = 0.0
     throttled_gpus: tuple[int, ...] = ()
+    power_capped_gpus: tuple[int, ...] = ()
     ecc_uncorrected: int = 0
+    ecc_uncorrected_gpus: tuple[int, ...] = ()
     remap_failure_gpus: tuple[int, ...] = ()
     remap_pending_gpus: tuple[int, ...] = ()
 
@@ -194,7 +185,7 @@ def extract(window: Sequence[Snapshot]) -> Features:
     active = tuple(i for i in live if is_active(i))
     busy_states = [r[i] for r in rows for i in active if i in r]
     util_all = [v for i in active for v in util[i] if v is not None]
-    shape = _busy_shape(active, rows, util)
+    shape = _busy_shape(active, rows, util, _started(window, recent, active))
 
     def busy_median(get) -> float | None:
         return median([get(g) for g in busy_states])
@@ -202,7 +193,7 @@ def extract(window: Sequence[Snapshot]) -> Features:
     has_gpm = any(_gpm(g, "sm_util_pct") is not None for g in busy_states)
     has_nvlink = any(g.nvlink_tx_kib_s is not None for r in rows for g in r.values())
     dips = _dips(active, rows, sm if has_gpm else util)
-    host_feats = _host(_since(window, T.HOST_RECENT_S), {p.pid for p in last.gpu_processes})
+    host_feats = host_figures(_since(window, T.HOST_RECENT_S), {p.pid for p in last.gpu_processes})
     gpu_pids = tuple(sorted({p.pid for s in recent for p in s.gpu_processes}))
     has_threads = any(p.busiest_threads or p.children for s in recent for p in s.processes)
     available = {
@@ -252,16 +243,46 @@ def extract(window: Sequence[Snapshot]) -> Features:
         top_pid=top.pid if top else None,
         xid_events=tuple(x for s in window for x in s.xid_events),
         ecc_uncorrected=sum(g.ecc_uncorrected or 0 for g in last.gpus if not g.lost),
+        ecc_uncorrected_gpus=tuple(g.index for g in last.gpus if not g.lost and g.ecc_uncorrected),
         remap_failure_gpus=tuple(g.index for g in last.gpus if g.remap_failure),
         remap_pending_gpus=tuple(g.index for g in last.gpus if g.remap_pending),
         **dips,
         **host_feats,
         **throttle,
-        **_memory(last, window),
+        **memory_figures(last, window),
     )
 
 
-def _busy_shape(active, rows, util: dict[int, list[float | None]]) -> dict:
+def _started(window: Sequence[Snapshot], recent: Sequence[Snapshot], active) -> set[int]:
+    """The GPUs whose job shows signs of starting in the window: a GPU process that was not there
+    at the start of the recent window, memory that rose by START_MEM_RISE_SHARE of what it holds
+    now (weights loading), or a process whose start time lies in the window. Only their leading
+    idle run is ramp-up; on the other GPUs a stall at the window's start is a stall."""
+    first, last = recent[0], recent[-1]
+    out = set()
+    for i in active:
+        before = {p.pid for p in first.gpu_processes if p.gpu_index == i}
+        now = {p.pid for p in last.gpu_processes if p.gpu_index == i}
+        g0, g1 = first.gpu(i), last.gpu(i)
+        rose = (
+            g0 is not None
+            and g1 is not None
+            and g0.mem_used_bytes is not None
+            and g1.mem_used_bytes is not None
+            and g1.mem_used_bytes - g0.mem_used_bytes >= T.START_MEM_RISE_SHARE * g1.mem_used_bytes
+        )
+        fresh = any(
+            (info := last.process(pid)) is not None
+            and info.start_time is not None
+            and info.start_time >= window[0].timestamp
+            for pid in now
+        )
+        if (now - before) or rose or fresh:
+            out.add(i)
+    return out
+
+
+def _busy_shape(active, rows, util: dict[int, list[float | None]], started: set[int]) -> dict:
     """How much of the time the active GPUs wait, from the driver's ~1/6 s samples when it
     gives them (gaps shorter than a tick), else from the tick figures.
 
@@ -274,9 +295,9 @@ def _busy_shape(active, rows, util: dict[int, list[float | None]]) -> dict:
     for i in active:
         fine = [v for r in rows if i in r for v in r[i].util_samples]
         if len(fine) >= T.MIN_SUBSECOND_SAMPLES:
-            per_gpu[i], subsecond = _since_start(fine), True
+            per_gpu[i], subsecond = _since_start(fine, i in started), True
         else:
-            per_gpu[i] = _since_start([v for v in util[i] if v is not None])
+            per_gpu[i] = _since_start([v for v in util[i] if v is not None], i in started)
     values = [v for vs in per_gpu.values() for v in vs]
     gaps = total = 0
     for vs in per_gpu.values():
@@ -294,9 +315,12 @@ def _busy_shape(active, rows, util: dict[int, list[float | None]]) -> dict:
     )
 
 
-def _since_start(values: list[float]) -> list[float]:
+def _since_start(values: list[float], started: bool) -> list[float]:
     """The samples from the job's first work on: a GPU idle before its job started does not
-    wait for anything. The leading idle run is dropped unless it is most of the window."""
+    wait for anything. The leading idle run is dropped only where the job started in the window,
+    and not when it is most of the window."""
+    if not started:
+        return values
     k = 0
     while k < len(values) and values[k] < T.IDLE_UTIL_PCT:
         k += 1
@@ -380,96 +404,10 @@ def _dips(active, rows, series: dict[int, list[float | None]]) -> dict:
     return out
 
 
-def _host(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
-    """Host CPU, iowait and the job's helpers over the host window.
-
-    A helper is any descendant process of a GPU process that is not itself a GPU process, and
-    any thread of a GPU process but its main thread: whatever the input pipeline is called, it
-    burns CPU there.
-    """
-    host = [s.host for s in snaps if s.host is not None]
-    helpers: dict[tuple[str, int], list[float]] = {}
-    names: dict[tuple[str, int], str] = {}
-    mains: dict[int, list[float]] = {}
-    main_names: dict[int, str] = {}
-    for s in snaps:
-        for p in s.processes:
-            for c in p.children:
-                if c.cpu_pct is not None and c.pid not in gpu_pids:
-                    helpers.setdefault(("p", c.pid), []).append(c.cpu_pct)
-                    names[("p", c.pid)] = c.name or ""
-            main_tid = _main_tid(p)
-            for t in p.busiest_threads:
-                if t.cpu_pct is not None and t.tid != main_tid:
-                    helpers.setdefault(("t", t.tid), []).append(t.cpu_pct)
-                    names[("t", t.tid)] = t.name or ""
-            main = _main_thread(p)
-            if main is not None:
-                mains.setdefault(p.pid, []).append(main)
-                main_names[p.pid] = next(
-                    (t.name for t in p.busiest_threads if t.tid == main_tid), ""
-                )
-    # A helper seen in one tick only (a thread that just entered the busiest list) is noise.
-    seen = {k: median(v) for k, v in helpers.items() if len(v) >= 2}
-    busy = {k: v for k, v in seen.items() if v >= T.HELPER_ACTIVE_PCT}
-    named = sorted({_loader_name(names[k]) for k in busy if _loader_name(names[k]) is not None})
-    m = {pid: median(v) for pid, v in mains.items() if len(v) >= 2}
-    return dict(
-        cpu_count=host[-1].cpu_count if host else 0,
-        host_cpu_median=median([h.cpu_pct for h in host]),
-        iowait_median=median([h.iowait_pct for h in host]),
-        io_pressure_median=median(
-            [h.pressure["io"].some_avg10 for h in host if "io" in h.pressure]
-        ),
-        helper_count=len(seen),
-        worker_count=len(busy),
-        worker_cpu_mean=statistics.fmean(busy.values()) if busy else None,
-        worker_cores=sum(seen.values()) / 100.0 if seen else None,
-        workers_named=tuple(named),
-        main_thread_cpu=median(list(m.values())),
-        main_thread_pid=(top := max(m, key=m.__getitem__) if m else None),
-        main_thread_name=main_names.get(top) if top is not None else None,
-    )
-
-
-def _loader_name(name: str) -> str | None:
-    """The input-pipeline family a helper's name shows, if any (raises confidence only)."""
-    for prefix, family in LOADER_NAMES:
-        if name.startswith(prefix):
-            return family
-    return None
-
-
-def _main_tid(p) -> int | None:
-    """The main thread's tid: the pid itself when listed, else the busiest `pt_main_thread`."""
-    named = None
-    for t in p.busiest_threads:
-        if t.tid == p.pid:
-            return t.tid
-        if t.name == MAIN_THREAD and named is None:
-            named = t.tid
-    return named
-
-
-def _main_thread(p) -> float | None:
-    """CPU of the process's main thread: tid == pid, else its busiest `pt_main_thread` thread.
-
-    Threads started by the main thread inherit its name, so the name alone is not enough.
-    """
-    named = None
-    for t in p.busiest_threads:
-        if t.cpu_pct is None:
-            continue
-        if t.tid == p.pid:
-            return t.cpu_pct
-        if t.name == MAIN_THREAD and (named is None or t.cpu_pct > named):
-            named = t.cpu_pct
-    return named
-
-
 def _throttle(busy_states: Sequence[GpuState]) -> dict:
     thermal = power = busy = 0
     throttled: set[int] = set()
+    capped: set[int] = set()
     for g in busy_states:
         reasons = set(g.clock_event_reasons)
         if "gpu_idle" in reasons:
@@ -480,111 +418,10 @@ def _throttle(busy_states: Sequence[GpuState]) -> dict:
             throttled.add(g.index)
         if reasons & set(T.POWER_REASONS):
             power += 1
+            capped.add(g.index)
     return dict(
         thermal_fraction=thermal / busy if busy else 0.0,
         power_cap_fraction=power / busy if busy else 0.0,
         throttled_gpus=tuple(sorted(throttled)),
+        power_capped_gpus=tuple(sorted(capped)),
     )
-
-
-class _MemoryUnit(NamedTuple):
-    """A GPU, or one MIG instance of it: the memory a job can fill."""
-
-    pct: float
-    gpu: int
-    where: str
-    reserved: int | None
-    gi: int | None  # the MIG GPU instance id, None for a whole GPU
-
-
-def _memory_units(g: GpuState) -> list[_MemoryUnit]:
-    out = [_MemoryUnit(g.mem_used_pct, g.index, f"GPU {g.index}", g.mem_reserved_bytes, None)]
-    # In MIG mode a job sees only its instance's memory: one full instance is full memory for
-    # the job on it while the whole GPU reads mostly free.
-    for m in g.mig_instances:
-        if m.memory_used_bytes is None or not m.memory_total_bytes:
-            continue
-        kind = (m.name or "").rsplit(" MIG ", 1)[-1] if m.name and " MIG " in m.name else "MIG"
-        where = f"GPU {g.index} MIG {kind} (instance {m.gpu_instance_id or m.mig_index})"
-        pct = 100.0 * m.memory_used_bytes / m.memory_total_bytes
-        out.append(_MemoryUnit(pct, g.index, where, None, m.gpu_instance_id))
-    return out
-
-
-def _memory(last: Snapshot, window: Sequence[Snapshot]) -> dict:
-    live = [g for g in last.gpus if not g.lost and g.mem_used_pct is not None]
-    units = [u for g in live for u in _memory_units(g)]
-    fullest = max(units, key=lambda u: u.pct, default=None)
-    holders = ()
-    if fullest is not None:
-        on_unit = (fullest.gpu, fullest.gi)
-        procs = [
-            p
-            for p in last.gpu_processes
-            if (p.gpu_index, p.gpu_instance_id if fullest.gi is not None else None) == on_unit
-        ]
-        biggest = max(procs, key=lambda p: p.used_memory_bytes or 0, default=None)
-        owner = last.process(biggest.pid) if biggest else None
-        holders = tuple(
-            (p.pid, p.used_memory_bytes or 0, _foreign(last, p.pid, owner))
-            for p in sorted(procs, key=lambda p: -(p.used_memory_bytes or 0))
-        )
-    growth = growth_gpu = to_full = growth_pct = None
-    growing: list[int] = []
-    if len(window) >= T.MIN_SAMPLES:
-        times = [s.timestamp for s in window]
-        for g in live:
-            vals = []
-            for s in window:
-                x = s.gpu(g.index)
-                ok = x is not None and not x.lost and x.mem_used_bytes is not None
-                vals.append(x.mem_used_bytes / MIB if ok else None)
-            slope = slope_per_s(times, vals) if _steady_rise(vals) else None
-            if slope is not None and slope * 60.0 >= T.GROWTH_MIB_PER_MIN:
-                growing.append(g.index)
-            if slope is None or (growth is not None and slope * 60.0 <= growth):
-                continue
-            growth, growth_gpu, growth_pct = slope * 60.0, g.index, g.mem_used_pct
-            free = (g.mem_free_bytes or 0) / MIB
-            to_full = free / growth if growth > 0 else None
-    return dict(
-        mem_used_pct_max=fullest.pct if fullest else None,
-        mem_used_pct_gpu=fullest.gpu if fullest else None,
-        mem_used_where=fullest.where if fullest else None,
-        mem_reserved_bytes=fullest.reserved if fullest else None,
-        mem_near_full_gpus=tuple(sorted({u.gpu for u in units if u.pct >= T.CAPACITY_WARN_PCT})),
-        mem_holders=holders,
-        mem_growth_mib_per_min=growth,
-        mem_growth_gpu=growth_gpu,
-        mem_growth_gpu_pct=growth_pct,
-        minutes_to_full=to_full,
-        growing_gpus=tuple(growing),
-    )
-
-
-def _steady_rise(vals: Sequence[float | None]) -> bool:
-    """Memory that rises through the window, not in one step (a job starting, a phase change).
-
-    Each quarter of the window must hold more than the one before, and no single tick may add
-    more than GROWTH_MAX_STEP_SHARE of the whole rise.
-    """
-    v = [x for x in vals if x is not None]
-    if len(v) < 8:
-        return False
-    q = len(v) // 4
-    quarters = [statistics.median(v[k * q : (k + 1) * q]) for k in range(4)]
-    if any(b <= a for a, b in zip(quarters, quarters[1:], strict=False)):
-        return False
-    rise = v[-1] - v[0]
-    biggest = max(b - a for a, b in zip(v, v[1:], strict=False))
-    return rise > 0 and biggest <= T.GROWTH_MAX_STEP_SHARE * rise
-
-
-def _foreign(snap: Snapshot, pid: int, owner) -> bool:
-    """Whether pid belongs to another user than the biggest holder (or hides its details)."""
-    info = snap.process(pid)
-    if info is None or owner is None:
-        return False
-    if info.access_denied:
-        return True
-    return info.user is not None and owner.user is not None and info.user != owner.user

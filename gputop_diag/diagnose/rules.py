@@ -35,6 +35,18 @@ def pct(v) -> str:
     return "n/a" if v is None else f"{v:.0f} %"
 
 
+def as_pct(x: float) -> str:
+    """A 0-1 share as the percentages elsewhere read: "38 %"."""
+    return f"{100 * x:.0f} %"
+
+
+def _not_waiting(f: Features) -> str:
+    """Why a wait class does not fire because the GPUs do not wait, or cannot be seen to."""
+    if "util" not in f.available:
+        return "busy time not reported (MIG mode or an unsupported field): no wait can be seen"
+    return f"the GPU does not wait: idle {as_pct(f.idle_share)} of the time"
+
+
 def _gbs(kib_s) -> str:
     return "n/a" if kib_s is None else f"{kib_s * 1024 / 1e9:.1f} GB/s"
 
@@ -47,8 +59,13 @@ def communication(f: Features) -> Verdict:
     nvlink = nv_in is not None and nv_in >= T.NVLINK_DIP_KIB_S and nv_in >= ratio * (nv_out or 1)
     pcie = pc_in is not None and pc_in >= T.PCIE_DIP_KB_S and pc_in >= ratio * (pc_out or 1)
     # Without NVLink counters: busy time stays up while the SMs dip (NCCL kernels waiting).
+    # The dips are there but no interconnect counter can say whether traffic fills them.
+    # NVLink GPUs whose NVLink counters are missing, or no interconnect counter at all.
+    unmeasured = nv_in is None and ("nvlink" in f.missing or pc_in is None)
     blind = (
-        "nvlink" not in f.available
+        together
+        and unmeasured
+        and not pcie
         and "gpm" in f.available
         and (f.util_in_dips or 0) >= T.COMM_BUSY_IN_DIPS_PCT
         and not input_pressure(f)
@@ -59,7 +76,7 @@ def communication(f: Features) -> Verdict:
             "correlated_dip_fraction",
             100 * f.dip_fraction,
             100 * T.COMM_DIP_FRACTION,
-            f"{metric} dips on {len(f.active_gpus)} GPUs at once in {f.dip_fraction:.0%} of "
+            f"{metric} dips on {len(f.active_gpus)} GPUs at once in {as_pct(f.dip_fraction)} of "
             f"samples ({f.recent_s:.0f} s)",
         )
     ]
@@ -97,7 +114,7 @@ def communication(f: Features) -> Verdict:
     if not f.multi_gpu:
         text = "one busy GPU: no collective communication to wait on"
     elif not together:
-        text = f"the GPUs dip together in only {f.dip_fraction:.0%} of samples"
+        text = f"the GPUs dip together in only {as_pct(f.dip_fraction)} of samples"
     elif nv_in is None and pc_in is None:
         text = "interconnect throughput not available and busy time falls in the dips"
     else:
@@ -169,20 +186,21 @@ def input_pressure(f: Features) -> list[Evidence]:
 
 
 def gap_evidence(f: Features) -> Evidence:
-    how = "the driver's 1/6 s samples" if f.subsecond else "1 s samples"
+    how = "the driver's 1/6 s samples" if f.subsecond else "1 s busy time"
     return ev(
         "gpu_idle_share",
         100 * f.idle_share,
         100 * T.WAIT_SHARE,
-        f"GPUs idle {f.idle_share:.0%} of the time over {f.recent_s:.0f} s ({how}; busy median "
-        f"{pct(f.util_median)}, p95 {pct(f.util_p95)}), gaps in {f.gap_fraction:.0%} of samples",
+        f"GPUs idle {as_pct(f.idle_share)} of the time over {f.recent_s:.0f} s (from {how}), "
+        f"gaps in {as_pct(f.gap_fraction)} of samples; 1 s busy time median "
+        f"{pct(f.util_median)}, p95 {pct(f.util_p95)}",
     )
 
 
 def input_pipeline(f: Features) -> Verdict:
     pressure = input_pressure(f)
     if not f.gappy:
-        text = f"the GPU does not wait: idle {f.idle_share:.0%} of the time"
+        text = _not_waiting(f)
     elif "threads" not in f.available and not pressure:
         text = "no thread data to see the loaders, and iowait and host CPU are low"
     else:
@@ -232,7 +250,7 @@ def synchronization(f: Features) -> Verdict:
         )
     )
     if not f.gappy:
-        text = f"no regular GPU gaps: idle {f.idle_share:.0%} of the time"
+        text = _not_waiting(f)
     elif not no_input:
         text = "the gaps come with input pressure (see input pipeline)"
     elif blind:
@@ -278,7 +296,7 @@ def bandwidth(f: Features) -> Verdict:
             ),
         )
         if not busy:
-            text = f"the GPU waits {f.idle_share:.0%} of the time: kernels are not the limit"
+            text = f"the GPU waits {as_pct(f.idle_share)} of the time: kernels are not the limit"
         else:
             text = (
                 f"DRAM at {pct(dram)} of its roof (GPM), under {T.ROOF_SHARE_PCT:.0f} %"
@@ -335,13 +353,13 @@ def compute(f: Features) -> Verdict:
                 "util_gpu",
                 f.util_median,
                 T.BUSY_UTIL_PCT,
-                f"GPU busy {pct(f.util_median)}, idle {f.idle_share:.0%} of the time: input "
+                f"GPU busy {pct(f.util_median)}, idle {as_pct(f.idle_share)} of the time: input "
                 "and host keep up",
             ),
             ev("power_pct", f.power_pct_median, None, clocks),
         )
         if not busy:
-            text = f"the GPU waits {f.idle_share:.0%} of the time: kernels are not the limit"
+            text = f"the GPU waits {as_pct(f.idle_share)} of the time: kernels are not the limit"
         else:
             text = (
                 f"math pipes at {pct(math)} of their roof, under {T.ROOF_SHARE_PCT:.0f} %: "

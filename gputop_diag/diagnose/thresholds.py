@@ -69,6 +69,9 @@ MIN_SUBSECOND_SAMPLES = 24
 # wait; its leading idle run is left out of the shape when at least a third of the window is
 # left.
 START_MIN_SHARE = 1 / 3
+# Ours: a job starts when it loads its weights; memory that rose by a quarter of what the GPU
+# holds now within the recent window marks a start.
+START_MEM_RISE_SHARE = 0.25
 BUSY_UTIL_PCT = 70.0  # SageMaker: p95 busy time under 70 % is under-used
 
 # -- compute vs bandwidth: each unit's share of its own peak (GPM) -------------------------------

@@ -1,0 +1,127 @@
+"""The job's host side over a window: host CPU, iowait and I/O pressure, the job's helpers
+(child processes and non-main threads that burn CPU) and its main thread."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from ..history import median
+from ..model import Snapshot
+from . import thresholds as T
+
+MAIN_THREAD = "pt_main_thread"  # torch/csrc/Module.cpp names the main thread so
+# Names input pipelines give their workers (prefixes of /proc/<pid>/comm, 15 characters at
+# most). They only raise confidence: any helper that burns CPU counts, named or not.
+LOADER_NAMES = (
+    ("pt_data_worker", "PyTorch DataLoader"),  # torch/utils/data/_utils/worker.py
+    ("pt_pin_memory", "PyTorch DataLoader"),
+    ("tf_data", "tf.data"),  # tensorflow/core/data: tf_data_private_threadpool, ...
+    ("ForkPoolWorker", "multiprocessing pool"),
+    ("SpawnPoolWorker", "multiprocessing pool"),
+    ("dali", "DALI"),
+    ("grain", "Grain"),
+)
+
+# Threads the CUDA runtime, NCCL and PyTorch start for the GPU itself. NCCL's proxy threads
+# busy-poll the network and the autograd threads drive the backward pass: they burn CPU in any
+# multi-GPU job and feed nothing to the input pipeline, so they are not the job's helpers.
+RUNTIME_THREADS = (
+    "NCCL ",  # NCCL >= 2.19: "NCCL Progress N", "NCCL Service N"
+    "ncclProxy",
+    "cuda-EvtHandlr",  # the CUDA driver's event handler
+    "cuda0",  # the CUDA driver's worker threads, "cuda00001400006"
+    "pt_autograd",  # torch/csrc/autograd/engine.cpp: one per device
+    "pt_nccl",  # ProcessGroupNCCL's watchdog and heartbeat monitor
+)
+
+
+def _runtime(name: str | None) -> bool:
+    return bool(name) and name.startswith(RUNTIME_THREADS)
+
+
+def host_figures(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
+    """Host CPU, iowait and the job's helpers over the host window.
+
+    A helper is any descendant process of a GPU process that is not itself a GPU process, and
+    any thread of a GPU process but its main thread and the GPU runtime's own threads
+    (RUNTIME_THREADS): whatever the input pipeline is called, it burns CPU there.
+    """
+    host = [s.host for s in snaps if s.host is not None]
+    helpers: dict[tuple[str, int], list[float]] = {}
+    names: dict[tuple[str, int], str] = {}
+    mains: dict[int, list[float]] = {}
+    main_names: dict[int, str] = {}
+    for s in snaps:
+        for p in s.processes:
+            for c in p.children:
+                if c.cpu_pct is not None and c.pid not in gpu_pids:
+                    helpers.setdefault(("p", c.pid), []).append(c.cpu_pct)
+                    names[("p", c.pid)] = c.name or ""
+            main_tid = _main_tid(p)
+            for t in p.busiest_threads:
+                if t.cpu_pct is not None and t.tid != main_tid and not _runtime(t.name):
+                    helpers.setdefault(("t", t.tid), []).append(t.cpu_pct)
+                    names[("t", t.tid)] = t.name or ""
+            main = _main_thread(p)
+            if main is not None:
+                mains.setdefault(p.pid, []).append(main)
+                main_names[p.pid] = next(
+                    (t.name for t in p.busiest_threads if t.tid == main_tid), ""
+                )
+    # A helper seen in one tick only (a thread that just entered the busiest list) is noise.
+    seen = {k: median(v) for k, v in helpers.items() if len(v) >= 2}
+    busy = {k: v for k, v in seen.items() if v >= T.HELPER_ACTIVE_PCT}
+    named = sorted({_loader_name(names[k]) for k in busy if _loader_name(names[k]) is not None})
+    m = {pid: median(v) for pid, v in mains.items() if len(v) >= 2}
+    return dict(
+        cpu_count=host[-1].cpu_count if host else 0,
+        host_cpu_median=median([h.cpu_pct for h in host]),
+        iowait_median=median([h.iowait_pct for h in host]),
+        io_pressure_median=median(
+            [h.pressure["io"].some_avg10 for h in host if "io" in h.pressure]
+        ),
+        helper_count=len(seen),
+        worker_count=len(busy),
+        worker_cpu_mean=statistics.fmean(busy.values()) if busy else None,
+        worker_cores=sum(seen.values()) / 100.0 if seen else None,
+        workers_named=tuple(named),
+        main_thread_cpu=median(list(m.values())),
+        main_thread_pid=(top := max(m, key=m.__getitem__) if m else None),
+        main_thread_name=main_names.get(top) if top is not None else None,
+    )
+
+
+def _loader_name(name: str) -> str | None:
+    """The input-pipeline family a helper's name shows, if any (raises confidence only)."""
+    for prefix, family in LOADER_NAMES:
+        if name.startswith(prefix):
+            return family
+    return None
+
+
+def _main_tid(p) -> int | None:
+    """The main thread's tid: the pid itself when listed, else the busiest `pt_main_thread`."""
+    named = None
+    for t in p.busiest_threads:
+        if t.tid == p.pid:
+            return t.tid
+        if t.name == MAIN_THREAD and named is None:
+            named = t.tid
+    return named
+
+
+def _main_thread(p) -> float | None:
+    """CPU of the process's main thread: tid == pid, else its busiest `pt_main_thread` thread.
+
+    Threads started by the main thread inherit its name, so the name alone is not enough.
+    """
+    named = None
+    for t in p.busiest_threads:
+        if t.cpu_pct is None:
+            continue
+        if t.tid == p.pid:
+            return t.cpu_pct
+        if t.name == MAIN_THREAD and (named is None or t.cpu_pct > named):
+            named = t.cpu_pct
+    return named
