@@ -74,7 +74,7 @@ class _Gpu:
     handle: Any
     static: GpuStatic
     lost: bool = False
-    error: CollectorError | None = None  # unavailable (no handle), with the reason
+    failure: BaseException | None = None  # why NVML gave no handle (unavailable)
     retry_at: float = 0.0
     nvlink_prev: tuple[float, int, int] | None = None
     proc_util_ts: int = 0
@@ -213,17 +213,7 @@ class NvmlCollector:
             fill_identities(statics, incomplete, self.procfs)
             for g in self._gpus:
                 g.static = statics[g.index]
-                if g.error is not None:  # say which board it is
-                    g.error = replace(g.error, message=self._unavailable_message(g))
         return True
-
-    def _unavailable_message(self, g: _Gpu) -> str:
-        msg = g.error.message
-        ident = ", ".join(x for x in (g.static.name, g.static.pci_bus_id) if x)
-        head = f"GPU {g.index} is unavailable"
-        if ident and msg.startswith(head + ":"):
-            msg = f"GPU {g.index} ({ident}) is unavailable" + msg[len(head) :]
-        return msg
 
     def _open(self, g: _Gpu, now: float) -> None:
         """Look up GPU g's handle and read its facts; a failure makes it lost or unavailable."""
@@ -232,14 +222,13 @@ class NvmlCollector:
             h = n.nvmlDeviceGetHandleByIndex(g.index)
         except n.NVMLError as e:
             if e.value == n.NVML_ERROR_GPU_IS_LOST:
-                g.lost, g.error = True, None
+                g.lost, g.failure = True, None
             else:
-                g.error = nvml_errors.gpu_unavailable(n, g.index, e, g.static.pci_bus_id)
-                g.retry_at = now + HANDLE_RETRY_S
+                g.failure, g.retry_at = e, now + HANDLE_RETRY_S
             return
         static, lost = read_static(self.q, n, g.index, h)
         g.static = _keep_known(g.static, static)
-        g.error = None
+        g.failure = None
         if lost:
             g.lost = True
             return
@@ -269,14 +258,14 @@ class NvmlCollector:
         if self._count == 0:
             return NvmlResult(self._system_info(), errors=(nvml_errors.no_gpus(), *errors))
         for g in self._gpus:
-            if g.error is not None and now >= g.retry_at:
+            if g.failure is not None and now >= g.retry_at:
                 self._open(g, now)
         gpus: list[GpuState] = []
         procs: list[GpuProcess] = []
         gpm = self._gpm.sample(now) if self._gpm else {}
         for extra in (self._gpm, self._events):
             for i in extra.lost if extra else ():
-                self._gpus[i].lost = True
+                self._mark_lost(self._gpus[i])
         for g in self._gpus:
             if g.live:
                 try:
@@ -291,7 +280,11 @@ class NvmlCollector:
                 errors.append(nvml_errors.gpu_lost(g.index, g.static.name, g.static.pci_bus_id))
             else:  # unavailable: no handle
                 gpus.append(GpuState(index=g.index, static=g.static))
-                errors.append(g.error)
+                errors.append(
+                    nvml_errors.gpu_unavailable(
+                        self.nvml, g.index, g.failure, g.static.name, g.static.pci_bus_id
+                    )
+                )
         events: tuple[XidEvent, ...] = ()
         if self._events is not None:
             events, failed = self._events.poll(now)

@@ -219,10 +219,13 @@ def no_gpus() -> CollectorError:
     )
 
 
-def gpu_unavailable(nvml: Any, index: int, exc: BaseException, bus: str | None) -> CollectorError:
+def gpu_unavailable(
+    nvml: Any, index: int, exc: BaseException, name: str | None = None, bus: str | None = None
+) -> CollectorError:
     """A GPU whose handle NVML would not give (not lost: tried again)."""
     message, step, cls = meaning(nvml, exc)
-    where = f" ({bus})" if bus else ""
+    what = ", ".join(x for x in (name, bus) if x)
+    where = f" ({what})" if what else ""
     return CollectorError(
         source="nvml",
         gpu_index=index,
