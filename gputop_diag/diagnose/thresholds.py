@@ -89,12 +89,6 @@ SM_ISSUE_BOUND_PCT = 80.0
 # DCGM: SM_ACTIVE >= 0.8 is necessary (not sufficient) for effective use, < 0.5 ineffective. We
 # take 70 % as the compute cut-off: between the two, with tensor pipes as the tie-breaker.
 SM_ACTIVE_PCT = 70.0
-# KempnerPulse's "tensor-heavy" is tensor >= 50 % with SM >= 60 %; ours: 30 % already means the
-# math pipes carry the kernels.
-TENSOR_ACTIVE_PCT = 30.0
-# DCGM: DRAM_ACTIVE's practical peak is about 0.8, >= 0.5 is heavy traffic; 60 % means the kernels
-# move memory most of the time.
-DRAM_BW_PCT = 60.0
 # Fallbacks without GPM (lower confidence). NVML's memory utilization is memory-controller busy
 # time, not a share of peak bandwidth (NVML nvmlUtilization_t docs): only a high value means much.
 # Ours, set on the tuning seeds 0-599: kernels that keep the controller busy two thirds of the time
@@ -161,7 +155,6 @@ POWER_REASONS = ("sw_power_cap", "hw_power_brake")
 CONF_STATE = 0.9  # idle and insufficient_data
 CONF_BALANCED = 0.5
 CONF_CAPACITY_FULL = 0.9
-CONF_CAPACITY_OOM = 0.8
 CONF_CAPACITY_GROWTH = 0.75
 CONF_COMM_NVLINK = 0.85
 CONF_COMM_PCIE = 0.7
@@ -170,7 +163,6 @@ CONF_INPUT_BASE = 0.6  # plus 0.1 for each host figure that shows pressure, at m
 CONF_INPUT_PER_FIGURE = 0.1
 CONF_INPUT_MAX = 0.95
 CONF_SYNC_SPIN = 0.85
-CONF_SYNC_NO_THREADS = 0.45
 CONF_GPM = 0.85  # compute and bandwidth judged from GPM
 CONF_ISSUE_BOUND = 0.6  # compute from SM residency alone (no pipe near its roof)
 CONF_MIXED = 0.7  # two units near their roofs: the nearer one leads
