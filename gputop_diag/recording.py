@@ -30,7 +30,7 @@ from typing import IO, Any
 from . import __version__
 from .export import field_names, from_jsonable, iso_time, jsonable
 from .model import Snapshot
-from .sanitize import Sanitizer, leak_note
+from .sanitize import Sanitizer, leak_note, strings_of
 
 RECORDING_SCHEMA = "gputop-diag.recording/1"
 SCHEMA_PREFIX = "gputop-diag.recording/"
@@ -59,11 +59,11 @@ def snapshot_line(snap: Snapshot, sanitizer: Sanitizer | None = None) -> str:
     if sanitizer is None:
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
     sanitizer.learn_document(doc)
-    line = json.dumps(sanitizer.document(doc), ensure_ascii=False, separators=(",", ":"))
-    found = sanitizer.leaks(line)
+    clean = sanitizer.document(doc)
+    found = sanitizer.leaks("\n".join(strings_of(clean)))
     if found:
         raise UnsafeLine(leak_note(found))
-    return line
+    return json.dumps(clean, ensure_ascii=False, separators=(",", ":"))
 
 
 def snapshot_from_line(text: str | bytes) -> Snapshot:

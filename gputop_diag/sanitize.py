@@ -557,7 +557,9 @@ class Sanitizer:
         allowed = T.boundary_re(self._allowed, left=T.ALLOWED_L, right=T.ALLOWED_R)
         t = allowed.sub(" ", text) if allowed is not None else text
         found: Counter[str] = Counter()
-        for cls, rx in R.LEAK_SHAPES:
+        for cls, rx, quick in R.LEAK_SHAPES:
+            if not quick.search(t):
+                continue
             for m in rx.finditer(t):
                 if R.shape_ok(cls, m.group(0)):
                     found[cls] += 1
@@ -589,6 +591,22 @@ class Sanitizer:
         )
         self._originals_cache = (n, (exact, folded, cls_of))
         return exact, folded, cls_of
+
+
+def strings_of(doc: Any) -> list[str]:
+    """Every string in a JSON document, keys included (numbers name no one)."""
+    out: list[str] = []
+    stack = [doc]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            out.extend(k for k in v if isinstance(k, str))
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
 
 
 def leak_note(found: Counter[str]) -> str:

@@ -207,20 +207,44 @@ def valid_ipv6(text: str) -> bool:
 
 
 # The shapes that must never survive in shared output: a final check over every section
-# (`Sanitizer.leaks`), independent of how the section was built.
-LEAK_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("mig_uuid", re.compile(rf"MIG-(?:GPU-)?{UUID}")),
-    ("gpu_uuid", re.compile(rf"GPU-{UUID}")),
-    ("uuid", re.compile(rf"(?<![0-9a-fA-F]){UUID}(?![0-9a-fA-F])")),
-    ("container", re.compile(r"(?<![0-9a-fA-F])[0-9a-f]{64}(?![0-9a-fA-F])")),
-    ("mac", re.compile(rf"(?<![\w:-]){H}{{2}}(?:[:-]{H}{{2}}){{5}}(?![\w-]|:{H})")),
-    ("ib_guid", re.compile(rf"(?<![\w:]){H}{{4}}(?::{H}{{4}}){{3}}(?![\w:])|0x{H}{{16}}\b")),
-    ("pci", re.compile(rf"(?<![\w:]){H}{{4}}(?:{H}{{4}})?:{H}{{2}}:{H}{{2}}(?:\.[0-7])?(?![\w:])")),
-    ("ipv4", re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]|\.\d)")),
-    ("ipv6", re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")),
-    ("path", re.compile(r"/(?:home|Users)/[A-Za-z_][\w.-]*")),
-    ("email", re.compile(r"\b[\w.+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,63}\b")),
-    ("secret", re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|sk-[\w-]{20,})")),
+# (`Sanitizer.leaks`), independent of how the section was built. Each with a quick test that
+# must hit first (a plain pattern the regex engine scans fast).
+LEAK_SHAPES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = tuple(
+    (cls, re.compile(pattern), re.compile(quick))
+    for cls, pattern, quick in (
+        ("mig_uuid", rf"MIG-(?:GPU-)?{UUID}", "MIG-"),
+        ("gpu_uuid", rf"GPU-{UUID}", "GPU-"),
+        ("uuid", rf"(?<![0-9a-fA-F]){UUID}(?![0-9a-fA-F])", f"{H}{{4}}-{H}{{4}}-"),
+        ("container", r"(?<![0-9a-fA-F])[0-9a-f]{64}(?![0-9a-fA-F])", "[0-9a-f]{64}"),
+        (
+            "mac",
+            rf"(?<![\w:-]){H}{{2}}(?:[:-]{H}{{2}}){{5}}(?![\w-]|:{H})",
+            f"{H}{{2}}[:-]{H}{{2}}[:-]",
+        ),
+        (
+            "ib_guid",
+            rf"(?<![\w:]){H}{{4}}(?::{H}{{4}}){{3}}(?![\w:])|0x{H}{{16}}\b",
+            f"{H}{{4}}:{H}{{4}}:|0x{H}{{16}}",
+        ),
+        (
+            "pci",
+            rf"(?<![\w:]){H}{{4}}(?:{H}{{4}})?:{H}{{2}}:{H}{{2}}(?:\.[0-7])?(?![\w:])",
+            f"{H}{{4}}:{H}{{2}}:{H}{{2}}",
+        ),
+        ("ipv4", r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]|\.\d)", r"\d\.\d+\.\d+\.\d"),
+        (
+            "ipv6",
+            r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])",
+            f"::|:{H}{{1,4}}:{H}{{1,4}}:{H}{{0,4}}:",
+        ),
+        ("path", r"/(?:home|Users)/[A-Za-z_][\w.-]*", "/home/|/Users/"),
+        ("email", r"\b[\w.+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,63}\b", "@"),
+        (
+            "secret",
+            r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|sk-[\w-]{20,})",
+            "hf_|gh[pousr]_|sk-",
+        ),
+    )
 )
 
 
