@@ -6,7 +6,7 @@ import json
 
 import pytest
 from test_tui_support import FedApp
-from textual.widgets import ContentSwitcher, DataTable, Static
+from textual.widgets import ContentSwitcher, DataTable
 
 from gputop_diag.diagnose.xid_catalog import describe
 from gputop_diag.tui import SnapshotReady
@@ -38,11 +38,13 @@ async def test_a_snapshot_reaches_the_widgets(size):
         assert "gpu-node-07" in header and "570.124.06" in header and "12.8" in header
         assert "8 GPU" in header
         bar = text_of(app, "#mem-gpu0")
-        assert "GPU0" in bar and "/79.6 GiB" in bar and "headroom" in bar and "MiB/min" in bar
+        assert "GPU0" in bar and "/79.6 GiB" in bar and "headroom" in bar
+        assert "MiB/min" not in bar and "GROWING" not in bar  # steady memory: no trend
         assert app.query_one("#mem-procs", DataTable).row_count == 9  # 8 ranks, a co-tenant
         side = text_of(app, "#side-text")
         assert "COMPUTE" in side and "% confident" in side
-        assert side.count("• ") == 3  # three evidence lines, with numbers
+        # evidence lines with numbers: three, two in the strip of a short terminal
+        assert side.count("• ") == (2 if size == (80, 24) else 3)
         assert any(ch.isdigit() for ch in side.split("• ")[1])
         if size == (200, 50):
             assert "NEXT CHECKS" in side and "ALERTS" in side
@@ -152,7 +154,7 @@ async def test_help_screen_lists_the_keys_and_q_quits(size):
         await pilot.press("question_mark")
         await pilot.pause()
         assert app.screen.__class__.__name__ == "HelpScreen"
-        help_text = str(app.screen.query_one(Static).render())
+        help_text = text_of(app.screen, "#help-text")
         for words in ("space", "pause", "[", "select the previous GPU", "+", "s ", "quit"):
             assert words in help_text
         await pilot.press("escape")
@@ -182,7 +184,7 @@ async def test_lost_gpu_mid_run_shows_the_banner_and_the_rest_goes_on():
         await pilot.pause()
         banner = app.query_one("#banner")
         assert banner.display and banner.has_class("-critical")
-        assert "GPU 3 is lost" in text_of(app, "#banner")
+        assert "GPU 3" in text_of(app, "#banner") and "is lost" in text_of(app, "#banner")
         assert "next:" in text_of(app, "#banner")
         assert "LOST" in text_of(app, "#mem-gpu3")
         assert "/79.6 GiB" in text_of(app, "#mem-gpu2")  # the others still report
@@ -269,7 +271,7 @@ async def test_wide_terminal_p_hides_and_shows_the_panel():
         app.feed(2)
         await pilot.pause()
         side = app.query_one(SidePanel)
-        assert side.display and side.region.x > 140
+        assert side.display and side.region.x > 120 and side.region.width >= 60
         await pilot.press("p")
         await pilot.pause()
         assert not side.display
@@ -299,9 +301,9 @@ async def test_sanitize_hides_identifiers_on_screen_and_in_the_saved_snapshot(tm
         header = text_of(app, "#header")
         assert "host0" in header and "gpu-node-07" not in header
         procs = app.query_one("#mem-procs", DataTable)
-        users = {str(procs.get_row(k)[1]) for k in procs.rows}
+        users = {str(procs.get_cell(k, "user")) for k in procs.rows}
         assert users <= {"user0", "user1"}
-        assert not any("/" in str(procs.get_row(k)[5]) for k in procs.rows)
+        assert not any("/" in str(procs.get_cell(k, "command")) for k in procs.rows)
         await pilot.press("3")
         await pilot.pause()
         row = [str(c) for c in app.query_one("#map-table", DataTable).get_row("gpu0")]
@@ -398,7 +400,7 @@ async def test_bracketed_text_in_a_command_line_is_shown_as_text_not_markup():
         app.feed(3)
         await pilot.pause()
         table = app.query_one("#mem-procs", DataTable)
-        cells = [str(table.get_row(k)[5]) for k in table.rows]
+        cells = [str(table.get_cell(k, "command")) for k in table.rows]
         assert any("[bold]x[/] --tag=[/oops]" in c for c in cells)
 
 

@@ -1,38 +1,43 @@
-"""The live view: header, banner, a ContentSwitcher of panes, the bottleneck panel, footer.
+"""The live view: header, pane tabs, banner, a ContentSwitcher of panes, the bottleneck panel,
+footer.
 
 A thread worker ticks the Monitor (sample, slow sources, classify) and posts `SnapshotReady`
 messages; the app draws only the visible pane, the side panel and the header, inside
 `batch_update()`. With `--replay FILE` a thread worker plays the recording instead, at the
-recorded pace times the replay speed, through a replaying Monitor.
+recorded pace times the replay speed, through a replaying Monitor (`replaying.py`).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import signal
-from datetime import datetime
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
-from textual.message import Message
+from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import ContentSwitcher, DataTable, Footer
 from textual.worker import get_current_worker
 
 from ..export import redact_snapshot_json, snapshot_to_json
 from ..monitor import Monitor
-from ..recording import Recording, RecordingError
+from ..monitor import run as run_monitor
+from ..recording import Recording
 from ..sampler import Sampler
 from ..sources import Sources
 from .banner import Banner
 from .feed import Feeder, ReplayPace, Update
+from .filter_screen import FilterScreen
 from .header import HeaderBar, HeaderFacts, ReplayFacts
 from .help import HelpScreen
-from .keys import BINDINGS, JOB, PANES
+from .keys import BINDINGS, JOB, PANES, SHORT_TITLES, TITLES
 from .messages import CollectorFailed, SnapshotReady
 from .panes.base import Pane, View
 from .panes.driver import DriverPane
@@ -41,34 +46,29 @@ from .panes.mapping import MappingPane
 from .panes.memory import MemoryPane
 from .panes.utilization import UtilizationPane
 from .panes.xid import XidPane
+from .procs import SORTS, ProcessFilter, SortOrder
+from .replaying import ReplayMixin
+from .saving import save_dirs, write_json
 from .side_panel import SidePanel
+from .tabs import TabStrip
 
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
 LOW_BANDWIDTH_MIN_INTERVAL = 2.0
 NARROW_BELOW = 100  # columns: the side panel becomes a strip below the pane
+SHORT_BELOW = 30  # rows: legends give way to table rows, the strip loses a line
 LIVE_ONLY = ("refresh_now", "interval")
 REPLAY_ONLY = ("replay_speed", "replay_step")
 
 
-class ReplayEnded(Message):
-    """The replay worker reached the end of the recording (the view keeps the last frame)."""
+class AsciiScrollBarRender(ScrollBarRender):
+    """Scrollbars without block glyphs (--low-bandwidth: ASCII only): the thumb is drawn in
+    reverse video with spaces."""
 
-    def __init__(self, warnings: tuple[str, ...] = ()) -> None:
-        super().__init__()
-        self.warnings = warnings
-
-
-class ReplayExtent(Message):
-    """How long the recording is (read in a thread: a long recording takes a moment)."""
-
-    def __init__(self, count: int, first: float | None, last: float | None) -> None:
-        super().__init__()
-        self.count = count
-        self.first = first
-        self.last = last
+    VERTICAL_BARS = [" "] * 8
+    HORIZONTAL_BARS = [" "] * 8
 
 
-class GpuTopApp(App):
+class GpuTopApp(ReplayMixin, App):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gputop-diag"
     BINDINGS = BINDINGS
@@ -81,8 +81,9 @@ class GpuTopApp(App):
         sanitize: bool = False,
         low_bandwidth: bool = False,
         start_collectors: bool = True,
-        save_dir: str = ".",
+        save_dir: str | None = None,
         replay: Recording | None = None,
+        process_filter: ProcessFilter | None = None,
     ) -> None:
         super().__init__()
         self.sources = sources  # None while replaying
@@ -96,7 +97,7 @@ class GpuTopApp(App):
         self.interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
         self.sanitize = sanitize
         self.start_collectors = start_collectors
-        self.save_dir = save_dir
+        self.save_dir = save_dir  # None: the current directory, then the fallbacks
         self.paused = False
         self.selected_gpu: int | None = None
         self.job: str | None = None  # set when watching a job (the Job pane appears)
@@ -104,17 +105,22 @@ class GpuTopApp(App):
         self.last_saved: str | None = None
         self.panel_hidden = False  # wide layout: `p` hides the panel
         self.panel_full = False  # narrow layout: `p` shows all of it over the pane
+        self.process_filter = process_filter or ProcessFilter()
+        self.sort_order = SortOrder()
+        self.sweep = True  # histories sweep (cheap over SSH); `G` makes them scroll
         self.sampler: Sampler | None = None
         self.feeder: Feeder | None = None  # the collector (or replay) thread's
         self._local: Feeder | None = None  # for snapshots posted without an update
         self._failure: CollectorFailed | None = None
         self._can_select = False
+        self._scrollbar_render: type[ScrollBarRender] | None = None
         if low_bandwidth or os.environ.get("SSH_CONNECTION"):
             self.animation_level = "none"  # no animations over SSH
 
     # -- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
+        yield TabStrip(id="tabs")
         yield Banner(id="banner")
         with Horizontal(id="body"):
             with ContentSwitcher(initial="memory", id="panes"):
@@ -129,8 +135,13 @@ class GpuTopApp(App):
 
     def on_mount(self) -> None:
         self.query_one("#banner").display = False
-        self._apply_width(self.size.width)
+        if self.low_bandwidth:  # ASCII only: no block glyphs in the scrollbars either
+            self._scrollbar_render = ScrollBar.renderer
+            ScrollBar.renderer = AsciiScrollBarRender
+        self.app_resume_signal.subscribe(self, self._resumed)
+        self._apply_size()
         self._render_header()
+        self._render_tabs()
         try:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_hangup)
         except (NotImplementedError, RuntimeError, ValueError, AttributeError):
@@ -152,9 +163,17 @@ class GpuTopApp(App):
         self.workers.cancel_group(self, "collect")
         self.exit(return_code=0)
 
+    def _resumed(self, _app=None) -> None:
+        """Back from Ctrl-Z: the shell drew over the screen; paint all of it again."""
+        self.screen.refresh(layout=True)
+        for widget in self.screen.walk_children():
+            widget.refresh()
+
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "collect")
         self.workers.cancel_group(self, "replay-extent")
+        if self._scrollbar_render is not None:
+            ScrollBar.renderer = self._scrollbar_render
         try:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         except (NotImplementedError, RuntimeError, ValueError, AttributeError):
@@ -163,13 +182,33 @@ class GpuTopApp(App):
             self.feeder.monitor.close()  # waits for a tick in flight (the Sampler's lock)
 
     def on_resize(self, event) -> None:
-        self._apply_width(event.size.width)
+        self._terminal_size = event.size
+        self._apply_size()
 
-    def _apply_width(self, width: int) -> None:
-        narrow = width < NARROW_BELOW
+    @property
+    def ascii_only(self) -> bool:
+        """--low-bandwidth: ASCII only (the DiffLine/DiffText widgets read this)."""
+        return self.low_bandwidth
+
+    @property
+    def _terminal(self):
+        return getattr(self, "_terminal_size", None) or self.size
+
+    @property
+    def narrow(self) -> bool:
+        return self._terminal.width < NARROW_BELOW
+
+    @property
+    def short(self) -> bool:
+        return self._terminal.height < SHORT_BELOW
+
+    def _apply_size(self) -> None:
+        narrow = self.narrow
         self.screen.set_class(narrow, "-narrow")
+        self.screen.set_class(self.short, "-short")
         self.screen.set_class(narrow and self.panel_full, "-panel-full")
         self.query_one(SidePanel).display = narrow or not self.panel_hidden
+        self._render_tabs()
         if self.latest is not None:
             self._render(self.latest)
 
@@ -203,68 +242,6 @@ class GpuTopApp(App):
         if self.feeder is not None and self.replay is None:
             self.collect(sample_first)
 
-    # -- replay (a thread worker) --------------------------------------------------------------
-    @work(thread=True, exit_on_error=False, exclusive=True, group="collect", name="replay")
-    def play(self) -> None:
-        """Feed the recording through the replaying Monitor at the recorded pace (times the
-        speed), honouring pause and single steps; the last frame stays at the end."""
-        cancel = get_current_worker().cancelled_event
-        previous: float | None = None
-        try:
-            for snap in self.replay.snapshots():
-                if previous is not None and self.pace.wait(snap.timestamp - previous, cancel):
-                    return
-                if cancel.is_set():
-                    return
-                previous = snap.timestamp
-                update = self.feeder.add(snap)
-                self.post_message(SnapshotReady(snap, update))
-        except RecordingError as e:
-            self.post_message(
-                CollectorFailed("replay", str(e), "the view keeps the last frame; q quits")
-            )
-        except Exception as e:  # noqa: BLE001 - shown as a banner, never a traceback
-            self.post_message(
-                CollectorFailed(
-                    "replay",
-                    f"the replay failed: {type(e).__name__}: {e}",
-                    "the view keeps the last frame; q quits",
-                )
-            )
-        if not cancel.is_set():
-            self.post_message(ReplayEnded(tuple(self.replay.warnings)))
-
-    @property
-    def replay_speed(self) -> float:
-        return self.pace.speed
-
-    @replay_speed.setter
-    def replay_speed(self, speed: float) -> None:
-        self.pace.speed = speed
-
-    @work(thread=True, exit_on_error=False, group="replay-extent", name="replay-extent")
-    def measure_replay(self) -> None:
-        count, first, last = self.replay.extent(get_current_worker().cancelled_event)
-        self.post_message(ReplayExtent(count, first, last))
-
-    @on(ReplayExtent)
-    def _replay_extent(self, message: ReplayExtent) -> None:
-        start = self.replay.header.started if self.replay.header.started else message.first
-        if start is not None and message.last is not None:
-            self.replay_total_s = message.last - start
-            self._render_header()
-
-    @on(ReplayEnded)
-    def _replay_ended(self, message: ReplayEnded) -> None:
-        self.replay_ended = True
-        self._render_header()
-        for text in message.warnings:
-            self.notify(text, severity="warning", timeout=15)
-        if self.latest is None:
-            self.notify(f"{self.replay.path} holds no snapshots", severity="error", timeout=15)
-        else:
-            self.notify("end of the recording: the last frame stays; q quits", timeout=10)
-
     @on(SnapshotReady)
     def _snapshot_ready(self, message: SnapshotReady) -> None:
         update = message.update
@@ -292,6 +269,10 @@ class GpuTopApp(App):
             sanitize=self.sanitize,
             environ=self.sources.environ if self.sources is not None else {},
             interval=self.interval,
+            filter=self.process_filter,
+            sort=self.sort_order,
+            short=self.short,
+            sweep=self.sweep,
         )
 
     def _render_header(self) -> None:
@@ -325,8 +306,18 @@ class GpuTopApp(App):
             scenario=self.sources.scenario if self.sources is not None else None,
             saved=self.last_saved,
             replay=replay,
+            plain=self.low_bandwidth,
         )
         self.query_one(HeaderBar).show(facts)
+
+    def _render_tabs(self) -> None:
+        order = self._pane_order()
+        titles = [(PANES.index(p) + 1, TITLES[PANES.index(p)], SHORT_TITLES[PANES.index(p)])
+                  for p in order]  # fmt: skip
+        current = self.query_one("#panes", ContentSwitcher).current or "memory"
+        self.query_one(TabStrip).show(
+            titles, PANES.index(current) + 1, self.process_filter.describe()
+        )
 
     def _render_banner(self) -> None:
         errors = self.latest.snapshot.errors if self.latest is not None else ()
@@ -335,21 +326,36 @@ class GpuTopApp(App):
             errors, None if failure is None else (failure.message, failure.next_step)
         )
 
+    def _shown_gpus(self, u: Update | None) -> list[int]:
+        """The GPUs on screen: all of them, or those the filter keeps (`--only`)."""
+        if u is None:
+            return []
+        every = [g.index for g in u.snapshot.gpus]
+        shown = [i for i in every if self.process_filter.shows_gpu(i)]
+        return shown
+
     def _render(self, u: Update) -> None:
-        gpus = [g.index for g in u.snapshot.gpus]
+        gpus = self._shown_gpus(u)
         if self.selected_gpu not in gpus:
             self.selected_gpu = gpus[0] if gpus else None
         if (len(gpus) > 1) != self._can_select:  # [ and ] grey out with fewer than two GPUs
             self._can_select = len(gpus) > 1
             self.refresh_bindings()
-        narrow = self.size.width < NARROW_BELOW
+        narrow = self.narrow
         with self.batch_update():
             self._render_header()
             self._render_banner()
             current = self.query_one("#panes", ContentSwitcher).current
             if not (narrow and self.panel_full):
                 self.query_one(f"#{current}", Pane).show(u, self.view())
-            self.query_one(SidePanel).show(u.diagnosis, strip=narrow and not self.panel_full)
+            self.query_one(SidePanel).show(
+                u.diagnosis,
+                strip=narrow and not self.panel_full,
+                now=u.snapshot.timestamp,
+                interval=self.interval,
+                short=self.short,
+                plain=self.low_bandwidth,
+            )
 
     def repaint_visible(self) -> None:
         if self.latest is not None:
@@ -361,6 +367,8 @@ class GpuTopApp(App):
             return False  # no job is watched: the Job pane and its key stay out of sight
         if action == "gpu" and not self._can_select:
             return None  # shown, greyed: nothing to select between
+        if action == "clear_filter" and not self.process_filter.active:
+            return False  # Esc does nothing here without a filter
         if action in REPLAY_ONLY and self.replay is None:
             return False
         if action in LIVE_ONLY and self.replay is not None:
@@ -376,9 +384,10 @@ class GpuTopApp(App):
         self.query_one("#panes", ContentSwitcher).current = PANES[k]
         if self.panel_full:
             self.panel_full = False
-            self._apply_width(self.size.width)
+            self._apply_size()
         table = self.query_one(f"#{PANES[k]}").query(DataTable)
         (table.first() if table else self.query_one(f"#{PANES[k]}")).focus()
+        self._render_tabs()
         self.repaint_visible()
 
     def action_cycle(self, step: int) -> None:
@@ -388,9 +397,9 @@ class GpuTopApp(App):
         self.action_pane(PANES.index(order[(k + step) % len(order)]))
 
     def action_gpu(self, step: int) -> None:
-        if self.latest is None or not self.latest.snapshot.gpus:
+        gpus = self._shown_gpus(self.latest)
+        if not gpus:
             return
-        gpus = [g.index for g in self.latest.snapshot.gpus]
         k = gpus.index(self.selected_gpu) if self.selected_gpu in gpus else 0
         self.selected_gpu = gpus[(k + step) % len(gpus)]
         self.repaint_visible()
@@ -400,17 +409,6 @@ class GpuTopApp(App):
         if not self.paused:
             self._restart_collector(sample_first=True)  # resume with a fresh sample
         self._render_header()
-
-    def action_replay_speed(self, step: int) -> None:
-        self.pace.change_speed(step)
-        self._render_header()
-
-    def action_replay_step(self) -> None:
-        """Pause, and show the next recorded tick."""
-        self.pace.step()
-        if not self.paused:
-            self.paused = True
-            self._render_header()
 
     def action_refresh_now(self) -> None:
         """Sample now, paused or not (paused stays paused)."""
@@ -428,37 +426,126 @@ class GpuTopApp(App):
         if self.latest is not None:
             self.repaint_visible()
 
+    # -- filters and sorting ---------------------------------------------------------------
+    def set_filter(self, f: ProcessFilter | None) -> None:
+        if f is None:  # the prompt was cancelled
+            return
+        self.process_filter = f
+        self.refresh_bindings()
+        self._render_tabs()
+        self.repaint_visible()
+
+    def action_filter(self) -> None:
+        self.push_screen(FilterScreen(self.process_filter), self.set_filter)
+
+    def action_clear_filter(self) -> None:
+        self.set_filter(ProcessFilter())
+
+    def action_only_selected_gpu(self) -> None:
+        """`g`: only the selected GPU (its bars, lines and processes); again: every GPU."""
+        f = self.process_filter
+        if f.gpus:
+            self.set_filter(ProcessFilter(frozenset(), f.users, f.pids, f.text))
+        elif self.selected_gpu is not None:
+            self.set_filter(ProcessFilter(frozenset({self.selected_gpu}), f.users, f.pids, f.text))
+
+    def sort_by(self, column: str) -> None:
+        """Sort the processes by `column`; the same column again reverses the order."""
+        if column not in SORTS:
+            return
+        if self.sort_order.column == column:
+            self.sort_order = self.sort_order.flipped()
+        else:
+            self.sort_order = SortOrder(column)
+        self.repaint_visible()
+
+    def action_sort(self, step: int) -> None:
+        self.sort_order = self.sort_order.next(step)
+        self.repaint_visible()
+
+    def action_sort_by(self, column: str) -> None:
+        self.sort_by(column)
+
+    def action_sort_reverse(self) -> None:
+        self.sort_order = self.sort_order.flipped()
+        self.repaint_visible()
+
+    def action_toggle_sweep(self) -> None:
+        self.sweep = not self.sweep
+        self.notify(
+            "histories sweep: the newest sample overwrites the oldest at the marker"
+            if self.sweep
+            else "histories scroll: newest at the right (more bytes over SSH)",
+            timeout=4,
+        )
+        self.repaint_visible()
+
+    # -- saving ------------------------------------------------------------------------------
     def action_save(self) -> None:
         if self.latest is None:
             self.notify("nothing sampled yet", severity="warning")
             return
-        snap = self.latest.snapshot
-        stamp = datetime.fromtimestamp(snap.timestamp).strftime("%Y%m%d-%H%M%S")
-        path = os.path.join(self.save_dir, f"gputop-diag-snapshot-{stamp}.json")
-        n = 1
-        while os.path.exists(path):  # two saves in one second: keep both
-            n += 1
-            path = os.path.join(self.save_dir, f"gputop-diag-snapshot-{stamp}-{n}.json")
-        try:
-            doc = snapshot_to_json(snap)
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(redact_snapshot_json(doc) if self.sanitize else doc, f, indent=2)
-        except OSError as e:
-            self.notify(f"could not write {path}: {e.strerror}", severity="error", timeout=10)
+        doc = snapshot_to_json(self.latest.snapshot)
+        if self.sanitize:
+            doc = redact_snapshot_json(doc)
+        saved = write_json(doc, save_dirs(self.save_dir))
+        if saved.path is None:
+            self.notify(
+                "could not write the snapshot anywhere: " + "; ".join(saved.problems),
+                severity="error",
+                timeout=15,
+            )
             return
-        self.last_saved = path
-        self.notify(f"snapshot written to {os.path.abspath(path)}", timeout=10)
+        self.last_saved = saved.path
+        where = os.path.abspath(saved.path)
+        if saved.problems:
+            self.notify(
+                f"snapshot written to {where} (not to {'; '.join(saved.problems)})",
+                severity="warning",
+                timeout=15,
+            )
+        else:
+            self.notify(f"snapshot written to {where}", timeout=10)
         self._render_header()
 
     def action_toggle_panel(self) -> None:
-        if self.size.width < NARROW_BELOW:
+        if self.narrow:
             self.panel_full = not self.panel_full
         else:
             self.panel_hidden = not self.panel_hidden
-        self._apply_width(self.size.width)
+        self._apply_size()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+
+def print_once(sources: Sources | None, replay: Recording | None, sanitize: bool = False) -> int:
+    """No terminal to draw on (`gputop-diag --demo > file`): print one snapshot, as
+    `gputop-diag snapshot` does (sanitized: its redacted JSON), say so on stderr, and exit;
+    the exit code."""
+    from ..commands import snapshot
+
+    print(
+        "gputop-diag: not a terminal: printing one snapshot and exiting (the live view needs "
+        "a terminal; `gputop-diag snapshot --json` for JSON)",
+        file=sys.stderr,
+    )
+    feed = replay if replay is not None else sources
+    if not sanitize:
+        return snapshot.run(argparse.Namespace(json=False), feed)
+    if replay is not None:
+        snap = replay.last()
+        if snap is None:
+            print(f"gputop-diag: {replay.path} holds no snapshots", file=sys.stderr)
+            return snapshot.EXIT_USAGE
+    else:
+        monitor = run_monitor(
+            sources, interval=snapshot.WARMUP_S, seconds=snapshot.WARMUP_S, slow_sources=False
+        )
+        snap = monitor.last.snapshot
+    print(json.dumps(redact_snapshot_json(snapshot_to_json(snap)), indent=2))
+    return snapshot.EXIT_NO_GPU if snapshot.no_driver_error(snap) is not None else 0
 
 
 def run_app(
@@ -468,11 +555,23 @@ def run_app(
     sanitize: bool = False,
     low_bandwidth: bool = False,
     replay: Recording | None = None,
+    save_dir: str | None = None,
+    only_gpus: Iterable[int] = (),
+    users: Iterable[str] = (),
+    pids: Iterable[int] = (),
 ) -> int:
     """Run the live view (or play `replay`) until the user quits or the terminal hangs up;
-    the exit code."""
+    the exit code. Without a terminal on stdout, print one snapshot instead."""
+    if not sys.stdout.isatty():
+        return print_once(sources, replay, sanitize)
     app = GpuTopApp(
-        sources, interval=interval, sanitize=sanitize, low_bandwidth=low_bandwidth, replay=replay
+        sources,
+        interval=interval,
+        sanitize=sanitize,
+        low_bandwidth=low_bandwidth,
+        replay=replay,
+        save_dir=save_dir,
+        process_filter=ProcessFilter(frozenset(only_gpus), frozenset(users), frozenset(pids)),
     )
     app.run()
     return app.return_code or 0

@@ -16,13 +16,10 @@ from dataclasses import dataclass, field
 from ..diagnose import Diagnosis
 from ..history import History, slope_per_s
 from ..model import MIB, GpuState, Snapshot, XidEvent
-from ..monitor import Monitor, Tick
+from ..monitor import WINDOW_S, Monitor, Tick
 from ..sampler import Sampler
 
-HISTORY_POINTS = 120  # samples kept for the history lines (wider than any pane)
-TREND_WINDOW_S = 120.0  # the memory trend's least-squares window
-GROWING_MIB_PER_MIN = 30.0  # the memory pane's "growing" flag (the diagnosis alert's figure)
-GROWING_MIN_POINTS = 20  # a slope over fewer samples is noise, not a trend
+HISTORY_POINTS = 240  # samples kept for the history lines (wider than any pane)
 MAX_XID_EVENTS = 500
 REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this
@@ -38,17 +35,10 @@ class GpuSeries:
     sm: tuple[float | None, ...] = ()
     power_pct: tuple[float | None, ...] = ()
     clock_pct: tuple[float | None, ...] = ()
-    mem_trend_mib_per_min: float | None = None
-    mem_trend_points: int = 0
-
-    @property
-    def mem_growing(self) -> bool:
-        t = self.mem_trend_mib_per_min
-        return (
-            t is not None
-            and t >= GROWING_MIB_PER_MIN
-            and self.mem_trend_points >= GROWING_MIN_POINTS
-        )
+    # Memory that rises steadily after the job's ramp-up: the diagnosis's memory-growth alert
+    # names the GPU (one computation, in the core); the rate is over the diagnosis's window.
+    mem_growing: bool = False
+    mem_growth_mib_per_min: float | None = None
 
 
 @dataclass(frozen=True)
@@ -70,13 +60,28 @@ def _mem_mib(g: GpuState) -> float | None:
     return None if g.mem_used_bytes is None else g.mem_used_bytes / MIB
 
 
-def series_of(history: History) -> tuple[dict[int, GpuSeries], tuple, tuple]:
+def growing_gpus(d: Diagnosis | None) -> frozenset[int]:
+    """The GPUs the diagnosis says grow steadily (its memory-growth alert), none without it."""
+    if d is None:
+        return frozenset()
+    return frozenset(
+        g
+        for a in d.alerts
+        if a.kind == "memory_growth"
+        for g in (a.gpus or ((a.gpu_index,) if a.gpu_index is not None else ()))
+    )
+
+
+def series_of(
+    history: History, diagnosis: Diagnosis | None = None
+) -> tuple[dict[int, GpuSeries], tuple, tuple]:
     """The histories the panes draw, cut from `history` (oldest first)."""
     snaps = history.snapshots()[-HISTORY_POINTS:]
     if not snaps:
         return {}, (), ()
-    trend_snaps = history.snapshots(TREND_WINDOW_S)
-    times = [s.timestamp for s in trend_snaps]
+    growing = growing_gpus(diagnosis)
+    window = history.snapshots(WINDOW_S) if growing else ()
+    times = [s.timestamp for s in window]
     gpus: dict[int, GpuSeries] = {}
     for g in snaps[-1].gpus:
         per_tick = [s.gpu(g.index) for s in snaps]
@@ -85,19 +90,22 @@ def series_of(history: History) -> tuple[dict[int, GpuSeries], tuple, tuple]:
         def col(get, live=live):
             return tuple(None if x is None else get(x) for x in live)
 
-        mem = []
-        for s in trend_snaps:
-            x = s.gpu(g.index)
-            mem.append(None if x is None or x.lost else _mem_mib(x))
-        slope = slope_per_s(times, mem)
+        rate = None
+        if g.index in growing and not g.lost:
+            mem = []
+            for s in window:
+                x = s.gpu(g.index)
+                mem.append(None if x is None or x.lost else _mem_mib(x))
+            slope = slope_per_s(times, mem)
+            rate = None if slope is None else slope * 60.0
         gpus[g.index] = GpuSeries(
             util=col(lambda x: x.util_gpu_pct),
             memctl=col(lambda x: x.util_mem_pct),
             sm=col(_sm),
             power_pct=col(lambda x: x.power_pct_of_limit),
             clock_pct=col(lambda x: x.sm_clock_pct_of_max),
-            mem_trend_mib_per_min=None if slope is None else slope * 60.0,
-            mem_trend_points=sum(v is not None for v in mem),
+            mem_growing=g.index in growing and not g.lost,
+            mem_growth_mib_per_min=rate,
         )
     cpu = tuple(None if s.host is None else s.host.cpu_pct for s in snaps)
     iowait = tuple(None if s.host is None else s.host.iowait_pct for s in snaps)
@@ -146,7 +154,7 @@ class Feeder:
         if snap.xid_events:
             newest_first = sorted(snap.xid_events, key=lambda x: x.timestamp, reverse=True)
             self._xids = (newest_first + self._xids)[:MAX_XID_EVENTS]
-        gpus, cpu, iowait = series_of(self.history)
+        gpus, cpu, iowait = series_of(self.history, t.diagnosis)
         return Update(snap, t.diagnosis, gpus, cpu, iowait, tuple(self._xids), t.count)
 
 

@@ -44,6 +44,7 @@ class HeaderFacts:
     scenario: str | None = None  # the simulator's, for --demo
     saved: str | None = None  # the last snapshot written
     replay: ReplayFacts | None = None  # set while playing a recording
+    plain: bool = False  # --low-bandwidth: ASCII only
 
 
 def header_runs(f: HeaderFacts, width: int) -> list[tuple[str, str]]:
@@ -66,12 +67,13 @@ def header_runs(f: HeaderFacts, width: int) -> list[tuple[str, str]]:
         if r.ended:
             pieces.append((0, "  ", "  ", ""))
             pieces.append((0, " END ", " END ", "header--paused"))
+    le, mark = ("<=", ">") if f.plain else ("≤", "▶")
     if n is not None:
         pieces.append((1, f"  driver {f.driver or 'n/a'}", f"  drv {f.driver or 'n/a'}", ""))
-        pieces.append((1, f"  CUDA ≤ {f.cuda or 'n/a'}", f"  CUDA≤{f.cuda or 'n/a'}", ""))
+        pieces.append((1, f"  CUDA {le} {f.cuda or 'n/a'}", f"  CUDA{le}{f.cuda or 'n/a'}", ""))
         pieces.append((1, f"  {n} GPU{'s' if n != 1 else ''}", f"  {n} GPU", ""))
         if n and f.selected_gpu is not None:
-            pieces.append((3, f"  ▶GPU{f.selected_gpu}", f"  ▶GPU{f.selected_gpu}", ""))
+            pieces.append((3, f"  {mark}GPU{f.selected_gpu}", f"  {mark}GPU{f.selected_gpu}", ""))
     if r is None:
         pieces.append((2, f"  every {f.interval:g} s", f"  {f.interval:g} s", ""))
     if f.paused and not (r is not None and r.ended):

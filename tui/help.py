@@ -1,4 +1,5 @@
-"""The `?` help screen: every key (read from the app's bindings), and what the view means."""
+"""The help screen (`?`, `h`, F1): every key (read from the app's bindings), and what the view
+means. Paragraphs wrap to the terminal's width; Esc, `?`, `h`, F1 or `q` close it."""
 
 from __future__ import annotations
 
@@ -7,54 +8,85 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+
+from ..widgets import DiffText
 
 ABOUT = """
 The side panel names the current bottleneck (capacity, bandwidth, compute, input pipeline,
-synchronization, communication, scheduler — or idle, balanced, insufficient data), the
-figures that decided it, the checks to run next, the active alerts and why the other
-classes were ruled out. Under 100 columns it is a strip below the pane; p shows all of it.
+synchronization, communication, scheduler, or idle, balanced, insufficient data), the figures
+that decided it, the checks to run next, the active alerts and why the other classes were
+ruled out. It repaints when the verdict changes or a figure moves materially; figures held
+since an earlier tick say how old they are. Under 100 columns it is a strip below the pane;
+p shows all of it.
 
 GPU "busy time" is NVML's utilization: the share of time any kernel ran, not SM use. The
-histories use a fixed 0-100 % scale, so a line's height means the same on every row.
+histories use a fixed 0-100 % scale, so a line's height means the same on every row. They
+sweep: each new sample overwrites the oldest at the marker on the ruler, so a second costs
+a few cells over SSH; G makes them scroll instead (newest at the right).
 
-Press escape or ? to close."""
+Memory: GROWING means a steady rise after the job's ramp-up (the same computation as the
+panel's memory-growth alert), not a job starting.
 
-REPLAY_ABOUT = """
-REPLAY: a recording (gputop-diag record) played at its recorded pace times the
-speed in the header, through the same diagnosis as a live run; nothing is
-sampled. > and < change the speed (0.25x to 16x), space pauses, . shows one more
-tick; at the end the last frame stays.
+Processes: the selected GPU's first, then by the sort column (o: next column, O: reverse,
+M memory, P CPU, N pid, or click a column's header). f (or \\, F4) filters: gpu:0,2
+user:alice pid:4242 or words of the command line; g shows only the selected GPU; Esc clears
+the filter.
 """
 
+REPLAY_ABOUT = """
+REPLAY: a recording (gputop-diag record) played at its recorded pace times the speed in the
+header, through the same diagnosis as a live run; nothing is sampled. > and < change the speed
+(0.25x to 16x), space pauses, . shows one more tick; at the end the last frame stays.
+"""
 
-def keys_text(app) -> Text:
-    t = Text("gputop-diag — what limits this GPU workload right now\n\n", style="bold")
-    t.append("Keys\n", style="bold")
-    for b in app.BINDINGS:
-        if not isinstance(b, Binding) or app.check_action(*_action(b.action)) is False:
-            continue
-        keys = ", ".join(
-            app.get_key_display(Binding(k, b.action, key_display=b.key_display))
-            for k in b.key.split(",")[:1]
-        )
-        t.append(f"  {keys:<10}", style="bold")
-        t.append(f" {b.tooltip or b.description}\n")
-    if getattr(app, "replay", None) is not None:
-        t.append(REPLAY_ABOUT)
-    t.append(ABOUT)
-    return t
+CLOSE = "\nEsc, ?, h, F1 or q closes this help."
+
+
+def paragraphs(text: str) -> str:
+    """Source line breaks inside a paragraph removed, so the text wraps to the width."""
+    return "\n\n".join(" ".join(p.split()) for p in text.strip().split("\n\n"))
 
 
 def _action(action: str) -> tuple[str, tuple]:
     name, _, rest = action.partition("(")
-    params = tuple(int(p) for p in rest.rstrip(")").split(",") if p.strip().lstrip("-").isdigit())
-    return name, params
+    raw = [p.strip() for p in rest.rstrip(")").split(",") if p.strip()]
+    params: list[object] = []
+    for p in raw:
+        if p.lstrip("-").isdigit():
+            params.append(int(p))
+        else:
+            params.append(p.strip("'\""))
+    return name, tuple(params)
+
+
+def keys_text(app) -> Text:
+    t = Text("gputop-diag: what limits this GPU workload right now\n\n", style="bold")
+    t.append("Keys\n", style="bold")
+    seen: set[str] = set()
+    for b in app.BINDINGS:
+        if not isinstance(b, Binding) or app.check_action(*_action(b.action)) is False:
+            continue
+        if b.action in seen:
+            continue
+        seen.add(b.action)
+        keys = ", ".join(
+            app.get_key_display(Binding(k, b.action, key_display=b.key_display if i == 0 else None))
+            for i, k in enumerate(b.key.split(",")[:3])
+        )
+        if b.action == "quit":
+            keys += ", ^c"
+        t.append(f"  {keys:<14}", style="bold")
+        t.append(f" {b.tooltip or b.description}\n")
+    if getattr(app, "replay", None) is not None:
+        t.append("\n" + paragraphs(REPLAY_ABOUT) + "\n")
+    t.append("\n" + paragraphs(ABOUT) + "\n")
+    t.append(CLOSE)
+    return t
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+    BINDINGS = [Binding("escape,question_mark,q,h,f1", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(keys_text(self.app), markup=False)
+            yield DiffText(keys_text(self.app), id="help-text")

@@ -1,4 +1,9 @@
-"""The keys of the live view: declared bindings (shown in the footer and the `?` screen)."""
+"""The keys of the live view: declared bindings (shown in the footer and the help screen).
+
+Habits users bring along: htop's F1/h help and F10 quit, Ctrl-C quits (as in every monitor),
+Ctrl-Z suspends to the shell, Esc closes a dialog or clears the filter; nvitop's `o` sort and
+filters by GPU, user and pid.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from textual.binding import Binding
 
 PANES = ("memory", "utilization", "mapping", "xid", "driver", "job")
 TITLES = ("Memory", "Utilization", "Mapping", "Xid", "Driver", "Job")
+SHORT_TITLES = ("Mem", "Util", "Map", "Xid", "Drv", "Job")
 JOB = PANES.index("job")
 
 PANES_GROUP = Binding.Group("panes", compact=True)
@@ -49,7 +55,7 @@ BINDINGS = [
         group=GPU_GROUP,
     ),
     _key("space", "pause", "pause", "pause or resume sampling (a replay: playback)"),
-    _key("r", "refresh_now", "refresh", "sample now (paused or not)"),
+    _key("r", "refresh_now", "refresh", "sample now (paused or not)", show=False),
     _key(
         "plus,equals_sign",
         "interval(1)",
@@ -90,6 +96,48 @@ BINDINGS = [
         key_display=".",
         id="replay-step",
     ),
+    _key("f,backslash,f4", "filter", "filter", "filter by GPU, user, pid or command text"),
+    _key(
+        "g",
+        "only_selected_gpu",
+        "this GPU",
+        "show only the selected GPU and its processes (again: all GPUs)",
+        show=False,
+    ),
+    _key("escape", "clear_filter", "clear filter", "clear the filter", show=False),
+    _key("o", "sort(1)", "sort", "sort the processes by the next column", show=False),
+    _key(
+        "O",
+        "sort_reverse",
+        "reverse sort",
+        "reverse the process order",
+        key_display="O",
+        show=False,
+    ),
+    _key(
+        "M",
+        "sort_by('gpu_mem')",
+        "sort by memory",
+        "sort the processes by GPU memory",
+        key_display="M",
+        show=False,
+    ),
+    _key(
+        "P",
+        "sort_by('cpu')",
+        "sort by CPU",
+        "sort the processes by CPU",
+        key_display="P",
+        show=False,
+    ),
+    _key(
+        "N",
+        "sort_by('pid')",
+        "sort by pid",
+        "sort the processes by pid",
+        key_display="N",
+        show=False,
+    ),
     _key("s", "save", "save", "write the last snapshot as JSON and show its path"),
     _key(
         "p",
@@ -98,6 +146,16 @@ BINDINGS = [
         "hide the bottleneck panel (under 100 columns: show all of it)",
         show=False,
     ),
-    _key("question_mark", "help", "help", "this help", key_display="?"),
-    _key("q", "quit", "quit", "quit"),
+    _key(
+        "G",
+        "toggle_sweep",
+        "graph mode",
+        "histories: sweep (cheap over SSH) or scroll",
+        key_display="G",
+        show=False,
+    ),
+    _key("question_mark,h,f1", "help", "help", "this help", key_display="?"),
+    _key("ctrl+z", "suspend_process", "suspend", "suspend to the shell (fg resumes)", show=False),
+    _key("q,f10", "quit", "quit", "quit (also F10, Ctrl-C, Ctrl-Q)"),
+    _key("ctrl+c", "quit", "quit now", "quit", show=False, priority=True, id="quit-ctrl-c"),
 ]

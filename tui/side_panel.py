@@ -1,102 +1,229 @@
 """The side panel: the current bottleneck in one word, its evidence, the checks, the alerts.
 
-Three layouts: docked right in full (wide terminals); a strip of six lines below the pane
-(under 100 columns); the strip expanded over the pane (`p` under 100 columns).
+Three layouts: docked right in full (wide terminals, a third of the width); a strip of six
+lines below the pane (under 100 columns; five on short terminals); the strip expanded over the
+pane (`p` under 100 columns).
+
+Over SSH the bytes written are the cost, and a median moving by 1 % is not news: the panel
+repaints at once when the verdict, the alerts or the layout change, or when a figure moves
+materially (5 points of a percentage, 10 % of anything else); otherwise at most every 30 s.
+Figures held since an earlier tick carry their age, so a figure is never stale unmarked.
 """
 
 from __future__ import annotations
 
+import io
+from collections.abc import Sequence
+from dataclasses import replace
+
+from rich.console import Console
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
 from ..diagnose import Diagnosis
 from ..diagnose.render import confidence_text
+from ..diagnose.types import Evidence
 from ..widgets import DiffText
 
 SEVERITY_MARK = {"critical": "!! ", "warning": "!  ", "info": "i  "}
-REFRESH_FIGURES_S = 30.0  # evidence figures move a little every tick; repaint them this often
+REFRESH_FIGURES_S = 30.0  # a figure that moved, but not materially, is repainted this often
+AGE_STEP_S = 5.0  # the age of held figures shows in steps of this (a ticking age costs bytes)
+MATERIAL_POINTS = 5.0  # a percentage that moved this much is news
+MATERIAL_SHARE = 0.10  # any other figure: this share of its size
 MAX_ALERTS = 6
+
+
+def gpu_list(gpus: Sequence[int]) -> str:
+    """`0-7`, `0,2,5-7`."""
+    out: list[str] = []
+    run: list[int] = []
+    for g in sorted(gpus):
+        if run and g == run[-1] + 1:
+            run.append(g)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+        run = [g]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+    return ",".join(out)
 
 
 def _scope(d: Diagnosis) -> str:
     parts = []
     if d.scope_gpus:
-        parts.append(f"GPUs {','.join(map(str, d.scope_gpus))}")
+        parts.append(f"GPU{'s' if len(d.scope_gpus) > 1 else ''} {gpu_list(d.scope_gpus)}")
     if d.scope_job:
-        parts.append(f"job {d.scope_job}")
+        parts.append(d.scope_job if d.scope_job.startswith("pid ") else f"job {d.scope_job}")
     return "  ".join(parts)
 
 
-def _confidence(d: Diagnosis) -> str:
-    return f"{d.confidence:.0%} confident" if d.has_confidence else confidence_text(d)
+def seconds_to_verdict(d: Diagnosis, interval: float) -> float | None:
+    """How long until there are enough samples for a verdict; None when time is not what is
+    missing (no driver, every GPU lost)."""
+    if d.primary != "insufficient_data":
+        return None
+    for e in d.evidence:
+        if e.metric == "samples" and e.value is not None and e.threshold is not None:
+            left = e.threshold - e.value
+            if left > 0 and "samples so far" in e.text:
+                return left * interval
+    return None
 
 
-def _alert_lines(d: Diagnosis, t: Text, limit: int) -> None:
-    for a in d.alerts[:limit]:
-        t.append(
-            f"{SEVERITY_MARK.get(a.severity, '   ')}{a.text}\n",
-            style="bold" if a.severity == "critical" else "",
-        )
+def verdict_note(d: Diagnosis, interval: float) -> str:
+    """`75% confident`, or why there is no figure: `no verdict yet: ~3 s to one`."""
+    if d.has_confidence:
+        return f"{d.confidence:.0%} confident"
+    wait = seconds_to_verdict(d, interval)
+    if wait is not None:
+        return f"no verdict yet: ~{max(1, round(wait))} s to one"
+    return confidence_text(d)
 
 
-def render_full(d: Diagnosis | None) -> Text:
-    """The whole panel: verdict, evidence, checks, alerts, and why the other classes lost."""
+def material(a: Evidence, b: Evidence) -> bool:
+    """Whether figure `b` differs from `a` enough to repaint a panel shown with `a`."""
+    if a.metric != b.metric or (a.value is None) != (b.value is None):
+        return True
+    if a.value is None or b.value is None:
+        return a.text != b.text
+    delta = abs(a.value - b.value)
+    big = max(abs(a.value), abs(b.value))
+    if a.unit == "%" and big > 1.5:
+        return delta >= MATERIAL_POINTS
+    return delta >= MATERIAL_SHARE * big and delta > 0
+
+
+def figures_of(d: Diagnosis | None) -> tuple[Evidence, ...]:
+    if d is None:
+        return ()
+    return (*d.evidence, *d.secondary_evidence, *(r.evidence for r in d.ruled_out))
+
+
+def _verdict_key(d: Diagnosis | None, interval: float) -> tuple | None:
+    if d is None:
+        return None
+    return (
+        d.primary,
+        d.candidate,
+        d.secondary,
+        round(d.confidence, 1),
+        verdict_note(d, interval),
+        tuple(a.text for a in d.faults),
+        tuple(a.text for a in d.alerts),
+        d.missing_evidence,
+        d.scope_gpus,
+        d.scope_job,
+        d.checks,
+        tuple(e.metric for e in figures_of(d)),
+    )
+
+
+def age_text(age_s: float) -> str:
+    """`figures 10 s old` for held figures, "" for fresh ones."""
+    if age_s < AGE_STEP_S:
+        return ""
+    return f"figures {int(age_s // AGE_STEP_S * AGE_STEP_S)} s old"
+
+
+def _wrapped(
+    t: Text, first: str, item: str, width: int, style: str = "", indent: int | None = None
+) -> None:
+    """Append `item` after the prefix `first`, wrapped at spaces to `width` with a hanging
+    indent (continuation lines start under the item's text, not under its bullet)."""
+    indent = len(first) if indent is None else indent
+    body = Text(item, style=style)
+    if not width:
+        lines = [body]
+    else:
+        first_line = body.wrap(_console, max(8, width - len(first)), overflow="fold")[0]
+        rest = body[len(first_line.plain) :]
+        rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")) :]
+        lines = [first_line]
+        if rest.plain:
+            lines += list(rest.wrap(_console, max(8, width - indent), overflow="fold"))
+    for k, line in enumerate(lines):
+        t.append(first if k == 0 else " " * indent, style=style)
+        line.rstrip()
+        t.append_text(line)
+        t.append("\n")
+
+
+_console = Console(file=io.StringIO(), width=1000, color_system=None, legacy_windows=False)
+
+
+def render_full(
+    d: Diagnosis | None, width: int = 0, interval: float = 1.0, age_s: float = 0.0
+) -> Text:
+    """The whole panel: verdict, evidence, checks, alerts, and why the other classes lost;
+    pre-wrapped to `width` (0: unwrapped) with hanging indents."""
     t = Text()
     t.append("BOTTLENECK\n", style="dim")
     if d is None:
         t.append("waiting for the first samples…\n")
         return t
     for a in d.faults:
-        t.append(f"FAULT  {a.text}\n", style="bold reverse")
+        _wrapped(t, "FAULT  ", a.text, width, style="bold reverse")
     if d.faults:
         t.append("\n")
     t.append(f" {d.label.upper()} ", style="bold reverse")
-    t.append(f"  {_confidence(d)}\n")
+    t.append(f"  {verdict_note(d, interval)}\n")
     if d.secondary:
         t.append(f"and also {d.secondary.replace('_', ' ').upper()}\n", style="bold")
     if d.candidate and d.candidate != d.primary:
         t.append(f"(turning to {d.candidate.replace('_', ' ')}?)\n", style="dim")
     if _scope(d):
         t.append(_scope(d) + "\n", style="dim")
-    t.append("\nEVIDENCE\n", style="dim")
+    age = age_text(age_s)
+    t.append(f"\nEVIDENCE{'  (' + age + ')' if age else ''}\n", style="dim")
     for e in d.evidence[:3]:
-        t.append(f"• {e.text}\n")
+        _wrapped(t, "• ", e.text, width)
     if not d.evidence:
         t.append("• none yet\n")
     if d.missing_evidence:
-        t.append(f"(not available: {'; '.join(d.missing_evidence)})\n", style="dim")
+        _wrapped(t, "", f"(not available: {'; '.join(d.missing_evidence)})", width, "dim")
     t.append("\nNEXT CHECKS\n", style="dim")
     for k, c in enumerate(d.checks[:3], 1):
-        t.append(f"{k}. {c}\n")
+        _wrapped(t, f"{k}. ", c, width)
     t.append("\nALERTS\n", style="dim")
     if not d.alerts:
         t.append("none\n")
-    _alert_lines(d, t, MAX_ALERTS)
+    for a in d.alerts[:MAX_ALERTS]:
+        style = "bold" if a.severity == "critical" else ""
+        _wrapped(t, SEVERITY_MARK.get(a.severity, "   "), a.text, width, style)
     if len(d.alerts) > MAX_ALERTS:
         t.append(f"(+{len(d.alerts) - MAX_ALERTS} more)\n", style="dim")
     if d.ruled_out:
         t.append("\nWHY NOT\n", style="dim")
         for r in d.ruled_out:
-            t.append(f"{r.cls.replace('_', ' ')}: ", style="bold")
-            t.append(f"{r.evidence.text}\n")
+            _wrapped(t, f"{r.cls.replace('_', ' ')}: ", r.evidence.text, width, indent=2)
     t.rstrip()
     return t
 
 
-def render_strip(d: Diagnosis | None) -> Text:
-    """Six lines, one fact each (clipped, never wrapped): the narrow layout."""
+def render_strip(
+    d: Diagnosis | None, interval: float = 1.0, age_s: float = 0.0, lines: int = 6
+) -> Text:
+    """`lines` lines, one fact each (clipped, never wrapped): the narrow layout."""
     t = Text()
     if d is None:
         t.append("BOTTLENECK: waiting for the first samples…")
         return t
+    used = 0
     if d.faults:
         more = f" (+{len(d.faults) - 1} more, p)" if len(d.faults) > 1 else ""
         t.append(f"FAULT {d.faults[0].text}{more}\n", style="bold reverse")
+        used += 1
     t.append(f" {d.label.upper()} ", style="bold reverse")
     also = f" + {d.secondary.replace('_', ' ')}" if d.secondary else ""
-    t.append(f"{also} {_confidence(d)}  {_scope(d)}  (p: all)\n")
-    for e in d.evidence[:3]:
+    age = age_text(age_s)
+    t.append(f"{also}  {verdict_note(d, interval)}  {_scope(d)}")
+    t.append(f"  ({age})" if age else "", style="dim")
+    t.append("  p: all\n", style="dim")
+    used += 1
+    tail = 2  # the next check and the first alert
+    for e in d.evidence[: max(1, lines - used - tail)]:
         t.append(f"• {e.text}\n")
     if d.checks:
         t.append(f"next: {d.checks[0]}\n")
@@ -113,40 +240,68 @@ def render_strip(d: Diagnosis | None) -> Text:
 
 
 class SidePanel(VerticalScroll):
-    """Repaints at once when the verdict, the alerts or the layout change, else every 30 s:
-    over SSH the bytes written are the cost, and a median moving by 1 % is not news."""
+    """Repaints when what it says changes, or a figure moves materially; else every 30 s,
+    with the held figures' age shown."""
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.strip = False
-        self._shown: tuple | None = None
+        self._shown_key: tuple | None = None
+        self._shown_figures: tuple[Evidence, ...] = ()
+        self._shown_at = 0.0
+        self._args: tuple | None = None
 
     def compose(self) -> ComposeResult:
         yield DiffText(render_full(None), id="side-text")
 
-    def show(self, d: Diagnosis | None, strip: bool) -> None:
-        key = (
-            None
-            if d is None
-            else (
-                d.primary,
-                d.candidate,
-                round(d.confidence, 1),
-                tuple(a.text for a in d.alerts),
-                d.missing_evidence,
-                d.secondary,
-            ),
-            strip,
-        )
-        now = d.timestamp if d is not None else 0.0
-        if self._shown and self._shown[0] == key and now - self._shown[1] < REFRESH_FIGURES_S:
-            return
-        self._shown = (key, now)
+    def _stale(self, d: Diagnosis | None) -> bool:
+        """Whether a figure moved materially since the panel was painted."""
+        new = figures_of(d)
+        if len(new) != len(self._shown_figures):
+            return True
+        return any(material(a, b) for a, b in zip(self._shown_figures, new, strict=True))
+
+    def show(
+        self,
+        d: Diagnosis | None,
+        strip: bool,
+        now: float | None = None,
+        interval: float = 1.0,
+        short: bool = False,
+        plain: bool = False,
+    ) -> None:
+        self._args = (d, strip, now, interval, short, plain)
+        now = d.timestamp if now is None and d is not None else (now or 0.0)
+        text = self.query_one("#side-text", DiffText)
+        width = text.size.width or max(20, self.size.width - 2)
+        key = (_verdict_key(d, interval), strip, short, width)
+        due = not 0 <= now - self._shown_at < REFRESH_FIGURES_S
+        shown = d
+        if key != self._shown_key or due or self._stale(d):
+            self._shown_key = key
+            self._shown_figures = figures_of(d)
+            self._shown_at = now
+        elif d is not None:  # the same verdict: keep the figures on screen, with their age
+            shown = _with_figures(d, self._shown_figures)
+        age = now - self._shown_at
         self.strip = strip
         self.set_class(strip, "-strip")
-        text = self.query_one("#side-text", DiffText)
         text.wrap = not strip  # the strip clips each line; the full panel wraps
-        text.update(render_strip(d) if strip else render_full(d))
+        if strip:
+            text.update(render_strip(shown, interval, age, lines=5 if short else 6))
+        else:
+            text.update(render_full(shown, width, interval, age))
         severities = {a.severity for a in (d.alerts if d else ())}
         self.set_class("critical" in severities, "-critical")
         self.set_class("warning" in severities and "critical" not in severities, "-warning")
+
+    def on_resize(self) -> None:
+        if self._args is not None:
+            self.show(*self._args)
+
+
+def _with_figures(d: Diagnosis, held: tuple[Evidence, ...]) -> Diagnosis:
+    """`d` with the figures the panel shows (held since an earlier tick, same metrics)."""
+    n, m = len(d.evidence), len(d.secondary_evidence)
+    ruled = tuple(replace(r, evidence=e) for r, e in zip(d.ruled_out, held[n + m :], strict=True))
+    return replace(d, evidence=held[:n], secondary_evidence=held[n : n + m], ruled_out=ruled)

@@ -2,16 +2,25 @@
 
 from .diff_line import DiffLine, changed_spans
 from .diff_text import DiffText
-from .glyphs import history, stacked_bar
+from .glyphs import BLOCKS, history, level, stacked_bar, to_ascii
 from .history_line import HistoryLine
 from .memory_bar import MemoryBar
+from .parts_line import PartsLine
+from .trace import Ruler, Trace, sweep_cells
 
 __all__ = [
+    "BLOCKS",
     "DiffLine",
     "DiffText",
     "HistoryLine",
     "MemoryBar",
+    "PartsLine",
+    "Ruler",
+    "Trace",
     "changed_spans",
     "history",
+    "level",
     "stacked_bar",
+    "sweep_cells",
+    "to_ascii",
 ]

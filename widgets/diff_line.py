@@ -17,6 +17,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from .glyphs import to_ascii
+
 Run = tuple[str, str]
 """A piece of the line: its text and the component class that styles it ("" = plain)."""
 
@@ -87,7 +89,17 @@ class DiffLine(Widget):
         """The line's text, as a test or a screen reader would read it."""
         return "".join(text for text, _ in self._runs)
 
+    @property
+    def ascii_only(self) -> bool:
+        """The app asked for ASCII only (`ascii_only`, --low-bandwidth)."""
+        try:
+            return bool(getattr(self.app, "ascii_only", False))
+        except Exception:  # noqa: BLE001 - no app yet (built outside one)
+            return False
+
     def set_runs(self, runs: Sequence[Run]) -> None:
+        if self.ascii_only:
+            runs = [(to_ascii(text), comp) for text, comp in runs]
         runs = _clean(runs)
         if runs == self._runs:
             return

@@ -16,6 +16,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from .glyphs import to_ascii
+
 Cell = tuple[str, Style | None]
 
 
@@ -60,6 +62,10 @@ class DiffText(Widget):
 
     def update(self, text: Text | str) -> None:
         text = text if isinstance(text, Text) else Text(text)
+        if getattr(self.app, "ascii_only", False) and not text.plain.isascii():
+            text = Text.assemble(
+                *((to_ascii(seg.text), seg.style) for seg in text.render(self.app.console))
+            )
         if text == self._text:
             return
         self._text = text

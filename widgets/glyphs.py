@@ -8,20 +8,22 @@ BLOCKS = " ▁▂▃▄▅▆▇█"
 PLAIN = " .:-=+*#%@"
 
 
+def level(v: float | None, plain: bool = False, top: float = 100.0) -> str:
+    """One value as one cell on a fixed 0..top scale: a space for no figure, the lowest bar
+    for zero (zero is a figure, not a gap)."""
+    glyphs = PLAIN if plain else BLOCKS
+    if v is None:
+        return " "
+    k = round(max(0.0, min(1.0, v / top)) * (len(glyphs) - 1))
+    return glyphs[max(1, k)] if v > 0 else glyphs[1] if not plain else "."
+
+
 def history(
     values: Sequence[float | None], width: int, plain: bool = False, top: float = 100.0
 ) -> str:
     """The last `width` values on a fixed 0..top scale (never autoscaled); gaps as spaces."""
-    glyphs = PLAIN if plain else BLOCKS
     vals = list(values)[-width:]
-    out = []
-    for v in vals:
-        if v is None:
-            out.append(" ")
-            continue
-        k = round(max(0.0, min(1.0, v / top)) * (len(glyphs) - 1))
-        out.append(glyphs[max(1, k)] if v > 0 else glyphs[1] if not plain else ".")
-    return " " * (width - len(out)) + "".join(out)
+    return " " * (width - len(vals)) + "".join(level(v, plain, top) for v in vals)
 
 
 def stacked_bar(parts: Sequence[tuple[float, str]], total: float, width: int) -> str:
@@ -36,3 +38,41 @@ def stacked_bar(parts: Sequence[tuple[float, str]], total: float, width: int) ->
         cells.append(glyph * n)
         used += n
     return "".join(cells) + " " * (width - used)
+
+
+# --low-bandwidth: ASCII only. Typographic characters get their ASCII spelling; anything else
+# outside ASCII becomes "?".
+ASCII_SPELLING = str.maketrans(
+    {
+        "—": "-",
+        "–": "-",
+        "−": "-",
+        "≈": "~",
+        "≤": "<=",
+        "≥": ">=",
+        "×": "x",
+        "•": "-",
+        "·": ".",
+        "…": "...",
+        "→": "->",
+        "←": "<-",
+        "▶": ">",
+        "▲": "^",
+        "▼": "v",
+        "‘": "'",
+        "’": "'",
+        "“": '"',
+        "”": '"',
+        "°": " ",
+        "µ": "u",
+        "\u00a0": " ",
+    }
+)
+
+
+def to_ascii(text: str) -> str:
+    """`text` in ASCII: typographic characters spelled out, anything else as `?`."""
+    if text.isascii():
+        return text
+    out = text.translate(ASCII_SPELLING)
+    return out if out.isascii() else "".join(ch if ch.isascii() else "?" for ch in out)

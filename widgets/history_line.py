@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.widget import Widget
 
 from .diff_line import DiffLine
-from .glyphs import history
+from .trace import Trace
 
 
 class HistoryLine(Widget):
@@ -16,7 +16,8 @@ class HistoryLine(Widget):
 
     The scale never follows the data: 30 % looks like 30 % whatever came before, so a flat line
     at the top means busy and a flat line at the bottom means idle. Label, trace, value and
-    note are separate cells, so a tick that moves only the value repaints only the value.
+    note are separate widgets, so a tick that moves only the value repaints only the value;
+    the trace sweeps (see `Trace`) when given the newest sample's number.
     """
 
     DEFAULT_CSS = """
@@ -24,7 +25,7 @@ class HistoryLine(Widget):
         height: 1;
         width: 1fr;
         layout: horizontal;
-        & > DiffLine { width: auto; }
+        & > DiffLine, & > Trace { width: auto; }
         & > .history-line--label { color: $text-muted; }
         & > .history-line--trace { color: $accent; }
         & > .history-line--value { text-style: bold; }
@@ -47,9 +48,11 @@ class HistoryLine(Widget):
         self.label_width = label_width
         self.value_width = value_width
         self.top = top
-        self._parts = {
-            part: DiffLine(classes=f"history-line--{part}")
-            for part in ("label", "trace", "value", "note")
+        self._parts: dict[str, DiffLine | Trace] = {
+            "label": DiffLine(classes="history-line--label"),
+            "trace": Trace(classes="history-line--trace"),
+            "value": DiffLine(classes="history-line--value"),
+            "note": DiffLine(classes="history-line--note"),
         }
 
     def compose(self) -> ComposeResult:
@@ -61,19 +64,26 @@ class HistoryLine(Widget):
 
     def show(
         self,
-        values: Sequence[float | None],
+        values: Sequence[float | None] | None,
         value: str,
         width: int,
         *,
         plain: bool = False,
         note: str = "",
         label: str | None = None,
+        newest: int | None = None,
     ) -> None:
-        """Draw the last `width` of `values`; `value` is the current figure, `note` follows it."""
+        """Draw the last `width` of `values`; `value` is the current figure, `note` follows it.
+        With `newest` (the number of the sample `values[-1]` is) the trace sweeps; with
+        `values` None the trace stays as it is (only the figures move)."""
         if label is not None:
             self.label = label
         w = self.label_width
         self._parts["label"].set_text(f"{self.label:<{w}.{w}} ")
-        self._parts["trace"].set_text(history(values, width, plain, self.top))
+        if values is not None:
+            self._parts["trace"].show(
+                values, width, newest if newest is not None else 0, sweep=newest is not None,
+                plain=plain, top=self.top,
+            )  # fmt: skip
         self._parts["value"].set_text(f" {value:>{self.value_width}}")
         self._parts["note"].set_text(f" {note}" if note else "")

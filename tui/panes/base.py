@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 from ...model import GIB
 from ...widgets import DiffText
 from ..feed import Update
+from ..procs import ProcessFilter, SortOrder
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,10 @@ class View:
     sanitize: bool = False  # pseudonyms for hosts, users, bus ids and UUIDs
     environ: Mapping[str, str] = field(default_factory=dict)  # the sources' environment
     interval: float = 1.0  # seconds between samples, for "last N s" captions
+    filter: ProcessFilter = field(default_factory=ProcessFilter)  # GPUs and processes shown
+    sort: SortOrder = field(default_factory=SortOrder)  # the process table's order
+    short: bool = False  # a short terminal (under 30 rows): legends give way to rows
+    sweep: bool = True  # histories sweep (the newest sample overwrites the oldest) or scroll
 
 
 class Pane(VerticalScroll):
@@ -91,7 +96,10 @@ def pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.0f}%"
 
 
-SIDE_PANEL_COLUMNS = 46  # the side panel's width and border, wide layout
+def side_panel_width(app_width: int) -> int:
+    """The side panel's width in the wide layout (border and padding included): a third of
+    the terminal, 44 columns at least, 72 at most (app.tcss says the same)."""
+    return max(44, min(72, app_width * 36 // 100))
 
 
 def pane_width(widget) -> int:
@@ -99,4 +107,4 @@ def pane_width(widget) -> int:
     if widget.size.width:
         return widget.size.width
     app_width = widget.app.size.width
-    return app_width - (SIDE_PANEL_COLUMNS if app_width >= 100 else 2)
+    return app_width - (side_panel_width(app_width) + 2 if app_width >= 100 else 2)

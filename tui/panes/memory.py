@@ -1,67 +1,114 @@
-"""Pane 1, Memory: per GPU used / reserved / free, headroom and trend; the GPU process table."""
+"""Pane 1, Memory: per GPU used / reserved / free, headroom and growth; the GPU process table."""
 
 from __future__ import annotations
 
+from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
-from ...model import MIB, GpuState, Snapshot
+from ...model import GpuState, Snapshot
 from ...widgets import DiffLine, MemoryBar
 from ..feed import GpuSeries, Update
-from .base import Pane, View, gib, pane_width, set_text, sync_rows
+from ..procs import SORTS, ProcRow, matches, ordered, process_rows, size_text
+from .base import Pane, View, gib, pane_width, sync_rows
 
-PROC_COLUMNS = ("pid", "user", "gpu", "gpu_mem", "share", "command")
 LABEL_WIDTH = 7  # "▶GPU12 "
-COMMAND_MAX = 120
+MIN_BAR = 6
+LONG_BAR = 16  # below this the figures take their short form and the bar gets the room
+COMMAND_MAX = 200
+
+# (key, label, width, shown from this pane width up); COMMAND takes what is left.
+COLUMNS: tuple[tuple[str, str, int | None, int], ...] = (
+    ("gpu", "GPU", 3, 0),
+    ("pid", "PID", 7, 0),
+    ("user", "USER", 8, 0),
+    ("gpu_mem", "GPU MEM", 7, 0),
+    ("share", "SHARE", 5, 120),
+    ("sm", "SM%", 4, 96),
+    ("cpu", "CPU%", 5, 0),
+    ("rss", "RSS", 6, 96),
+    ("command", "COMMAND", None, 0),
+)
 
 
-def _bar_keys(snap: Snapshot) -> tuple[str, ...]:
+def columns_for(width: int) -> tuple[str, ...]:
+    return tuple(key for key, _, _, min_width in COLUMNS if width >= min_width)
+
+
+def _bar_keys(snap: Snapshot, view: View) -> tuple[str, ...]:
     keys: list[str] = []
     for g in snap.gpus:
+        if not view.filter.shows_gpu(g.index):
+            continue
         keys.append(f"mem-gpu{g.index}")
         keys.extend(f"mem-gpu{g.index}-mig{m.mig_index}" for m in g.mig_instances)
     return tuple(keys)
 
 
-def _figures(g: GpuState, s: GpuSeries | None) -> tuple[str, str]:
+def figures(g: GpuState, s: GpuSeries | None, short: bool = False) -> tuple[str, str]:
+    """The text beside a GPU's bar and its flag; `short` for narrow panes.
+
+    long:  `58.9/79.6 GiB  74%  headroom 20.7 GiB  +2039 MiB/min`
+    short: `58.9/79.6G 74% free 20.7G +2.0G/min`
+    """
     used, total = g.mem_used_bytes, g.mem_total_bytes
     pct = g.mem_used_pct
-    trend = None if s is None else s.mem_trend_mib_per_min
-    text = (  # "58.9/79.6 GiB  74%  headroom 20.7 GiB  +12 MiB/min"
-        f"{gib(used):>5}/{gib(total)} GiB {'n/a' if pct is None else f'{pct:.0f}%':>4}"
-        f"  headroom {gib(g.mem_free_bytes)} GiB"
-        f"  {'' if trend is None else f'{trend:+.0f} MiB/min'}"
-    )
+    trend = None if s is None else s.mem_growth_mib_per_min
+    share = "n/a" if pct is None else f"{pct:.0f}%"
+    if short:
+        growth = "" if trend is None else f" {trend / 1024:+.1f}G/min"
+        text = f"{gib(used):>4}/{gib(total)}G {share:>4} free {gib(g.mem_free_bytes)}G{growth}"
+    else:
+        growth = "" if trend is None else f"  {trend:+.0f} MiB/min"
+        text = (
+            f"{gib(used):>5}/{gib(total)} GiB {share:>4}"
+            f"  headroom {gib(g.mem_free_bytes)} GiB{growth}"
+        )
     flag = "GROWING" if s is not None and s.mem_growing else ""
     if pct is not None and pct >= 95:
         flag = "FULL" if not flag else f"{flag}, FULL"
     return text, flag
 
 
-class MemoryPane(Pane):
-    def compose(self) -> ComposeResult:
-        yield Vertical(id="mem-bars")
-        yield DiffLine(id="mem-legend")
-        yield Static("GPU processes", id="mem-procs-title", classes="pane-title", markup=False)
-        table = DataTable(id="mem-procs", cursor_type="row")
-        for label, key, width in (
-            ("PID", "pid", 8),
-            ("USER", "user", 10),
-            ("GPU", "gpu", 4),
-            ("GPU MEM", "gpu_mem", 10),
-            ("SHARE", "share", 5),
-            ("COMMAND", "command", None),
-        ):
-            table.add_column(label, key=key, width=width)
-        yield table
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.0f}"
 
+
+def row_cells(r: ProcRow, columns: tuple[str, ...]) -> tuple[Text, ...]:
+    cells = {
+        "gpu": r.gpu_label,
+        "pid": str(r.pid),
+        "user": r.user[:8],
+        "gpu_mem": size_text(r.gpu_mem_bytes),
+        "share": "n/a" if r.share_pct is None else f"{r.share_pct:.0f}%",
+        "sm": _pct(r.sm_pct),
+        "cpu": "n/a" if r.cpu_pct is None else f"{r.cpu_pct:.0f}",
+        "rss": size_text(r.rss_bytes),
+        "command": r.command[:COMMAND_MAX],
+    }
+    right = {"pid", "gpu_mem", "share", "sm", "cpu", "rss"}
+    return tuple(
+        Text(cells[c], justify="right" if c in right else "left", no_wrap=True) for c in columns
+    )
+
+
+class MemoryPane(Pane):
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self._bars: dict[str, MemoryBar] = {}
+        self._columns: tuple[str, ...] = ()
+        self._order: tuple[str, ...] = ()
 
-    def _ensure_bars(self, snap: Snapshot) -> dict[str, MemoryBar]:
-        keys = _bar_keys(snap)
+    def compose(self) -> ComposeResult:
+        yield Vertical(id="mem-bars")
+        yield DiffLine(id="mem-legend")
+        yield DiffLine(id="mem-procs-title", classes="pane-title")
+        yield DataTable(id="mem-procs", cursor_type="row")
+
+    def _ensure_bars(self, snap: Snapshot, view: View) -> dict[str, MemoryBar]:
+        keys = _bar_keys(snap, view)
         if tuple(self._bars) != keys:
             box = self.query_one("#mem-bars", Vertical)
             box.remove_children()
@@ -71,91 +118,101 @@ class MemoryPane(Pane):
 
     def show(self, u: Update, view: View) -> None:
         snap = u.snapshot
-        bars = self._ensure_bars(snap)
-        figures = {
-            g.index: _figures(g, u.gpus.get(g.index))
-            for g in snap.gpus
-            if not g.lost and g.mem_total_bytes is not None
-        }
-        # One bar width for every GPU (so the bars compare), leaving room for the flags.
-        room = max((len(t) + (len(f) + 4 if f else 0) for t, f in figures.values()), default=0)
-        width = max(6, min(40, pane_width(self) - LABEL_WIDTH - room - 1))
-        for g in snap.gpus:
+        bars = self._ensure_bars(snap, view)
+        width = pane_width(self)
+        gpus = [g for g in snap.gpus if view.filter.shows_gpu(g.index)]
+        live = [g for g in gpus if not g.lost and g.mem_total_bytes is not None]
+
+        def fit(short: bool) -> tuple[int, dict[int, tuple[str, str]]]:
+            figs = {g.index: figures(g, u.gpus.get(g.index), short) for g in live}
+            room = max((len(t) + (len(f) + 4 if f else 0) for t, f in figs.values()), default=0)
+            return min(40, width - LABEL_WIDTH - room - 1), figs
+
+        bar_width, figs = fit(short=False)
+        if bar_width < LONG_BAR:
+            bar_width, figs = fit(short=True)
+        bar_width = max(MIN_BAR, bar_width)
+        for g in gpus:
             mark = (">" if view.plain else "▶") if g.index == view.selected_gpu else " "
             label = f"{mark}GPU{g.index:<2} "
             bar = bars[f"mem-gpu{g.index}"]
             bar.set_class(g.lost, "-lost")
             if g.lost:
-                bar.show_message(label, "LOST — no memory figures", alarm=True)
-            elif g.index not in figures:
+                bar.show_message(label, "LOST: no memory figures", alarm=True)
+            elif g.index not in figs:
                 bar.show_message(label, "memory: n/a")
             else:
                 reserved = g.mem_reserved_bytes or 0
                 used = max(0, (g.mem_used_bytes or 0) - reserved)
-                text, flag = figures[g.index]
+                text, flag = figs[g.index]
                 bar.show(
-                    label, used, reserved, g.mem_total_bytes, width, text, flag=flag,
+                    label, used, reserved, g.mem_total_bytes, bar_width, text, flag=flag,
                     plain=view.plain,
                 )  # fmt: skip
             for m in g.mig_instances:
                 mt, mu = m.memory_total_bytes or 0, m.memory_used_bytes or 0
                 profile = (m.name or "").split()[-1] if m.name else ""
                 bars[f"mem-gpu{g.index}-mig{m.mig_index}"].show(
-                    f" MIG{m.mig_index:<2} ", mu, 0, mt, width,
+                    f" MIG{m.mig_index:<2} ", mu, 0, mt, bar_width,
                     f"{gib(mu):>5}/{gib(mt)} GiB  {profile}", plain=view.plain,
                 )  # fmt: skip
         legend = self.query_one("#mem-legend", DiffLine)
+        legend.display = not view.short
         if snap.gpus:
             g = "#+." if view.plain else "█▒░"
             legend.set_text(
                 f"  {g[0]} used by processes  {g[1]} reserved by the driver  {g[2]} free;"
-                " trend over 2 min",
-                "",
+                " GROWING: a steady rise over the last minute",
             )
         else:
             legend.set_text("  no GPU to show")
-        self._show_processes(snap, view)
+        if snap.gpus and not gpus:
+            legend.display = True
+            legend.set_text(f"  no GPU matches the filter ({view.filter.describe()}); esc clears")
+        self._show_processes(snap, view, width)
 
-    def _show_processes(self, snap: Snapshot, view: View) -> None:
-        totals = {g.index: g.mem_total_bytes or 0 for g in snap.gpus}
-        migs = {
-            (g.index, m.gpu_instance_id, m.compute_instance_id): m
-            for g in snap.gpus
-            for m in g.mig_instances
-        }
-        users: dict[str, str] = {}
-        rows = {}
-        for p in snap.gpu_processes:
-            mig = migs.get((p.gpu_index, p.gpu_instance_id, p.compute_instance_id))
-            info = snap.process(p.pid)
-            if info is not None and info.cmdline:
-                cmd = " ".join(info.cmdline)
-            else:
-                cmd = (info.name if info else None) or "(not readable)"
-            user = (info.user if info else None) or "?"
-            if view.sanitize:  # pseudonyms: no user names or paths on a shared screen
-                user = users.setdefault(user, f"user{len(users)}")
-                cmd = cmd.split()[0].rsplit("/", 1)[-1] if cmd.split() else cmd
-            used = p.used_memory_bytes
-            # A process in a MIG instance: its share is of the instance's memory.
-            total = mig.memory_total_bytes if mig is not None else totals.get(p.gpu_index)
-            rows[f"{p.gpu_index}:{p.pid}"] = (
-                str(p.pid),
-                user[:10],
-                str(p.gpu_index) if mig is None else f"{p.gpu_index}:{mig.mig_index}",
-                "n/a" if used is None else f"{used / MIB:,.0f} MiB",
-                f"{100 * used / total:.0f}%" if used and total else "n/a",
-                cmd[:COMMAND_MAX],
-            )
-        sync_rows(self.query_one("#mem-procs", DataTable), rows, PROC_COLUMNS, _by_memory)
-        n = len(rows)
-        set_text(
-            self.query_one("#mem-procs-title", Static),
-            f"GPU processes ({n})" if n else "GPU processes: none is using a GPU",
+    def _show_processes(self, snap: Snapshot, view: View, width: int) -> None:
+        table = self.query_one("#mem-procs", DataTable)
+        columns = columns_for(width)
+        if columns != self._columns:  # a new width: a new set of columns (never per tick)
+            if self._columns:
+                table.clear(columns=True)
+            for key, label, col_width, _ in COLUMNS:
+                if key in columns:
+                    table.add_column(label, key=key, width=col_width)
+            self._columns = columns
+            self._order = ()
+        every = process_rows(snap, view.sanitize)
+        shown = ordered(
+            [r for r in every if matches(r, view.filter)], view.sort, view.selected_gpu
         )
+        rows = {r.key: row_cells(r, columns) for r in shown}
+        order = tuple(rows)
+        sync_rows(table, rows, columns)
+        if order != self._order and order:  # sort only when the order itself changed
+            rank = {k: i for i, k in enumerate(order)}
+            k_gpu, k_pid = columns.index("gpu"), columns.index("pid")
+            table.sort(
+                key=lambda cells: rank.get(f"{str(cells[k_gpu]).split(':')[0]}:{cells[k_pid]}", 0)
+            )
+        self._order = order
+        title = self.query_one("#mem-procs-title", DiffLine)
+        n, total = len(shown), len(every)
+        count = f"{n}" if n == total else f"{n} of {total}"
+        head = f"GPU processes ({count})" if total else "GPU processes: none is using a GPU"
+        if view.filter.active:
+            head += f"  filter: {view.filter.describe()}"
+        if total:
+            head += f"  sorted by {view.sort.label(view.plain)}"
+        hints = "  (o sort, f filter, esc clears)" if view.filter.active else "  (o sort, f filter)"
+        title.set_text(head + (hints if total and len(head) + len(hints) <= width else ""))
+        table.set_class(view.sort.column in SORTS, "-sorted")
 
-
-def _by_memory(cells: tuple[str, ...]) -> tuple:
-    """Biggest GPU memory first, then by pid (cells as PROC_COLUMNS)."""
-    mem = cells[3].replace(",", "").split()[0]
-    return (-(float(mem) if mem.replace(".", "").isdigit() else -1.0), int(cells[0]))
+    @on(DataTable.HeaderSelected, "#mem-procs")
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        """A click on a column's header sorts by it; a second click reverses."""
+        key = event.column_key.value
+        if key == "share":
+            key = "gpu_mem"
+        if key in SORTS:
+            self.app.sort_by(key)

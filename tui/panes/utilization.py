@@ -1,16 +1,28 @@
-"""Pane 2, Utilization: fixed-scale histories per GPU, the selected GPU in detail, the host."""
+"""Pane 2, Utilization: fixed-scale histories per GPU, the selected GPU in detail, the host.
+
+The histories sweep (`widgets.trace`): each new sample overwrites the oldest at the cell the
+ruler marks, so a tick costs the cells that changed, not every line. Figures beside them
+repaint when they move materially, and at least every 15 s (`holds.py`); the traces
+repaint together, at once for a material move, else every five ticks.
+"""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 
 from ...model import GpuState, Snapshot
-from ...widgets import DiffLine, HistoryLine
+from ...widgets import BLOCKS, DiffLine, HistoryLine, PartsLine, Ruler
 from ..feed import HISTORY_POINTS, GpuSeries, Update
+from ..holds import CELSIUS, EXACT, LOAD, MHZ, PERCENT, RATE, WATTS, Holds
 from .base import Pane, View, pane_width, pct
 
 LOW_BANDWIDTH_REPAINT_S = 10.0  # --low-bandwidth: scrolling histories repaint this often
+# The traces repaint together: at once when a line moves by MATERIAL_LEVELS glyph levels (an
+# eighth of the scale each) or appears or goes, else every TRACE_EVERY_TICKS ticks: a flat
+# stretch of busy time is drawn five cells at a time, a drop the tick it happens.
+TRACE_EVERY_TICKS = 5
+MATERIAL_LEVELS = 2
 LABEL = 9
 RESERVED = LABEL + 1 + 6 + 10  # label, value and a short note beside each history
 
@@ -56,37 +68,130 @@ def _now(g: GpuState, key: str) -> float | None:
     }[key]
 
 
-def detail_texts(g: GpuState) -> dict[str, str]:
-    """The selected GPU's figures beside its histories, one line each."""
-    st = g.static
-    reasons = [REASON_NAMES.get(r, r) for r in g.clock_event_reasons]
-    temp = "n/a" if g.temperature_c is None else f"{g.temperature_c:.0f} C"
-    out = {
-        "clocks": f"{'clocks':>{LABEL}} {g.sm_clock_mhz or 'n/a'} / {st.max_sm_clock_mhz or '?'}"
-        f" MHz  held by: {', '.join(reasons) or 'nothing'}",
-        "power": f"{'power':>{LABEL}} "
-        f"{'n/a' if g.power_w is None else f'{g.power_w:.0f}'} / "
-        f"{'n/a' if st.power_limit_w is None else f'{st.power_limit_w:.0f}'} W"
-        f"  temp {temp}  P{g.pstate if g.pstate is not None else '?'}",
-        "pcie": f"{'PCIe':>{LABEL}} TX {_rate(g.pcie_tx_kbps)}  RX {_rate(g.pcie_rx_kbps)}"
-        f"  gen{g.pcie_gen or '?'} x{g.pcie_width or '?'}"
-        f" (max gen{st.pcie_max_gen or '?'} x{st.pcie_max_width or '?'})",
-        "nvlink": f"{'NVLink':>{LABEL}} "
-        + (
-            "not available"
-            if g.nvlink_tx_kib_s is None
-            else f"TX {_rate(g.nvlink_tx_kib_s)}  RX {_rate(g.nvlink_rx_kib_s)}"
+def detail_figures(g: GpuState) -> dict[str, tuple[tuple, tuple]]:
+    """Per detail line: its figures and how far each may drift before it is repainted."""
+    m = g.gpm
+    return {
+        "clocks": ((g.sm_clock_mhz, tuple(g.clock_event_reasons)), (MHZ, EXACT)),
+        "power": ((g.power_w, g.temperature_c, g.pstate), (WATTS, CELSIUS, EXACT)),
+        "pcie": (
+            (g.pcie_tx_kbps, g.pcie_rx_kbps, g.pcie_gen, g.pcie_width),
+            (RATE, RATE, EXACT, EXACT),
+        ),
+        "nvlink": ((g.nvlink_tx_kib_s, g.nvlink_rx_kib_s), (RATE, RATE)),
+        "gpm": (
+            (
+                None if m is None else m.sm_util_pct,
+                None if m is None else m.sm_occupancy_pct,
+                None if m is None else m.tensor_util_pct,
+                None if m is None else m.dram_bw_util_pct,
+            ),
+            (PERCENT, PERCENT, PERCENT, PERCENT),
         ),
     }
+
+
+def detail_parts(g: GpuState, held: dict[str, tuple] | None = None) -> dict[str, list[str]]:
+    """The selected GPU's figures beside its histories, one line each, in parts (words and
+    figures apart, so a moving figure repaints alone); `held`: the figures on screen, by
+    line, as `detail_figures` gives them."""
+    st = g.static
+    f = {k: v for k, (v, _) in detail_figures(g).items()}
+    f.update(held or {})
+    clock, reasons = f["clocks"]
+    power, temp_c, pstate = f["power"]
+    tx, rx, gen, lanes = f["pcie"]
+    nv_tx, nv_rx = f["nvlink"]
+    names = [REASON_NAMES.get(r, r) for r in reasons]
+    limit = "n/a" if st.power_limit_w is None else f"{st.power_limit_w:.0f}"
+    out = {
+        "clocks": [
+            f"{'clocks':>{LABEL}} ",
+            f"{clock or 'n/a'}",
+            f" / {st.max_sm_clock_mhz or '?'} MHz  held by: ",
+            ", ".join(names) or "nothing",
+        ],
+        "power": [
+            f"{'power':>{LABEL}} ",
+            "n/a" if power is None else f"{power:.0f}",
+            f" / {limit} W  temp ",
+            "n/a" if temp_c is None else f"{temp_c:.0f} C",
+            f"  P{pstate if pstate is not None else '?'}",
+        ],
+        "pcie": [
+            f"{'PCIe':>{LABEL}} TX ",
+            _rate(tx),
+            "  RX ",
+            _rate(rx),
+            f"  gen{gen or '?'} x{lanes or '?'}"
+            f" (max gen{st.pcie_max_gen or '?'} x{st.pcie_max_width or '?'})",
+        ],
+        "nvlink": [f"{'NVLink':>{LABEL}} not available"]
+        if nv_tx is None
+        else [f"{'NVLink':>{LABEL}} TX ", _rate(nv_tx), "  RX ", _rate(nv_rx)],
+    }
     if g.gpm is not None:
-        m = g.gpm
-        out["gpm"] = (
-            f"{'GPM':>{LABEL}} SM {pct(m.sm_util_pct)}  occupancy {pct(m.sm_occupancy_pct)}"
-            f"  tensor {pct(m.tensor_util_pct)}  DRAM bw {pct(m.dram_bw_util_pct)}"
-        )
+        sm, occ, tensor, dram = f["gpm"]
+        out["gpm"] = [
+            f"{'GPM':>{LABEL}} SM ",
+            pct(sm),
+            "  occupancy ",
+            pct(occ),
+            "  tensor ",
+            pct(tensor),
+            "  DRAM bw ",
+            pct(dram),
+        ]
     else:
-        out["gpm"] = f"{'GPM':>{LABEL}} not on this GPU: busy time is not SM use"
+        out["gpm"] = [f"{'GPM':>{LABEL}} not on this GPU: busy time is not SM use"]
     return out
+
+
+def detail_texts(g: GpuState, held: dict[str, tuple] | None = None) -> dict[str, str]:
+    """`detail_parts` as whole lines."""
+    return {k: "".join(v) for k, v in detail_parts(g, held).items()}
+
+
+def level_of(v: float | None, top: float = 100.0) -> int | None:
+    """The glyph level (0-8) a value draws at, None for no figure."""
+    if v is None:
+        return None
+    return round(max(0.0, min(1.0, v / top)) * (len(BLOCKS) - 1))
+
+
+def series_to_draw(u: Update, view: View, selected: int | None) -> dict[str, tuple]:
+    """Every trace of the pane, by line: its values, oldest first."""
+    out: dict[str, tuple] = {}
+    for g in u.snapshot.gpus:
+        s = u.gpus.get(g.index)
+        if view.filter.shows_gpu(g.index):
+            out[f"gpu{g.index}"] = () if g.lost or s is None else s.util
+    s = u.gpus.get(selected) if selected is not None else None
+    if s is not None:
+        for key in DETAIL_HISTORIES:
+            out[f"detail-{key}"] = getattr(s, key)
+    out["host-cpu"] = u.host_cpu
+    out["host-iowait"] = u.host_iowait
+    return out
+
+
+class RulerLine(Horizontal):
+    """`   newest ▲`: a label under the label column, the marker under the newest cell."""
+
+    DEFAULT_CSS = """
+    RulerLine {
+        height: 1;
+        color: $text-muted;
+        & > DiffLine { width: auto; }
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield DiffLine(((f"{'newest':>{LABEL}} ", ""),))
+        yield Ruler()
+
+    def mark(self, width: int, newest: int, sweep: bool, plain: bool) -> None:
+        self.query_one(Ruler).mark(width, newest, sweep=sweep, plain=plain)
 
 
 class UtilizationPane(Pane):
@@ -94,22 +199,49 @@ class UtilizationPane(Pane):
         super().__init__(**kw)
         self._gpu_lines: dict[int, HistoryLine] = {}
         self._painted: tuple | None = None
+        self._holds = Holds()
+        self._layout: tuple | None = None
+        self._traced: tuple[int, dict[str, int | None]] | None = None  # newest, levels
+
+    def _paint_traces(self, series: dict[str, tuple], newest: int, fresh: bool) -> bool:
+        """Whether the traces repaint this tick (see TRACE_EVERY_TICKS)."""
+        levels = {k: level_of(v[-1]) if v else None for k, v in series.items()}
+        painted = self._traced
+        due = (
+            fresh
+            or painted is None
+            or painted[1].keys() != levels.keys()
+            or not 0 <= newest - painted[0] < TRACE_EVERY_TICKS
+        )
+        if not due:
+            for k, lv in levels.items():
+                was = painted[1][k]
+                if (lv is None) != (was is None) or (
+                    lv is not None and abs(lv - was) >= MATERIAL_LEVELS
+                ):
+                    due = True
+                    break
+        if due:
+            self._traced = (newest, levels)
+        return due
 
     def compose(self) -> ComposeResult:
         yield DiffLine(id="util-caption", classes="caption")
         yield Vertical(id="util-gpus")
+        yield RulerLine(id="util-ruler")
         yield DiffLine(id="util-title", classes="section-title")
         for key in DETAIL_HISTORIES:
             yield HistoryLine(DETAIL_LABELS[key], label_width=LABEL, id=f"util-{key}")
+        yield RulerLine(id="util-detail-ruler")
         for key in DETAIL_TEXTS:
-            yield DiffLine(id=f"util-{key}")
-        yield DiffLine(id="util-host-title", classes="section-title")
+            yield PartsLine(id=f"util-{key}")
+        yield PartsLine(id="util-host-title", classes="section-title")
         yield HistoryLine("CPU", label_width=LABEL, id="util-cpu")
         yield HistoryLine("iowait", label_width=LABEL, id="util-iowait")
-        yield DiffLine(id="util-pressure")
+        yield PartsLine(id="util-pressure")
 
-    def _ensure_gpu_lines(self, snap: Snapshot) -> dict[int, HistoryLine]:
-        keys = tuple(g.index for g in snap.gpus)
+    def _ensure_gpu_lines(self, snap: Snapshot, view: View) -> dict[int, HistoryLine]:
+        keys = tuple(g.index for g in snap.gpus if view.filter.shows_gpu(g.index))
         if tuple(self._gpu_lines) != keys:
             box = self.query_one("#util-gpus", Vertical)
             box.remove_children()
@@ -120,41 +252,76 @@ class UtilizationPane(Pane):
     def show(self, u: Update, view: View) -> None:
         snap = u.snapshot
         width = pane_width(self)
-        # On a slow link (--low-bandwidth) scrolling histories are the cost: repaint them at
-        # most every LOW_BANDWIDTH_REPAINT_S, or when the selected GPU or the width changes.
-        key = (view.selected_gpu, width, len(snap.gpus))
+        # On a slow link (--low-bandwidth) the histories are the cost: repaint them at most
+        # every LOW_BANDWIDTH_REPAINT_S, or when the selected GPU or the width changes.
+        key = (view.selected_gpu, width, len(snap.gpus), view.filter, view.sweep)
         if (
             view.plain
             and self._painted
             and self._painted[0] == key
-            and snap.timestamp - self._painted[1] < LOW_BANDWIDTH_REPAINT_S
+            and 0 <= snap.timestamp - self._painted[1] < LOW_BANDWIDTH_REPAINT_S
         ):
             return
         self._painted = (key, snap.timestamp)
+        fresh = key != self._layout
+        if fresh:  # a new GPU, width or mode: every figure afresh
+            self._holds.forget()
+            self._layout = key
         w = max(8, min(HISTORY_POINTS, width - RESERVED))
-        span = f"{w * view.interval:g} s" if view.interval else f"{w} samples"
-        self.query_one("#util-caption", DiffLine).set_text(
-            f"GPU busy time, last {span}, fixed 0-100 % scale", ""
+        tick = max(0, u.ticks - 1)
+        newest = tick if view.sweep else None
+        paint = self._paint_traces(
+            series_to_draw(u, view, view.selected_gpu), tick, fresh or view.plain
         )
-        lines = self._ensure_gpu_lines(snap)
+        drawn = self._traced[0] if self._traced else tick  # the newest sample on screen
+        span = f"{w * view.interval:g} s" if view.interval else f"{w} samples"
+        mode = "newest at ▲ (G: scroll)" if view.sweep else "newest at the right (G: sweep)"
+        self.query_one("#util-caption", DiffLine).set_text(
+            f"GPU busy time, last {span}, fixed 0-100 % scale; {mode}"
+        )
+        lines = self._ensure_gpu_lines(snap, view)
+        now = snap.timestamp
         for g in snap.gpus:
+            if g.index not in lines:
+                continue
             mark = (">" if view.plain else "▶") if g.index == view.selected_gpu else " "
             s = u.gpus.get(g.index)
             line = lines[g.index]
             line.set_class(g.lost, "-lost")
             if g.lost or s is None:
-                line.show((), "LOST", w, label=f"{mark}GPU{g.index}", plain=view.plain)
+                line.show(
+                    () if paint else None, "LOST", w, label=f"{mark}GPU{g.index}",
+                    plain=view.plain, newest=newest,
+                    note="no figures since it fell off the bus" if g.lost else "",
+                )  # fmt: skip
                 continue
-            sm = f"SM {pct(g.gpm.sm_util_pct)}" if g.gpm else ""
+            (busy,) = self._holds.get(f"gpu{g.index}", (g.util_gpu_pct,), (PERCENT,), now)
+            (sm,) = self._holds.get(
+                f"gpu{g.index}-sm", (g.gpm.sm_util_pct if g.gpm else None,), (PERCENT,), now
+            )
             line.show(
-                s.util, pct(g.util_gpu_pct), w, note=sm, label=f"{mark}GPU{g.index}",
-                plain=view.plain,
+                s.util if paint else None, pct(busy), w, note=f"SM {pct(sm)}" if g.gpm else "",
+                label=f"{mark}GPU{g.index}", plain=view.plain, newest=newest,
             )  # fmt: skip
-        self._show_detail(snap.gpu(view.selected_gpu) if view.selected_gpu is not None else None,
-                          u.gpus.get(view.selected_gpu), w, view)  # fmt: skip
-        self._show_host(u, w, view)
+        ruler = self.query_one("#util-ruler", RulerLine)
+        ruler.display = view.sweep and bool(lines)
+        ruler.mark(w, drawn, view.sweep, view.plain)
+        selected = snap.gpu(view.selected_gpu) if view.selected_gpu is not None else None
+        s = u.gpus.get(view.selected_gpu)
+        self._show_detail(selected, s, w, view, newest, now, paint, drawn)
+        self._show_host(u, w, view, newest, now, paint)
 
-    def _show_detail(self, g: GpuState | None, s: GpuSeries | None, w: int, view: View) -> None:
+    def _show_detail(
+        self,
+        g: GpuState | None,
+        s: GpuSeries | None,
+        w: int,
+        view: View,
+        newest: int | None,
+        now: float,
+        paint: bool,
+        drawn: int,
+    ) -> None:
         title = self.query_one("#util-title", DiffLine)
         if g is None:
             title.set_text("")
@@ -167,31 +334,55 @@ class UtilizationPane(Pane):
             line = self.query_one(f"#util-{key}", HistoryLine)
             line.display = live and not (key == "sm" and g.gpm is None)
             if line.display:
-                line.show(getattr(s, key), pct(_now(g, key)), w, plain=view.plain)
-        texts = detail_texts(g) if live else {}
+                (value,) = self._holds.get(f"detail-{key}", (_now(g, key),), (PERCENT,), now)
+                values = getattr(s, key) if paint else None
+                line.show(values, pct(value), w, plain=view.plain, newest=newest)
+        ruler = self.query_one("#util-detail-ruler", RulerLine)
+        ruler.display = live and view.sweep
+        ruler.mark(w, drawn, view.sweep, view.plain)
+        held = {}
+        if live:
+            for key, (figs, steps) in detail_figures(g).items():  # each figure on its own
+                held[key] = tuple(
+                    self._holds.get(f"text-{key}-{i}", (v,), (step,), now)[0]
+                    for i, (v, step) in enumerate(zip(figs, steps, strict=True))
+                )
+        parts = detail_parts(g, held) if live else {}
         for key in DETAIL_TEXTS:
-            line = self.query_one(f"#util-{key}", DiffLine)
+            line = self.query_one(f"#util-{key}", PartsLine)
             line.display = live
-            line.set_text(texts.get(key, ""))
-        held = live and bool(set(g.clock_event_reasons) - BENIGN_REASONS)
-        self.query_one("#util-clocks", DiffLine).set_class(held, "-warning")
+            line.show(parts.get(key, ()))
+        held_by = live and bool(set(g.clock_event_reasons) - BENIGN_REASONS)
+        self.query_one("#util-clocks", PartsLine).set_class(held_by, "-warning")
 
-    def _show_host(self, u: Update, w: int, view: View) -> None:
+    def _show_host(
+        self, u: Update, w: int, view: View, newest: int | None, now: float, paint: bool
+    ) -> None:
         host = u.snapshot.host
-        title = self.query_one("#util-host-title", DiffLine)
+        title = self.query_one("#util-host-title", PartsLine)
         if host is None:
-            title.set_text("host: no figures")
+            title.show(["host: no figures"])
         else:
-            load = f", load {host.load_avg[0]:.1f}" if host.load_avg else ""
-            title.set_text(f"host ({host.cpu_count} cores{load}): input stalls show up here")
-        for key, values, now in (
+            (load,) = self._holds.get(
+                "load", (host.load_avg[0] if host.load_avg else None,), (LOAD,), now
+            )
+            title.show(
+                [f"host ({host.cpu_count} cores", "" if load is None else f", load {load:.1f}",
+                 "): input stalls show up here"]
+            )  # fmt: skip
+        for key, values, value in (
             ("cpu", u.host_cpu, None if host is None else host.cpu_pct),
             ("iowait", u.host_iowait, None if host is None else host.iowait_pct),
         ):
             line = self.query_one(f"#util-{key}", HistoryLine)
             line.display = host is not None
-            line.show(values, pct(now), w, plain=view.plain)
+            (shown,) = self._holds.get(f"host-{key}", (value,), (PERCENT,), now)
+            line.show(values if paint else None, pct(shown), w, plain=view.plain, newest=newest)
         io = host.pressure.get("io") if host is not None else None
-        self.query_one("#util-pressure", DiffLine).set_text(
-            "" if io is None else f"{'I/O stall':>{LABEL}} {io.some_avg10:.1f} % (pressure, 10 s)"
+        (stall,) = self._holds.get(
+            "io-stall", (None if io is None else io.some_avg10,), (LOAD,), now
         )
+        self.query_one("#util-pressure", PartsLine).show(
+            () if stall is None
+            else (f"{'I/O stall':>{LABEL}} ", f"{stall:.1f}", " % (pressure, 10 s)")
+        )  # fmt: skip

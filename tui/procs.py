@@ -1,0 +1,262 @@
+"""The GPU process table's rows: what a command line shows, filters, sort orders.
+
+Pure functions over a Snapshot, so the table's content is testable without a terminal. The
+filters are nvitop's (`--only GPU…`, `--user`, `--pid`) plus htop's free text; the sort keys
+are htop's habits (memory first, `o` cycles, `O` reverses), and the selected GPU's processes
+always come first.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+from ..model import GIB, MIB, Snapshot
+
+PYTHONS = ("python", "pypy")  # interpreters whose first argument is the script
+
+
+def command_text(cmdline: tuple[str, ...] | None, name: str | None) -> str:
+    """The command as a person reads it: the program's base name, then its arguments.
+
+    `/opt/conda/envs/train/bin/python3.11 -u train.py --lr 3e-4` shows as
+    `python3.11 -u train.py --lr 3e-4`: the environment's path says nothing the script name
+    doesn't, and it pushes the script out of sight.
+    """
+    if cmdline:
+        args = list(cmdline)
+        if len(args) == 1 and " " in args[0]:  # a process that rewrote its title
+            return args[0]
+        return " ".join([os.path.basename(args[0]) or args[0], *args[1:]])
+    return name or "(not readable)"
+
+
+def script_of(cmdline: tuple[str, ...] | None) -> str | None:
+    """The script an interpreter runs (`train.py`), for the sanitized view; None otherwise."""
+    if not cmdline:
+        return None
+    prog = os.path.basename(cmdline[0])
+    if prog.startswith(PYTHONS):
+        for a in cmdline[1:]:
+            if not a.startswith("-"):
+                return os.path.basename(a)
+    return prog
+
+
+@dataclass(frozen=True)
+class ProcessFilter:
+    """Which processes (and GPUs) to show. Empty means everything."""
+
+    gpus: frozenset[int] = field(default_factory=frozenset)  # --only: the GPUs shown
+    users: frozenset[str] = field(default_factory=frozenset)
+    pids: frozenset[int] = field(default_factory=frozenset)
+    text: str = ""  # a part of the command line, the user or the pid
+
+    @property
+    def active(self) -> bool:
+        return bool(self.gpus or self.users or self.pids or self.text)
+
+    def shows_gpu(self, index: int) -> bool:
+        return not self.gpus or index in self.gpus
+
+    def spec(self) -> str:
+        """The filter as the filter prompt takes it (`parse(f.spec()) == f`)."""
+        parts = []
+        if self.gpus:
+            parts.append("gpu:" + ",".join(map(str, sorted(self.gpus))))
+        if self.users:
+            parts.append("user:" + ",".join(sorted(self.users)))
+        if self.pids:
+            parts.append("pid:" + ",".join(map(str, sorted(self.pids))))
+        if self.text:
+            parts.append(self.text)
+        return " ".join(parts)
+
+    def describe(self) -> str:
+        """For the header and the table title: `GPU 0,2 · user alice · "train"`."""
+        parts = []
+        if self.gpus:
+            parts.append(f"GPU {','.join(map(str, sorted(self.gpus)))}")
+        if self.users:
+            parts.append(f"user {','.join(sorted(self.users))}")
+        if self.pids:
+            parts.append(f"pid {','.join(map(str, sorted(self.pids)))}")
+        if self.text:
+            parts.append(f'"{self.text}"')
+        return " · ".join(parts)
+
+
+class FilterError(ValueError):
+    """A filter the prompt cannot read; the message says what was wrong."""
+
+
+def _numbers(value: str, what: str) -> frozenset[int]:
+    try:
+        return frozenset(int(v) for v in value.replace(" ", "").split(",") if v)
+    except ValueError:
+        raise FilterError(f"{what} takes numbers: {value!r}") from None
+
+
+def parse_filter(spec: str) -> ProcessFilter:
+    """`gpu:0,2 user:alice pid:4242 train` -> ProcessFilter; words without a `key:` match the
+    command line, the user or the pid. An empty spec clears every filter."""
+    gpus: set[int] = set()
+    users: set[str] = set()
+    pids: set[int] = set()
+    words = []
+    for token in spec.split():
+        key, sep, value = token.partition(":")
+        key = key.lower()
+        if sep and key in ("gpu", "gpus", "only"):
+            gpus |= _numbers(value, "gpu:")
+        elif sep and key in ("user", "users", "u"):
+            users |= {v for v in value.split(",") if v}
+        elif sep and key in ("pid", "pids", "p"):
+            pids |= _numbers(value, "pid:")
+        else:
+            words.append(token)
+    return ProcessFilter(frozenset(gpus), frozenset(users), frozenset(pids), " ".join(words))
+
+
+@dataclass(frozen=True)
+class ProcRow:
+    """One GPU process on one GPU, as the table shows it."""
+
+    key: str  # "gpu:pid", stable across ticks
+    gpu_index: int
+    gpu_label: str  # "0", or "0:1" in MIG instance 1
+    pid: int
+    user: str
+    command: str
+    gpu_mem_bytes: int | None
+    share_pct: float | None  # of the GPU's (or the MIG instance's) memory
+    sm_pct: float | None  # the driver's per-process SM samples, where it gives them
+    cpu_pct: float | None
+    rss_bytes: int | None
+
+
+def process_rows(snap: Snapshot, sanitize: bool = False) -> list[ProcRow]:
+    """Every GPU process of `snap`, unfiltered, in NVML's order."""
+    totals = {g.index: g.mem_total_bytes or 0 for g in snap.gpus}
+    migs = {
+        (g.index, m.gpu_instance_id, m.compute_instance_id): m
+        for g in snap.gpus
+        for m in g.mig_instances
+    }
+    users: dict[str, str] = {}
+    rows = []
+    for p in snap.gpu_processes:
+        mig = migs.get((p.gpu_index, p.gpu_instance_id, p.compute_instance_id))
+        info = snap.process(p.pid)
+        cmdline = info.cmdline if info is not None else None
+        name = info.name if info is not None else None
+        user = (info.user if info else None) or "?"
+        if sanitize:  # pseudonyms: no user names or paths on a shared screen
+            user = users.setdefault(user, f"user{len(users)}")
+            command = script_of(cmdline) or name or "(not readable)"
+        else:
+            command = command_text(cmdline, name)
+        used = p.used_memory_bytes
+        total = mig.memory_total_bytes if mig is not None else totals.get(p.gpu_index)
+        rows.append(
+            ProcRow(
+                key=f"{p.gpu_index}:{p.pid}",
+                gpu_index=p.gpu_index,
+                gpu_label=str(p.gpu_index) if mig is None else f"{p.gpu_index}:{mig.mig_index}",
+                pid=p.pid,
+                user=user,
+                command=command,
+                gpu_mem_bytes=used,
+                share_pct=100.0 * used / total if used and total else None,
+                sm_pct=p.sm_util_pct,
+                cpu_pct=info.cpu_pct if info else None,
+                rss_bytes=info.rss_bytes if info else None,
+            )
+        )
+    return rows
+
+
+def matches(row: ProcRow, f: ProcessFilter) -> bool:
+    if f.gpus and row.gpu_index not in f.gpus:
+        return False
+    if f.users and row.user not in f.users:
+        return False
+    if f.pids and row.pid not in f.pids:
+        return False
+    if f.text:
+        hay = f"{row.pid} {row.user} {row.command}".lower()
+        return all(w in hay for w in f.text.lower().split())
+    return True
+
+
+# sort name -> (column label, descending by default)
+SORTS: dict[str, tuple[str, bool]] = {
+    "gpu_mem": ("GPU MEM", True),
+    "sm": ("SM%", True),
+    "cpu": ("CPU%", True),
+    "rss": ("RSS", True),
+    "pid": ("PID", False),
+    "gpu": ("GPU", False),
+    "user": ("USER", False),
+    "command": ("COMMAND", False),
+}
+
+
+@dataclass(frozen=True)
+class SortOrder:
+    column: str = "gpu_mem"
+    reverse: bool = False  # against the column's natural direction
+
+    @property
+    def descending(self) -> bool:
+        return SORTS[self.column][1] != self.reverse
+
+    def label(self, plain: bool = False) -> str:
+        arrow = ("v" if self.descending else "^") if plain else ("▼" if self.descending else "▲")
+        return f"{SORTS[self.column][0]} {arrow}"
+
+    def next(self, step: int = 1) -> SortOrder:
+        names = list(SORTS)
+        k = names.index(self.column) if self.column in names else 0
+        return SortOrder(names[(k + step) % len(names)])
+
+    def flipped(self) -> SortOrder:
+        return replace(self, reverse=not self.reverse)
+
+
+def _value(row: ProcRow, column: str):
+    """The sort value; missing figures sort last whichever the direction."""
+    v = {
+        "gpu_mem": row.gpu_mem_bytes,
+        "sm": row.sm_pct,
+        "cpu": row.cpu_pct,
+        "rss": row.rss_bytes,
+        "pid": row.pid,
+        "gpu": row.gpu_index,
+        "user": row.user.lower(),
+        "command": row.command.lower(),
+    }[column]
+    return v
+
+
+def ordered(rows: list[ProcRow], order: SortOrder, selected_gpu: int | None) -> list[ProcRow]:
+    """The selected GPU's processes first, then by `order` (ties by GPU, then pid); rows
+    without the figure last."""
+    present = [r for r in rows if _value(r, order.column) is not None]
+    absent = [r for r in rows if _value(r, order.column) is None]
+    present.sort(key=lambda r: (r.gpu_index, r.pid))
+    present.sort(key=lambda r: _value(r, order.column), reverse=order.descending)
+    absent.sort(key=lambda r: (r.gpu_index, r.pid))
+    out = present + absent
+    if selected_gpu is not None:
+        out.sort(key=lambda r: r.gpu_index != selected_gpu)  # stable: order kept within
+    return out
+
+
+def size_text(b: int | float | None) -> str:
+    """`43.4G`, `812M`: GiB with one decimal from 1 GiB up, MiB below."""
+    if b is None:
+        return "n/a"
+    if b >= GIB:
+        return f"{b / GIB:.1f}G"
+    return f"{b / MIB:.0f}M"

@@ -1,0 +1,77 @@
+"""Where `s` writes the snapshot: the save directory, else the user's state directory, else /tmp.
+
+A live view is often started in a directory the user cannot write (a shared project folder,
+`/`); the snapshot must still land somewhere, and the view must say where. File names use the
+wall clock, never the simulator's or a recording's time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+APP_DIR = "gputop-diag"
+
+
+def save_dirs(save_dir: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The directories to try, in order: `save_dir` (default: the current directory), then
+    `$XDG_STATE_HOME/gputop-diag` or `~/.local/state/gputop-diag`, then `/tmp`."""
+    env = os.environ if environ is None else environ
+    out = [save_dir or "."]
+    state = env.get("XDG_STATE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".local", "state"
+    )
+    out.append(os.path.join(state, APP_DIR))
+    out.append(env.get("TMPDIR") or "/tmp")
+    seen: list[str] = []
+    for d in out:
+        if d and os.path.abspath(d) not in map(os.path.abspath, seen):
+            seen.append(d)
+    return seen
+
+
+@dataclass(frozen=True)
+class Saved:
+    path: str | None  # None when no directory took it
+    problems: tuple[str, ...] = ()  # "DIR: why", for each directory that refused
+
+
+def _free_name(directory: str, stamp: str) -> str:
+    path = os.path.join(directory, f"gputop-diag-snapshot-{stamp}.json")
+    n = 1
+    while os.path.exists(path):  # two saves in one second: keep both
+        n += 1
+        path = os.path.join(directory, f"gputop-diag-snapshot-{stamp}-{n}.json")
+    return path
+
+
+def write_json(doc: Any, dirs: list[str], now: datetime | None = None) -> Saved:
+    """Write `doc` into the first directory of `dirs` that takes it (made if missing, except
+    the first: a save directory that does not exist is a typo to report, not to create)."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    problems: list[str] = []
+    for k, directory in enumerate(dirs):
+        try:
+            if k > 0:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            path = _free_name(directory, stamp)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as e:
+            problems.append(f"{directory}: {e.strerror or e}")
+            continue
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=2)
+        except OSError as e:  # a full disk: no half-written file left behind
+            problems.append(f"{directory}: {e.strerror or e}")
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            continue
+        return Saved(path, tuple(problems))
+    return Saved(None, tuple(problems))
