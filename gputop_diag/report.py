@@ -17,6 +17,7 @@ paths, job ids, command-line arguments that are not known-safe options.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections import Counter
@@ -627,16 +628,6 @@ def make_report(
     return Report(doc=doc, markdown=markdown, sanitizer=s, left_out=left_out)
 
 
-def _strings_only(v: Any) -> Any:
-    """The names in a document without its figures (they change every tick; names seldom)."""
-    if isinstance(v, dict):
-        out = {k: _strings_only(x) for k, x in v.items()}
-        return {k: x for k, x in out.items() if x not in (None, {}, [])}
-    if isinstance(v, list):
-        return [x for x in (_strings_only(x) for x in v) if x not in (None, {}, [])]
-    return v if isinstance(v, str) and v else None
-
-
 def _seed(
     s: Sanitizer,
     snaps: Sequence[Snapshot],
@@ -646,15 +637,36 @@ def _seed(
 ) -> None:
     """Every seed before the first value is written: names by field from every snapshot of
     the window, then what their free text, the diagnosis, this shell and the machine reveal."""
-    distinct: dict[str, Any] = {}
+    # The parts of a snapshot that name things, each distinct one once (they seldom change;
+    # the figures around them change every tick).
+    parts: dict[str, dict[Any, None]] = {
+        k: {}
+        for k in (
+            "system",
+            "gpus",
+            "mig_instances",
+            "processes",
+            "xid_events",
+            "errors",
+            "scheduler_jobs",
+            "kernel_ooms",
+        )
+    }
     for snap in snaps:
-        for key, part in _strings_only(jsonable(snap)).items():
-            for item in part if isinstance(part, list) else [part]:
-                distinct.setdefault(json.dumps({key: item}, sort_keys=True), {key: [item]})
+        parts["system"][snap.system] = None
+        for g in snap.gpus:
+            parts["gpus"][g.static] = None
+            parts["mig_instances"].update(dict.fromkeys(g.mig_instances))
+        for p in snap.processes:
+            parts["processes"][dataclasses.replace(p, cpu_pct=None, rss_bytes=None)] = None
+        for key in ("xid_events", "errors", "scheduler_jobs", "kernel_ooms"):
+            parts[key].update(dict.fromkeys(getattr(snap, key) or ()))
+    doc = {k: [jsonable(x) for x in v] for k, v in parts.items()}
+    doc["gpus"] = [{"static": g} for g in doc["gpus"]]
     s.seed_environ(environ)
     if sources is not None:
         seed_from_sources(s, sources, sorted({p.pid for p in snaps[-1].gpu_processes}))
-    s.learn_document(list(distinct.values()))
+    s.learn_document(doc)
     s.learn_document(to_json(diagnosis))
 
 

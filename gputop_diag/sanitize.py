@@ -550,6 +550,16 @@ class Sanitizer:
         self.learn_document(doc)
         return from_jsonable(type(obj), self.document(doc))
 
+    def xid_events(self, events: Sequence[Any]) -> tuple[Any, ...]:
+        """Xid events (the live view's list) with their bus ids replaced and their raw
+        kernel-log text dropped."""
+        from .export import from_jsonable, jsonable
+        from .model import XidEvent
+
+        doc = {"xid_events": jsonable(list(events))}
+        self.learn_document(doc)
+        return from_jsonable(tuple[XidEvent, ...], self.document(doc)["xid_events"])
+
     # -- the final check -----------------------------------------------------------------------
     def leaks(self, text: str) -> Counter[str]:
         """What in `text` still looks like an identifier, per class: an original this sanitizer

@@ -205,16 +205,22 @@ def planted():
 
 
 def leaked(text: str) -> list[str]:
-    low = text.lower()
+    """The corpus forms found in `text`, as words (a pseudonym such as `GPU-a2xq` holds the
+    letters of `gpu-a2` without naming it); user names case-sensitively, the rest not."""
     out = []
     for what, forms in SECRETS.items():
         for form in forms:
-            if what == "users":
-                if re.search(rf"(?<![A-Za-z0-9]){re.escape(form)}(?![A-Za-z0-9])", text):
-                    out.append(f"{what}: {form}")
-            elif form.lower() in low:
+            if contains_word(text, form, case=what == "users"):
                 out.append(f"{what}: {form}")
     return out
+
+
+def contains_word(text: str, form: str, case: bool = False) -> bool:
+    """`form` in `text`, not as part of a longer name (its letter or digit ends may not touch
+    another letter or digit)."""
+    left = r"(?<![A-Za-z0-9])" if form[0].isalnum() else ""
+    right = r"(?![A-Za-z0-9])" if form[-1].isalnum() else ""
+    return re.search(left + re.escape(form) + right, text, 0 if case else re.I) is not None
 
 
 def report(planted, key=None):

@@ -3,6 +3,7 @@ that the same identifier always gets the same pseudonym."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -269,3 +270,26 @@ def test_input_that_looks_like_our_placeholders_is_harmless():
     s.seed_user("alice")
     out = s.text("alice \ue000\ue100\ue001 end")
     assert "alice" not in out and "\ue000" not in out
+
+
+def test_the_live_views_models_come_back_sanitized_and_of_their_type():
+    m = Monitor(sim.build("xid-app"))
+    m.run_for(40)
+    snap, diag = m.last.snapshot, m.last.diagnosis
+    events = tuple(
+        dataclasses.replace(x, message=f"NVRM: Xid (PCI:{x.pci_bus_id}): {x.xid}, pid=1")
+        for s in m.history.snapshots()
+        for x in s.xid_events
+    )
+    assert events
+    s = Sanitizer()
+    clean = s.model(snap)
+    assert type(clean) is type(snap) and clean.system.hostname.startswith("host-")
+    assert all(
+        g.static.minor_number is None and g.static.uuid.startswith("GPU-") for g in clean.gpus
+    )
+    assert clean.gpus[0].static.uuid == s.model(snap).gpus[0].static.uuid  # one key, one name
+    assert type(s.model(diag)) is type(diag)
+    shown = s.xid_events(events)
+    assert [x.xid for x in shown] == [x.xid for x in events]
+    assert all(x.message == "" and x.pci_bus_id.startswith("pci-") for x in shown)
