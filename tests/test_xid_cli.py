@@ -71,7 +71,9 @@ def test_sanitize_keeps_codes_classes_counts_and_the_route_only(capsys):
         assert rc == 0
         for s in secrets:
             assert s not in text, s
-        assert "Xid 13" in text and "GR_EXCEPTION" in text
+        assert "Xid 13 GR_EXCEPTION ×2 on GPU 5" in text or '"device": "GPU 5"' in text
+    rc = main(["--demo", "xid-app", "xid", "--sanitize"])  # after the command, too
+    assert rc == 0 and "pt_main_thread" not in capsys.readouterr().out
     doc = json.loads(
         (main(["--sanitize", "--demo", "xid-app", "xid", "--json"]), capsys.readouterr().out)[1]
     )

@@ -21,7 +21,7 @@ import time
 from datetime import datetime, timezone
 
 from ..diagnose.xid_sources import Budget, XidScan, scan
-from ..diagnose.xid_triage import TriageContext, gpu_refs, sanitized, triage
+from ..diagnose.xid_triage import TriageContext, gpu_refs, map_gpus, sanitized, triage
 from ..monitor import run as run_monitor
 from ..recording import Recording
 from ..sources import Sources
@@ -75,6 +75,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help="print one JSON document (schema gputop-diag.xid/1, see docs/xid.md)",
+    )
+    p.add_argument(
+        "--sanitize",
+        action="store_true",
+        default=argparse.SUPPRESS,  # also taken before the command: gputop-diag --sanitize xid
+        help="no kernel text, process names, pids, UUIDs or bus ids: codes, classes, counts "
+        "and the route only, safe for a public note",
     )
 
 
@@ -175,7 +182,8 @@ def _from_machine(args, sources: Sources, sanitize: bool, files_only: bool):
         and any(e.code == "NVMLError_LibRmVersionMismatch" for e in snap.errors),
         private=not sanitize,
     )
-    events = sanitized(found.events) if sanitize else found.events
+    # GPUs are named through NVML's bus ids before the ids are replaced by pseudonyms
+    events = sanitized(map_gpus(found.events, ctx.gpus)) if sanitize else found.events
     return found, triage(events, ctx), note
 
 
@@ -205,7 +213,7 @@ def _from_recording(args, rec: Recording, sanitize: bool):
         library_version=snaps[-1].system.driver_version,
         private=not sanitize and not rec.header.sanitized,
     )
-    events = sanitized(found.events) if sanitize else found.events
+    events = sanitized(map_gpus(found.events, ctx.gpus)) if sanitize else found.events
     if sanitize:  # what the recording holds of kernel text and processes stays out too
         xids = [
             dataclasses.replace(x, pci_bus_id=None, pid=None, process_name=None, message="")

@@ -30,7 +30,7 @@ def _source_line(r: SourceReport) -> str:
         "empty": "nothing relevant",
     }.get(r.status, r.status)
     size = f", {human_bytes(r.size)}" if r.size else ""
-    msg = f": {r.message}" if r.message else ""
+    msg = f" — {r.message}" if r.message else ""
     return f"  {r.name}: {what}{size}{msg}"
 
 

@@ -190,8 +190,10 @@ def map_gpus(events: Sequence[KernelEvent], gpus: Sequence[GpuRef]) -> list[Kern
         uuid = ev.gpu_uuid or announced.get(ev.pci) or (g.uuid if g else None)
         if uuid in by_uuid:  # the GPU NVML knows by that UUID, wherever it sits now
             index = by_uuid[uuid].index
+        elif g is not None and (g.uuid is None or g.uuid == uuid):
+            index = g.index
         else:
-            index = g.index if g is not None and (g.uuid is None or g.uuid == uuid) else None
+            index = ev.gpu_index  # mapped before (and sanitized since), or unknown
         out.append(replace(ev, gpu_index=index, gpu_uuid=uuid))
     return out
 
