@@ -206,7 +206,8 @@ class XidPane(Pane):
             t.append("Route, most urgent first\n", style="bold")
             for g in route[:ROUTE_LINES]:
                 times = f" ×{g.count}" if g.count > 1 else ""
-                t.append(f"• {g.title}{times} on {g.gpu} ({g.severity}): ask: {g.question} ")
+                gpu = self._public(g.gpu)
+                t.append(f"• {g.title}{times} on {gpu} ({g.severity}): ask: {g.question} ")
                 t.append(f"Then: {g.step}\n")
             if len(route) > ROUTE_LINES:
                 t.append(f"  (+{len(route) - ROUTE_LINES} more: gputop-diag xid)\n", style="dim")
@@ -217,10 +218,16 @@ class XidPane(Pane):
                 t.append(f"  seen: {f.detail}\n")
             t.append(f"  then: {f.action}\n")
         for c in [c for c in result.chains if c.severity != "info"][:3]:  # not cleanups
-            t.append(f"{c.first} → {c.then} on {c.gpu}: {c.meaning}; {c.action}\n")
+            t.append(f"{c.first} → {c.then} on {self._public(c.gpu)}: {c.meaning}; {c.action}\n")
         for n in result.notes:
             t.append(f"{n}\n", style="dim")
         set_text(self.query_one("#xid-triage", DiffText), t)
+
+    def _public(self, device: str) -> str:
+        """A device name fit for the screen: under --sanitize no bus id."""
+        if self._sanitize and device.startswith("GPU at "):
+            return "a GPU NVML does not list"
+        return device
 
     def _sources_line(self, t: Text, found) -> None:
         if found.failure:
