@@ -293,7 +293,7 @@ def test_after_a_driver_update():
     f = finding(out, "Xid after driver update")
     assert f.question == "driver/runtime compatibility or reboot/module state?"
     assert "565.57.01 → 570.124.06" in f.detail and "1 Xid event(s) since (Xid 119)" in f.detail
-    assert "gputop-diag driver" in f.action and f.severity == "warning"
+    assert "torch.version.cuda" in f.action and f.severity == "warning"
     assert [e.version for e in out.driver_loads] == ["565.57.01", "570.124.06"]
 
 

@@ -140,8 +140,9 @@ def after_driver_update(
     action = (
         "reboot (or reload the nvidia modules once the GPUs are idle), then pin the driver packages"
         if restart
-        else "the module and the library agree: check the CUDA runtime against the driver "
-        "(gputop-diag driver); if the Xids began with the new driver, try the previous one"
+        else "the module and the library agree: check the CUDA runtime the framework bundles "
+        "(torch.version.cuda) against the driver's CUDA version (nvidia-smi); if the Xids began "
+        "with the new driver, try the previous one"
     )
     return [
         Finding(
