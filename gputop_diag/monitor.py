@@ -34,7 +34,7 @@ from .diagnose.xid_live import (
     live_triage,
     unreadable_error,
 )
-from .diagnose.xid_sources import XidScan, scan
+from .diagnose.xid_scan import XidScan, scan
 from .diagnose.xid_triage import XidTriage
 from .history import History
 from .model import CollectorError, OomKill, SchedulerEvidence, Snapshot, XidEvent

@@ -20,9 +20,10 @@ from types import SimpleNamespace
 import pytest
 
 from gputop_diag.cli import main
-from gputop_diag.diagnose import xid_sources
+from gputop_diag.diagnose import xid_scan
 from gputop_diag.diagnose.logfiles import Budget, rotated
-from gputop_diag.diagnose.xid_sources import read_dmesg, read_file, read_journal, scan
+from gputop_diag.diagnose.xid_scan import scan
+from gputop_diag.diagnose.xid_sources import read_dmesg, read_file, read_journal
 from gputop_diag.sources import CommandResult, RealClock, run_real_command
 
 JOURNAL_REMOTE = next(
@@ -325,7 +326,7 @@ def test_rotated_and_gzipped_files_newest_first(tmp_path, monkeypatch):
     for k, name in enumerate(("kern.log", "kern.log.1", "kern.log.2.gz")):
         os.utime(tmp_path / name, (T0 + 3600 - k * 86400, T0 + 3600 - k * 86400))
     assert [Path(p).name for p in rotated(str(base))] == ["kern.log", "kern.log.1", "kern.log.2.gz"]
-    monkeypatch.setattr(xid_sources, "SYSTEM_LOGS", (str(base), str(tmp_path / "syslog")))
+    monkeypatch.setattr(xid_scan, "SYSTEM_LOGS", (str(base), str(tmp_path / "syslog")))
     found = scan(fake_machine(), since=None)
     assert sorted(e.code for e in found.events) == [13, 31, 43]
     status = {Path(r.name).name: r.status for r in found.sources}
@@ -341,7 +342,7 @@ def test_the_same_line_in_journal_kern_log_and_syslog_is_one_event(tmp_path, mon
         os.utime(tmp_path / name, (T0 + 60, T0 + 60))
     journal = json.dumps({"__REALTIME_TIMESTAMP": str(int((T0 + 0.4) * 1e6)), "MESSAGE": XID})
     monkeypatch.setattr(
-        xid_sources, "SYSTEM_LOGS", (str(tmp_path / "kern.log"), str(tmp_path / "syslog"))
+        xid_scan, "SYSTEM_LOGS", (str(tmp_path / "kern.log"), str(tmp_path / "syslog"))
     )
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()

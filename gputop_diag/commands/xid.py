@@ -20,7 +20,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from ..diagnose.xid_sources import Budget, XidScan, scan
+from ..diagnose.logfiles import Budget
+from ..diagnose.xid_scan import XidScan, scan
 from ..diagnose.xid_triage import TriageContext, gpu_refs, map_gpus, sanitized, triage
 from ..monitor import run as run_monitor
 from ..recording import Recording

@@ -9,7 +9,8 @@ from typing import Any
 
 from ..diagnose.kernel_events import KernelEvent
 from ..diagnose.logfiles import human_bytes
-from ..diagnose.xid_sources import SourceReport, XidScan
+from ..diagnose.xid_scan import XidScan
+from ..diagnose.xid_sources import SourceReport
 from ..diagnose.xid_triage import XidTriage, gpu_name, span, title_of
 from ..export import iso_time
 

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from ..model import CollectorError, Snapshot, XidEvent
 from .kernel_events import KernelEvent
-from .xid_sources import SourceReport, XidScan
+from .xid_scan import XidScan
+from .xid_sources import SourceReport
 from .xid_triage import NVML_MATCH_S, TriageContext, XidTriage, gpu_refs, map_gpus, triage
 
 HISTORY_SINCE_S = 7 * 86400.0  # how far back the live view reads the kernel log

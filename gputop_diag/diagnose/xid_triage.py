@@ -312,7 +312,8 @@ def triage(
     """Everything the triage says about `events` (kernel-log events, any order) and
     `nvml_events` (NVML's, already in the snapshots)."""
     # The patterns build on this module's types and helpers, so they import it: import them here.
-    from .xid_patterns import across_devices, after_driver_update, chains, repeated, under_load
+    from .xid_chains import chains
+    from .xid_patterns import across_devices, after_driver_update, repeated, under_load
 
     mapped = map_gpus(
         sorted(events, key=lambda e: (e.timestamp is None, e.timestamp or 0.0)), context.gpus
