@@ -445,3 +445,28 @@ def test_real_dmesg_when_allowed():
         pytest.skip("dmesg is not readable here")
     parsed, rep = read_dmesg(run_real_command, None, time.monotonic() + 5)
     assert rep.status in ("ok", "empty") and rep.bytes_read > 0
+
+
+def test_the_live_view_follows_kern_log_when_journal_and_dmesg_refuse(tmp_path, monkeypatch):
+    from gputop_diag.diagnose import kernlog_watch
+
+    log = tmp_path / "kern.log"
+    log.write_text(f"Jan 15 10:12:00 node7 kernel: {XID}\n")
+    monkeypatch.setattr(kernlog_watch, "SYSTEM_LOGS", (str(log),))
+    machine = fake_machine(
+        CommandResult(1, "", "No journal files were opened due to insufficient permissions.")
+    )
+    watch = kernlog_watch.KernelLogWatch(machine)
+    first = watch.poll(0.0)
+    assert [e.code for e in first.events] == [31] and watch.readable
+    assert [r.status for r in watch.reports] == ["denied", "denied", "ok"]
+    with open(log, "a") as f:  # a new line, and one still being written
+        f.write(
+            "Jan 15 10:12:05 node7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen "
+            "off the bus.\nJan 15 10:12:06 node7 kernel: NVRM: Xid (PCI:0000:3b:00): 4"
+        )
+    assert [e.code for e in watch.poll(0.0).events] == [79]  # only what is new, and whole
+    log.rename(tmp_path / "kern.log.1")  # rotated: the new file is read from its start
+    log.write_text(f"Jan 15 10:13:00 node7 kernel: {XID.replace('31,', '13,')}\n")
+    assert [e.code for e in watch.poll(0.0).events] == [13]
+    assert watch.reports[0].name == str(log)  # asked first next time: the one that answered
