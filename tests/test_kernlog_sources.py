@@ -194,6 +194,23 @@ def unprivileged() -> str | None:
         return None
     if shutil.which("setpriv") is None:
         pytest.skip("running as root and setpriv (util-linux) is missing: cannot drop privileges")
+    probe = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            "import gputop_diag.cli",
+        ],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd="/",
+        timeout=60,
+    )
+    if probe.returncode != 0:
+        pytest.skip("user nobody cannot read this checkout or its Python environment")
     return "65534"  # nobody
 
 
