@@ -142,8 +142,9 @@ class Prometheus:
             return [({}, float(data["result"][1]))]
         return [(r["metric"], float(r["value"][1])) for r in data["result"]]
 
-    def query_range(self, promql: str, start: float, end: float, step: float) -> list[Series]:
-        """A range query: one Series per result, NaN samples dropped."""
+    def query_range_raw(self, promql: str, start: float, end: float, step: float) -> list[dict]:
+        """A range query's result as Prometheus sends it: `{"metric": {labels}, "values":
+        [[unix_time, "value"], ...]}` per series."""
         data = self._get(
             "query_range",
             {
@@ -160,8 +161,12 @@ class Prometheus:
                 "report this with the Prometheus version",
                 "bad_answer",
             )
+        return data["result"]
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[Series]:
+        """A range query: one Series per result, NaN samples dropped."""
         out = []
-        for r in data["result"]:
+        for r in self.query_range_raw(promql, start, end, step):
             times, values = [], []
             for t, v in r["values"]:
                 x = float(v)

@@ -16,7 +16,8 @@ import pytest
 from gputop_diag import sim
 from gputop_diag.commands.fleet import parse_duration, parse_time
 from gputop_diag.fleet import correlated_dips, judge_fleet, render_fleet_text, to_fleet_json
-from gputop_diag.fleet_read import FleetData, NodeData, selector
+from gputop_diag.fleet_query import selector
+from gputop_diag.fleet_read import FleetData, NodeData
 from gputop_diag.monitor import Monitor
 from gputop_diag.prom_client import Prometheus, PrometheusError
 

@@ -1,0 +1,281 @@
+"""Fleet reader at scale: 256 nodes × 8 GPUs × 30 minutes in a real Prometheus TSDB.
+
+    python bench/fleet.py [--nodes 256] [--minutes 30] [--interval 15] [--window 5m]
+                          [--workdir DIR] [--keep]
+
+1. Ten simulator scenarios run for the whole span at one sample per --interval seconds
+   through the exporter's own collector (`prom_export.TickMetrics`): the series are exactly what
+   `gputop-diag exporter` serves. Each node takes one scenario's timeline (node i: scenario
+   i mod 10) with its own host name, GPU UUIDs, instance and Slurm job (four nodes a job).
+2. The series are written as OpenMetrics and imported with
+   `promtool tsdb create-blocks-from openmetrics` into a fresh TSDB.
+3. A Prometheus on loopback serves that TSDB, and `gputop-diag fleet --window 5m --json` is
+   timed as a whole process (wall time, and its peak memory from getrusage).
+
+Prints the size of the fleet, the import, the fleet command's wall time and peak RSS against
+the targets (10 s, 500 MB) and how many nodes it named as their scenario declares.
+Needs `prometheus` and `promtool` (Debian: apt-get install prometheus).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from gputop_diag import sim
+from gputop_diag.monitor import Monitor
+from gputop_diag.prom_export import SlurmJobs, TickMetrics, window_of
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIM = ROOT / "tests" / "data" / "fleet" / "gputop_diag_cli.py"
+SCENARIOS = (
+    "compute-bound",
+    "bandwidth-bound",
+    "input-starved",
+    "sync-stall",
+    "comm-bound",
+    "capacity",
+    "memory-leak",
+    "thermal-throttle",
+    "idle",
+    "xid-app",
+)
+NODES_PER_JOB = 4
+TARGET_S = 10.0
+TARGET_MB = 500.0
+
+
+def timelines(minutes: float, interval: float) -> dict[str, list[list[tuple]]]:
+    """Per scenario, per tick: (name, labels, value) of every sample the exporter serves."""
+    out = {}
+    for name in SCENARIOS:
+        sources = sim.build(name)
+        monitor = Monitor(sources, interval=interval)
+        metrics = TickMetrics(
+            window=window_of(monitor), jobs=SlurmJobs(None, own_job="JOB"), source="nvml"
+        )
+        ticks = []
+        for k in range(int(minutes * 60 / interval) + 1):
+            if k:
+                sources.clock.sleep(interval)
+            metrics.update(monitor.tick())
+            ticks.append(
+                [
+                    (s.name, tuple(sorted(s.labels.items())), s.value)
+                    for fam in metrics.collect()
+                    for s in fam.samples
+                ]
+            )
+        out[name] = ticks
+    return out
+
+
+def write_openmetrics(path: Path, tl: dict, nodes: int, start: float, interval: float) -> int:
+    """Every node's series, family by family, each series in time order. Returns samples."""
+    # scenario -> name -> label set -> [(tick, value)]
+    series: dict[str, dict[str, dict[tuple, list]]] = {}
+    for scen, ticks in tl.items():
+        by = defaultdict(lambda: defaultdict(list))
+        for k, samples in enumerate(ticks):
+            for name, labels, value in samples:
+                by[name][labels].append((k, value))
+        series[scen] = by
+    names = sorted({n for by in series.values() for n in by})
+    written = 0
+    with open(path, "w", buffering=1 << 20) as f:
+        for name in names:
+            f.write(f"# TYPE {name} unknown\n")
+            for i in range(nodes):
+                scen = SCENARIOS[i % len(SCENARIOS)]
+                host = f"gpu{i:04d}"
+                inst = f"10.1.{i // 250}.{i % 250 + 1}:9401"
+                job = str(5000 + i // NODES_PER_JOB)
+                for labels, points in series[scen].get(name, {}).items():
+                    parts = []
+                    for k, v in labels:
+                        if k == "Hostname":
+                            v = host
+                        elif k == "UUID":
+                            v = f"GPU-{i:08x}-{v[13:]}"
+                        elif k == "hpc_job":
+                            v = job
+                        parts.append(f'{k}="{v}"')
+                    parts += [f'instance="{inst}"', 'job="gputop-diag"']
+                    head = f"{name}{{{','.join(parts)}}} "
+                    f.write("".join(f"{head}{v!r} {start + k * interval:.0f}\n" for k, v in points))
+                    written += len(points)
+        f.write("# EOF\n")
+    return written
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"Prometheus at {url} did not become ready")
+
+
+def build_tsdb(args, promtool: str, work: Path, tsdb: Path) -> float:
+    """Simulate, write OpenMetrics, import; the data's end time."""
+    t0 = time.perf_counter()
+    tl = timelines(args.minutes, args.interval)
+    t_sim = time.perf_counter() - t0
+    end = (time.time() // args.interval) * args.interval - 60
+    start = end - args.minutes * 60
+    om = work / "fleet.om"
+    t0 = time.perf_counter()
+    samples = write_openmetrics(om, tl, args.nodes, start, args.interval)
+    t_write = time.perf_counter() - t0
+    shutil.rmtree(tsdb, ignore_errors=True)
+    t0 = time.perf_counter()
+    subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
+        check=True,
+        capture_output=True,
+    )
+    t_import = time.perf_counter() - t0
+    size_mb = om.stat().st_size / 1e6
+    om.unlink()
+    (work / "end.txt").write_text(f"{end:.0f}")
+    series = samples / (int(args.minutes * 60 / args.interval) + 1)
+    print(
+        f"fleet: {args.nodes} nodes × 8 GPUs × {args.minutes:g} min at {args.interval:g} s: "
+        f"~{series:,.0f} series, {samples:,} samples ({size_mb:,.0f} MB of OpenMetrics)"
+    )
+    print(
+        f"  simulate {t_sim:.0f} s, write {t_write:.0f} s, "
+        f"promtool create-blocks-from openmetrics {t_import:.0f} s"
+    )
+    return end
+
+
+# Runs the fleet command as a child and reports its wall time and peak RSS (getrusage sees
+# only waited-for children: this wrapper has exactly one).
+MEASURE = """
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - t0
+rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"rc": r.returncode, "wall_s": wall, "rss_kb": rss_kb,
+                  "stdout": r.stdout, "stderr": r.stderr}))
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=256)
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--interval", type=float, default=15.0, help="scrape interval, seconds")
+    ap.add_argument("--window", default="5m")
+    ap.add_argument("--workdir", default=None, help="where the OpenMetrics file and TSDB go")
+    ap.add_argument("--keep", action="store_true", help="keep the workdir")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="use the TSDB a previous --keep run left in --workdir (its end time in end.txt)",
+    )
+    args = ap.parse_args()
+    prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
+    if not prometheus or not promtool:
+        print("needs prometheus and promtool (Debian: apt-get install prometheus)")
+        return 2
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="gputop-fleet-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    prom = None
+    try:
+        tsdb = work / "tsdb"
+        if args.reuse and (work / "end.txt").exists():
+            end = float((work / "end.txt").read_text())
+            print(f"fleet: reusing {tsdb}")
+        else:
+            end = build_tsdb(args, promtool, work, tsdb)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        (work / "prometheus.yml").write_text("global: {scrape_interval: 15s}\n")
+        prom = subprocess.Popen(
+            [
+                prometheus,
+                f"--config.file={work / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tsdb}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--storage.tsdb.retention.time=30d",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_ready(url)
+        from gputop_diag.cli import COMMANDS
+
+        entry = ["-m", "gputop_diag"] if "fleet" in COMMANDS else [str(SHIM)]
+        argv = [sys.executable, *entry, "fleet", "--prometheus", url, "--window", args.window]
+        argv += ["--at", f"{end:.0f}", "--json", "--timeout", "60"]
+        runs = []
+        for _ in range(3):
+            m = subprocess.run(
+                [sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True
+            )
+            runs.append(json.loads(m.stdout))
+        best = min(runs, key=lambda r: r["wall_s"])
+        if best["rc"] != 0:
+            print("fleet failed:", best["stderr"])
+            return 1
+        doc = json.loads(best["stdout"])
+        wall = sorted(r["wall_s"] for r in runs)
+        rss_mb = max(r["rss_kb"] for r in runs) / 1024
+        expected = {s.name: s.expected_class for s in sim.list_scenarios()}
+        right = Counter()
+        total = Counter()
+        for n in doc["nodes"]:
+            i = int(n["hostname"].removeprefix("gpu"))
+            scen = SCENARIOS[i % len(SCENARIOS)]
+            total[scen] += 1
+            right[scen] += n["primary"] == expected[scen]
+        print(
+            f"fleet --window {args.window} (step {doc['step_s']:g} s, {doc['queries']} queries, "
+            f"{len(doc['nodes'])} nodes, {len(doc['jobs'])} jobs): wall {wall[1]:.1f} s median "
+            f"of 3 (min {wall[0]:.1f}, target < {TARGET_S:g}), peak RSS {rss_mb:.0f} MB "
+            f"(target < {TARGET_MB:g})"
+        )
+        print(
+            f"  named as the scenario declares: {sum(right.values())}/{len(doc['nodes'])} nodes; "
+            + ", ".join(f"{s} {right[s]}/{total[s]}" for s in SCENARIOS if total[s])
+        )
+        ok = wall[1] < TARGET_S and rss_mb < TARGET_MB
+        print("  " + ("within" if ok else "OVER") + " the targets")
+        return 0 if ok else 1
+    finally:
+        if prom is not None:
+            prom.terminate()
+            prom.wait(timeout=30)
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+        elif args.keep:
+            print(f"  kept {work}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
