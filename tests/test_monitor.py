@@ -247,3 +247,17 @@ def test_the_kernel_log_before_the_run_is_read_in_the_background():
         ("Xid 48 ECC_DBE", "Xid 63 ROW_REMAP_EVENT")
     }
     assert Monitor(None).xid_history() is None  # a replay reads no log
+
+
+def test_a_feed_that_lags_the_clock_does_not_take_later_kernel_lines_for_new_events():
+    """Snapshots made ahead and fed later (the live view's tests do this): the kernel log
+    already holds the Xid NVML reports in a later snapshot; it must not arrive twice."""
+    sources = sim.build("xid-79")
+    sampler = Monitor(sources).sampler
+    made = []
+    for _ in range(101):
+        made.append(sampler.collect())
+        sources.clock.sleep(1.0)
+    m = Monitor(sources)
+    events = [(x.xid, x.source) for s in made for x in m.feed(s).snapshot.xid_events]
+    assert events == [(79, "nvml")]

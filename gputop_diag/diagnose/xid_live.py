@@ -15,6 +15,7 @@ from .xid_triage import NVML_MATCH_S, TriageContext, XidTriage, gpu_refs, map_gp
 
 HISTORY_SINCE_S = 7 * 86400.0  # how far back the live view reads the kernel log
 NVML_MISMATCH = "NVMLError_LibRmVersionMismatch"
+FUTURE_SLACK_S = 1.0
 
 
 def kernel_xid_events(
@@ -30,8 +31,8 @@ def kernel_xid_events(
     nvml = [x for x in (*recent, *snap.xid_events) if x.source == "nvml"]
     out = []
     for e in mapped:
-        if e.timestamp is None:
-            continue
+        if e.timestamp is None or e.timestamp > snap.timestamp + FUTURE_SLACK_S:
+            continue  # newer than the snapshot (a feed that lags the clock): a later tick's
         if e.kind == "xid":
             code = e.code
         elif e.kind == "fallen_off_bus" and not any(
