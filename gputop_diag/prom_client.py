@@ -8,6 +8,7 @@ a list of `{"metric": {labels}, "values": [[unix_time, "value"], ...]}`.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import urllib.error
@@ -44,9 +45,17 @@ class Prometheus:
         if "://" not in url:
             url = "http://" + url
         parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"--prometheus {url!r}: expected a URL such as http://HOST:9090")
-        self.url = url.rstrip("/")
+        self.headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if parts.username is not None:  # http://USER:PASSWORD@HOST: basic auth, kept out of
+            # every message and document (`url` is the address without them)
+            token = f"{urllib.parse.unquote(parts.username)}:"
+            token += urllib.parse.unquote(parts.password or "")
+            self.headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+            netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+            parts = parts._replace(netloc=netloc)
+        self.url = urllib.parse.urlunsplit(parts).rstrip("/")
         self.timeout = timeout
 
     def _get(self, path: str, params: dict[str, Any]) -> Any:
@@ -55,7 +64,7 @@ class Prometheus:
         req = urllib.request.Request(
             f"{self.url}/api/v1/{path}",
             data=query.encode(),
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            headers=self.headers,
             method="POST",
         )
         try:
@@ -69,7 +78,13 @@ class Prometheus:
                     "check --match (a PromQL label matcher such as '{cluster=\"a\"}')",
                     "query",
                 ) from None
-            if e.code == 503 or e.code == 504:
+            if e.code in (401, 403):
+                raise PrometheusError(
+                    f"Prometheus at {self.url} refused access (HTTP {e.code})",
+                    "give the credentials in the URL (http://USER:PASSWORD@HOST:9090)",
+                    "http",
+                ) from None
+            if e.code in (503, 504):
                 raise PrometheusError(
                     f"Prometheus at {self.url} is overloaded or timed out the query "
                     f"(HTTP {e.code}{': ' + detail if detail else ''})",

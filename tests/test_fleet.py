@@ -110,6 +110,16 @@ def main_in_process(capsys, monkeypatch, *args: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def test_credentials_in_the_url_become_basic_auth_and_stay_out_of_messages():
+    p = Prometheus("https://alice:s3cret@prom.example:9090/")
+    assert p.url == "https://prom.example:9090"
+    assert p.headers["Authorization"] == "Basic YWxpY2U6czNjcmV0"
+    p = Prometheus(f"http://bob:pw@127.0.0.1:{closed_port()}")
+    with pytest.raises(PrometheusError) as e:
+        p.query("up")
+    assert "pw" not in e.value.message and "bob" not in e.value.message
+
+
 def test_usage_errors_are_exit_2(capsys, monkeypatch):
     for args in (
         ("--window", "five"),
