@@ -25,3 +25,27 @@ class FedApp(GpuTopApp):
             snap = self.test_sampler.sample()
             self.sim_sources.clock.sleep(1.0)
             self.post_message(SnapshotReady(snap))
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as the terminal shows it, one string per row (what a person reads: a widget
+    whose region is too narrow for its text shows the cut text here, not in its `plain`)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(
+        width=app.size.width,
+        height=app.size.height,
+        file=io.StringIO(),
+        record=True,
+        color_system=None,
+        legacy_windows=False,
+    )
+    # The compositor's full frame: the same strips Textual writes to the terminal.
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False).splitlines()
+
+
+def screen_text(app) -> str:
+    return "\n".join(screen_lines(app))

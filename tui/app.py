@@ -138,6 +138,7 @@ class GpuTopApp(ReplayMixin, App):
         if self.low_bandwidth:  # ASCII only: no block glyphs in the scrollbars either
             self._scrollbar_render = ScrollBar.renderer
             ScrollBar.renderer = AsciiScrollBarRender
+            self.add_class("-ascii")
         self.app_resume_signal.subscribe(self, self._resumed)
         self._apply_size()
         self._render_header()

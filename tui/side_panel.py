@@ -12,11 +12,9 @@ Figures held since an earlier tick carry their age, so a figure is never stale u
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from dataclasses import replace
 
-from rich.console import Console
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -127,30 +125,60 @@ def age_text(age_s: float) -> str:
     return f"figures {int(age_s // AGE_STEP_S * AGE_STEP_S)} s old"
 
 
+BREAK_AFTER = ",;=/|&:"  # where a word too long for a line may break (a command's options)
+
+
+def _pieces(word: str, room: int) -> list[str]:
+    """`word` in pieces of at most `room` cells, broken after punctuation where it can be
+    (`--query-gpu=index,` / `utilization.gpu,`), mid-word only where nothing else fits."""
+    out: list[str] = []
+    while len(word) > room:
+        cut = max((k + 1 for k, ch in enumerate(word[:room]) if ch in BREAK_AFTER), default=0)
+        if cut < room // 3:
+            cut = room
+        out.append(word[:cut])
+        word = word[cut:]
+    out.append(word)
+    return out
+
+
+def wrap_words(text: str, first_room: int, room: int) -> list[str]:
+    """`text` in lines: the first `first_room` cells wide, the others `room`; broken at spaces,
+    and a word longer than a line after its punctuation."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        avail = first_room if not lines else room
+        if line and len(line) + 1 + len(word) <= avail:
+            line += " " + word
+            continue
+        if line:
+            lines.append(line)
+            line = ""
+            avail = room
+        pieces = _pieces(word, max(1, avail))
+        for piece in pieces[:-1]:
+            lines.append(piece)
+        line = pieces[-1]
+    if line or not lines:
+        lines.append(line)
+    return lines
+
+
 def _wrapped(
     t: Text, first: str, item: str, width: int, style: str = "", indent: int | None = None
 ) -> None:
     """Append `item` after the prefix `first`, wrapped at spaces to `width` with a hanging
     indent (continuation lines start under the item's text, not under its bullet)."""
     indent = len(first) if indent is None else indent
-    body = Text(item, style=style)
     if not width:
-        lines = [body]
+        lines = [item]
     else:
-        first_line = body.wrap(_console, max(8, width - len(first)), overflow="fold")[0]
-        rest = body[len(first_line.plain) :]
-        rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")) :]
-        lines = [first_line]
-        if rest.plain:
-            lines += list(rest.wrap(_console, max(8, width - indent), overflow="fold"))
+        lines = wrap_words(item, max(8, width - len(first)), max(8, width - indent))
     for k, line in enumerate(lines):
         t.append(first if k == 0 else " " * indent, style=style)
-        line.rstrip()
-        t.append_text(line)
+        t.append(line, style=style)
         t.append("\n")
-
-
-_console = Console(file=io.StringIO(), width=1000, color_system=None, legacy_windows=False)
 
 
 def render_full(

@@ -79,13 +79,19 @@ class DiffText(Widget):
             lines = self._text.split("\n", allow_blank=True)
             for line in lines:
                 line.truncate(max(1, width), overflow="ellipsis")
+        ascii_only = bool(getattr(self.app, "ascii_only", False))
         out: list[list[Cell]] = []
         for line in lines:
             cells: list[Cell] = []
             for seg in line.render(console, end=""):
                 for ch in seg.text:
-                    if ch != "\n":
-                        cells.append((ch if ch.isprintable() else "?", seg.style))
+                    if ch == "\n":
+                        continue
+                    if not ch.isprintable():
+                        ch = "?"
+                    elif ascii_only and not ch.isascii():
+                        ch = to_ascii(ch)[:1]  # the clipping ellipsis: "."
+                    cells.append((ch, seg.style))
             out.append(cells)
         if out and not out[-1] and len(out) > 1:
             out.pop()  # a trailing newline is not a line of its own

@@ -67,7 +67,7 @@ class MappingPane(Pane):
         yield DiffText(id="map-note")
         table = DataTable(id="map-table", cursor_type="row")
         for label, key, width in (
-            ("NVML", "nvml", 5),
+            ("NVML", "nvml", 6),
             ("CUDA", "cuda", 5),
             ("MINOR", "minor", 5),
             ("DEVICE", "node", 13),
@@ -122,12 +122,12 @@ class MappingPane(Pane):
             if view.sanitize:
                 bus, uuid = f"bus-{g.index}", f"GPU-{g.index}"
             rows[row_key(g.index)] = (
-                str(g.index),
+                f"{g.index} LOST" if g.lost else str(g.index),
                 ordinal(row_key(g.index)),
                 "?" if s.minor_number is None else str(s.minor_number),
                 s.device_node or "?",
                 bus,
-                uuid + (" (lost)" if g.lost else ""),
+                uuid,
                 ",".join(sorted(procs.get(g.index, []), key=int)) or "-",
             )
             for m in g.mig_instances:

@@ -37,11 +37,9 @@ def columns_for(width: int) -> tuple[str, ...]:
     return tuple(key for key, _, _, min_width in COLUMNS if width >= min_width)
 
 
-def _bar_keys(snap: Snapshot, view: View) -> tuple[str, ...]:
+def _bar_keys(snap: Snapshot) -> tuple[str, ...]:
     keys: list[str] = []
     for g in snap.gpus:
-        if not view.filter.shows_gpu(g.index):
-            continue
         keys.append(f"mem-gpu{g.index}")
         keys.extend(f"mem-gpu{g.index}-mig{m.mig_index}" for m in g.mig_instances)
     return tuple(keys)
@@ -107,8 +105,8 @@ class MemoryPane(Pane):
         yield DiffLine(id="mem-procs-title", classes="pane-title")
         yield DataTable(id="mem-procs", cursor_type="row")
 
-    def _ensure_bars(self, snap: Snapshot, view: View) -> dict[str, MemoryBar]:
-        keys = _bar_keys(snap, view)
+    def _ensure_bars(self, snap: Snapshot) -> dict[str, MemoryBar]:
+        keys = _bar_keys(snap)
         if tuple(self._bars) != keys:
             box = self.query_one("#mem-bars", Vertical)
             box.remove_children()
@@ -118,7 +116,7 @@ class MemoryPane(Pane):
 
     def show(self, u: Update, view: View) -> None:
         snap = u.snapshot
-        bars = self._ensure_bars(snap, view)
+        bars = self._ensure_bars(snap)
         width = pane_width(self)
         gpus = [g for g in snap.gpus if view.filter.shows_gpu(g.index)]
         live = [g for g in gpus if not g.lost and g.mem_total_bytes is not None]
@@ -132,6 +130,11 @@ class MemoryPane(Pane):
         if bar_width < LONG_BAR:
             bar_width, figs = fit(short=True)
         bar_width = max(MIN_BAR, bar_width)
+        for g in snap.gpus:  # a GPU the filter leaves out is hidden, not removed
+            shown = view.filter.shows_gpu(g.index)
+            bars[f"mem-gpu{g.index}"].display = shown
+            for m in g.mig_instances:
+                bars[f"mem-gpu{g.index}-mig{m.mig_index}"].display = shown
         for g in gpus:
             mark = (">" if view.plain else "▶") if g.index == view.selected_gpu else " "
             label = f"{mark}GPU{g.index:<2} "
@@ -160,10 +163,13 @@ class MemoryPane(Pane):
         legend.display = not view.short
         if snap.gpus:
             g = "#+." if view.plain else "█▒░"
-            legend.set_text(
+            forms = (
                 f"  {g[0]} used by processes  {g[1]} reserved by the driver  {g[2]} free;"
                 " GROWING: a steady rise over the last minute",
+                f"  {g[0]} used by processes  {g[1]} reserved by the driver  {g[2]} free",
+                f"  {g[0]} used  {g[1]} driver  {g[2]} free",
             )
+            legend.set_text(next((f for f in forms if len(f) <= width), forms[-1]))
         else:
             legend.set_text("  no GPU to show")
         if snap.gpus and not gpus:
@@ -183,9 +189,7 @@ class MemoryPane(Pane):
             self._columns = columns
             self._order = ()
         every = process_rows(snap, view.sanitize)
-        shown = ordered(
-            [r for r in every if matches(r, view.filter)], view.sort, view.selected_gpu
-        )
+        shown = ordered([r for r in every if matches(r, view.filter)], view.sort, view.selected_gpu)
         rows = {r.key: row_cells(r, columns) for r in shown}
         order = tuple(rows)
         sync_rows(table, rows, columns)

@@ -240,8 +240,8 @@ class UtilizationPane(Pane):
         yield HistoryLine("iowait", label_width=LABEL, id="util-iowait")
         yield PartsLine(id="util-pressure")
 
-    def _ensure_gpu_lines(self, snap: Snapshot, view: View) -> dict[int, HistoryLine]:
-        keys = tuple(g.index for g in snap.gpus if view.filter.shows_gpu(g.index))
+    def _ensure_gpu_lines(self, snap: Snapshot) -> dict[int, HistoryLine]:
+        keys = tuple(g.index for g in snap.gpus)
         if tuple(self._gpu_lines) != keys:
             box = self.query_one("#util-gpus", Vertical)
             box.remove_children()
@@ -279,10 +279,11 @@ class UtilizationPane(Pane):
         self.query_one("#util-caption", DiffLine).set_text(
             f"GPU busy time, last {span}, fixed 0-100 % scale; {mode}"
         )
-        lines = self._ensure_gpu_lines(snap, view)
+        lines = self._ensure_gpu_lines(snap)
         now = snap.timestamp
         for g in snap.gpus:
-            if g.index not in lines:
+            lines[g.index].display = view.filter.shows_gpu(g.index)  # hidden, not removed
+            if not lines[g.index].display:
                 continue
             mark = (">" if view.plain else "▶") if g.index == view.selected_gpu else " "
             s = u.gpus.get(g.index)
@@ -304,7 +305,7 @@ class UtilizationPane(Pane):
                 label=f"{mark}GPU{g.index}", plain=view.plain, newest=newest,
             )  # fmt: skip
         ruler = self.query_one("#util-ruler", RulerLine)
-        ruler.display = view.sweep and bool(lines)
+        ruler.display = view.sweep and any(view.filter.shows_gpu(i) for i in lines)
         ruler.mark(w, drawn, view.sweep, view.plain)
         selected = snap.gpu(view.selected_gpu) if view.selected_gpu is not None else None
         s = u.gpus.get(view.selected_gpu)

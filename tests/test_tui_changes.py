@@ -1,0 +1,204 @@
+"""What changes after the first frame must reach the screen: longer and shorter figures, a row
+turning LOST, data arriving while a pane is hidden, a resize in between.
+
+These read the screen as the terminal shows it (`screen_lines`), not a widget's text: the bugs
+they guard against left the right text in the widget and a cut or stale one on screen.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_tui_support import FedApp, screen_lines, screen_text
+
+from gputop_diag import sim
+from gputop_diag.sampler import Sampler
+from gputop_diag.tui import SnapshotReady
+
+SIZES = [(80, 24), (120, 40), (200, 50)]
+IDS = ["80x24", "120x40", "200x50"]
+
+
+def row_of(app, needle: str) -> str:
+    """The first row below the header and the tabs holding `needle`."""
+    return next((line for line in screen_lines(app)[2:] if needle in line), "")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=IDS)
+async def test_memory_growth_appears_whole_after_the_first_frame(size):
+    app = FedApp("memory-leak")
+    async with app.run_test(size=size) as pilot:
+        app.feed(3)
+        await pilot.pause()
+        first = row_of(app, "GPU0")
+        assert "GROWING" not in first and "/min" not in first
+        app.feed(57)
+        await pilot.pause()
+        row = row_of(app, "GPU0")
+        assert "GROWING" in row  # whole, not "GROWI"
+        assert "G/min" in row or "MiB/min" in row  # the rate beside it, not "MiB/mi"
+        assert len(row.rstrip()) <= size[0]
+
+
+async def test_a_job_starting_is_not_growth():
+    """Memory jumping when a job starts (ramp-up) is no leak: no flag while it settles."""
+    app = FedApp("tour")  # idle first, then a job starts and fills the GPUs
+    async with app.run_test(size=(200, 50)) as pilot:
+        for _ in range(8):
+            app.feed(10)
+            await pilot.pause()
+            gpu_rows = [line for line in screen_lines(app)[2:] if "GPU" in line[:8]]
+            assert gpu_rows and not any("GROWING" in line for line in gpu_rows)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=IDS)
+async def test_a_gpu_lost_mid_run_shows_lost_on_its_row(size):
+    app = FedApp("xid-79")
+    async with app.run_test(size=size) as pilot:
+        app.feed(30)
+        await pilot.pause()
+        assert "58.9/79.6" in row_of(app, "GPU3") or "/79.6" in row_of(app, "GPU3")
+        app.feed(70)
+        await pilot.pause()
+        row = row_of(app, "GPU3 ")
+        assert "LOST" in row, row  # not a blank row
+        assert "/79.6" in row_of(app, "GPU2")
+        await pilot.press("2")
+        await pilot.pause()
+        assert "LOST" in row_of(app, "GPU3")
+        await pilot.press("3")
+        await pilot.pause()
+        assert row_of(app, "3 LOST").lstrip().startswith("3 LOST")  # NVML index 3's row
+
+
+async def test_p_twice_keeps_every_word_whole():
+    app = FedApp("memory-leak")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(40)
+        await pilot.pause()
+        for _ in range(2):
+            await pilot.press("p")
+            await pilot.pause()
+            app.feed(1)
+            await pilot.pause()
+            assert "headroom" in row_of(app, "GPU0") or "free" in row_of(app, "GPU0")
+            assert "headr " not in row_of(app, "GPU0")
+
+
+async def test_xid_events_arriving_while_the_pane_is_hidden_show_when_it_is_shown():
+    app = FedApp("xid-79")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(5)
+        await pilot.press("4")
+        await pilot.pause()
+        assert "No Xid or driver error" in screen_text(app)
+        await pilot.press("1")
+        app.feed(95)  # GPU 3 falls off the bus at 90 s, while the Memory pane shows
+        await pilot.pause()
+        await pilot.press("4")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "No Xid or driver error" not in text
+        assert "Xid 79 FALLEN_OFF_BUS on GPU 3" in text
+
+
+@pytest.mark.parametrize("key", ["1", "2", "3", "4", "5"])
+async def test_every_pane_follows_a_resize_in_between(key):
+    app = FedApp("xid-79")
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(20)
+        await pilot.press(key)
+        await pilot.pause()
+        for size in ((80, 24), (40, 12), (120, 40), (200, 50), (80, 24)):
+            await pilot.resize_terminal(*size)
+            app.feed(20)
+            await pilot.pause()
+            lines = screen_lines(app)
+            assert len(lines) == size[1]
+            assert all(len(line.rstrip()) <= size[0] for line in lines)
+        text = screen_text(app)
+        if key in "12":
+            assert "LOST" in text  # GPU 3 fell off while the terminal was resized
+        assert "gputop-diag" in lines[0] or "gpu-node-07" in lines[0]
+
+
+async def test_driver_facts_that_change_while_the_pane_is_hidden_show_when_shown():
+    app = FedApp("compute-bound")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(3)
+        await pilot.press("5")
+        await pilot.pause()
+        assert "570.124.06" in screen_text(app)
+        await pilot.press("1")
+        other = sim.build("driver-mismatch")
+        app.post_message(SnapshotReady(Sampler(other, interval=1.0).sample()))
+        await pilot.pause()
+        await pilot.press("5")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "550.54.15" in text and "570.124.06" not in text
+
+
+async def test_utilization_figures_follow_a_drop_at_once():
+    """Busy time falling from ~100 % to a sawtooth shows on the next tick, trace and figure."""
+    app = FedApp("compute-then-input")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        app.feed(50)
+        await pilot.pause()
+
+        def figure() -> int:
+            return int(row_of(app, "GPU0").split("%")[0].split()[-1])
+
+        assert figure() >= 90
+        for _ in range(40):
+            app.feed(1)
+            await pilot.pause()
+            busy = app.latest.snapshot.gpu(0).util_gpu_pct
+            assert abs(figure() - busy) < 5  # held figures stay within a step of the truth
+
+
+async def test_the_panel_repaints_a_figure_that_moved_and_dates_one_that_did_not():
+    app = FedApp("compute-then-input")
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(40)
+        await pilot.pause()
+        app.feed(12)
+        await pilot.pause()
+        assert re.search(r"EVIDENCE  \(figures \d+ s old\)", screen_text(app))  # held, dated
+        app.feed(40)  # the input pipeline falls behind: a new verdict, new figures
+        await pilot.pause()
+        text = screen_text(app)
+        assert "INPUT PIPELINE" in text
+        assert "figures" not in text.split("EVIDENCE")[1].split("\n")[0]  # fresh
+
+
+async def test_no_verdict_yet_says_how_long_until_one():
+    app = FedApp("compute-bound")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.feed(2)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "INSUFFICIENT DATA" in text and "~3 s to one" in text
+        assert "% confident" not in text.split("INSUFFICIENT DATA")[1].split("\n")[0]
+        app.feed(5)
+        await pilot.pause()
+        assert "% confident" in screen_text(app)
+
+
+async def test_the_tab_strip_names_the_pane_shown():
+    app = FedApp("compute-bound")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.feed(2)
+        await pilot.pause()
+        assert "[1 Memory]" in screen_lines(app)[1]
+        await pilot.press("2")
+        await pilot.pause()
+        assert "[2 Utilization]" in screen_lines(app)[1]
+        await pilot.resize_terminal(50, 20)
+        await pilot.pause()
+        assert "[2 Util]" in screen_lines(app)[1]  # short titles when the long ones don't fit
+        await pilot.press("tab")
+        await pilot.pause()
+        assert "[3 Map]" in screen_lines(app)[1]
