@@ -218,3 +218,15 @@ def test_a_short_window_says_memory_growth_cannot_be_seen():
     series, snaps, _ = scrape_series("memory-leak", seconds=150, step=15.0)
     data = fleet_of(series, snaps, step=15.0)
     assert any("--window 300s" in w for w in data.warnings), data.warnings
+
+
+@pytest.mark.parametrize("scenario", ["input-starved", "sync-stall"])
+def test_dcgm_series_alone_see_the_waiting_but_not_its_cause(scenario):
+    """What a plain dcgm-exporter leaves in Prometheus: no host, no processes, no threads."""
+    series, snaps, _ = scrape_series(scenario, seconds=25)
+    dcgm = [s for s in series if s.labels["__name__"].startswith("DCGM_")]
+    node = judge_fleet(fleet_of(dcgm, snaps)).nodes[0]
+    assert node.diagnosis.primary == "undetermined" and not node.diagnosis.has_confidence
+    assert "host CPU and iowait" in node.diagnosis.missing_evidence
+    assert any("node-exporter" in m for m in node.missing_series)
+    assert any("thread" in m for m in node.missing_series)
