@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .report_sections import gpu_list
+
 SECTION_TITLES = {
     "diagnosis": "Diagnosis",
     "memory": "Memory and headroom",
@@ -67,9 +69,7 @@ def _gib(v: Any) -> str:
 
 
 def _gpus(indices: list[int]) -> str:
-    from .report import _gpu_list
-
-    return _gpu_list(indices) if indices else "?"
+    return gpu_list(indices) if indices else "?"
 
 
 def _duration(s: float | None) -> str:

@@ -171,23 +171,23 @@ class Sanitizer:
             self._allowed.add(text)
             self._changed()
 
-    def allow_document(self, doc: Any) -> None:
-        """Allow the GPU model names and driver/NVML/CUDA versions a document holds."""
+    def allow_document(self, doc: Any, parent: str | None = None) -> None:
+        """Allow the GPU model names (the `name` of a GPU or MIG instance) and the driver,
+        NVML and CUDA versions a document holds; no other field."""
         if isinstance(doc, dict):
             for k, v in doc.items():
-                if isinstance(v, str) and (
-                    (k == "name" and R.GPU_MODEL.match(v))
-                    or (
-                        k in ("driver_version", "nvml_version", "driver_max_cuda")
-                        and R.VERSION.match(v)
-                    )
-                ):
-                    self.allow(v)
+                if isinstance(v, str):
+                    if (k == "name" and parent in ("static", "mig_instances")) or k == "model":
+                        if R.GPU_MODEL.match(v):
+                            self.allow(v)
+                    elif k in ("driver_version", "nvml_version", "driver_max_cuda"):
+                        if R.VERSION.match(v):
+                            self.allow(v)
                 else:
-                    self.allow_document(v)
+                    self.allow_document(v, k)
         elif isinstance(doc, list):
             for v in doc:
-                self.allow_document(v)
+                self.allow_document(v, parent)
 
     def seed_hostname(self, name: str | None) -> None:
         name = (name or "").strip().rstrip(".")

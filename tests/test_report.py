@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_report_leaks import contains_word
 
-from gputop_diag import __version__, report, sim
+from gputop_diag import __version__, report_sections, sim
 from gputop_diag.cli import _add_common
 from gputop_diag.commands import report as report_cmd
 from gputop_diag.monitor import Monitor
@@ -118,7 +118,7 @@ def test_a_section_that_cannot_be_sanitized_is_left_out_with_a_note(monkeypatch)
         ]
         return {"processes": rows, "more": 0}
 
-    monkeypatch.setattr(report, "_processes", careless)
+    monkeypatch.setattr(report_sections, "processes", careless)
     r = make_report(snaps, diag, source=ReportSource("live"), environ=sources.environ)
     assert [x["section"] for x in r.left_out] == ["processes"]
     assert "could not be sanitized with confidence" in r.left_out[0]["reason"]
@@ -130,16 +130,16 @@ def test_a_section_that_cannot_be_sanitized_is_left_out_with_a_note(monkeypatch)
 
 def test_a_section_that_fails_to_build_is_left_out(monkeypatch):
     snaps, diag, _ = window("compute-bound", 5)
-    monkeypatch.setattr(report, "_xid", lambda snaps: 1 / 0)
+    monkeypatch.setattr(report_sections, "xid", lambda snaps: 1 / 0)
     r = make_report(snaps, diag, source=ReportSource("live"))
     assert r.left_out == [{"section": "xid", "reason": "could not be built (ZeroDivisionError)"}]
     assert "**Left out: Xid events**" in r.markdown
 
 
 def test_helpers_read_well():
-    assert report._gpu_list([0, 1, 2, 3, 5, 7, 8]) == "0–3, 5, 7, 8"
-    assert report.sparkline([0, 50, 100, None]) == "▁▅█ "
-    assert report.sparkline([100.0] * 90) == "█" * 30
+    assert report_sections.gpu_list([0, 1, 2, 3, 5, 7, 8]) == "0–3, 5, 7, 8"
+    assert report_sections.sparkline([0, 50, 100, None]) == "▁▅█ "
+    assert report_sections.sparkline([100.0] * 90) == "█" * 30
 
 
 # -- the command -------------------------------------------------------------------------------

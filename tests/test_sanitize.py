@@ -293,3 +293,17 @@ def test_the_live_views_models_come_back_sanitized_and_of_their_type():
     shown = s.xid_events(events)
     assert [x.xid for x in shown] == [x.xid for x in events]
     assert all(x.message == "" and x.pci_bus_id.startswith("pci-") for x in shown)
+
+
+def test_only_a_gpus_name_is_allowed_as_a_model():
+    s = Sanitizer()
+    doc = {
+        "gpus": [{"static": {"name": "NVIDIA H100 80GB HBM3"}}],
+        "scheduler_jobs": [{"name": "H100-alice-run", "user": "alice"}],
+        "processes": [{"name": "H100 alice", "user": "alice"}],
+    }
+    s.learn_document(doc)
+    out = s.document(doc)
+    assert out["gpus"][0]["static"]["name"] == "NVIDIA H100 80GB HBM3"
+    assert out["scheduler_jobs"][0]["name"].startswith("jobname-")
+    assert out["processes"][0]["name"].startswith("H100 user-")

@@ -1,0 +1,485 @@
+"""The sections of the sanitized report (`report.py`), each built from the window's
+snapshots as JSON-ready data, every value from the machine passed through the `Sanitizer`.
+
+One function per section; `report.py` assembles them, checks each (failing closed) and renders
+the Markdown (`report_markdown.py`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .diagnose import Diagnosis
+from .diagnose.xid_catalog import CAUSES, entry
+from .history import median, percentile, slope_per_s
+from .model import GIB, MIB, Snapshot
+from .sanitize import Sanitizer
+
+MAX_PROCESSES = 16  # the busiest by GPU memory; the rest counted
+SPARK_WIDTH = 30
+SPARK = "▁▂▃▄▅▆▇█"
+COMMAND_MAX = 90
+# What the report says to run to confirm the mapping privately (the seed's command).
+MAPPING_COMMAND = "nvidia-smi --query-gpu=index,uuid,pci.bus_id,name --format=csv"
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _r(v: float | None, nd: int = 1) -> float | None:
+    return None if v is None else round(float(v), nd)
+
+
+def _gib(b: int | float | None) -> float | None:
+    return None if b is None else round(b / GIB, 1)
+
+
+def gpu_list(indices) -> str:
+    """0, 1, 2, 5 → "0–2, 5"."""
+    xs = sorted(set(indices))
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(
+            str(xs[i]) if i == j else f"{xs[i]}, {xs[j]}" if j == i + 1 else f"{xs[i]}–{xs[j]}"
+        )
+        i = j + 1
+    return ", ".join(out)
+
+
+def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH) -> str:
+    """Percent values on a fixed 0–100 scale, averaged into at most `width` cells; a cell
+    without a value is a space."""
+    if not values:
+        return ""
+    n = min(width, len(values))
+    cells = []
+    for k in range(n):
+        chunk = [
+            v for v in values[k * len(values) // n : (k + 1) * len(values) // n] if v is not None
+        ]
+        if not chunk:
+            cells.append(" ")
+            continue
+        avg = max(0.0, min(100.0, sum(chunk) / len(chunk)))
+        cells.append(SPARK[min(len(SPARK) - 1, int(avg / 100.0 * len(SPARK)))])
+    return "".join(cells)
+
+
+def _series(snaps: Sequence[Snapshot], index: int, get: Callable) -> list[float | None]:
+    out = []
+    for s in snaps:
+        g = s.gpu(index)
+        out.append(None if g is None or g.lost else get(g))
+    return out
+
+
+# -- sections ----------------------------------------------------------------------------------
+
+
+def machine(last: Snapshot, s: Sanitizer) -> dict[str, Any]:
+    models = Counter(g.static.name or "unknown model" for g in last.gpus)
+    sysinfo = last.system
+    return {
+        "host": s.hostname(sysinfo.hostname),
+        "gpu_count": len(last.gpus),
+        "gpu_models": [{"model": s.text(m), "count": n} for m, n in models.items()],
+        "mig_enabled": any(g.static.mig_mode for g in last.gpus),
+        "mig_instances": sum(len(g.mig_instances) for g in last.gpus),
+        "driver_version": s.text(sysinfo.driver_version),
+        "nvml_version": s.text(sysinfo.nvml_version),
+        "driver_max_cuda": sysinfo.driver_max_cuda,
+    }
+
+
+def memory(snaps: Sequence[Snapshot], s: Sanitizer) -> dict[str, Any]:
+    last = snaps[-1]
+    times = [x.timestamp for x in snaps]
+    users_of: dict[int, str | None] = {p.pid: p.user for p in last.processes}
+    by_user: dict[str | None, dict[str, Any]] = {}
+    rows = []
+    for g in last.gpus:
+        procs = [p for p in last.gpu_processes if p.gpu_index == g.index]
+        held = [p.used_memory_bytes for p in procs if p.used_memory_bytes is not None]
+        for p in procs:
+            u = users_of.get(p.pid)
+            rec = by_user.setdefault(u, {"bytes": 0, "gpus": set()})
+            rec["bytes"] += p.used_memory_bytes or 0
+            rec["gpus"].add(g.index)
+        used = _series(snaps, g.index, lambda x: x.mem_used_bytes)
+        present = [u for u in used if u is not None]
+        slope = slope_per_s(times, [None if u is None else u / MIB for u in used])
+        total = g.mem_total_bytes
+        proc_bytes = sum(held) if held and len(held) == len(procs) else None
+        unattributed = None
+        if g.mem_used_bytes is not None and proc_bytes is not None:
+            unattributed = max(0, g.mem_used_bytes - (g.mem_reserved_bytes or 0) - proc_bytes)
+        rows.append(
+            {
+                "gpu": g.index,
+                "lost": g.lost,
+                "total_gib": _gib(total),
+                "used_gib": _gib(g.mem_used_bytes),
+                "used_pct": _r(g.mem_used_pct),
+                "reserved_gib": _gib(g.mem_reserved_bytes),
+                "processes_gib": _gib(proc_bytes),
+                "processes": len(procs),
+                "unattributed_gib": _gib(unattributed),
+                "headroom_gib": _gib(
+                    None if total is None or g.mem_used_bytes is None else total - g.mem_used_bytes
+                ),
+                "lowest_headroom_gib": _gib(
+                    None if total is None or not present else total - max(present)
+                ),
+                "trend_mib_per_min": _r(None if slope is None else slope * 60.0, 0),
+                "mig": [
+                    {
+                        "instance": f"{g.index}:{m.mig_index}",
+                        "profile": s.text((m.name or "").split()[-1]) if m.name else None,
+                        "total_gib": _gib(m.memory_total_bytes),
+                        "used_gib": _gib(m.memory_used_bytes),
+                    }
+                    for m in g.mig_instances
+                ],
+            }
+        )
+    holders = [
+        {"user": s.user(u) if u else None, "gib": _gib(v["bytes"]), "gpus": sorted(v["gpus"])}
+        for u, v in sorted(by_user.items(), key=lambda kv: -kv[1]["bytes"])
+    ]
+    return {"gpus": rows, "by_user": holders}
+
+
+def utilization(snaps: Sequence[Snapshot]) -> dict[str, Any]:
+    rows = []
+    for g in snaps[-1].gpus:
+        busy = _series(snaps, g.index, lambda x: x.util_gpu_pct)
+        sm = _series(snaps, g.index, lambda x: x.gpm.sm_util_pct if x.gpm else None)
+        rows.append(
+            {
+                "gpu": g.index,
+                "busy_median_pct": _r(median(busy), 0),
+                "busy_p95_pct": _r(percentile(busy, 95), 0),
+                "busy_min_pct": _r(percentile(busy, 0), 0),
+                "busy_sparkline": sparkline(busy) if any(v is not None for v in busy) else "",
+                "memory_controller_median_pct": _r(
+                    median(_series(snaps, g.index, lambda x: x.util_mem_pct)), 0
+                ),
+                "sm_active_median_pct": _r(median(sm), 0),
+                "power_median_pct_of_limit": _r(
+                    median(_series(snaps, g.index, lambda x: x.power_pct_of_limit)), 0
+                ),
+                "sm_clock_median_pct_of_max": _r(
+                    median(_series(snaps, g.index, lambda x: x.sm_clock_pct_of_max)), 0
+                ),
+            }
+        )
+    return {"samples": len(snaps), "gpus": rows}
+
+
+def throttle(snaps: Sequence[Snapshot]) -> dict[str, Any]:
+    """Share of samples each clock-event reason was set, per GPU (GPU idle left out), with the
+    GPUs that share the same figures grouped."""
+    groups: dict[tuple, list[int]] = {}
+    for g in snaps[-1].gpus:
+        seen = [x for x in (s.gpu(g.index) for s in snaps) if x is not None and not x.lost]
+        counts: Counter[str] = Counter()
+        for x in seen:
+            counts.update(r for r in x.clock_event_reasons if r != "gpu_idle")
+        shares = (
+            tuple(sorted((r, round(100 * n / len(seen))) for r, n in counts.items()))
+            if seen
+            else ()
+        )
+        groups.setdefault(shares, []).append(g.index)
+    return {
+        "groups": [
+            {"gpus": gpus, "reasons": [{"reason": r, "share_pct": p} for r, p in shares]}
+            for shares, gpus in sorted(groups.items(), key=lambda kv: kv[1])
+        ]
+    }
+
+
+def xid(snaps: Sequence[Snapshot]) -> dict[str, Any]:
+    start = snaps[0].timestamp
+    codes: dict[int, dict[str, Any]] = {}
+    for s in snaps:
+        for x in s.xid_events:
+            e = codes.setdefault(
+                x.xid,
+                {
+                    "count": 0,
+                    "gpus": set(),
+                    "first": x.timestamp,
+                    "last": x.timestamp,
+                    "sources": set(),
+                },
+            )
+            e["count"] += 1
+            if x.gpu_index is not None:
+                e["gpus"].add(x.gpu_index)
+            e["first"] = min(e["first"], x.timestamp)
+            e["last"] = max(e["last"], x.timestamp)
+            e["sources"].add(x.source)
+    rows = []
+    for code, e in sorted(codes.items(), key=lambda kv: (-kv[1]["count"], kv[0])):
+        info = entry(code)
+        rows.append(
+            {
+                "xid": code,
+                "name": info.name,
+                "meaning": info.meaning,
+                "cause": ", ".join(CAUSES[c] for c in info.causes) or None,
+                "severity": info.severity,
+                "count": e["count"],
+                "gpus": sorted(e["gpus"]),
+                "first_s": round(e["first"] - start, 1),
+                "last_s": round(e["last"] - start, 1),
+                "sources": sorted(e["sources"]),
+                "question": info.question,
+                "action": info.step,
+            }
+        )
+    return {"events": sum(r["count"] for r in rows), "codes": rows}
+
+
+def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any]:
+    sysinfo = last.system
+    nvml_error = next((e for e in last.errors if e.source == "nvml" and e.gpu_index is None), None)
+    layers = [
+        {"layer": "kernel driver", "version": s.text(sysinfo.driver_version), "read_from": "NVML"},
+        {"layer": "NVML library", "version": s.text(sysinfo.nvml_version), "read_from": "NVML"},
+        {"layer": "driver's CUDA limit", "version": sysinfo.driver_max_cuda, "read_from": "NVML"},
+    ]
+    findings = [
+        s.text(a.text)
+        for a in (*diag.faults, *diag.alerts)
+        if a.kind.startswith(("driver", "nvml", "cuda")) or "mismatch" in a.kind
+    ]
+    if nvml_error is not None:
+        verdict = f"broken at the host layer: {s.text(nvml_error.message)}"
+        next_step = s.text(nvml_error.next_step)
+    elif findings:
+        verdict = "broken: " + "; ".join(findings)
+        next_step = (
+            "debug from the host layer upward: driver, then the runtime the framework bundles"
+        )
+    elif sysinfo.driver_max_cuda:
+        verdict = (
+            f"the driver answers and runs CUDA up to {sysinfo.driver_max_cuda}; a framework "
+            "built for a newer CUDA fails to create a context on it"
+        )
+        next_step = (
+            "in the job's environment compare python -c 'import torch; print(torch.version.cuda)' "
+            f"with {sysinfo.driver_max_cuda}"
+        )
+    else:
+        verdict = "the driver did not say which CUDA version it supports"
+        next_step = "nvidia-smi shows the driver's CUDA version in its header"
+    return {"layers": layers, "verdict": verdict, "next_step": next_step, "findings": findings}
+
+
+def _resolve_cvd(value: str, last: Snapshot) -> tuple[set[int], str, bool]:
+    """(NVML indices the entries name, how they name them, whether an invalid entry hid the
+    rest). Indices are CUDA's order: NVML's order when the GPUs are one model (FASTEST_FIRST
+    breaks ties by PCI bus id) or CUDA_DEVICE_ORDER=PCI_BUS_ID."""
+    by_uuid = {(g.static.uuid or "").lower(): g.index for g in last.gpus if g.static.uuid}
+    by_mig = {(m.uuid or "").lower(): g.index for g in last.gpus for m in g.mig_instances if m.uuid}
+    out: set[int] = set()
+    kinds: set[str] = set()
+    count = len(last.gpus)
+    for raw in value.split(","):
+        e = raw.strip().lower()
+        if e.isdigit():
+            if int(e) >= count:
+                return out, "/".join(sorted(kinds | {"index"})), True
+            out.add(int(e))
+            kinds.add("index")
+        elif e.startswith("gpu-"):
+            hits = [i for u, i in by_uuid.items() if u.startswith(e)]
+            if len(hits) != 1:
+                return out, "/".join(sorted(kinds | {"UUID"})), True
+            out.add(hits[0])
+            kinds.add("UUID")
+        elif e.startswith("mig-"):
+            hits = [i for u, i in by_mig.items() if u == e]
+            if not hits:
+                return out, "/".join(sorted(kinds | {"MIG UUID"})), True
+            out.add(hits[0])
+            kinds.add("MIG UUID")
+        else:
+            return out, "/".join(sorted(kinds)) or "other", True
+    return out, "/".join(sorted(kinds)) or "empty", False
+
+
+# The conclusion per group of processes (verdict -> words); "one": consistent, one GPU named.
+_MAPPING_TEXT = {
+    "unreadable": "environment not readable (another user's process): NVML's process list "
+    "is the only evidence",
+    "unset": "CUDA_VISIBLE_DEVICES unset, so each sees every GPU; NVML places them on {where}",
+    "one": "{its} cuda:0 is the GPU NVML places it on, checked by {how}",
+    "consistent": "CUDA_VISIBLE_DEVICES names {n} GPUs by {how}; NVML places each process on "
+    "a GPU it names, checked by {how}",
+    "outside": "NVML places them on a GPU their CUDA_VISIBLE_DEVICES does not name (checked "
+    "by {how}): the job uses a GPU it was not given",
+}
+
+
+def mapping(last: Snapshot, environ: dict[str, str], s: Sanitizer) -> dict[str, Any]:
+    """The mapping logic and its conclusion: which GPU each process really uses, checked
+    against what its CUDA_VISIBLE_DEVICES names; no per-node layout."""
+    on: dict[int, set[int]] = {}
+    for p in last.gpu_processes:
+        on.setdefault(p.pid, set()).add(p.gpu_index)
+    groups: dict[tuple, list[int]] = {}
+    for pid, gpus in sorted(on.items()):
+        info = last.process(pid)
+        user = s.user(info.user) if info and info.user else "another user"
+        if info is None or not info.environ_readable:
+            key = (user, "unreadable", "", "", 0)
+        elif info.cuda_visible_devices is None:
+            key = (user, "unset", "", "", 0)
+        else:
+            named, how, hidden = _resolve_cvd(info.cuda_visible_devices, last)
+            verdict = "consistent" if gpus <= named else "outside"
+            key = (user, verdict, how, "hidden" if hidden else "", len(named))
+        groups.setdefault(key, []).append(pid)
+    checks = []
+    for (user, verdict, how, hidden, n_named), pids in groups.items():
+        who = f"{len(pids)} process{'es' if len(pids) > 1 else ''} of {user}"
+        gpus = sorted({i for p in pids for i in on[p]})
+        where = f"GPU {gpu_list(gpus)}"
+        words = _MAPPING_TEXT["one" if verdict == "consistent" and n_named == 1 else verdict]
+        its = "its" if len(pids) == 1 else "each one's"
+        text = f"{who} on {where}: " + words.format(how=how, n=n_named, where=where, its=its)
+        if hidden:
+            text += "; an invalid entry in CUDA_VISIBLE_DEVICES hides every entry after it"
+        checks.append(
+            {
+                "processes": len(pids),
+                "user": user,
+                "gpus": gpus,
+                "verdict": verdict,
+                "checked_by": how or None,
+                "text": text,
+            }
+        )
+    shared = {}
+    for p in last.gpu_processes:
+        info = last.process(p.pid)
+        shared.setdefault(p.gpu_index, set()).add(
+            info.user if info and info.user else f"pid {p.pid}"
+        )
+    facts = []
+    multi = sorted(i for i, us in shared.items() if len(us) > 1)
+    if multi:
+        verb = "is" if len(multi) == 1 else "are"
+        facts.append(f"GPU {gpu_list(multi)} {verb} shared by more than one user's processes")
+    differ = sum(
+        1
+        for g in last.gpus
+        if g.static.minor_number is not None and g.static.minor_number != g.index
+    )
+    if differ:
+        facts.append(
+            f"on {differ} of {len(last.gpus)} GPUs the /dev/nvidiaN number is not the NVML index: "
+            "name GPUs by UUID, never by device node"
+        )
+    models = {g.static.name for g in last.gpus}
+    order = environ.get("CUDA_DEVICE_ORDER")
+    if len(models) > 1 and order != "PCI_BUS_ID":
+        facts.append(
+            "the GPUs are of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA's "
+            "FASTEST_FIRST order differs from nvidia-smi's, so an index means different GPUs"
+        )
+    shell = {
+        k: (s.cuda_visible_devices(v) if k.endswith("VISIBLE_DEVICES") else s.text(v))
+        for k, v in sorted(environ.items())
+        if k
+        in (
+            "CUDA_VISIBLE_DEVICES",
+            "CUDA_DEVICE_ORDER",
+            "SLURM_JOB_GPUS",
+            "SLURM_STEP_GPUS",
+            "GPU_DEVICE_ORDINAL",
+            "SLURM_GPUS_ON_NODE",
+        )
+    }
+    slurm = shell.get("SLURM_JOB_GPUS") or shell.get("SLURM_STEP_GPUS")
+    if slurm is not None and "CUDA_VISIBLE_DEVICES" in shell:
+        n_slurm = len([x for x in slurm.split(",") if x])
+        n_cvd = len([x for x in shell["CUDA_VISIBLE_DEVICES"].split(",") if x])
+        facts.append(
+            f"this shell is in a Slurm allocation of {n_slurm} GPU(s) (global ids) and "
+            f"CUDA_VISIBLE_DEVICES names {n_cvd} (ids local to the step)"
+            + ("" if n_slurm == n_cvd else ": they differ")
+        )
+    return {
+        "checks": checks,
+        "facts": facts,
+        "this_shell": shell,
+        "confirm_privately": MAPPING_COMMAND,
+    }
+
+
+def processes(last: Snapshot, s: Sanitizer) -> dict[str, Any]:
+    rows = []
+    busiest = sorted(last.gpu_processes, key=lambda p: (-(p.used_memory_bytes or 0), p.pid))
+    shown = sorted(busiest[:MAX_PROCESSES], key=lambda p: (p.gpu_index, p.pid))
+    for p in shown:
+        info = last.process(p.pid)
+        if info is not None and info.cmdline:
+            command = " ".join(s.argv(info.cmdline) or [])
+        elif info is not None and info.name:
+            command = f"{s.text(info.name)} (arguments not readable)"
+        else:
+            command = "(not readable)"
+        rows.append(
+            {
+                "gpu": p.gpu_index,
+                "pid": p.pid,
+                "user": s.user(info.user) if info and info.user else None,
+                "kind": p.kind,
+                "gpu_memory_gib": _gib(p.used_memory_bytes),
+                "cpu_pct": _r(info.cpu_pct if info else None, 0),
+                "command": command[:COMMAND_MAX] + ("…" if len(command) > COMMAND_MAX else ""),
+            }
+        )
+    return {"processes": rows, "more": len(busiest) - len(shown)}
+
+
+def scheduler(last: Snapshot, s: Sanitizer) -> dict[str, Any]:
+    return {
+        "jobs": [
+            {
+                "job": s.job(j.job_id),
+                "name": s.pseudonym("job_name", j.name) if j.name else None,
+                "user": s.user(j.user),
+                "state": s.text(j.state),
+                "reason": s.text(j.reason),
+                "wait_s": _r(j.wait_s, 0),
+                "time_used_s": _r(j.time_used_s, 0),
+                "time_left_s": _r(j.time_left_s, 0),
+            }
+            for j in last.scheduler_jobs or ()
+        ],
+        "queried": last.scheduler_jobs is not None,
+    }
+
+
+def errors(last: Snapshot, s: Sanitizer) -> dict[str, Any]:
+    return {
+        "errors": [
+            {
+                "source": e.source,
+                "gpu": e.gpu_index,
+                "message": s.text(e.message),
+                "next_step": s.text(e.next_step),
+            }
+            for e in last.errors
+        ]
+    }
