@@ -203,22 +203,39 @@ def _seed(
     s.learn_document(to_json(diagnosis))
 
 
-def default_stem(snap: Snapshot) -> str:
-    return "gputop-diag-report-" + datetime.fromtimestamp(snap.timestamp).strftime("%Y%m%d-%H%M%S")
+def default_stem(now: datetime | None = None) -> str:
+    """`gputop-diag-report-YYYYmmdd-HHMMSS`, by the wall clock (not a recording's time)."""
+    return "gputop-diag-report-" + (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
 
 
-def save_report(report: Report, directory: str, stem: str) -> tuple[str, str]:
-    """Write the report as Markdown and JSON into `directory` (two saves in one second keep
-    both); the two paths. OSError when they cannot be written."""
-    n = 1
-    base = os.path.join(directory, stem)
-    while os.path.exists(base + ".md") or os.path.exists(base + ".json"):
-        n += 1
-        base = os.path.join(directory, f"{stem}-{n}")
-    md, js = base + ".md", base + ".json"
-    with open(md, "w", encoding="utf-8") as f:
-        f.write(report.markdown)
-    with open(js, "w", encoding="utf-8") as f:
-        json.dump(report.doc, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    return md, js
+def save_report(report: Report, directory: str, stem: str | None = None) -> tuple[str, str]:
+    """Write the report as `STEM.md` and `STEM.json` into `directory`, never over an existing
+    file (two saves in one second keep both); the two paths. OSError when the directory does
+    not take them (nothing half-written is left)."""
+    stem = stem or default_stem()
+    texts = (report.markdown, json.dumps(report.doc, indent=2, ensure_ascii=False) + "\n")
+    for n in range(1, 1000):
+        base = os.path.join(directory, stem if n == 1 else f"{stem}-{n}")
+        paths = (base + ".md", base + ".json")
+        if any(os.path.lexists(p) for p in paths):
+            continue
+        written: list[str] = []
+        try:
+            for path, text in zip(paths, texts, strict=True):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                written.append(path)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+        except FileExistsError:  # taken meanwhile: the next name
+            for path in written:
+                os.unlink(path)
+            continue
+        except OSError:
+            for path in written:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            raise
+        return paths
+    raise FileExistsError(f"{directory}: no free name for {stem}")

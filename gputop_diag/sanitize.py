@@ -46,6 +46,7 @@ from .sanitize_rules import CLASSES, UUID, H
 PRIVATE_MAP_SCHEMA = "gputop-diag.private-map/1"
 _WORD_CLASSES = ("job_name", "account", "partition", "serial", "project")
 _CASE_SENSITIVE = frozenset({"user", "arg", "env", "path", "url", "secret", *_WORD_CLASSES})
+_KERNEL_TEXT = ("message", "raw", "detail")  # raw kernel-log text: dropped, never shared
 _PCI_FIELD = re.compile(rf"(?:{H}+:)?{H}{{2}}:{H}{{2}}(?:\.[0-7])?")
 _CVD_UUID = re.compile(rf"(?i)(?:GPU|MIG)-[0-9a-f-]+|MIG-GPU-{UUID}/\d+/\d+")
 
@@ -502,7 +503,7 @@ class Sanitizer:
                 self.seed_word("serial", v)
             elif key == "name" and parent == "scheduler_jobs":
                 self.seed_word("job_name", v)
-            elif not (key in ("message", "raw") and parent in ("xid_events", "kernel_events")):
+            elif not (key in _KERNEL_TEXT and parent in ("xid_events", "kernel_events")):
                 texts.append(v)
 
     def document(self, doc: Any) -> Any:
@@ -522,7 +523,7 @@ class Sanitizer:
             return None
         if not isinstance(v, str) or not v:
             return v
-        if key in ("message", "raw") and parent in ("xid_events", "kernel_events"):
+        if key in _KERNEL_TEXT and parent in ("xid_events", "kernel_events"):
             self.dropped("kernel_log")
             return ""
         if key == "hostname":

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_report_leaks import contains_word
 
-from gputop_diag import __version__, report_sections, sim
+from gputop_diag import __version__, report, report_sections, sim
 from gputop_diag.cli import _add_common
 from gputop_diag.commands import report as report_cmd
 from gputop_diag.monitor import Monitor
@@ -134,6 +134,30 @@ def test_a_section_that_fails_to_build_is_left_out(monkeypatch):
     r = make_report(snaps, diag, source=ReportSource("live"))
     assert r.left_out == [{"section": "xid", "reason": "could not be built (ZeroDivisionError)"}]
     assert "**Left out: Xid events**" in r.markdown
+
+
+def test_saving_writes_both_formats_and_never_over_a_file(tmp_path):
+    from datetime import datetime
+
+    snaps, diag, _ = window("idle", 3)
+    r = make_report(snaps, diag, source=ReportSource("live"))
+    stem = report.default_stem(datetime(2026, 1, 15, 10, 0, 0))
+    assert stem == "gputop-diag-report-20260115-100000"
+    first = report.save_report(r, str(tmp_path), stem)
+    second = report.save_report(r, str(tmp_path), stem)
+    assert [os.path.basename(p) for p in first + second] == [
+        f"{stem}.md",
+        f"{stem}.json",
+        f"{stem}-2.md",
+        f"{stem}-2.json",
+    ]
+    assert Path(first[0]).read_text() == r.markdown
+    assert json.loads(Path(first[1]).read_text()) == r.doc
+    with pytest.raises(OSError):
+        report.save_report(r, str(tmp_path / "missing"), stem)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        os.path.basename(p) for p in first + second
+    )
 
 
 def test_helpers_read_well():

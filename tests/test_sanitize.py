@@ -248,6 +248,21 @@ def test_raw_kernel_log_text_and_device_layout_are_dropped_from_documents():
         "uuid": s.uuid(UUID),
     }
     assert s.summary()["kernel_log"]["replaced"] == 1 and s.summary()["minor"]["replaced"] == 2
+    events = {
+        "kernel_events": [
+            {
+                "detail": "GPU has fallen off the bus on node7",
+                "raw": "x",
+                "pci": "0000:3b:00",
+                "gpu_uuid": UUID,
+                "code": 79,
+            }
+        ]
+    }
+    s.learn_document(events)
+    e = s.document(events)["kernel_events"][0]
+    assert e["detail"] == e["raw"] == "" and e["code"] == 79
+    assert e["pci"] == out["xid_events"][0]["pci_bus_id"] and e["gpu_uuid"] == s.uuid(UUID)
 
 
 def test_leaks_finds_originals_and_shapes_but_never_pseudonyms(s):
