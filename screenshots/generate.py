@@ -3,7 +3,8 @@
     python screenshots/generate.py
 
 Each scenario is simulated (instant time, fixed seed) for a while, then every pane is saved as
-`screenshots/<scenario>-<pane>.svg` at 120x40, plus the 80x24 layout of the first two panes.
+`screenshots/<scenario>-<pane>.svg` at 120x40, plus the 80x24 and 200x50 layouts of the first
+two panes.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ SCENARIOS = {  # scenario -> simulated seconds before the shot
     "mig": 30,
     "no-gpu": 10,
 }
-SHOTS = (((120, 40), PANES[:5], ""), ((80, 24), PANES[:2], "-80x24"))
+SHOTS = (
+    ((120, 40), PANES[:5], ""),
+    ((80, 24), PANES[:2], "-80x24"),
+    ((200, 50), PANES[:2], "-200x50"),
+)
 
 
 async def shoot(scenario: str, seconds: int) -> list[str]:

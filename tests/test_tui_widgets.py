@@ -154,3 +154,25 @@ async def test_text_changed_while_hidden_shows_once_visible_again():
             "".join(seg.text for seg in t.render_line(y)).rstrip() for y in range(t.size.height)
         ]
         assert shown == ["Xid 79 FALLEN_OFF_BUS on GPU 3", "next: drain the node"]
+
+
+async def test_a_trace_and_a_parts_line_drawn_before_they_are_mounted_show_once_mounted():
+    from textual.containers import Vertical
+
+    from gputop_diag.widgets import PartsLine, Trace
+
+    class Empty(App):
+        def compose(self) -> ComposeResult:
+            yield Vertical(id="box")
+
+    app = Empty()
+    async with app.run_test(size=(40, 5)) as pilot:
+        trace, parts = Trace(), PartsLine()
+        trace.show([100, 0, 50], 8, newest=2)  # before mounting, and never again
+        parts.show(["power ", "612", " W"])
+        app.query_one("#box").mount(trace, parts)
+        await pilot.pause()
+        await pilot.pause()
+        shown = ["".join(s.text for s in c.render_line(0)) for c in trace.children]
+        assert "".join(shown).rstrip() == "█▁▄"
+        assert [c.plain for c in parts.children] == ["power ", "612", " W"]

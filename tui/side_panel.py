@@ -246,9 +246,10 @@ def render_strip(
     t.append(f" {d.label.upper()} ", style="bold reverse")
     also = f" + {d.secondary.replace('_', ' ')}" if d.secondary else ""
     age = age_text(age_s)
-    t.append(f"{also}  {verdict_note(d, interval)}  {_scope(d)}")
+    t.append(f"{also}  {verdict_note(d, interval)}")
     t.append(f"  ({age})" if age else "", style="dim")
-    t.append("  p: all\n", style="dim")
+    t.append(f"  {_scope(d)}  ")
+    t.append("p: all\n", style="dim")
     used += 1
     tail = 2  # the next check and the first alert
     for e in d.evidence[: max(1, lines - used - tail)]:

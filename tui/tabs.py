@@ -12,7 +12,6 @@ def tab_runs(
     current: int,
     width: int,
     filter_text: str = "",
-    plain: bool = False,
 ) -> list[tuple[str, str]]:
     """`titles`: (key number, long title, short title). Long titles when they fit, else short
     ones; the current tab is marked by brackets (readable without colour) and its style."""
@@ -21,11 +20,12 @@ def tab_runs(
         runs: list[tuple[str, str]] = []
         for k, long, abbrev in titles:
             title = abbrev if short else long
+            # The current tab's brackets take the place of spaces: nothing moves on a switch.
             if k == current:
                 runs.append((f"[{k} {title}]", "tabs--current"))
             else:
                 runs.append((f" {k} {title} ", "tabs--tab"))
-        return runs
+        return [(" ", ""), *runs]
 
     runs = build(short=False)
     if sum(len(t) for t, _ in runs) > width:
@@ -39,7 +39,6 @@ def tab_runs(
             text = "  FILTERED"
         if used + len(text) <= width:
             runs.append((text, "tabs--filter"))
-    del plain
     return runs
 
 
@@ -57,11 +56,10 @@ class TabStrip(DiffLine):
         titles: list[tuple[int, str, str]],
         current: int,
         filter_text: str = "",
-        plain: bool = False,
     ) -> None:
-        self._args = (titles, current, filter_text, plain)
+        self._args = (titles, current, filter_text)
         width = self.size.width or self.app.size.width
-        self.set_runs(tab_runs(titles, current, width, filter_text, plain))
+        self.set_runs(tab_runs(titles, current, width, filter_text))
 
     def on_resize(self) -> None:
         args = getattr(self, "_args", None)

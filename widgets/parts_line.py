@@ -30,6 +30,7 @@ class PartsLine(Widget):
         super().__init__(id=id, classes=classes)
         self._texts: tuple[str, ...] = ()
         self._parts: list[DiffLine] = []
+        self._ready = False  # mounted: parts can be mounted in it
 
     @property
     def plain(self) -> str:
@@ -37,7 +38,7 @@ class PartsLine(Widget):
 
     def show(self, parts: Sequence[str]) -> None:
         self._texts = tuple(parts)
-        if not self.is_mounted:
+        if not self._ready:
             return  # drawn on mount
         if len(self._parts) != len(self._texts):  # a new shape: new parts (not per tick)
             self.remove_children()
@@ -52,5 +53,6 @@ class PartsLine(Widget):
         self.show((text,) if text else ())
 
     def on_mount(self) -> None:
+        self._ready = True
         if self._texts:
             self.show(self._texts)

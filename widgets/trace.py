@@ -64,6 +64,7 @@ class Trace(Widget):
         super().__init__(id=id, classes=classes)
         self._parts: list[DiffLine] = []
         self._text = ""
+        self._ready = False  # mounted: parts can be mounted in it
 
     @property
     def plain(self) -> str:
@@ -72,7 +73,7 @@ class Trace(Widget):
     def show_cells(self, text: str) -> None:
         """Show `text` (one character a cell)."""
         self._text = text
-        if not self.is_mounted:
+        if not self._ready:
             return  # drawn on mount
         pieces = chunks(text)
         if len(pieces) != len(self._parts):  # a new width: new parts (never per tick)
@@ -84,6 +85,7 @@ class Trace(Widget):
             part.set_text(piece)
 
     def on_mount(self) -> None:
+        self._ready = True
         if self._text:
             self.show_cells(self._text)
 

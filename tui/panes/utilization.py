@@ -165,7 +165,7 @@ def series_to_draw(u: Update, view: View, selected: int | None) -> dict[str, tup
     for g in u.snapshot.gpus:
         s = u.gpus.get(g.index)
         if view.filter.shows_gpu(g.index):
-            out[f"gpu{g.index}"] = () if g.lost or s is None else s.util
+            out[f"gpu{g.index}"] = () if s is None else s.util
     s = u.gpus.get(selected) if selected is not None else None
     if s is not None:
         for key in DETAIL_HISTORIES:
@@ -289,11 +289,11 @@ class UtilizationPane(Pane):
             s = u.gpus.get(g.index)
             line = lines[g.index]
             line.set_class(g.lost, "-lost")
-            if g.lost or s is None:
+            if g.lost or s is None:  # its history up to the loss stays; no figure after
+                history = s.util if s is not None else ()
                 line.show(
-                    () if paint else None, "LOST", w, label=f"{mark}GPU{g.index}",
-                    plain=view.plain, newest=newest,
-                    note="no figures since it fell off the bus" if g.lost else "",
+                    history if paint else None, "LOST", w, label=f"{mark}GPU{g.index}",
+                    plain=view.plain, newest=newest, note="off the bus" if g.lost else "",
                 )  # fmt: skip
                 continue
             (busy,) = self._holds.get(f"gpu{g.index}", (g.util_gpu_pct,), (PERCENT,), now)
