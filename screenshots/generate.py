@@ -15,8 +15,8 @@ import pathlib
 from gputop_diag import sim
 from gputop_diag.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
-from gputop_diag.tui.keys import PANES
 from gputop_diag.tui.feed import Feeder
+from gputop_diag.tui.keys import PANES
 
 HERE = pathlib.Path(__file__).resolve().parent
 SCENARIOS = {  # scenario -> simulated seconds before the shot
