@@ -274,12 +274,13 @@ def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any
             "built for a newer CUDA fails to create a context on it"
         )
         next_step = (
-            "in the job's environment compare python -c 'import torch; print(torch.version.cuda)' "
+            "in the job's environment compare "
+            "`python -c 'import torch; print(torch.version.cuda)'` "
             f"with {sysinfo.driver_max_cuda}"
         )
     else:
         verdict = "the driver did not say which CUDA version it supports"
-        next_step = "nvidia-smi shows the driver's CUDA version in its header"
+        next_step = "`nvidia-smi` shows the driver's CUDA version in its header"
     return {"layers": layers, "verdict": verdict, "next_step": next_step, "findings": findings}
 
 
