@@ -416,8 +416,10 @@ def test_a_2_gb_log_is_read_from_its_end_in_bounded_time_and_memory(tmp_path):
     doc = json.loads(out)
     assert rc == 0, err
     src = doc["sources"][0]
-    assert src["status"] == "partial" and src["size"] >= size
-    assert "read the newest 256.0 MiB of 2.0 GiB" in src["message"]
+    assert src["status"] == "partial" and src["size"] >= size, src
+    # cut by the byte budget ("read the newest 256.0 MiB of 2.0 GiB"), or on a loaded machine by
+    # the time budget ("time budget spent after the newest … of 2.0 GiB"): bounded either way
+    assert "of 2.0 GiB" in src["message"] and src["bytes_read"] <= 256 * 1024**2, src
     assert [e["code"] for e in doc["events"]] == [31] * 5  # the newest, not the oldest
     assert src["binary_skipped"] >= 1
     assert wall < 30, wall
