@@ -77,7 +77,13 @@ def snapshot_from_line(text: str | bytes) -> Snapshot:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"not JSON ({e.msg})") from None
-    return from_jsonable(Snapshot, doc)
+    snap = from_jsonable(Snapshot, doc)
+    if not (EARLIEST_TS <= snap.timestamp <= LATEST_TS):  # also NaN and infinities
+        raise ValueError(f"its timestamp {snap.timestamp!r} is not a time this century")
+    return snap
+
+
+EARLIEST_TS, LATEST_TS = 946_684_800.0, 4_102_444_800.0  # 2000-01-01 .. 2100-01-01 UTC
 
 
 # -- the header ------------------------------------------------------------------------------
@@ -307,6 +313,7 @@ class Recording:
         damaged line before the last raises RecordingError."""
         damaged: tuple[int, str] | None = None
         header_seen = False
+        previous: float | None = None
         for item in self._raw_lines():
             if item is _CUT:
                 extra = f" (and line {damaged[0]} is damaged)" if damaged else ""
@@ -324,6 +331,12 @@ class Recording:
             except ValueError as e:
                 damaged = (n, str(e))
                 continue
+            if previous is not None and snap.timestamp < previous:
+                raise RecordingError(
+                    f"{self.path}: line {n} goes back in time ({snap.timestamp:.3f} after "
+                    f"{previous:.3f}); the recording is damaged"
+                )
+            previous = snap.timestamp
             yield snap
         if damaged is not None:
             self._warn(

@@ -305,7 +305,7 @@ def test_replayed_diagnosis_is_the_live_diagnosis(scenario, seconds, tmp_path, c
     f = str(tmp_path / f"{scenario}.jsonl.gz")
     rec = cli("--demo", scenario, "record", "-o", f, "--seconds", str(seconds))
     assert rec.returncode == 0, rec.stderr
-    assert f"recorded {seconds + 1} snapshots" in rec.stdout
+    assert f"recorded {seconds + 1} snapshots" in rec.stderr  # stdout may be the file
     replay = cli("--replay", f, "diagnose", "--json")
     live = cli("--demo", scenario, "diagnose", "--seconds", str(seconds), "--json")
     assert replay.returncode == live.returncode == 0, replay.stderr + live.stderr
@@ -348,7 +348,9 @@ def test_no_gpu_recording_exits_3_like_the_live_run(tmp_path):
     f = str(tmp_path / "r.jsonl")
     rc, out, err = run_main("--demo", "no-gpu", "record", "-o", f)
     assert rc == 3 and "next:" in err
-    assert "recorded 61 snapshots" in out  # the scenario's length when --seconds is not given
+    assert (
+        "recorded 61 snapshots" in err and out == ""
+    )  # the scenario's length when --seconds is not given
     rc, out, _ = run_main("--replay", f, "diagnose")
     assert rc == 3 and "INSUFFICIENT DATA" in out
 
@@ -356,8 +358,8 @@ def test_no_gpu_recording_exits_3_like_the_live_run(tmp_path):
 def test_re_recording_a_replay_cuts_and_sanitizes(tmp_path):
     f, g = str(tmp_path / "a.jsonl.gz"), str(tmp_path / "b.jsonl.gz")
     run_main("--demo", "capacity", "record", "-o", f, "--seconds", "30")
-    rc, out, _ = run_main("--replay", f, "record", "-o", g, "--sanitize", "--seconds", "10")
-    assert rc == 0 and "recorded 11 snapshots" in out and "sanitized" in out
+    rc, _, err = run_main("--replay", f, "record", "-o", g, "--sanitize", "--seconds", "10")
+    assert rc == 0 and "recorded 11 snapshots" in err and "sanitized" in err
     header, snaps = read_recording(g)
     assert header.sanitized and len(snaps) == 11 and "gpu-node-07" not in text_of(g)
     assert run_main("--replay", f, "record", "-o", f)[0] == 2  # onto itself: refused
@@ -526,8 +528,8 @@ def test_a_recording_stopped_by_a_signal_is_readable(sig, tmp_path):
         assert rec.warnings and "cut off" in rec.warnings[0]
     else:  # the file was closed properly and the summary printed
         assert p.returncode == 0, err
-        assert "stopped early" in out and not rec.warnings
-        assert f"recorded {len(snaps)} snapshots" in out
+        assert "stopped early" in err and not rec.warnings
+        assert f"recorded {len(snaps)} snapshots" in err and out == ""
 
 
 # -- sanitized recordings --------------------------------------------------------------------
@@ -551,10 +553,10 @@ def test_a_sanitized_recording_holds_none_of_the_machines_identifiers(scenario, 
     seconds = "60"
     plain, clean = str(tmp_path / "plain.jsonl.gz"), str(tmp_path / "clean.jsonl.gz")
     assert run_main("--demo", scenario, "record", "-o", plain, "--seconds", seconds)[0] == 0
-    rc, out, _ = run_main(
+    rc, _, err = run_main(
         "--demo", scenario, "record", "--sanitize", "-o", clean, "--seconds", seconds
     )
-    assert rc == 0 and "sanitized" in out
+    assert rc == 0 and "sanitized" in err
     secrets = identifiers(read_recording(plain)[1])
     assert {"gpu-node-07", "alice"} <= secrets and len(secrets) > 3
     assert all(s in text_of(plain) for s in secrets)  # the grep below can fail
@@ -731,3 +733,73 @@ def test_replay_pace_waits_the_recorded_gap_over_the_speed():
     cancel.set()
     waiter.join(2.0)
     assert done == [True]
+
+
+# -- time options and damaged timestamps --------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+@pytest.mark.parametrize("command", ["diagnose", "record"])
+def test_seconds_that_are_not_a_duration_are_a_usage_error(command, value, tmp_path):
+    extra = ["-o", str(tmp_path / "r.jsonl")] if command == "record" else []
+    rc, _, err = run_main("--demo", "idle", command, *extra, "--seconds", value)
+    assert rc == 2 and "--seconds must be a positive number" in err
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_an_interval_that_is_not_a_duration_is_a_usage_error(value):
+    rc, _, err = run_main("--demo", "idle", "diagnose", "--interval", value)
+    assert rc == 2 and "--interval" in err and "unexpected" not in err
+
+
+def test_a_simulated_run_of_a_billion_seconds_is_capped_and_says_so(monkeypatch):
+    from gputop_diag.commands import options
+
+    monkeypatch.setattr(options, "MAX_SIMULATED_S", 20.0)
+    rc, out, err = run_main("--demo", "idle", "diagnose", "--seconds", "1e9")
+    assert rc == 0 and "capped at 20 s" in err and "IDLE" in out
+
+
+def _with_last_timestamp(src: str, dst: str, ts: str) -> None:
+    lines = open(src, encoding="utf-8").read().splitlines()
+    doc = json.loads(lines[-1])
+    lines[-1] = json.dumps({**doc, "timestamp": "PLACEHOLDER"}).replace('"PLACEHOLDER"', ts)
+    open(dst, "w", encoding="utf-8").write("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("ts", ["1e300", "Infinity", "-1000000000000.0", "NaN"])
+def test_a_last_line_with_an_impossible_timestamp_is_skipped_as_damaged(ts, tmp_path):
+    good, bad = str(tmp_path / "good.jsonl"), str(tmp_path / "bad.jsonl")
+    run_main("--demo", "capacity", "record", "-o", good, "--seconds", "10")
+    _with_last_timestamp(good, bad, ts)
+    rc, out, err = run_main("--replay", bad, "diagnose", "--json")
+    assert rc == 0 and "damaged" in err and "unexpected" not in err
+    assert json.loads(out)["timestamp"] == sim.EPOCH0 + 9  # the last good line
+
+
+def test_a_recording_that_goes_back_in_time_is_refused_and_re_recording_leaves_nothing(tmp_path):
+    good, bad = str(tmp_path / "good.jsonl"), str(tmp_path / "bad.jsonl")
+    run_main("--demo", "capacity", "record", "-o", good, "--seconds", "10")
+    lines = open(good, encoding="utf-8").read().splitlines()
+    lines[3], lines[6] = lines[6], lines[3]
+    open(bad, "w", encoding="utf-8").write("\n".join(lines) + "\n")
+    rc, out, err = run_main("--replay", bad, "diagnose")
+    assert rc == 2 and "goes back in time" in err and out == ""
+    out_path = tmp_path / "again.jsonl"
+    rc, _, err = run_main("--replay", bad, "record", "-o", str(out_path))
+    assert rc == 2 and "not written" in err and not out_path.exists()
+
+
+def test_a_recording_written_to_stdout_is_a_whole_recording(tmp_path):
+    p = subprocess.run(
+        [sys.executable, "-m", "gputop_diag", "--demo", "idle", "record", "-o", "/dev/stdout"]
+        + ["--seconds", "5"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert p.returncode == 0 and b"recorded 6 snapshots" in p.stderr
+    f = tmp_path / "piped.jsonl"
+    f.write_bytes(p.stdout)
+    header, snaps = read_recording(str(f))
+    assert len(snaps) == 6

@@ -11,6 +11,7 @@ from ..export import jsonable
 from ..monitor import run as run_monitor
 from ..recording import Recording
 from ..sources import Sources
+from .options import capped, time_problem
 from .snapshot import EXIT_NO_GPU, add_sanitize, no_driver_error, sanitized_output
 from .snapshot import render_text as render_snapshot
 
@@ -45,11 +46,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     seconds = args.seconds
-    if (seconds is not None and seconds < 0) or args.interval <= 0:
-        print("gputop-diag: --seconds must be >= 0 and --interval > 0", file=sys.stderr)
+    problem = time_problem(seconds, args.interval)
+    if problem is not None:
+        print(f"gputop-diag: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    if seconds is None and not isinstance(feed, Recording):
+    replay = isinstance(feed, Recording)
+    if seconds is None and not replay:
         seconds = DEFAULT_SECONDS
+    seconds, note = capped(seconds, not replay and feed.simulated)
+    if note is not None:
+        print(f"gputop-diag: {note}", file=sys.stderr)
     monitor = run_monitor(feed, interval=args.interval, seconds=seconds)
     if monitor.last is None:
         print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)

@@ -18,6 +18,7 @@ from ..monitor import Tick
 from ..monitor import run as run_monitor
 from ..recording import Recording, RecordingError, RecordingWriteError, RecordingWriter
 from ..sources import Sources
+from .options import capped, time_problem
 from .snapshot import EXIT_NO_GPU, no_driver_error
 
 EXIT_USAGE = 2
@@ -57,6 +58,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _remove_output(path: str) -> None:
+    """Remove what was written to `path`, when it is a plain file (not /dev/null or a pipe)."""
+    if os.path.isfile(path):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
 def _scenario_seconds(sources: Sources) -> float | None:
     from ..sim import list_scenarios
 
@@ -87,10 +95,14 @@ def _hangup_stops():
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     seconds = args.seconds
-    if (seconds is not None and seconds < 0) or args.interval <= 0:
-        print("gputop-diag: --seconds must be >= 0 and --interval > 0", file=sys.stderr)
+    problem = time_problem(seconds, args.interval)
+    if problem is not None:
+        print(f"gputop-diag: {problem}", file=sys.stderr)
         return EXIT_USAGE
     replay = isinstance(feed, Recording)
+    seconds, note = capped(seconds, not replay and feed.simulated)
+    if note is not None:
+        print(f"gputop-diag: {note}", file=sys.stderr)
     if replay and os.path.realpath(feed.path) == os.path.realpath(args.output):
         print("gputop-diag: -o names the recording being replayed", file=sys.stderr)
         return EXIT_USAGE
@@ -121,6 +133,12 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     except RecordingWriteError as e:  # the disk filled up, a write failed
         print(f"gputop-diag: {e} (kept {writer.count} snapshots)", file=sys.stderr)
         return 1
+    except RecordingError as e:  # the recording being replayed is damaged part-way
+        with contextlib.suppress(RecordingError):
+            writer.close()
+        _remove_output(args.output)
+        print(f"gputop-diag: {e}; {args.output} not written", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         with contextlib.suppress(RecordingError):
             writer.close()
@@ -131,9 +149,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             file=sys.stderr,
         )
     if writer.count == 0:
-        if os.path.isfile(args.output):  # an empty file, not a device like /dev/null
-            with contextlib.suppress(OSError):
-                os.remove(args.output)
+        _remove_output(args.output)
         if monitor is None:
             return 130
         if writer.withheld:
@@ -143,9 +159,11 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     span = (writer.last or 0.0) - (writer.first or 0.0)
     gpus = writer.header.gpu_count if writer.header else 0
     stopped = " (stopped early)" if monitor is not None and monitor.interrupted else ""
+    # On stderr: the recording itself may be going to stdout (-o /dev/stdout).
     print(
         f"recorded {writer.count} snapshots ({span:.0f} s, {gpus} GPU{'s' if gpus != 1 else ''}"
-        f"{', sanitized' if sanitize else ''}) to {args.output}{stopped}"
+        f"{', sanitized' if sanitize else ''}) to {args.output}{stopped}",
+        file=sys.stderr,
     )
     err = no_driver_error(monitor.last.snapshot) if monitor and monitor.last else None
     if err is not None:
