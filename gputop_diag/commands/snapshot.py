@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
+from ..collect.nvml_extras import GPM_MIN_INTERVAL_S
+from ..collect.usable import no_usable_gpu
 from ..export import iso_time, sanitized_snapshot_json, snapshot_to_json
 from ..model import GIB, Snapshot
+from ..monitor import Monitor
 from ..monitor import run as run_monitor
 from ..recording import Recording
 from ..sources import Sources
@@ -15,7 +19,8 @@ from ..sources import Sources
 EXIT_NO_GPU = 3
 EXIT_USAGE = 2
 REPLAY = True  # reads `--replay FILE`: shows its last snapshot
-WARMUP_S = 0.25  # rates (CPU %, NVLink, GPM) need two readings; GPM needs >= 0.1 s
+# Rates (CPU %, NVLink, GPM) need two readings; GPM needs them at least 0.1 s apart.
+WARMUP_S = GPM_MIN_INTERVAL_S + 0.01
 
 
 SANITIZE_HELP = (
@@ -27,6 +32,11 @@ SANITIZE_HELP = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="one reading, no warm-up: rates (CPU %%, NVLink, GPM) are null",
+    )
     add_sanitize(p)
 
 
@@ -52,10 +62,30 @@ def sanitized_output(text: str, sanitizer) -> str | None:
 
 
 def no_driver_error(snap: Snapshot):
-    for e in snap.errors:
-        if e.source == "nvml" and e.gpu_index is None:
-            return e
-    return None
+    """Why no GPU is usable (no driver, none found, every GPU lost or unavailable), or None."""
+    return no_usable_gpu(snap)
+
+
+def _sample(feed: Sources, fast: bool) -> Snapshot:
+    """One snapshot after the warm-up, holding every Xid event and error seen during it."""
+    if fast:
+        monitor = Monitor(feed, interval=WARMUP_S, slow_sources=False)
+        try:
+            return monitor.tick().snapshot
+        finally:
+            monitor.close()
+    xids, errors = [], {}
+
+    def keep(tick) -> None:
+        xids.extend(tick.snapshot.xid_events)
+        for e in tick.snapshot.errors:
+            errors.setdefault((e.source, e.gpu_index, e.message), e)
+
+    monitor = run_monitor(
+        feed, interval=WARMUP_S, seconds=WARMUP_S, slow_sources=False, on_tick=keep
+    )
+    last = monitor.last.snapshot
+    return replace(last, xid_events=tuple(dict.fromkeys(xids)), errors=tuple(errors.values()))
 
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
@@ -65,8 +95,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
             return EXIT_USAGE
     else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
-        monitor = run_monitor(feed, interval=WARMUP_S, seconds=WARMUP_S, slow_sources=False)
-        snap = monitor.last.snapshot
+        snap = _sample(feed, getattr(args, "fast", False))
     if getattr(args, "sanitize", False):
         from ..sanitize import Sanitizer
 
@@ -85,7 +114,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(render_text(snap))
     err = no_driver_error(snap)
     if err is not None:
-        if args.json:  # the reason still reaches a person reading the terminal
+        # The reason reaches a person reading the terminal: under --json, or when it sums up
+        # several errors (every GPU lost) rather than repeating one printed above.
+        if args.json or err not in snap.errors:
             print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
     return 0
