@@ -16,6 +16,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("diagnose", "sample for N seconds and name the current bottleneck"),
     "record": ("record", "record samples to a file (-o FILE) for a later --replay FILE"),
     "xid": ("xid", "read the kernel log, triage Xid/SXid events and driver errors"),
+    "report": ("report", "write a sanitized report, safe to paste into a public issue"),
+    "exporter": ("exporter", "serve Prometheus metrics in dcgm-exporter's names (--listen)"),
+    "fleet": ("fleet", "diagnose many nodes from Prometheus (--prometheus URL)"),
     "demo": ("demo", "list the simulator scenarios (--list)"),
 }
 DEFAULT_DEMO = "tour"
@@ -64,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sanitize",
         action="store_true",
-        help="show pseudonyms instead of the host name and device identifiers (record: write them)",
+        help="pseudonyms instead of host and user names, GPU UUIDs, serials, PCI bus ids, paths "
+        "and command-line arguments, for every command (also accepted after it); record: write "
+        "them; report: always",
     )
     p.add_argument(
         "--low-bandwidth",
