@@ -56,6 +56,7 @@ INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
 LOW_BANDWIDTH_MIN_INTERVAL = 2.0
 NARROW_BELOW = 100  # columns: the side panel becomes a strip below the pane
 SHORT_BELOW = 30  # rows: legends give way to table rows, the strip loses a line
+TINY_BELOW = 16  # rows: the strip keeps three lines (verdict, evidence, next)
 LIVE_ONLY = ("refresh_now", "interval")
 REPLAY_ONLY = ("replay_speed", "replay_step")
 
@@ -207,6 +208,7 @@ class GpuTopApp(ReplayMixin, App):
         narrow = self.narrow
         self.screen.set_class(narrow, "-narrow")
         self.screen.set_class(self.short, "-short")
+        self.screen.set_class(self._terminal.height < TINY_BELOW, "-tiny")
         self.screen.set_class(narrow and self.panel_full, "-panel-full")
         self.query_one(SidePanel).display = narrow or not self.panel_hidden
         self._render_tabs()
@@ -354,7 +356,7 @@ class GpuTopApp(ReplayMixin, App):
                 strip=narrow and not self.panel_full,
                 now=u.snapshot.timestamp,
                 interval=self.interval,
-                short=self.short,
+                lines=3 if self._terminal.height < TINY_BELOW else 5 if self.short else 6,
                 plain=self.low_bandwidth,
             )
 

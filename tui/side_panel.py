@@ -1,8 +1,8 @@
 """The side panel: the current bottleneck in one word, its evidence, the checks, the alerts.
 
 Three layouts: docked right in full (wide terminals, a third of the width); a strip of six
-lines below the pane (under 100 columns; five on short terminals); the strip expanded over the
-pane (`p` under 100 columns).
+lines below the pane (under 100 columns; five on short terminals, three on tiny ones); the
+strip expanded over the pane (`p` under 100 columns).
 
 Over SSH the bytes written are the cost, and a median moving by 1 % is not news: the panel
 repaints at once when the verdict, the alerts or the layout change, or when a figure moves
@@ -251,11 +251,14 @@ def render_strip(
     t.append(f"  {_scope(d)}  ")
     t.append("p: all\n", style="dim")
     used += 1
-    tail = 2  # the next check and the first alert
+    tail = 2 if lines > 3 else 1  # the next check, and the first alert when there is room
     for e in d.evidence[: max(1, lines - used - tail)]:
         t.append(f"• {e.text}\n")
     if d.checks:
-        t.append(f"next: {d.checks[0]}\n")
+        t.append(f"next: {d.checks[0]}" + ("\n" if tail > 1 else ""))
+    if tail < 2:
+        t.rstrip()
+        return t
     if d.alerts:
         a = d.alerts[0]
         more = f"  (+{len(d.alerts) - 1} more, p)" if len(d.alerts) > 1 else ""
@@ -296,14 +299,15 @@ class SidePanel(VerticalScroll):
         strip: bool,
         now: float | None = None,
         interval: float = 1.0,
-        short: bool = False,
+        lines: int = 6,
         plain: bool = False,
     ) -> None:
-        self._args = (d, strip, now, interval, short, plain)
+        """`lines`: how many lines the strip has (the narrow layout)."""
+        self._args = (d, strip, now, interval, lines, plain)
         now = d.timestamp if now is None and d is not None else (now or 0.0)
         text = self.query_one("#side-text", DiffText)
         width = text.size.width or max(20, self.size.width - 2)
-        key = (_verdict_key(d, interval), strip, short, width)
+        key = (_verdict_key(d, interval), strip, lines, width)
         due = not 0 <= now - self._shown_at < REFRESH_FIGURES_S
         shown = d
         if key != self._shown_key or due or self._stale(d):
@@ -317,7 +321,7 @@ class SidePanel(VerticalScroll):
         self.set_class(strip, "-strip")
         text.wrap = not strip  # the strip clips each line; the full panel wraps
         if strip:
-            text.update(render_strip(shown, interval, age, lines=5 if short else 6))
+            text.update(render_strip(shown, interval, age, lines=lines))
         else:
             text.update(render_full(shown, width, interval, age))
         severities = {a.severity for a in (d.alerts if d else ())}

@@ -103,8 +103,10 @@ def side_panel_width(app_width: int) -> int:
 
 
 def pane_width(widget) -> int:
-    """The pane's content width, or what it will be once laid out."""
+    """The pane's content width (its scrollbar gutter left out), or what it will be once
+    laid out."""
     if widget.size.width:
-        return widget.size.width
+        return widget.scrollable_content_region.width
     app_width = widget.app.size.width
-    return app_width - (side_panel_width(app_width) + 2 if app_width >= 100 else 2)
+    # padding 0 1 and a one-column scrollbar gutter (app.tcss)
+    return app_width - (side_panel_width(app_width) + 3 if app_width >= 100 else 3)

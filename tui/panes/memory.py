@@ -15,7 +15,7 @@ from ..procs import SORTS, ProcRow, matches, ordered, process_rows, size_text
 from .base import Pane, View, gib, pane_width, sync_rows
 
 LABEL_WIDTH = 7  # "▶GPU12 "
-MIN_BAR = 6
+MIN_BAR = 4
 LONG_BAR = 16  # below this the figures take their short form and the bar gets the room
 COMMAND_MAX = 200
 
@@ -45,17 +45,21 @@ def _bar_keys(snap: Snapshot) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def figures(g: GpuState, s: GpuSeries | None, short: bool = False) -> tuple[str, str]:
-    """The text beside a GPU's bar and its flag; `short` for narrow panes.
+def figures(g: GpuState, s: GpuSeries | None, short: bool | str = False) -> tuple[str, str]:
+    """The text beside a GPU's bar and its flag; `short` for narrow panes, "tiny" for the
+    narrowest.
 
     long:  `58.9/79.6 GiB  74%  headroom 20.7 GiB  +2039 MiB/min`
     short: `58.9/79.6G 74% free 20.7G +2.0G/min`
+    tiny:  `58.9/79.6G 74%`
     """
     used, total = g.mem_used_bytes, g.mem_total_bytes
     pct = g.mem_used_pct
     trend = None if s is None else s.mem_growth_mib_per_min
     share = "n/a" if pct is None else f"{pct:.0f}%"
-    if short:
+    if short == "tiny":
+        text = f"{gib(used)}/{gib(total)}G {share}"
+    elif short:
         growth = "" if trend is None else f" {trend / 1024:+.1f}G/min"
         text = f"{gib(used):>4}/{gib(total)}G {share:>4} free {gib(g.mem_free_bytes)}G{growth}"
     else:
@@ -121,14 +125,17 @@ class MemoryPane(Pane):
         gpus = [g for g in snap.gpus if view.filter.shows_gpu(g.index)]
         live = [g for g in gpus if not g.lost and g.mem_total_bytes is not None]
 
-        def fit(short: bool) -> tuple[int, dict[int, tuple[str, str]]]:
+        def fit(short: bool | str) -> tuple[int, dict[int, tuple[str, str]]]:
             figs = {g.index: figures(g, u.gpus.get(g.index), short) for g in live}
-            room = max((len(t) + (len(f) + 4 if f else 0) for t, f in figs.values()), default=0)
-            return min(40, width - LABEL_WIDTH - room - 1), figs
+            # " text" beside the bar, then "  " and " FLAG " (MemoryBar)
+            room = max((1 + len(t) + (len(f) + 4 if f else 0) for t, f in figs.values()), default=0)
+            return min(40, width - LABEL_WIDTH - room), figs
 
         bar_width, figs = fit(short=False)
         if bar_width < LONG_BAR:
             bar_width, figs = fit(short=True)
+        if bar_width < MIN_BAR:
+            bar_width, figs = fit(short="tiny")
         bar_width = max(MIN_BAR, bar_width)
         for g in snap.gpus:  # a GPU the filter leaves out is hidden, not removed
             shown = view.filter.shows_gpu(g.index)
