@@ -297,6 +297,8 @@ def run(
         loop = lambda: monitor.run_for(seconds, on_tick)  # noqa: E731
     try:
         loop()
+    except StopSampling:
+        pass
     except KeyboardInterrupt:
         if monitor.last is None:
             raise
@@ -304,3 +306,7 @@ def run(
     finally:
         monitor.close()
     return monitor
+
+
+class StopSampling(Exception):
+    """Raised by an `on_tick` callback to end `run` after that tick: nothing more to learn."""

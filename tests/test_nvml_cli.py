@@ -107,3 +107,11 @@ def test_snapshot_fast_takes_one_reading_without_rates(cli):
     assert all(g["util_gpu_pct"] is not None for g in doc["gpus"])
     r = run(cli, "snapshot", "--demo", "compute-bound", "--json")
     assert any(g["gpm"] is not None for g in json.loads(r.stdout)["gpus"])
+
+
+def test_diagnose_without_a_usable_nvml_stops_after_one_reading(cli):
+    r = run(
+        cli, "diagnose", "--demo", "idle", "--seconds", "30", faults="nvmlInit=DRIVER_NOT_LOADED"
+    )
+    assert r.returncode == EXIT_NO_GPU
+    assert "(0 s window)" in r.stdout and "kernel module is not loaded" in r.stdout

@@ -8,6 +8,7 @@ import sys
 
 from ..diagnose import render_text, to_json
 from ..export import jsonable
+from ..monitor import StopSampling, Tick
 from ..monitor import run as run_monitor
 from ..recording import Recording
 from ..sources import Sources
@@ -44,6 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_sanitize(p)
 
 
+def _stop_if_no_nvml(tick: Tick) -> None:
+    """No driver, or NVML failing as a whole: sampling longer cannot change the answer."""
+    if any(e.source == "nvml" and e.gpu_index is None for e in tick.snapshot.errors):
+        raise StopSampling
+
+
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     seconds = args.seconds
     problem = time_problem(seconds, args.interval)
@@ -56,7 +63,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     seconds, note = capped(seconds, not replay and feed.simulated)
     if note is not None:
         print(f"gputop-diag: {note}", file=sys.stderr)
-    monitor = run_monitor(feed, interval=args.interval, seconds=seconds)
+    monitor = run_monitor(
+        feed, interval=args.interval, seconds=seconds, on_tick=None if replay else _stop_if_no_nvml
+    )
     if monitor.last is None:
         print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE
