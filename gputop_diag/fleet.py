@@ -104,6 +104,8 @@ def _missing(nd: NodeData) -> tuple[str, ...]:
     have = set(nd.sources)
     if have & {"gputop_diag", "node_exporter"}:
         have.add("host")
+    if "gputop_diag" in have:  # our exporter publishes them whenever there are any
+        have |= {"processes", "threads"}
     return tuple(SOURCE_NAMES[k] for k in SOURCE_NAMES if k not in have)
 
 
