@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import psutil
 from prometheus_client import CollectorRegistry, generate_latest
@@ -27,10 +26,6 @@ from gputop_diag import sim
 from gputop_diag.monitor import Monitor
 from gputop_diag.prom_export import TickMetrics, window_of
 
-ROOT = Path(__file__).resolve().parent.parent
-# gputop-diag itself once cli.py lists the exporter; until then the tests' entry point, which
-# registers it the same way
-SHIM = ROOT / "tests" / "data" / "fleet" / "gputop_diag_cli.py"
 TARGET_MS = 20.0
 
 
@@ -59,9 +54,7 @@ def in_process(scenario: str) -> tuple[float, float, int, int]:
 
 def whole_process(scenario: str, seconds: float) -> tuple[float, int, float]:
     """(ms CPU per scrape over HTTP, scrapes, ms CPU per second while idle)."""
-    from gputop_diag.cli import COMMANDS
-
-    entry = ["-m", "gputop_diag"] if "exporter" in COMMANDS else [str(SHIM)]
+    entry = ["-m", "gputop_diag"]
     p = subprocess.Popen(
         [sys.executable, *entry, "--demo", scenario, "exporter", "--listen", "127.0.0.1:0"],
         stderr=subprocess.PIPE,

@@ -36,8 +36,6 @@ from gputop_diag import sim
 from gputop_diag.monitor import Monitor
 from gputop_diag.prom_export import SlurmJobs, TickMetrics, window_of
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIM = ROOT / "tests" / "data" / "fleet" / "gputop_diag_cli.py"
 SCENARIOS = (
     "compute-bound",
     "bandwidth-bound",
@@ -227,9 +225,7 @@ def main() -> int:
             stderr=subprocess.DEVNULL,
         )
         wait_ready(url)
-        from gputop_diag.cli import COMMANDS
-
-        entry = ["-m", "gputop_diag"] if "fleet" in COMMANDS else [str(SHIM)]
+        entry = ["-m", "gputop_diag"]
         argv = [sys.executable, *entry, "fleet", "--prometheus", url, "--window", args.window]
         argv += ["--at", f"{end:.0f}", "--json", "--timeout", "60"]
         runs = []

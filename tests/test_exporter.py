@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -22,7 +21,7 @@ from gputop_diag.monitor import Monitor
 from gputop_diag.prom_export import SlurmJobs, TickMetrics, window_of
 
 PROMTOOL = shutil.which("promtool")
-CLI = Path(__file__).parent / "data" / "fleet" / "gputop_diag_cli.py"
+GPUTOP_DIAG = [sys.executable, "-m", "gputop_diag"]  # the installed entry point
 
 
 def exposition(scenario: str, seconds: float = 5, faults: str = "", **kw) -> str:
@@ -145,7 +144,7 @@ def test_parse_listen():
 
 def _start(*args: str) -> tuple[subprocess.Popen, int]:
     p = subprocess.Popen(
-        [sys.executable, str(CLI), *args],
+        [*GPUTOP_DIAG, *args],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -185,7 +184,7 @@ def test_exporter_serves_at_the_wall_clocks_pace_and_stops_on_sigterm():
 
 def test_usage_errors_and_a_busy_port_are_exit_2():
     r = subprocess.run(
-        [sys.executable, str(CLI), "--demo", "idle", "exporter", "--listen", "nonsense"],
+        [*GPUTOP_DIAG, "--demo", "idle", "exporter", "--listen", "nonsense"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -197,8 +196,7 @@ def test_usage_errors_and_a_busy_port_are_exit_2():
         port = s.getsockname()[1]
         r = subprocess.run(
             [
-                sys.executable,
-                str(CLI),
+                *GPUTOP_DIAG,
                 "--demo",
                 "idle",
                 "exporter",
@@ -214,7 +212,7 @@ def test_usage_errors_and_a_busy_port_are_exit_2():
 
 def test_no_driver_is_exit_3_with_the_reason():
     r = subprocess.run(
-        [sys.executable, str(CLI), "--demo", "no-gpu", "exporter", "--listen", "127.0.0.1:0"],
+        [*GPUTOP_DIAG, "--demo", "no-gpu", "exporter", "--listen", "127.0.0.1:0"],
         capture_output=True,
         text=True,
         timeout=30,

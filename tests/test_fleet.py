@@ -9,7 +9,6 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +20,11 @@ from gputop_diag.fleet_read import FleetData, NodeData
 from gputop_diag.monitor import Monitor
 from gputop_diag.prom_client import Prometheus, PrometheusError
 
-CLI = Path(__file__).parent / "data" / "fleet" / "gputop_diag_cli.py"
+GPUTOP_DIAG = [sys.executable, "-m", "gputop_diag"]  # the installed entry point
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(CLI), *args], capture_output=True, text=True, timeout=60
-    )
+    return subprocess.run([*GPUTOP_DIAG, *args], capture_output=True, text=True, timeout=60)
 
 
 def closed_port() -> int:
@@ -96,13 +93,10 @@ def test_a_url_that_is_not_prometheus_is_said_so(web_server):
     assert e.value.kind == "http" and "404" in e.value.message
 
 
-def main_in_process(capsys, monkeypatch, *args: str) -> tuple[int, str]:
-    """cli.main with the fleet command registered as tests/data/fleet/gputop_diag_cli.py does
-    (undone after the test)."""
+def main_in_process(capsys, *args: str) -> tuple[int, str]:
+    """gputop-diag's entry point in this process: (exit code, stderr)."""
     from gputop_diag import cli
 
-    if "fleet" not in cli.COMMANDS:
-        monkeypatch.setitem(cli.COMMANDS, "fleet", ("fleet", "diagnose many nodes"))
     try:
         code = cli.main(list(args))
     except SystemExit as e:  # argparse's own usage errors
@@ -120,7 +114,7 @@ def test_credentials_in_the_url_become_basic_auth_and_stay_out_of_messages():
     assert "pw" not in e.value.message and "bob" not in e.value.message
 
 
-def test_usage_errors_are_exit_2(capsys, monkeypatch):
+def test_usage_errors_are_exit_2(capsys):
     for args in (
         ("--window", "five"),
         ("--window", "0s"),
@@ -128,14 +122,12 @@ def test_usage_errors_are_exit_2(capsys, monkeypatch):
         ("--at", "yesterday"),
         ("--timeout", "0"),
     ):
-        code, err = main_in_process(
-            capsys, monkeypatch, "fleet", "--prometheus", "http://127.0.0.1:9", *args
-        )
+        code, err = main_in_process(capsys, "fleet", "--prometheus", "http://127.0.0.1:9", *args)
         assert code == 2, (args, err)
         assert "Traceback" not in err
-    code, err = main_in_process(capsys, monkeypatch, "fleet", "--prometheus", "ftp://somewhere")
+    code, err = main_in_process(capsys, "fleet", "--prometheus", "ftp://somewhere")
     assert code == 2 and "expected a URL" in err
-    code, err = main_in_process(capsys, monkeypatch, "fleet")
+    code, err = main_in_process(capsys, "fleet")
     assert code == 2 and "--prometheus" in err
 
 

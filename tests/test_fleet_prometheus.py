@@ -30,7 +30,7 @@ import pytest
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
-CLI = Path(__file__).parent / "data" / "fleet" / "gputop_diag_cli.py"
+GPUTOP_DIAG = [sys.executable, "-m", "gputop_diag"]  # the installed entry point
 SCRAPE_S = 1
 SAMPLES_NEEDED = 18  # the classifier's 15 s shape window, and a little more
 
@@ -48,7 +48,7 @@ def free_port() -> int:
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(CLI), *args],
+        [*GPUTOP_DIAG, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -120,7 +120,7 @@ def fleet(tmp_path_factory):
     try:
         logs = {}
         for name, (scenario, extra, env) in NODES.items():
-            argv = [sys.executable, str(CLI), "--demo", scenario, "exporter"]
+            argv = [*GPUTOP_DIAG, "--demo", scenario, "exporter"]
             argv += ["--listen", "127.0.0.1:0", "--interval", str(SCRAPE_S), *extra]
             logs[name] = procs.start(name, argv, env)
         deadline = time.monotonic() + 30
