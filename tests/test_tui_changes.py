@@ -153,11 +153,15 @@ async def test_utilization_figures_follow_a_drop_at_once():
             return int(row_of(app, "GPU0").split("%")[0].split()[-1])
 
         assert figure() >= 90
+        drops = 0
         for _ in range(40):
             app.feed(1)
             await pilot.pause()
             busy = app.latest.snapshot.gpu(0).util_gpu_pct
-            assert abs(figure() - busy) < 5  # held figures stay within a step of the truth
+            # a held figure is never two steps (10 points) from the truth: a drop shows at once
+            assert abs(figure() - busy) < 10
+            drops += busy < 50
+        assert drops  # the sawtooth did drop while we watched
 
 
 async def test_the_panel_repaints_a_figure_that_moved_and_dates_one_that_did_not():

@@ -109,12 +109,16 @@ def test_holds_repaint_on_a_material_move_or_when_due():
     assert h.get("busy", (97.0,), (PERCENT,), 0.0) == (97.0,)
     assert h.get("busy", (99.0,), (PERCENT,), 1.0) == (97.0,)  # 2 points: held
     assert h.get("busy", (60.0,), (PERCENT,), 2.0) == (60.0,)  # a drop: at once
-    assert h.get("busy", (61.0,), (PERCENT,), 16.9) == (60.0,)
-    assert h.get("busy", (61.0,), (PERCENT,), 17.0) == (61.0,)  # due: exact again
-    assert h.get("busy", (None,), (PERCENT,), 17.5) == (None,)  # gone: at once
+    for t, wobble in enumerate((64.0, 57.0, 63.0, 58.0), 3):  # around 60: held
+        assert h.get("busy", (wobble,), (PERCENT,), t) == (60.0,)
+    assert h.get("busy", (67.0,), (PERCENT,), 7.0) == (60.0,)  # mean 62.7: not yet
+    assert h.get("busy", (70.0,), (PERCENT,), 8.0) == (70.0,)  # mean 65: it moved
+    assert h.get("busy", (69.0,), (PERCENT,), 22.9) == (70.0,)
+    assert h.get("busy", (69.0,), (PERCENT,), 23.0) == (69.0,)  # due: exact again
+    assert h.get("busy", (None,), (PERCENT,), 23.5) == (None,)  # gone: at once
     assert h.get("w", (600.0,), (WATTS,), 0) == (600.0,)
     assert h.get("w", (620.0,), (WATTS,), 1) == (600.0,)  # 3 %: held
-    assert h.get("w", (640.0,), (WATTS,), 2) == (640.0,)
+    assert h.get("w", (700.0,), (WATTS,), 2) == (700.0,)  # two steps: at once
     assert h.get("state", ("P0",), (PERCENT,), 0) == ("P0",)
     assert h.get("state", ("P2",), (PERCENT,), 1) == ("P2",)  # a state: any change
 

@@ -176,3 +176,35 @@ async def test_a_trace_and_a_parts_line_drawn_before_they_are_mounted_show_once_
         shown = ["".join(s.text for s in c.render_line(0)) for c in trace.children]
         assert "".join(shown).rstrip() == "█▁▄"
         assert [c.plain for c in parts.children] == ["power ", "612", " W"]
+
+
+async def test_a_cell_table_repaints_the_cell_not_the_table(monkeypatch):
+    from textual.widget import Widget
+
+    from gputop_diag.widgets import CellTable
+
+    class TableApp(App):
+        def compose(self) -> ComposeResult:
+            yield CellTable(id="t")
+
+    app = TableApp()
+    async with app.run_test(size=(60, 8)) as pilot:
+        table = app.query_one(CellTable)
+        table.add_column("PID", key="pid", width=6)
+        table.add_column("CPU%", key="cpu", width=5)
+        for pid in (1, 2, 3):
+            table.add_row(str(pid), "10", key=str(pid))
+        await pilot.pause()
+        calls = []
+        original = Widget.refresh
+
+        def spy(self, *regions, **kw):
+            if self is table:
+                calls.append(regions)
+            return original(self, *regions, **kw)
+
+        monkeypatch.setattr(Widget, "refresh", spy)
+        table.update_cell("2", "cpu", "95")
+        assert calls and all(regions for regions in calls)  # a region each time, never all
+        assert all(r.height == 1 for regions in calls for r in regions)
+        assert str(table.get_cell("2", "cpu")) == "95"

@@ -3,8 +3,10 @@
 Over SSH every repainted figure costs its line's bytes. A busy-time figure that wobbles
 between 97 and 98 % every second tells nothing new; one that drops to 60 % does. A `Holds`
 keeps each group of figures on screen until one of them moves by its step (5 points of a
-percentage, 5 % of watts or MHz, 10 % of a rate), or the group is `MAX_HOLD_S` old, so a
-figure on screen is always within a step of the truth and exact within `MAX_HOLD_S`.
+percentage, 5 % of watts or MHz, 10 % of a rate) — judged on the mean of the figures since
+the last repaint (the last `SMOOTH_TICKS`), so a wobble around the shown value is not a move,
+and a jump of two steps repaints at once — or until the group is `MAX_HOLD_S` old. A repaint
+shows the newest figures; a figure on screen is exact within `MAX_HOLD_S`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_HOLD_S = 15.0
+SMOOTH_TICKS = 3
 
 
 @dataclass(frozen=True)
@@ -23,13 +26,14 @@ class Step:
     points: float = 0.0
     share: float = 0.0
 
-    def moved(self, old: object, new: object) -> bool:
+    def moved(self, old: object, new: object, factor: float = 1.0) -> bool:
+        """Whether `new` is `factor` steps or more from `old`."""
         if not isinstance(old, (int, float)) or not isinstance(new, (int, float)):
             return old != new  # no figure, a state, a name: any change is news
         delta = abs(new - old)
         if delta == 0:
             return False
-        return delta >= max(self.points, self.share * max(abs(old), abs(new)))
+        return delta >= factor * max(self.points, self.share * max(abs(old), abs(new)))
 
 
 PERCENT = Step(points=5.0)
@@ -41,12 +45,21 @@ LOAD = Step(share=0.10, points=0.5)
 EXACT = Step()  # any change (counts, states)
 
 
+def _mean(values: list) -> object:
+    """The mean of the recent figures, or the newest when they are not all numbers."""
+    if all(isinstance(v, (int, float)) for v in values):
+        return sum(values) / len(values)
+    return values[-1]
+
+
 class Holds:
     """Held figures, by group key."""
 
-    def __init__(self, max_hold_s: float = MAX_HOLD_S) -> None:
+    def __init__(self, max_hold_s: float = MAX_HOLD_S, smooth: int = SMOOTH_TICKS) -> None:
         self.max_hold_s = max_hold_s
+        self.smooth = smooth
         self._held: dict[str, tuple[tuple, float]] = {}
+        self._recent: dict[str, list[tuple]] = {}
 
     def get(
         self,
@@ -55,18 +68,30 @@ class Holds:
         steps: Sequence[Step],
         now: float,
     ) -> tuple:
-        """The figures to show for group `key`: the new ones when any moved by its step or
-        the group is due, else the ones on screen."""
+        """The figures to show for group `key`: the new ones when one of them moved by its
+        step (the recent mean) or by two steps (this tick), or the group is due; else the
+        ones on screen."""
         new = tuple(figures)
+        recent = self._recent.setdefault(key, [])
+        recent.append(new)
+        del recent[: -self.smooth]
         held = self._held.get(key)
         if held is not None:
             old, at = held
             fresh = 0 <= now - at < self.max_hold_s and len(old) == len(new)
-            if fresh and not any(s.moved(a, b) for s, a, b in zip(steps, old, new, strict=True)):
-                return old
+            if fresh and len({len(r) for r in recent}) == 1:
+                means = [_mean([r[i] for r in recent]) for i in range(len(new))]
+                moved = any(
+                    s.moved(a, m) or s.moved(a, b, factor=2.0)
+                    for s, a, b, m in zip(steps, old, new, means, strict=True)
+                )
+                if not moved:
+                    return old
         self._held[key] = (new, now)
+        recent[:] = [new]  # the mean starts again from what is shown
         return new
 
     def forget(self) -> None:
         """Repaint everything with the next figures (a new GPU selected, a resize)."""
         self._held.clear()
+        self._recent.clear()

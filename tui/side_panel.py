@@ -26,7 +26,7 @@ from ..widgets import DiffText
 
 SEVERITY_MARK = {"critical": "!! ", "warning": "!  ", "info": "i  "}
 REFRESH_FIGURES_S = 30.0  # a figure that moved, but not materially, is repainted this often
-AGE_STEP_S = 5.0  # the age of held figures shows in steps of this (a ticking age costs bytes)
+AGE_STEP_S = 10.0  # held figures show their age in steps of this (a ticking age costs bytes)
 MATERIAL_POINTS = 5.0  # a percentage that moved this much is news
 MATERIAL_SHARE = 0.10  # any other figure: this share of its size
 MAX_ALERTS = 6

@@ -1,5 +1,6 @@
 """Reusable renderers and widgets that know nothing of NVML: plain numbers in, cells out."""
 
+from .cell_table import CellTable
 from .diff_line import DiffLine, changed_spans
 from .diff_text import DiffText
 from .glyphs import BLOCKS, history, level, stacked_bar, to_ascii
@@ -10,6 +11,7 @@ from .trace import Ruler, Trace, sweep_cells
 
 __all__ = [
     "BLOCKS",
+    "CellTable",
     "DiffLine",
     "DiffText",
     "HistoryLine",

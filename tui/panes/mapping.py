@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable
 
 from ...model import GpuState
-from ...widgets import DiffText
+from ...widgets import CellTable, DiffText
 from ..feed import Update
 from .base import Pane, View, sync_rows
 
@@ -65,7 +65,7 @@ def cuda_ordinals(
 class MappingPane(Pane):
     def compose(self) -> ComposeResult:
         yield DiffText(id="map-note")
-        table = DataTable(id="map-table", cursor_type="row")
+        table = CellTable(id="map-table", cursor_type="row")
         for label, key, width in (
             ("NVML", "nvml", 6),
             ("CUDA", "cuda", 5),

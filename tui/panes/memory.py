@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -9,8 +11,9 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from ...model import GpuState, Snapshot
-from ...widgets import DiffLine, MemoryBar
+from ...widgets import CellTable, DiffLine, MemoryBar
 from ..feed import GpuSeries, Update
+from ..holds import Holds, Step
 from ..procs import SORTS, ProcRow, matches, ordered, process_rows, size_text
 from .base import Pane, View, gib, pane_width, sync_rows
 
@@ -31,6 +34,25 @@ COLUMNS: tuple[tuple[str, str, int | None, int], ...] = (
     ("rss", "RSS", 6, 96),
     ("command", "COMMAND", None, 0),
 )
+
+
+# How far a process's figures may drift before its row is repainted (holds.py): a CPU figure
+# wobbles by ten points a second in a busy process, and each repaint is a row over SSH.
+ROW_STEPS = (
+    Step(share=0.02),  # GPU memory: 2 % (the GPU's own bar above is exact)
+    Step(points=2.0),  # its share of the GPU, points
+    Step(points=10.0),  # SM %
+    Step(points=10.0),  # CPU, % of a core
+    Step(share=0.10),  # RSS
+)
+
+
+def held_row(holds: Holds, r: ProcRow, now: float) -> ProcRow:
+    """`r` with the figures on screen (see ROW_STEPS)."""
+    mem, share, sm, cpu, rss = holds.get(
+        r.key, (r.gpu_mem_bytes, r.share_pct, r.sm_pct, r.cpu_pct, r.rss_bytes), ROW_STEPS, now
+    )
+    return replace(r, gpu_mem_bytes=mem, share_pct=share, sm_pct=sm, cpu_pct=cpu, rss_bytes=rss)
 
 
 def columns_for(width: int) -> tuple[str, ...]:
@@ -102,12 +124,13 @@ class MemoryPane(Pane):
         self._bars: dict[str, MemoryBar] = {}
         self._columns: tuple[str, ...] = ()
         self._order: tuple[str, ...] = ()
+        self._holds = Holds(max_hold_s=30.0)
 
     def compose(self) -> ComposeResult:
         yield Vertical(id="mem-bars")
         yield DiffLine(id="mem-legend")
         yield DiffLine(id="mem-procs-title", classes="pane-title")
-        yield DataTable(id="mem-procs", cursor_type="row")
+        yield CellTable(id="mem-procs", cursor_type="row")
 
     def _ensure_bars(self, snap: Snapshot) -> dict[str, MemoryBar]:
         keys = _bar_keys(snap)
@@ -195,7 +218,9 @@ class MemoryPane(Pane):
                     table.add_column(label, key=key, width=col_width)
             self._columns = columns
             self._order = ()
-        every = process_rows(snap, view.sanitize)
+        every = [
+            held_row(self._holds, r, snap.timestamp) for r in process_rows(snap, view.sanitize)
+        ]
         shown = ordered([r for r in every if matches(r, view.filter)], view.sort, view.selected_gpu)
         rows = {r.key: row_cells(r, columns) for r in shown}
         order = tuple(rows)
