@@ -182,7 +182,24 @@ def _gpu(g: GpuState) -> dict[str, Any]:
     return d
 
 
+def rounded(doc: Any, digits: int = 3) -> Any:
+    """`doc` with every float rounded to `digits` decimals (timestamps keep milliseconds): what a
+    person reads, without 89.09400000000001. Recordings keep full precision, so a replay judges
+    the very figures the live run judged."""
+    if isinstance(doc, float):
+        return round(doc, digits)
+    if isinstance(doc, dict):
+        return {k: rounded(v, digits) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [rounded(v, digits) for v in doc]
+    return doc
+
+
 def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+    return rounded(_snapshot_doc(snap))
+
+
+def _snapshot_doc(snap: Snapshot) -> dict[str, Any]:
     system = jsonable(snap.system)
     system["driver_max_cuda"] = snap.system.driver_max_cuda
     return {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..export import iso_time
+from ..export import iso_time, rounded
 from .types import Alert, Diagnosis, Evidence
 
 DIAGNOSIS_SCHEMA = "gputop-diag.diagnosis/1"
@@ -37,6 +37,10 @@ def _alert(a: Alert) -> dict[str, Any]:
 
 def to_json(d: Diagnosis) -> dict[str, Any]:
     """The diagnosis as a JSON-ready dict; docs/diagnosis.md describes every field."""
+    return rounded(_doc(d))
+
+
+def _doc(d: Diagnosis) -> dict[str, Any]:
     return {
         "schema": DIAGNOSIS_SCHEMA,
         "timestamp": d.timestamp,
