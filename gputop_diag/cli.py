@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
+import math
+import os
 import sys
 from collections.abc import Sequence
 
@@ -56,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         "3 no usable NVIDIA driver or GPU.",
     )
     p.add_argument("--version", action="version", version=f"gputop-diag {__version__}")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an unexpected failure (also GPUTOP_DIAG_DEBUG=1)",
+    )
     _add_common(p, top=True)
     p.add_argument(
         "--interval",
@@ -115,8 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .commands import demo
 
             return demo.run(args)
-        if args.interval <= 0:
-            parser.error("--interval must be positive")  # exits 2
+        if not math.isfinite(args.interval) or args.interval <= 0:
+            parser.error(f"--interval must be a positive number of seconds, not {args.interval:g}")
         if args.replay is not None and args.demo:
             parser.error(
                 "--replay and --demo cannot be used together: a recording replaces "
@@ -155,12 +164,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `gputop-diag snapshot | head`
         sys.stderr.close()
         return 0
-    except Exception as e:  # noqa: BLE001 - never a raw traceback without a message
-        print(f"gputop-diag: unexpected failure: {type(e).__name__}: {e}", file=sys.stderr)
-        print("gputop-diag: please report this with the command you ran", file=sys.stderr)
-        if "--debug" in sys.argv or __import__("os").environ.get("GPUTOP_DIAG_DEBUG"):
-            raise
+    except OSError as e:
+        if e.errno not in _WRITE_ERRORS:
+            return _unexpected(e, args.debug)
+        # A full disk or a broken terminal is the machine's state, not a bug to report.
+        with contextlib.suppress(OSError):
+            print(f"gputop-diag: cannot write the output: {e.strerror}", file=sys.stderr)
         return 1
+    except Exception as e:  # noqa: BLE001 - never a raw traceback without a message
+        return _unexpected(e, args.debug)
+
+
+# What writing the output can meet on a sane machine: a full disk (/dev/full), a quota, a
+# read-only file system, a terminal gone.
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def _unexpected(e: BaseException, debug: bool) -> int:
+    print(f"gputop-diag: unexpected failure: {type(e).__name__}: {e}", file=sys.stderr)
+    print(
+        "gputop-diag: please report this with the command you ran (--debug shows the traceback)",
+        file=sys.stderr,
+    )
+    if debug or os.environ.get("GPUTOP_DIAG_DEBUG"):
+        raise e
+    return 1
 
 
 if __name__ == "__main__":

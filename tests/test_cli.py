@@ -153,3 +153,34 @@ def test_diagnose_takes_the_top_level_interval(cli):
     assert r.returncode == 2
     r = cli("--interval", "2", "diagnose", "--demo", "idle", "--seconds", "10", "--json")
     assert r.returncode == 0
+
+
+def test_a_full_disk_is_a_clear_message_not_a_bug_report():
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(
+            [sys.executable, "-m", "gputop_diag", "--demo", "idle", "snapshot"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert p.returncode == 1 and "cannot write the output: No space left" in p.stderr
+    assert "please report" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_debug_is_an_option_and_shows_the_traceback(monkeypatch, capsys):
+    import pytest
+
+    from gputop_diag import cli
+
+    def boom(args, feed):
+        raise RuntimeError("bang")
+
+    monkeypatch.setattr("gputop_diag.commands.snapshot.run", boom)
+    assert cli.main(["--demo", "idle", "snapshot"]) == 1
+    assert "unexpected failure: RuntimeError: bang" in capsys.readouterr().err
+    with pytest.raises(RuntimeError):
+        cli.main(["--debug", "--demo", "idle", "snapshot"])
