@@ -220,10 +220,12 @@ class Sanitizer:
         self._changed()
 
     def seed_job(self, job_id: str | None) -> None:
-        for part in re.findall(r"\d{2,}", str(job_id or "")):
-            if part not in self._jobs:
-                self._jobs.add(part)
-                self._changed()
+        """The job's own number only: in `48213_12` (an array task) or `48213.batch` the part
+        after it is a task or step, a small number that must not be replaced in other text."""
+        m = re.match(r"\s*(\d{2,})", str(job_id or ""))
+        if m and m.group(1) not in self._jobs:
+            self._jobs.add(m.group(1))
+            self._changed()
 
     def seed_word(self, cls: str, word: str | None) -> None:
         """A job name, account, partition, serial or project directory: replaced wherever it
@@ -592,7 +594,8 @@ class Sanitizer:
             if not CLASSES[e.cls].leak_checked:
                 continue
             for form in e.forms:
-                if len(form) < 3 or (e.cls in ("job", "serial") and len(form) < 4):
+                short = 2 if e.cls in ("hostname", "user") else 3  # a host may be `vm`
+                if len(form) < short or (e.cls in ("job", "serial") and len(form) < 4):
                     continue
                 fold = e.cls not in _CASE_SENSITIVE
                 cls_of.setdefault((form.lower() if fold else form, fold), e.cls)

@@ -199,6 +199,14 @@ def _mac(s: Sanitizer, m: re.Match, w: Work) -> str:
     return s.kept(w, "mac", raw, canon)
 
 
+# A four-part number right after a library's name or "version" is a version (cuDNN 8.9.7.29,
+# TensorRT 10.0.1.6), not an address.
+_VERSION_BEFORE = re.compile(
+    r"(?i)(?:\bv|version|release|cudnn|tensorrt|trt|nccl|cuda|driver|torch|jax|tensorflow|"
+    r"==|>=|<=|~=)[\s:=_-]*\Z"
+)
+
+
 def _ip(s: Sanitizer, m: re.Match, w: Work) -> str:
     addr = m.group("addr")
     suffix = m.group(0)[len(addr) :]
@@ -206,7 +214,7 @@ def _ip(s: Sanitizer, m: re.Match, w: Work) -> str:
         if not R.valid_ipv6(addr):
             return m.group(0)
         p = s.pseudonym("ipv6", addr, addr.split("%", 1)[0].lower())
-    elif not R.valid_ipv4(addr):
+    elif not R.valid_ipv4(addr) or _VERSION_BEFORE.search(m.string, 0, m.start()):
         return m.group(0)
     else:
         p = s.pseudonym("ipv4", addr)
@@ -361,7 +369,8 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     ),
     (
         _rx(
-            r"(?<![\w:.])(?P<addr>(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?:%[\w.]+)?)"
+            r"(?<![\w:.])(?P<addr>(?:[0-9A-Fa-f]{0,4}:){2,7}"
+            r"(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{0,4})(?:%[\w.]+)?)"
             r"(?:/\d{1,3})?(?![\w:])"
         ),
         _ip,

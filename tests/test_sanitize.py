@@ -322,3 +322,31 @@ def test_only_a_gpus_name_is_allowed_as_a_model():
     assert out["gpus"][0]["static"]["name"] == "NVIDIA H100 80GB HBM3"
     assert out["scheduler_jobs"][0]["name"].startswith("jobname-")
     assert out["processes"][0]["name"].startswith("H100 user-")
+
+
+def test_an_ipv4_mapped_ipv6_address_is_replaced_whole():
+    s = Sanitizer()
+    out = s.text("peer ::ffff:10.1.2.3 and ::FFFF:192.0.2.7%eth0")
+    assert "10.1.2" not in out and ".1.2.3" not in out and "192.0.2" not in out
+    assert out.count("ip6-") == 2
+
+
+def test_a_job_array_task_number_is_not_seeded_as_a_job_id():
+    s = Sanitizer()
+    assert s.job("48213_12").endswith("_12") and "48213" not in s.job("48213_12")
+    out = s.text("Xid 12 on GPU 12, CUDA 12.8, 12 GiB; job 48213")
+    assert out.startswith("Xid 12 on GPU 12, CUDA 12.8, 12 GiB; job job-")
+
+
+def test_library_versions_with_four_parts_survive_but_addresses_do_not():
+    s = Sanitizer()
+    out = s.text("cuDNN 8.9.7.29, TensorRT 10.0.1.6, nccl==2.21.5.1; peer 10.0.1.6")
+    assert "cuDNN 8.9.7.29" in out and "TensorRT 10.0.1.6" in out and "2.21.5.1" in out
+    assert out.endswith("peer ip-" + out.rsplit("ip-", 1)[1]) and "peer 10.0.1.6" not in out
+
+
+def test_a_two_letter_host_name_is_covered_by_the_final_check():
+    s = Sanitizer()
+    s.seed_hostname("vm")
+    assert "vm" not in s.text("ssh vm uptime").split()  # replaced once: now an original
+    assert s.leaks("logged in on vm today")
