@@ -183,9 +183,40 @@ def _from_machine(args, sources: Sources, sanitize: bool, files_only: bool):
         and any(e.code == "NVMLError_LibRmVersionMismatch" for e in snap.errors),
         private=not sanitize,
     )
+    if sanitize:
+        found = _label_files(found)
     # GPUs are named through NVML's bus ids before the ids are replaced by pseudonyms
     events = sanitized(map_gpus(found.events, ctx.gpus)) if sanitize else found.events
     return found, triage(events, ctx), note
+
+
+def _label_files(found: XidScan) -> XidScan:
+    """A log file the user named is `file-1`, `file-2`, …: its path may carry a host or a user
+    name. The system's own logs (/var/log/…) and the journal keep their names."""
+    labels: dict[str, str] = {}
+    for r in found.sources:
+        for name in (r.name, r.name.removeprefix("journal file ")):
+            if "/" in name and not name.startswith("/var/log/") and name not in labels:
+                labels[name] = f"file-{len(labels) + 1}"
+
+    def label(text: str) -> str:
+        for path, lab in sorted(labels.items(), key=lambda kv: -len(kv[0])):
+            text = text.replace(path, lab)
+        return text
+
+    return dataclasses.replace(
+        found,
+        sources=tuple(
+            dataclasses.replace(
+                r, name=label(r.name), message=label(r.message), next_step=label(r.next_step)
+            )
+            for r in found.sources
+        ),
+        events=tuple(
+            dataclasses.replace(e, sources=tuple(label(x) for x in e.sources))
+            for e in found.events
+        ),
+    )
 
 
 def _from_recording(args, rec: Recording, sanitize: bool):
@@ -214,6 +245,8 @@ def _from_recording(args, rec: Recording, sanitize: bool):
         library_version=snaps[-1].system.driver_version,
         private=not sanitize and not rec.header.sanitized,
     )
+    if sanitize:
+        found = _label_files(found)
     events = sanitized(map_gpus(found.events, ctx.gpus)) if sanitize else found.events
     if sanitize:  # what the recording holds of kernel text and processes stays out too
         xids = [

@@ -172,9 +172,10 @@ class XidPane(Pane):
             t.append(f"{d.title} on {where} ({sev})\n", style="bold")
         t.append(f"meaning: {meaning}" + (f" — likely {causes}" if causes else "") + "\n")
         t.append(f"next: {question} Then: {step}\n")
-        if e.pid is not None or e.process_name:
-            who = "(hidden)" if self._sanitize else (e.process_name or "")
-            t.append(f"process: {e.pid if e.pid is not None else '?'} {who}\n")
+        if self._sanitize and (e.pid is not None or e.process_name):
+            t.append("process: (hidden under --sanitize)\n")
+        elif e.pid is not None or e.process_name:
+            t.append(f"process: {e.pid if e.pid is not None else '?'} {e.process_name or ''}\n")
         if e.detail:
             # Kernel text is plain text: `[...]` in it is not markup.
             t.append("text: " + ("(hidden under --sanitize)" if self._sanitize else e.detail))
