@@ -61,7 +61,8 @@ def measure(args: argparse.Namespace, pane: str) -> dict:
     bytes1 = os.path.getsize(out)
     with open(f"/proc/{pid}/status") as f:
         hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
-    tmux("send-keys", "-t", SESSION, "q")
+    # the program may be gone already (the session with it): leaving is not measured
+    subprocess.run(["tmux", "send-keys", "-t", SESSION, "q"], capture_output=True, check=False)
     time.sleep(1.0)
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
     os.unlink(out)

@@ -7,7 +7,7 @@ stays at the end.
 
 from __future__ import annotations
 
-from textual import on, work
+from textual import work
 from textual.message import Message
 from textual.worker import get_current_worker
 
@@ -34,7 +34,10 @@ class ReplayExtent(Message):
 
 
 class ReplayMixin:
-    """The replay side of the app (`self.replay`, `self.pace`, `self.feeder` are the app's)."""
+    """The replay side of the app (`self.replay`, `self.pace`, `self.feeder` are the app's).
+
+    Its handlers go by Textual's naming convention (`on_replay_extent`): `@on` decorators on a
+    class that is not a message pump are never registered."""
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="collect", name="replay")
     def play(self) -> None:
@@ -79,15 +82,13 @@ class ReplayMixin:
         count, first, last = self.replay.extent(get_current_worker().cancelled_event)
         self.post_message(ReplayExtent(count, first, last))
 
-    @on(ReplayExtent)
-    def _replay_extent(self, message: ReplayExtent) -> None:
+    def on_replay_extent(self, message: ReplayExtent) -> None:
         start = self.replay.header.started if self.replay.header.started else message.first
         if start is not None and message.last is not None:
             self.replay_total_s = message.last - start
             self._render_header()
 
-    @on(ReplayEnded)
-    def _replay_ended(self, message: ReplayEnded) -> None:
+    def on_replay_ended(self, message: ReplayEnded) -> None:
         self.replay_ended = True
         self._render_header()
         for text in message.warnings:

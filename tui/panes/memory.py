@@ -14,7 +14,15 @@ from ...model import GpuState, Snapshot
 from ...widgets import CellTable, DiffLine, MemoryBar
 from ..feed import GpuSeries, Update
 from ..holds import Holds, Step
-from ..procs import SORTS, ProcRow, matches, ordered, process_rows, size_text
+from ..procs import (
+    SORTS,
+    ProcRow,
+    matches,
+    nearly_sorted,
+    ordered,
+    process_rows,
+    size_text,
+)
 from .base import Pane, View, gib, pane_width, sync_rows
 
 LABEL_WIDTH = 7  # "▶GPU12 "
@@ -125,6 +133,7 @@ class MemoryPane(Pane):
         self._columns: tuple[str, ...] = ()
         self._order: tuple[str, ...] = ()
         self._holds = Holds(max_hold_s=30.0)
+        self._sorted_by: tuple | None = None
 
     def compose(self) -> ComposeResult:
         yield Vertical(id="mem-bars")
@@ -225,6 +234,16 @@ class MemoryPane(Pane):
         rows = {r.key: row_cells(r, columns) for r in shown}
         order = tuple(rows)
         sync_rows(table, rows, columns)
+        by_key = {r.key: r for r in shown}
+        on_screen = [by_key[k] for k in self._order if k in by_key]
+        if (
+            len(on_screen) == len(shown)
+            and set(self._order) == set(order)
+            and (view.sort, view.selected_gpu) == self._sorted_by
+            and nearly_sorted(on_screen, view.sort, view.selected_gpu)
+        ):
+            order = self._order  # as good as sorted: no re-sort, no whole-table repaint
+        self._sorted_by = (view.sort, view.selected_gpu)
         if order != self._order and order:  # sort only when the order itself changed
             rank = {k: i for i, k in enumerate(order)}
             k_gpu, k_pid = columns.index("gpu"), columns.index("pid")

@@ -104,43 +104,45 @@ def detail_parts(g: GpuState, held: dict[str, tuple] | None = None) -> dict[str,
     nv_tx, nv_rx = f["nvlink"]
     names = [REASON_NAMES.get(r, r) for r in reasons]
     limit = "n/a" if st.power_limit_w is None else f"{st.power_limit_w:.0f}"
+    # Figures padded to a fixed width: a figure that changes length would move the words after
+    # it, and a moved word is a repaint.
     out = {
         "clocks": [
             f"{'clocks':>{LABEL}} ",
-            f"{clock or 'n/a'}",
+            f"{clock or 'n/a':>4}",
             f" / {st.max_sm_clock_mhz or '?'} MHz  held by: ",
             ", ".join(names) or "nothing",
         ],
         "power": [
             f"{'power':>{LABEL}} ",
-            "n/a" if power is None else f"{power:.0f}",
+            f"{'n/a' if power is None else f'{power:.0f}':>3}",
             f" / {limit} W  temp ",
-            "n/a" if temp_c is None else f"{temp_c:.0f} C",
+            f"{'n/a' if temp_c is None else f'{temp_c:.0f} C':>4}",
             f"  P{pstate if pstate is not None else '?'}",
         ],
         "pcie": [
             f"{'PCIe':>{LABEL}} TX ",
-            _rate(tx),
+            f"{_rate(tx):>9}",
             "  RX ",
-            _rate(rx),
+            f"{_rate(rx):>9}",
             f"  gen{gen or '?'} x{lanes or '?'}"
             f" (max gen{st.pcie_max_gen or '?'} x{st.pcie_max_width or '?'})",
         ],
         "nvlink": [f"{'NVLink':>{LABEL}} not available"]
         if nv_tx is None
-        else [f"{'NVLink':>{LABEL}} TX ", _rate(nv_tx), "  RX ", _rate(nv_rx)],
+        else [f"{'NVLink':>{LABEL}} TX ", f"{_rate(nv_tx):>9}", "  RX ", f"{_rate(nv_rx):>9}"],
     }
     if g.gpm is not None:
         sm, occ, tensor, dram = f["gpm"]
         out["gpm"] = [
             f"{'GPM':>{LABEL}} SM ",
-            pct(sm),
+            f"{pct(sm):>4}",
             "  occupancy ",
-            pct(occ),
+            f"{pct(occ):>4}",
             "  tensor ",
-            pct(tensor),
+            f"{pct(tensor):>4}",
             "  DRAM bw ",
-            pct(dram),
+            f"{pct(dram):>4}",
         ]
     else:
         out["gpm"] = [f"{'GPM':>{LABEL}} not on this GPU: busy time is not SM use"]
@@ -301,7 +303,7 @@ class UtilizationPane(Pane):
                 f"gpu{g.index}-sm", (g.gpm.sm_util_pct if g.gpm else None,), (PERCENT,), now
             )
             line.show(
-                s.util if paint else None, pct(busy), w, note=f"SM {pct(sm)}" if g.gpm else "",
+                s.util if paint else None, pct(busy), w, note=f"SM {pct(sm):>4}" if g.gpm else "",
                 label=f"{mark}GPU{g.index}", plain=view.plain, newest=newest,
             )  # fmt: skip
         ruler = self.query_one("#util-ruler", RulerLine)
@@ -368,7 +370,7 @@ class UtilizationPane(Pane):
                 "load", (host.load_avg[0] if host.load_avg else None,), (LOAD,), now
             )
             title.show(
-                [f"host ({host.cpu_count} cores", "" if load is None else f", load {load:.1f}",
+                [f"host ({host.cpu_count} cores", "" if load is None else f", load {load:4.1f}",
                  "): input stalls show up here"]
             )  # fmt: skip
         for key, values, value in (
@@ -385,5 +387,5 @@ class UtilizationPane(Pane):
         )
         self.query_one("#util-pressure", PartsLine).show(
             () if stall is None
-            else (f"{'I/O stall':>{LABEL}} ", f"{stall:.1f}", " % (pressure, 10 s)")
+            else (f"{'I/O stall':>{LABEL}} ", f"{stall:4.1f}", " % (pressure, 10 s)")
         )  # fmt: skip
