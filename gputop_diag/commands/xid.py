@@ -213,8 +213,7 @@ def _label_files(found: XidScan) -> XidScan:
             for r in found.sources
         ),
         events=tuple(
-            dataclasses.replace(e, sources=tuple(label(x) for x in e.sources))
-            for e in found.events
+            dataclasses.replace(e, sources=tuple(label(x) for x in e.sources)) for e in found.events
         ),
     )
 
