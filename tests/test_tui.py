@@ -201,8 +201,8 @@ async def test_lost_gpu_mid_run_shows_the_banner_and_the_rest_goes_on():
         assert "Xid 79 FALLEN_OFF_BUS on GPU 3" in detail and f"next: {step[:30]}" in detail
 
 
-async def test_missing_driver_banner_and_the_app_keeps_running():
-    app = FedApp("no-gpu")
+async def test_missing_driver_banner_and_the_app_keeps_running(tmp_path):
+    app = FedApp("no-gpu", save_dir=str(tmp_path))
     async with app.run_test(size=(80, 24)) as pilot:
         app.feed(3)
         await pilot.pause()
