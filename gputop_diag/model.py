@@ -260,6 +260,16 @@ class SchedulerEvidence:
     time_used_s: float | None = None
     name: str | None = None
     user: str | None = None
+    # From `scontrol show job` (a watched job); None where only `squeue` was read.
+    submit_time: float | None = None  # epoch s
+    start_time: float | None = None  # epoch s: actual, or expected while pending
+    nodes: str | None = None  # NodeList
+    partition: str | None = None
+    gpus_requested: int | None = None  # gres/gpu in the job's TRES
+    tres: str | None = None  # AllocTRES, else ReqTRES
+    restarts: int | None = None  # Restarts=: requeued this many times
+    exit_code: str | None = None  # ExitCode=, "0:0"
+    stdout_path: str | None = None  # StdOut=
 
     @property
     def pending(self) -> bool:
@@ -270,6 +280,63 @@ class SchedulerEvidence:
         if self.time_limit_s is None or self.time_used_s is None:
             return None
         return self.time_limit_s - self.time_used_s
+
+
+@dataclass(frozen=True, slots=True)
+class JobProcess:
+    """One process of a watched job's tree (`depth` 0: a root of the tree)."""
+
+    pid: int
+    ppid: int | None = None
+    depth: int = 0
+    name: str | None = None
+    cmdline: tuple[str, ...] | None = None
+    cpu_pct: float | None = None
+    rss_bytes: int | None = None
+    num_threads: int | None = None
+    busiest_threads: tuple[ThreadInfo, ...] = ()
+    cuda_visible_devices: str | None = None  # from its environment, where readable
+
+
+@dataclass(frozen=True, slots=True)
+class OutputEvent:
+    """A line of the job's output that names a failure ("cuda_oom", "nccl_timeout", ...)."""
+
+    kind: str
+    line: str
+    line_no: int
+    timestamp: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """Step times read from the job's output: the recent ones, oldest first."""
+
+    source: str  # "tqdm", "lightning", "hf-trainer", "step-loss", "iteration-ms", "regex"
+    step: int | None = None  # the last step counter seen
+    total: int | None = None
+    step_times_s: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """The watched job at one tick: its processes, its output, its scheduler record."""
+
+    target: str  # "pid", "command", "slurm"
+    label: str  # what the user named: "pid 4242", the command line, "Slurm job 17"
+    root_pids: tuple[int, ...] = ()
+    running: bool = True
+    exit_code: int | None = None  # the command's own code (a started command, once ended)
+    exit_signal: str | None = None  # "SIGKILL" when a signal ended it
+    processes: tuple[JobProcess, ...] = ()  # the tree, parents before their children
+    log_path: str | None = None  # where its output is (captured, --log, StdOut=)
+    output_tail: tuple[str, ...] = ()  # the last lines of its output
+    output_lines: int = 0  # lines read so far
+    output_events: tuple[OutputEvent, ...] = ()  # the latest failure lines, oldest first
+    steps: StepStats | None = None
+    visible_gpus: str | None = None  # CUDA_VISIBLE_DEVICES (or SLURM_JOB_GPUS) of the job
+    slurm: SchedulerEvidence | None = None
+    problem: str | None = None  # why something could not be read, said for the user
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +367,7 @@ class Snapshot:
     scheduler_jobs: tuple[SchedulerEvidence, ...] | None = None  # `squeue --me`
     kernel_ooms: tuple[OomKill, ...] | None = None  # OOM kills from the kernel log
     slow_sources_at: float | None = None  # when the slow sources above were read
+    job: JobState | None = None  # the watched job (`gputop-diag watch`), None otherwise
 
     def gpu(self, index: int) -> GpuState | None:
         for g in self.gpus:
