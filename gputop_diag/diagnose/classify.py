@@ -285,9 +285,10 @@ def judge(
     window: Sequence[Snapshot],
     scheduler: Sequence[SchedulerEvidence] | None = None,
     kernel_oom: Sequence[OomKill] | None = None,
+    tick_s: float = 1.0,
 ) -> Diagnosis:
     """The class this window shows on its own, without hysteresis."""
-    return classify(window, None, scheduler, kernel_oom)
+    return classify(window, None, scheduler, kernel_oom, tick_s=tick_s)
 
 
 def classify(
@@ -295,6 +296,7 @@ def classify(
     previous: Diagnosis | None = None,
     scheduler: Sequence[SchedulerEvidence] | None = None,
     kernel_oom: Sequence[OomKill] | None = None,
+    tick_s: float = 1.0,
 ) -> Diagnosis:
     """The current bottleneck of `window` (snapshots, oldest first).
 
@@ -303,10 +305,12 @@ def classify(
     flips the verdict. `scheduler` is the user's Slurm jobs (`collect_scheduler_evidence`),
     `kernel_oom` the OOM kills from the kernel log (`collect_oom_kills`); when left `None` both
     are read from the newest snapshot (`Snapshot.scheduler_jobs`, `Snapshot.kernel_ooms`), which
-    is how the Monitor and a replayed recording pass them.
+    is how the Monitor and a replayed recording pass them. `tick_s` is the seconds between
+    samples coarser than one a second (Prometheus scrapes): each window keeps its number of
+    samples (`thresholds.PROFILING_DIP_MAX_TICK_S`).
     """
     scheduler, kernel_oom = _slow_sources(window, scheduler, kernel_oom)
-    f = extract(window)
+    f = extract(window, tick_s)
     oom = _in_window(kernel_oom, window)
     verdicts = assess(f, scheduler, oom)
     raw = raw_primary(f, verdicts)

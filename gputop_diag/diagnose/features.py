@@ -30,6 +30,7 @@ EVIDENCE_NAMES = {
 @dataclass(frozen=True)
 class Features:
     samples: int = 0  # snapshots in the recent window
+    tick_s: float = 1.0  # seconds between samples the windows are sized for (see thresholds)
     span_s: float = 0.0  # the whole window
     recent_s: float = 0.0
     timestamp: float = 0.0
@@ -62,6 +63,7 @@ class Features:
     math_pipe: str | None = None  # its name
     # communication
     dip_fraction: float = 0.0  # share of samples where most GPUs dip together
+    dips_on_sm: bool = False  # the dips are read in SM activity (GPM), else in busy time
     nvlink_in_dips_kib_s: float | None = None
     nvlink_outside_kib_s: float | None = None
     pcie_in_dips_kb_s: float | None = None
@@ -138,7 +140,7 @@ class Features:
             g is not None
             and g >= T.GROWTH_MIB_PER_MIN
             and self.minutes_to_full is not None
-            and self.span_s >= T.GROWTH_MIN_SPAN_S
+            and self.span_s >= T.GROWTH_MIN_SPAN_S * self.tick_s
             and g * self.span_s / 60.0 >= self._growth_min_mib
         )
 
@@ -159,15 +161,17 @@ def _since(window: Sequence[Snapshot], seconds: float) -> list[Snapshot]:
     return [s for s in window if s.timestamp >= cutoff]
 
 
-def extract(window: Sequence[Snapshot]) -> Features:
+def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
+    """The window's features; `tick_s`: the seconds between its samples when they are coarser
+    than the one a second the windows are sized for (each window then keeps its sample count)."""
     if not window:
-        return Features()
+        return Features(tick_s=tick_s)
     newest = window[-1]
     # One failed NVML tick in a good run is a hiccup, not a lost driver: judge on the newest
     # snapshot NVML answered in the last HYSTERESIS_TICKS.
     tail = window[-T.HYSTERESIS_TICKS :]
     last = next((s for s in reversed(tail) if s.nvml_available), newest)
-    recent = _since(window, T.RECENT_S)
+    recent = _since(window, T.RECENT_S * tick_s)
     nvml_err = next((e for e in last.errors if e.source == "nvml" and e.gpu_index is None), None)
     # rows[k][i]: GPU i in recent snapshot k (lost GPUs left out)
     rows = [{g.index: g for g in s.gpus if not g.lost} for s in recent]
@@ -192,8 +196,11 @@ def extract(window: Sequence[Snapshot]) -> Features:
 
     has_gpm = any(_gpm(g, "sm_util_pct") is not None for g in busy_states)
     has_nvlink = any(g.nvlink_tx_kib_s is not None for r in rows for g in r.values())
-    dips = _dips(active, rows, sm if has_gpm else util)
-    host_feats = host_figures(_since(window, T.HOST_RECENT_S), {p.pid for p in last.gpu_processes})
+    dips_on_sm = has_gpm and tick_s <= T.PROFILING_DIP_MAX_TICK_S
+    dips = _dips(active, rows, sm if dips_on_sm else util)
+    host_feats = host_figures(
+        _since(window, T.HOST_RECENT_S * tick_s), {p.pid for p in last.gpu_processes}
+    )
     gpu_pids = tuple(sorted({p.pid for s in recent for p in s.gpu_processes}))
     has_threads = any(p.busiest_threads or p.children for s in recent for p in s.processes)
     available = {
@@ -216,6 +223,8 @@ def extract(window: Sequence[Snapshot]) -> Features:
     top = max(last.gpu_processes, key=lambda p: p.used_memory_bytes or 0, default=None)
     return Features(
         samples=len(recent),
+        tick_s=tick_s,
+        dips_on_sm=dips_on_sm,
         span_s=newest.timestamp - window[0].timestamp,
         recent_s=recent[-1].timestamp - recent[0].timestamp,
         timestamp=newest.timestamp,

@@ -66,11 +66,11 @@ def communication(f: Features) -> Verdict:
         together
         and unmeasured
         and not pcie
-        and "gpm" in f.available
+        and f.dips_on_sm
         and (f.util_in_dips or 0) >= T.COMM_BUSY_IN_DIPS_PCT
         and not input_pressure(f)
     )
-    metric = "SM activity" if "gpm" in f.available else "GPU busy time"
+    metric = "SM activity" if f.dips_on_sm else "GPU busy time"
     out = [
         ev(
             "correlated_dip_fraction",
@@ -160,7 +160,7 @@ def input_pressure(f: Features) -> list[Evidence]:
                 "iowait",
                 f.iowait_median,
                 T.IOWAIT_PCT,
-                f"iowait {f.iowait_median:.1f} % (median, {T.HOST_RECENT_S:.0f} s)",
+                f"iowait {f.iowait_median:.1f} % (median, {T.HOST_RECENT_S * f.tick_s:.0f} s)",
             )
         )
     if f.io_pressure_median is not None and f.io_pressure_median >= T.IO_PRESSURE_PCT:

@@ -22,6 +22,13 @@ MIN_SAMPLES = 5  # ours: fewer samples than this show no shape at all
 # sampling: 3 s), so one noisy sample never flips the verdict. SageMaker uses a "patience" for
 # the same purpose.
 HYSTERESIS_TICKS = 3
+# The windows above are sized for one sample a second. Judging samples taken every `tick_s`
+# seconds (Prometheus scrapes, 15-30 s), each window keeps its number of samples and spans
+# `tick_s` times its seconds: the shape window 15 samples, the host window 8, memory growth 20.
+# DCGM's profiling ratios (SM activity) average the whole tick, while busy time is the driver's
+# last 1/6-1 s: over ticks longer than this (ours: a collective's dip lasts about a second or
+# two), dips show only in busy time, so the shared-dip shape is read there.
+PROFILING_DIP_MAX_TICK_S = 3.0
 
 # -- idle --------------------------------------------------------------------------------------
 # SageMaker CPUBottleneck/IOBottleneck count a GPU under 10 % as idle; we call a GPU idle when
