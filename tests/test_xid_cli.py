@@ -162,6 +162,25 @@ def test_bad_arguments_are_usage_errors(capsys, tmp_path):
     assert rc == 2 and "no such file" in err
     rc, _, err = xid(capsys, "--limit", "-1")
     assert rc == 2
+    rc, _, err = xid(capsys, "--since", "")  # an empty window is a mistake, not "everything"
+    assert rc == 2 and "--since" in err
+
+
+def test_source_counts_are_of_the_window_asked_for(tmp_path, capsys):
+    log = tmp_path / "kern.log"
+    log.write_text(
+        "2026-01-14T08:00:00+00:00 node kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=11, "
+        "name=python, Graphics SM Warp Exception\n"
+        "2026-01-15T10:12:00+00:00 node kernel: NVRM: Xid (PCI:0000:3b:00): 31, pid=12, "
+        "name=python, Ch 00000010, intr 10000000. MMU Fault\n"
+    )
+    rc, out, _ = xid(capsys, "--log", str(log), "--since", "all", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["sources"][0]["events"] == 2 and len(doc["events"]) == 2
+    rc, out, _ = xid(capsys, "--log", str(log), "--since", "2026-01-15", "--json")
+    doc = json.loads(out)
+    assert [e["code"] for e in doc["events"]] == [31]
+    assert doc["sources"][0]["events"] == 1  # the day before is outside the window
 
 
 def test_nothing_found_says_so(tmp_path, capsys):

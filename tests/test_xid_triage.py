@@ -171,6 +171,15 @@ def test_43_soon_after_an_app_fault_follows_it():
     assert [g.follows for g in out.groups if g.code == 43] == ["Xid 13"]
 
 
+def test_follow_ups_of_different_faults_name_each_leader_with_its_count():
+    out = triage(
+        [ev(13, t=T0), ev(43, t=T0 + 1), ev(13, t=T0 + 60), ev(43, t=T0 + 61)]
+        + [ev(31, t=T0 + 120), ev(43, t=T0 + 121)]
+    )
+    (g43,) = [g for g in out.groups if g.code == 43]
+    assert g43.follows == "Xid 13 ×2, Xid 31 ×1"  # not all three credited to Xid 13
+
+
 @pytest.mark.parametrize(
     ("later", "then", "severity"),
     [

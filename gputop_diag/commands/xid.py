@@ -89,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def parse_since(text: str, now: float, boot_time: float | None) -> float | None:
     """`--since` as epoch seconds (None: everything); ValueError for what it cannot read."""
     t = text.strip().lower()
-    if t in ("all", "ever", ""):
+    if t in ("all", "ever"):
         return None
     if t == "boot":
         if boot_time is None:

@@ -22,6 +22,7 @@ from .xid_sources import (
     SYSTEM_LOGS,
     SourceReport,
     boot_time_of,
+    device_event_count,
     read_dmesg,
     read_file,
     read_journal,
@@ -182,6 +183,8 @@ def scan(
     if since is not None:
         events = [e for e in events if e.timestamp is None or e.timestamp >= since]
         ooms = [k for k in ooms if k.timestamp is None or k.timestamp >= since]
+        # each source's count is of the window too, so the counts add up to what is triaged
+        found = [(p, replace(r, events=device_event_count(p.events, since))) for p, r in found]
     return XidScan(
         events=tuple(merge(events)),
         ooms=tuple(ooms),

@@ -42,6 +42,16 @@ DMESG_ACCESS = (
 )
 
 
+def device_event_count(events, since: float | None = None) -> int:
+    """The events a source report counts: device events (not the driver's GPU announcements or
+    loads), within the window where `since` is given (an event without a time is kept)."""
+    return sum(
+        e.kind not in ("gpu_announce", "driver_loaded")
+        and (since is None or e.timestamp is None or e.timestamp >= since)
+        for e in events
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SourceReport:
     """How one source went."""
@@ -105,7 +115,7 @@ def report_of(name: str, kind: str, r: LogRead, parsed: ParsedLog) -> SourceRepo
         name,
         kind,
         status,
-        events=sum(e.kind not in ("gpu_announce", "driver_loaded") for e in parsed.events),
+        events=device_event_count(parsed.events),
         lines=st.lines,
         bytes_read=r.bytes_read,
         size=r.size,

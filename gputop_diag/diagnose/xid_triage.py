@@ -398,6 +398,18 @@ def info_of(e: KernelEvent, fatal: bool) -> tuple[str, str, str, str, str]:
     return d.meaning, ", ".join(CAUSES[c] for c in d.causes), d.question, d.step, d.severity
 
 
+def _leaders(led: list[str]) -> str:
+    """What a sympathetic group follows: `Xid 13`, or each leader with its count, the most
+    frequent first (`Xid 13 ×2, Xid 31 ×1`), so no follow-up is credited to the wrong cause."""
+    counts: dict[str, int] = {}
+    for name in led:
+        counts[name] = counts.get(name, 0) + 1
+    if len(counts) == 1:
+        return led[0]
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], led.index(kv[0])))
+    return ", ".join(f"{name} ×{n}" for name, n in ranked)
+
+
 def _groups(device: Sequence[KernelEvent], follows: dict[int, str]) -> tuple[XidGroup, ...]:
     buckets: dict[tuple, list[int]] = {}
     for k, e in enumerate(device):
@@ -429,7 +441,7 @@ def _groups(device: Sequence[KernelEvent], follows: dict[int, str]) -> tuple[Xid
                 question=question,
                 step=step,
                 severity=severity,
-                follows=max(set(led), key=led.count) if len(led) == len(evs) else None,
+                follows=_leaders(led) if len(led) == len(evs) else None,
                 sources=tuple(dict.fromkeys(s for e in evs for s in e.sources)),
                 locations=tuple(e.location for e in evs if e.location),
             )
