@@ -384,6 +384,7 @@ def test_a_damaged_gzip_keeps_what_came_before_the_damage(tmp_path):
     path.write_bytes(data[: len(data) - 200])
     parsed, r = read_file(str(path), None, Budget(), time.monotonic() + 10)
     assert r.status == "partial" and "damaged gzip" in r.message
+    assert "gzip -t" in r.next_step and "--since" not in r.next_step  # not "too long to read"
     assert len(parsed.events) == 30
 
 

@@ -54,6 +54,7 @@ class LogRead:
     binary: int = 0
     invalid: int = 0
     cut_short: str = ""  # why the start of the source was not read
+    damaged: bool = False  # the file itself is broken (a cut-off or corrupt gzip), not too long
 
 
 def human_bytes(n: float) -> str:
@@ -239,6 +240,7 @@ def read_gzip(path: str, budget: Budget, deadline: float) -> LogRead:
         r.cut_short = "time budget spent: the newest part of this file was not read"
     except (EOFError, zlib.error) as e:
         r.cut_short = f"damaged gzip ({e}); kept what came before the damage"
+        r.damaged = True
     if carry:
         kept.extend(candidates(carry))
     r.lines = list(kept)

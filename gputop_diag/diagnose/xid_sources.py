@@ -122,7 +122,14 @@ def report_of(name: str, kind: str, r: LogRead, parsed: ParsedLog) -> SourceRepo
         binary_skipped=binary,
         invalid_utf8=invalid,
         message="; ".join(notes),
-        next_step="narrow the window with --since, or grep the older part" if r.cut_short else "",
+        next_step=(
+            "check the file (gzip -t); the events after the damage are lost, the ones before "
+            "are triaged"
+            if r.damaged
+            else "narrow the window with --since, or grep the older part"
+            if r.cut_short
+            else ""
+        ),
     )
 
 
