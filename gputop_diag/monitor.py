@@ -24,8 +24,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .diagnose import Diagnosis, classify, collect_scheduler_evidence
+from .diagnose.alerts import job_alerts
 from .diagnose.kernlog_watch import KernelLogWatch
 from .diagnose.logfiles import TUI_BUDGET
 from .diagnose.xid_live import (
@@ -41,6 +43,9 @@ from .model import CollectorError, OomKill, SchedulerEvidence, Snapshot, XidEven
 from .recording import Recording
 from .sampler import Sampler
 from .sources import Sources
+
+if TYPE_CHECKING:
+    from .collect.job import JobWatch
 
 WINDOW_S = 60.0  # what classify() reads: the last minute
 # squeue is a round trip to the controller and journalctl reads the journal: every 10 s.
@@ -76,6 +81,7 @@ class Monitor:
         sampler: Sampler | None = None,
         slow_sources: bool = True,
         history_s: float = HISTORY_S,
+        job: JobWatch | None = None,
     ) -> None:
         self.sources = sampler.sources if sampler is not None else sources
         self.slow_sources = slow_sources and self.sources is not None
@@ -97,6 +103,9 @@ class Monitor:
         self.xid_triage: XidTriage | None = None  # frozen; replaced when something changes
         self._history_scan: XidScan | None = None
         self._history_thread: threading.Thread | None = None
+        # The watched job (`gputop-diag watch`): read each tick into `Snapshot.job`; a Slurm
+        # job's record is the scheduler evidence, asked with the slow sources.
+        self.job = job
 
     @property
     def replaying(self) -> bool:
@@ -126,7 +135,22 @@ class Monitor:
     def tick(self) -> Tick:
         """Sample now, attach the slow sources, append, classify."""
         with self._lock:
-            return self._add(self._attach(self.sampler.collect()))
+            snap = self._attach(self.sampler.collect())
+            if self.job is not None:
+                snap = dataclasses.replace(snap, job=self._job_state(snap))
+            return self._add(snap)
+
+    def _job_state(self, snap: Snapshot):
+        try:
+            return self.job.sample(snap)
+        except Exception as e:  # noqa: BLE001 - a failing read of the job must not stop ticks
+            from .model import JobState
+
+            return JobState(
+                target=self.job.target,
+                label=self.job.label,
+                problem=f"reading the job failed: {type(e).__name__}: {e}",
+            )
 
     def feed(self, snap: Snapshot) -> Tick:
         """Take a snapshot made elsewhere (a recording, a test): attach the slow sources unless
@@ -142,9 +166,11 @@ class Monitor:
         at = self._slow_at
         if at is None or not 0 <= snap.timestamp - at < SLOW_SOURCES_EVERY_S:
             self._slow_at = snap.timestamp
-            self._jobs = self._ask(
-                "slurm", lambda: collect_scheduler_evidence(self.sources), self._jobs
-            )
+            if self.job is not None and self.job.slurm_id is not None:
+                query = self.job.scheduler_evidence  # the watched job, whoever's it is
+            else:
+                query = lambda: collect_scheduler_evidence(self.sources)  # noqa: E731
+            self._jobs = self._ask("slurm", query, self._jobs)
             kernel_xids = self._kernel_log(snap)
             if kernel_xids:
                 snap = dataclasses.replace(snap, xid_events=snap.xid_events + kernel_xids)
@@ -197,6 +223,12 @@ class Monitor:
     def _add(self, snap: Snapshot) -> Tick:
         self.history.append(snap)
         self.diagnosis = classify(self.history.snapshots(WINDOW_S), self.diagnosis)
+        if snap.job is not None:  # the job's own failures and findings, replayed alike
+            extra = job_alerts(snap)
+            if extra:
+                self.diagnosis = dataclasses.replace(
+                    self.diagnosis, alerts=self.diagnosis.alerts + extra
+                )
         self.ticks += 1
         self._xids.extend(snap.xid_events)
         if snap.xid_events or snap.slow_sources_at == snap.timestamp or self.xid_triage is None:
@@ -284,6 +316,7 @@ def run(
     seconds: float | None,
     on_tick: Callable[[Tick], None] | None = None,
     slow_sources: bool = True,
+    job: JobWatch | None = None,
 ) -> Monitor:
     """The headless commands' loop: sample `feed` for `seconds` (a `Recording`: replay its
     first `seconds`). Ctrl-C ends it early with what was seen (`interrupted`); before the first
@@ -293,7 +326,7 @@ def run(
         monitor = Monitor(None)
         loop = lambda: monitor.replay(feed.snapshots(), seconds, on_tick)  # noqa: E731
     else:
-        monitor = Monitor(feed, interval=interval, slow_sources=slow_sources)
+        monitor = Monitor(feed, interval=interval, slow_sources=slow_sources, job=job)
         loop = lambda: monitor.run_for(seconds, on_tick)  # noqa: E731
     try:
         loop()

@@ -181,3 +181,112 @@ def faults_of(alerts: Sequence[Alert], remap_failure_gpus: Sequence[int] = ()) -
         ):
             out.append(a)
     return tuple(out)
+
+
+# -- the watched job (`gputop-diag watch`) -----------------------------------------------------
+_JOB_OUTPUT = {
+    # kind: (severity, what it is evidence of, what to do)
+    "cuda_oom": (
+        "critical",
+        "device capacity: the job asked a GPU for more memory than it had",
+        "lower the batch size or sequence length, enable activation checkpointing, or see what "
+        "else holds memory on the GPU (Memory pane)",
+    ),
+    "nccl_timeout": (
+        "critical",
+        "communication: a collective waited past its timeout (a rank stopped or hung, or a "
+        "link failed)",
+        "find the rank that stopped (its own log, py-spy dump), then check the links "
+        "(NCCL_DEBUG=INFO, Xid events)",
+    ),
+    "nccl_error": (
+        "warning",
+        "communication: NCCL reported an error",
+        "rerun with NCCL_DEBUG=INFO for the failing call",
+    ),
+    "cuda_error": (
+        "critical",
+        "a CUDA error ended or broke a kernel launch",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to find the call; look for Xid events (Xid pane)",
+    ),
+}
+
+
+def job_alerts(snap) -> tuple[Alert, ...]:
+    """The watched job's own failures and findings: failure lines in its output (a CUDA OOM is
+    device-capacity evidence, an NCCL timeout communication evidence), how it ended, and GPUs it
+    holds but does not use."""
+    job = snap.job
+    if job is None:
+        return ()
+    out: list[Alert] = []
+    by_kind: dict[str, list] = {}
+    for e in job.output_events:
+        by_kind.setdefault(e.kind, []).append(e)
+    for kind in ("cuda_oom", "nccl_timeout", "nccl_error", "cuda_error"):
+        events = by_kind.get(kind)
+        if not events:
+            continue
+        sev, what, step = _JOB_OUTPUT[kind]
+        last = events[-1]
+        times = f" ×{len(events)}" if len(events) > 1 else ""
+        out.append(
+            Alert(
+                f"job_{kind}",
+                sev,
+                f"job output line {last.line_no}{times}: {last.line[:160]} — {what}; {step}",
+            )
+        )
+    if job.exit_signal:
+        why = (
+            " (the kernel's OOM killer sends SIGKILL: see host OOM)"
+            if job.exit_signal == ("SIGKILL")
+            else ""
+        )
+        out.append(
+            Alert(
+                "job_signal",
+                "critical",
+                f"the job was killed by {job.exit_signal}{why}",
+            )
+        )
+    elif job.exit_code not in (None, 0):
+        out.append(Alert("job_exit", "warning", f"the job exited with code {job.exit_code}"))
+    s = job.slurm
+    pids = {p.pid for p in job.processes}
+    used = sorted({g.gpu_index for g in snap.gpu_processes if g.pid in pids})
+    if (
+        s is not None
+        and s.state.upper() == "RUNNING"
+        and s.gpus_requested
+        and used
+        and len(used) < s.gpus_requested
+        and s.nodes
+        and "," not in s.nodes
+        and "[" not in s.nodes
+    ):
+        out.append(
+            Alert(
+                "job_gpus_unused",
+                "warning",
+                f"Slurm job {s.job_id} holds {s.gpus_requested} GPUs and uses {len(used)} "
+                f"({_gpus(used)}): the others sit idle while the queue waits; request "
+                f"--gpus={len(used)}, or check that every rank found its GPU (LOCAL_RANK)",
+                used[0],
+                gpus=tuple(used),
+            )
+        )
+    elif job.visible_gpus and used:
+        visible = [v for v in job.visible_gpus.split(",") if v.strip()]
+        if len(visible) > len(used):
+            out.append(
+                Alert(
+                    "job_gpus_unused",
+                    "info",
+                    f"the job sees {len(visible)} GPUs (CUDA_VISIBLE_DEVICES={job.visible_gpus})"
+                    f" and uses {len(used)} ({_gpus(used)})",
+                    used[0],
+                    gpus=tuple(used),
+                )
+            )
+    return tuple(out)

@@ -1,0 +1,594 @@
+"""The watched job: a process and its descendants, a command we start, or a Slurm job.
+
+`JobWatch.sample(snapshot)` reads the job once per tick and returns a frozen `JobState`:
+- the process tree (the roots and every descendant, from one parent map built from
+  /proc/<pid>/stat), each with CPU %, RSS, threads, its busiest threads by name, and
+  CUDA_VISIBLE_DEVICES from its environment where readable;
+- new lines of its output (the file a started command writes to, `--log FILE`, the file the
+  watched process's stdout is, or the Slurm job's StdOut=), kept as a ring buffer, scanned for
+  failure lines (`diagnose/job_output.py`) and step times (`diagnose/steps.py`);
+- for a Slurm job, its scheduler record (`diagnose/slurm.py`: scontrol, squeue), and its local
+  processes: `scontrol listpids`, else cgroup membership (/proc/<pid>/cgroup naming job_<id>),
+  else SLURM_JOB_ID in a process's environment.
+
+A started command runs in its own session (SIGHUP from a dropped SSH link does not reach it)
+with stdin from /dev/null and stdout and stderr to the log file, so it outlives us when we are
+detached or killed, and its output is not lost when nobody reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from ..diagnose import slurm as S
+from ..diagnose.job_output import event_of
+from ..diagnose.steps import StepParser
+from ..model import JobProcess, JobState, OutputEvent, SchedulerEvidence, Snapshot, ThreadInfo
+from .procs import parse_ppid
+
+TAIL_LINES = 200  # the ring buffer of output lines
+SNAPSHOT_TAIL = 40  # of which each snapshot carries the last
+MAX_EVENTS = 20  # failure lines kept
+MAX_PROCESSES = 256  # processes of a tree read per tick
+BUSIEST_THREADS = 5
+READ_CHUNK = 4 * 1024 * 1024  # most bytes of output read per tick
+START_BACK = 64 * 1024  # a file watched from outside: read from this far before its end
+MAX_LINE = 2000  # characters of one output line kept
+_CGROUP_JOB = re.compile(r"/job_(\d+)(?:/|$)")
+
+
+class WatchError(Exception):
+    """The job cannot be watched; the text is for the user. `code` is the exit code."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- output -----------------------------------------------------------------------------------
+class OutputTail:
+    """Follows a file as it grows: whole lines (split on \\n and \\r, as tqdm redraws with \\r),
+    a ring buffer of the last ones; a line redrawn with \\r replaces the one before it."""
+
+    def __init__(self, path: str, from_start: bool, lines: int = TAIL_LINES) -> None:
+        self.path = path
+        self.lines: deque[str] = deque(maxlen=lines)
+        self.count = 0
+        self._offset: int | None = 0 if from_start else None
+        self._partial = b""
+        self._redraw = False  # the last line ended with \r: the next one replaces it
+        self.problem: str | None = None
+
+    def read(self) -> list[str]:
+        """The whole lines written since the last read (a line still being written waits)."""
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if self._offset is None:  # from outside: the end of the file, not all of it
+                    self._offset = max(0, size - START_BACK)
+                    if self._offset:
+                        f.seek(self._offset)
+                        skipped = f.readline()  # the first line read may be cut
+                        self._offset += len(skipped)
+                if size < self._offset:  # truncated or replaced
+                    self._offset, self._partial = 0, b""
+                f.seek(self._offset)
+                data = f.read(READ_CHUNK)
+        except FileNotFoundError:
+            self.problem = f"the output file {self.path} does not exist (yet)"
+            return []
+        except OSError as e:
+            self.problem = f"cannot read the output file {self.path}: {e.strerror}"
+            return []
+        self.problem = None
+        self._offset += len(data)
+        data = self._partial + data
+        out: list[str] = []
+        start = 0
+        for m in re.finditer(rb"\r\n|\n|\r", data):
+            raw = data[start : m.start()]
+            start = m.end()
+            line = raw.decode("utf-8", errors="replace")[:MAX_LINE]
+            redraw = m.group() == b"\r"
+            if not line.strip() and redraw:
+                continue
+            self._keep(line)
+            self._redraw = redraw
+            out.append(line)
+        self._partial = data[start:][-MAX_LINE * 4 :]
+        return out
+
+    def _keep(self, line: str) -> None:
+        self.count += 1
+        if self._redraw and self.lines:
+            self.lines[-1] = line
+        else:
+            self.lines.append(line)
+
+
+# -- processes --------------------------------------------------------------------------------
+class _Proc:
+    __slots__ = ("proc", "thread_cpu", "thread_names", "last_t", "cvd", "cvd_read")
+
+    def __init__(self, proc: Any) -> None:
+        self.proc = proc
+        self.thread_cpu: dict[int, float] = {}
+        self.thread_names: dict[int, str] = {}
+        self.last_t: float | None = None
+        self.cvd: str | None = None
+        self.cvd_read = False
+
+
+class TreeReader:
+    """The processes under some roots, read once per tick (psutil objects cached between
+    ticks, so CPU % is over the tick)."""
+
+    def __init__(self, psutil: Any, procfs: Any) -> None:
+        self.psutil, self.procfs = psutil, procfs
+        self._gone = (psutil.NoSuchProcess, psutil.ZombieProcess)
+        self._denied = psutil.AccessDenied
+        self._cache: dict[int, _Proc] = {}
+
+    def parents(self) -> dict[int, int]:
+        """Parent pid by pid, from /proc/<pid>/stat of every process (one scan)."""
+        out: dict[int, int] = {}
+        try:
+            pids = self.psutil.pids()
+        except (OSError, self.psutil.Error):
+            return out
+        for pid in pids:
+            try:
+                out[pid] = parse_ppid(self.procfs.read_text(f"/proc/{pid}/stat"))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def tree(self, roots: Sequence[int], now: float) -> tuple[JobProcess, ...]:
+        parents = self.parents()
+        kids: dict[int, list[int]] = {}
+        for pid, ppid in parents.items():
+            kids.setdefault(ppid, []).append(pid)
+        rootset = [r for r in dict.fromkeys(roots) if r in parents]
+        # A root under another root is shown under it, not twice.
+        inside = set()
+        for r in rootset:
+            p, hops = parents.get(r), 0
+            while p and hops < 64:
+                if p in rootset:
+                    inside.add(r)
+                    break
+                p, hops = parents.get(p), hops + 1
+        order: list[tuple[int, int]] = []  # (pid, depth), parents before children
+        seen: set[int] = set()
+
+        def walk(pid: int, depth: int) -> None:
+            stack = [(pid, depth)]
+            while stack and len(order) < MAX_PROCESSES:
+                p, d = stack.pop()
+                if p in seen:
+                    continue
+                seen.add(p)
+                order.append((p, d))
+                stack.extend((c, d + 1) for c in sorted(kids.get(p, ()), reverse=True))
+
+        for r in rootset:
+            if r not in inside:
+                walk(r, 0)
+        out = []
+        for pid, depth in order:
+            info = self._read(pid, parents.get(pid), depth, now)
+            if info is not None:
+                out.append(info)
+        for pid in list(self._cache):
+            if pid not in seen:
+                del self._cache[pid]
+        return tuple(out)
+
+    def _read(self, pid: int, ppid: int | None, depth: int, now: float) -> JobProcess | None:
+        c = self._cache.get(pid)
+        try:
+            if c is None:
+                c = self._cache[pid] = _Proc(self.psutil.Process(pid))
+            p = c.proc
+
+            def get(fn):
+                try:
+                    return fn()
+                except self._denied:
+                    return None
+
+            with p.oneshot():
+                name = get(p.name)
+                cmdline = get(p.cmdline)
+                cpu = get(lambda: p.cpu_percent(None))
+                mem = get(p.memory_info)
+                nthreads = get(p.num_threads)
+                threads = get(p.threads)
+            if not c.cvd_read:  # the initial environment does not change: read it once
+                env = get(p.environ)
+                c.cvd = env.get("CUDA_VISIBLE_DEVICES") if env else None
+                c.cvd_read = True
+        except self._gone:
+            self._cache.pop(pid, None)
+            return None
+        dt = None if c.last_t is None else now - c.last_t
+        c.last_t = now
+        return JobProcess(
+            pid=pid,
+            ppid=ppid,
+            depth=depth,
+            name=name,
+            cmdline=tuple(cmdline) if cmdline is not None else None,
+            cpu_pct=None if dt is None else cpu,  # the first call measures nothing
+            rss_bytes=mem.rss if mem is not None else None,
+            num_threads=nthreads,
+            busiest_threads=self._busiest(pid, c, threads, dt),
+            cuda_visible_devices=c.cvd,
+        )
+
+    def _busiest(self, pid: int, c: _Proc, threads: Any, dt: float | None) -> tuple:
+        if not threads:
+            return ()
+        now_cpu = {th.id: th.user_time + th.system_time for th in threads}
+        prev, c.thread_cpu = c.thread_cpu, now_cpu
+        if not dt or dt <= 0:
+            return ()
+        rates = sorted(
+            (
+                (100.0 * max(0.0, v - prev[tid]) / dt, tid)
+                for tid, v in now_cpu.items()
+                if tid in prev
+            ),
+            reverse=True,
+        )
+        out = []
+        for pct, tid in rates[:BUSIEST_THREADS]:
+            name = c.thread_names.get(tid)
+            if name is None:
+                try:
+                    name = self.procfs.read_text(f"/proc/{pid}/task/{tid}/comm").strip()
+                except OSError:
+                    name = "?"
+                c.thread_names[tid] = name
+            out.append(ThreadInfo(tid=tid, name=name, cpu_pct=pct))
+        return tuple(out)
+
+    def pids_in_cgroup_of_job(self, job_id: str) -> list[int]:
+        """The processes whose cgroup path names job_<id> (Slurm's proctrack/cgroup)."""
+        out = []
+        try:
+            pids = self.psutil.pids()
+        except (OSError, self.psutil.Error):
+            return out
+        for pid in pids:
+            try:
+                text = self.procfs.read_text(f"/proc/{pid}/cgroup")
+            except OSError:
+                continue
+            if any(m.group(1) == job_id for m in _CGROUP_JOB.finditer(text)):
+                out.append(pid)
+        return out
+
+    def pids_with_env(self, name: str, value: str) -> list[int]:
+        """The processes whose initial environment sets name=value (readable ones only)."""
+        out = []
+        try:
+            pids = self.psutil.pids()
+        except (OSError, self.psutil.Error):
+            return out
+        needle = f"\0{name}={value}\0".encode()
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if needle in b"\0" + f.read() + b"\0":
+                        out.append(pid)
+            except OSError:
+                continue
+        return out
+
+
+# -- the watch --------------------------------------------------------------------------------
+def signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def default_log_path(now: float | None = None) -> str:
+    """gputop-watch-<local time>.log in the current directory, else the temporary directory."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    name = f"gputop-watch-{stamp}-{os.getpid()}.log"
+    if os.access(".", os.W_OK):
+        return os.path.abspath(name)
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), name)
+
+
+class JobWatch:
+    """One watched job. Build it with `for_pid`, `for_command` or `for_slurm`."""
+
+    def __init__(
+        self,
+        sources: Any,
+        target: str,
+        label: str,
+        *,
+        psutil: Any = None,
+        log: str | None = None,
+        log_from_start: bool = False,
+        step_regex: re.Pattern | None = None,
+    ) -> None:
+        self.sources = sources
+        self.target = target
+        self.label = label
+        self.roots: tuple[int, ...] = ()
+        self.popen: subprocess.Popen | None = None
+        self.slurm_id: str | None = None
+        self.slurm: SchedulerEvidence | None = None
+        self.slurm_problem: str | None = None
+        self.exit_code: int | None = None
+        self.exit_signal: str | None = None
+        self.detached = False
+        self.reader = TreeReader(psutil or sources.psutil, sources.procfs)
+        self.tail = OutputTail(log, log_from_start) if log else None
+        self.steps = StepParser(step_regex)
+        self.events: deque[OutputEvent] = deque(maxlen=MAX_EVENTS)
+        self._explicit_log = log is not None
+        self._root_gone = False
+        self._slurm_checked: float | None = None
+
+    # -- the three ways in -------------------------------------------------------------------
+    @classmethod
+    def for_pid(cls, sources, pid: int, *, log=None, step_regex=None) -> JobWatch:
+        ps = sources.psutil
+        try:
+            proc = ps.Process(pid)
+            name = proc.name()
+        except (ps.NoSuchProcess, ps.ZombieProcess):
+            raise WatchError(f"no process {pid} on this machine", code=2) from None
+        except ps.AccessDenied:
+            name = "?"
+        w = cls(sources, "pid", f"pid {pid} ({name})", log=log, step_regex=step_regex)
+        w.roots = (pid,)
+        if log is None:  # its stdout, when that is a file
+            out = _stdout_file(pid)
+            if out is not None:
+                w.tail = OutputTail(out, from_start=False)
+        return w
+
+    @classmethod
+    def for_command(
+        cls, sources, argv: Sequence[str], *, log_path: str, step_regex=None, env=None
+    ) -> JobWatch:
+        import psutil as real_psutil  # the command runs on this machine, under --demo too
+
+        if not argv:
+            raise WatchError("watch -- CMD: no command given after --", code=2)
+        try:
+            logf = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        except OSError as e:
+            raise WatchError(f"cannot write the output file {log_path}: {e.strerror}") from None
+        environ = dict(os.environ if env is None else env)
+        environ.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the log as they are printed
+        try:
+            with logf:
+                popen = subprocess.Popen(
+                    list(argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # no SIGHUP or Ctrl-C from our terminal
+                    env=environ,
+                )
+        except FileNotFoundError:
+            raise WatchError(f"watch: {argv[0]}: command not found", code=127) from None
+        except PermissionError:
+            raise WatchError(f"watch: {argv[0]}: permission denied", code=126) from None
+        w = cls(
+            sources,
+            "command",
+            " ".join(argv),
+            psutil=real_psutil,
+            log=log_path,
+            log_from_start=True,
+            step_regex=step_regex,
+        )
+        w.popen = popen
+        w.roots = (popen.pid,)
+        return w
+
+    @classmethod
+    def for_slurm(cls, sources, job_id: str, *, log=None, step_regex=None) -> JobWatch:
+        job_id = job_id.strip()
+        if not re.fullmatch(r"\d+(?:_\d+)?(?:\.\w+)?", job_id):
+            raise WatchError(f"--slurm {job_id!r} is not a Slurm job id (like 4242)", code=2)
+        w = cls(sources, "slurm", f"Slurm job {job_id}", log=log, step_regex=step_regex)
+        w.slurm_id = job_id
+        found, problem = S.resolve_job(sources, job_id)
+        if found is None:
+            unknown = problem is not None and problem.startswith("Slurm does not know")
+            raise WatchError(problem or f"Slurm job {job_id} not found", code=2 if unknown else 1)
+        w.slurm = found
+        w._slurm_checked = sources.clock.now()
+        if found.name:
+            w.label = f"Slurm job {job_id} ({found.name})"
+        return w
+
+    # -- the job's life ----------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self.popen is not None
+
+    @property
+    def running(self) -> bool:
+        if self.popen is not None:
+            return self.exit_code is None and self.popen.poll() is None
+        if self.target == "slurm":
+            s = self.slurm
+            return s is not None and s.state.upper() in S.ACTIVE_STATES
+        return not self._root_gone
+
+    @property
+    def finished(self) -> bool:
+        """The job has ended (a started command exited, the process is gone, Slurm ended it)."""
+        if self.popen is not None:
+            return self.popen.poll() is not None
+        if self.target == "slurm":
+            s = self.slurm
+            return s is not None and s.state.upper() in S.ENDED_STATES
+        return self._root_gone
+
+    def _reap(self) -> None:
+        if self.popen is None or self.exit_code is not None:
+            return
+        rc = self.popen.poll()
+        if rc is None:
+            return
+        if rc < 0:
+            self.exit_signal = signal_name(-rc)
+            self.exit_code = 128 - rc
+        else:
+            self.exit_code = rc
+
+    def send(self, sig: int) -> bool:
+        """Send `sig` to a started command's process group; False when it is gone."""
+        if self.popen is None or self.popen.poll() is not None:
+            return False
+        try:
+            os.killpg(self.popen.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """SIGTERM the started command's group, SIGKILL after `grace_s`; its exit code."""
+        if self.send(signal.SIGTERM):
+            try:
+                self.popen.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.send(signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.popen.wait(5.0)
+        self._reap()
+        return self.exit_code
+
+    def detach(self) -> None:
+        """Stop watching; a started command keeps running (it has its own session)."""
+        self.detached = True
+
+    # -- Slurm -------------------------------------------------------------------------------
+    def scheduler_evidence(self) -> list[SchedulerEvidence]:
+        """The watched Slurm job's record, asked again (the Monitor's slow-source cadence); the
+        last answer stands when Slurm does not answer, and the problem is said."""
+        if self.slurm_id is None:
+            return []
+        found, problem = S.resolve_job(self.sources, self.slurm_id)
+        self._slurm_checked = self.sources.clock.now()
+        if found is not None:
+            self.slurm, self.slurm_problem = found, None
+        elif problem and problem.startswith("Slurm does not know") and self.slurm is not None:
+            # known before, gone now: it ended and left the controller's memory (MinJobAge)
+            self.slurm = _ended(self.slurm)
+            self.slurm_problem = None
+        else:
+            self.slurm_problem = problem
+        return [self.slurm] if self.slurm is not None else []
+
+    def _slurm_pids(self) -> tuple[list[int], str | None]:
+        s = self.slurm
+        if s is None or s.state.upper() not in ("RUNNING", "COMPLETING", "SUSPENDED"):
+            return [], None
+        pids, problem = S.list_pids(self.sources, self.slurm_id)
+        if pids:
+            return pids, None
+        pids = self.reader.pids_in_cgroup_of_job(self.slurm_id)
+        if pids:
+            return pids, None
+        pids = self.reader.pids_with_env("SLURM_JOB_ID", self.slurm_id.split(".")[0])
+        if pids:
+            return pids, None
+        where = f" (it runs on {s.nodes})" if s.nodes else ""
+        why = f": {problem}" if problem else ""
+        return [], f"no process of Slurm job {self.slurm_id} found on this machine{where}{why}"
+
+    # -- one tick ----------------------------------------------------------------------------
+    def sample(self, snap: Snapshot | None = None) -> JobState:
+        now = snap.timestamp if snap is not None else self.sources.clock.now()
+        self._reap()
+        problems: list[str] = []
+        roots = self.roots
+        if self.target == "slurm":
+            if self.tail is None and self.slurm is not None and self.slurm.stdout_path:
+                self.tail = OutputTail(self.slurm.stdout_path, from_start=True)
+            pids, problem = self._slurm_pids()
+            roots = tuple(sorted(pids))
+            if problem and self.slurm is not None and not self.slurm.pending:
+                problems.append(problem)
+            if self.slurm_problem:
+                problems.append(self.slurm_problem)
+        procs = self.reader.tree(roots, now) if roots else ()
+        if self.target == "pid" and self.roots and not any(p.pid in self.roots for p in procs):
+            self._root_gone = True
+        if self.tail is not None:
+            lines = self.tail.read()
+            base = self.tail.count - len(lines)
+            for k, line in enumerate(lines):
+                e = event_of(line, base + k + 1, now)
+                if e is not None:
+                    self.events.append(e)
+                self.steps.feed(line, now)
+            self.steps.end_read(now)
+            if self.tail.problem and (self._explicit_log or self.target != "command"):
+                problems.append(self.tail.problem)
+        visible = next((p.cuda_visible_devices for p in procs if p.cuda_visible_devices), None)
+        return JobState(
+            target=self.target,
+            label=self.label,
+            root_pids=roots,
+            running=self.running,
+            exit_code=self.exit_code,
+            exit_signal=self.exit_signal,
+            processes=procs,
+            log_path=self.tail.path if self.tail is not None else None,
+            output_tail=tuple(self.tail.lines)[-SNAPSHOT_TAIL:] if self.tail else (),
+            output_lines=self.tail.count if self.tail else 0,
+            output_events=tuple(self.events),
+            steps=self.steps.stats(),
+            visible_gpus=visible,
+            slurm=self.slurm,
+            problem="; ".join(problems) or None,
+        )
+
+
+def _ended(s: SchedulerEvidence) -> SchedulerEvidence:
+    from dataclasses import replace
+
+    return replace(s, state="COMPLETED" if s.state.upper() in S.ACTIVE_STATES else s.state)
+
+
+def _stdout_file(pid: int) -> str | None:
+    """The regular file a process's stdout is redirected to, where we may read its fd link."""
+    try:
+        target = os.readlink(f"/proc/{pid}/fd/1")
+    except OSError:
+        return None
+    if target.endswith(" (deleted)") or not target.startswith("/"):
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.stat(target).st_mode):
+            return None
+    except OSError:
+        return None
+    return target
