@@ -84,7 +84,7 @@ def judge_fleet(data: FleetData) -> FleetVerdict:
     out = FleetVerdict(data)
     for key in sorted(data.nodes):
         nd = data.nodes[key]
-        d = judge(nd.snapshots)
+        d = judge(nd.snapshots, tick_s=data.tick_s)
         stale = None
         if nd.last_seen is not None and data.end - nd.last_seen > STALE_STEPS * data.step_s:
             stale = data.end - nd.last_seen
@@ -129,10 +129,11 @@ def _clock(snaps: Sequence[Snapshot]) -> float | None:
     )
 
 
-def _activity(s: Snapshot) -> float | None:
-    """A node's GPU activity at one step: mean SM activity (GPM) or busy time."""
+def _activity(s: Snapshot, sm_ok: bool = True) -> float | None:
+    """A node's GPU activity at one step: mean SM activity (GPM) or busy time; busy time alone
+    when steps are so far apart that the profiling ratios average the dips out (`sm_ok`)."""
     sm = [g.gpm.sm_util_pct for g in s.gpus if g.gpm is not None and g.gpm.sm_util_pct is not None]
-    if sm:
+    if sm and sm_ok:
         return statistics.fmean(sm)
     util = [g.util_gpu_pct for g in _active(s)]
     return statistics.fmean(util) if util else None
@@ -172,8 +173,9 @@ def _dips_finding(members: list[NodeVerdict], data: FleetData) -> list[JobFindin
     # Align the nodes' steps on their timestamps (every node's snapshots sit on one grid).
     times = sorted({s.timestamp for v in members for s in v.node.snapshots})
     series = []
+    sm_ok = data.tick_s <= T.PROFILING_DIP_MAX_TICK_S
     for v in members:
-        at = {s.timestamp: _activity(s) for s in v.node.snapshots}
+        at = {s.timestamp: _activity(s, sm_ok) for s in v.node.snapshots}
         series.append([at.get(t) for t in times])
     share, compared = correlated_dips(series)
     if compared < T.MIN_SAMPLES or share < T.COMM_DIP_FRACTION:
@@ -296,7 +298,7 @@ def render_fleet_text(fv: FleetVerdict, *, width: int = 100) -> str:
     lines = [
         f"Fleet: {len(fv.nodes)} nodes, window {data.end - data.start:.0f} s ending "
         f"{iso_time(data.end)}, one sample every {data.step_s:g} s"
-        + ("" if data.tick_s == 1.0 else " (the classifier's windows count samples)"),
+        + ("" if data.tick_s == 1.0 else " (the classifier's windows keep their sample counts)"),
         "",
     ]
     key_w = max([4, *(len(v.node.key) for v in fv.nodes)])

@@ -10,10 +10,10 @@ classifier names it as missing evidence and lowers its confidence, as it does on
 A node is its `Hostname` label; where two exporters report one host name at the same time
 (several demo exporters on one machine) each Prometheus `instance` is a node of its own.
 
-Time: the classifier's windows are built for one sample a second (a 15 s shape window of at
-least 5 samples). Scraped more coarsely, one tick of the classifier stands for one scrape
-(`tick_s` = the step): the windows count scrapes, and memory is rescaled so that its growth per
-minute stays true. `FleetData.tick_s` says which.
+Time: the snapshots keep the scrapes' times. The classifier's windows are built for one sample
+a second (a 15 s shape window of at least 5 samples); scraped more coarsely, the classifier is
+told the tick (`tick_s` = the step) and each window keeps its sample count, spanning that many
+scrapes. `FleetData.tick_s` says which.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class FleetData:
     start: float
     end: float
     step_s: float
-    tick_s: float  # seconds one classifier tick stands for: 1 (real time) or the step
+    tick_s: float  # the classifier's tick: 1 (windows in real seconds) or the step
     nodes: dict[str, NodeData]
     queries: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -189,7 +189,7 @@ def _assemble(
     )
     for key, nd in nodes.items():
         mine = {idx: g for (nk, idx), g in gpus.items() if nk == key}
-        _build_node(nd, mine, own.get(key, NodeColumns()), hosts.get(key), grid, tick_s, group_by)
+        _build_node(nd, mine, own.get(key, NodeColumns()), hosts.get(key), grid, group_by)
     return data
 
 
@@ -197,17 +197,17 @@ def _time_warnings(step: float, tick_s: float, grid: Grid) -> list[str]:
     out = []
     if tick_s != 1.0:
         out.append(
-            f"one sample every {step:g} s: the classifier's windows count samples here (its "
-            f"{T.RECENT_S:.0f}-sample shape window spans {T.RECENT_S * step:.0f} s), and GPU "
-            "dips shorter than a sample are averaged out of DCGM's profiling ratios"
+            f"one sample every {step:g} s: the classifier's windows keep their sample counts "
+            f"(the shape of busy time over {T.RECENT_S:.0f} samples: {T.RECENT_S * step:.0f} s),"
+            " and GPU dips shorter than a sample are averaged out of DCGM's profiling ratios, "
+            "so dips are read in busy time"
         )
-    span = (grid.n - 2) * (step if tick_s == 1.0 else 1.0)  # in the classifier's seconds
-    if span < T.GROWTH_MIN_SPAN_S:
-        need = T.GROWTH_MIN_SPAN_S * (1.0 if tick_s == 1.0 else step)
+    span = (grid.n - 2) * step
+    need = T.GROWTH_MIN_SPAN_S * tick_s
+    if span < need:
         out.append(
-            f"memory growth needs a span of {T.GROWTH_MIN_SPAN_S:.0f} "
-            + ("seconds" if tick_s == 1.0 else "samples")
-            + f": use --window {need:.0f}s or more to see a leak"
+            f"memory growth needs a span of {need:.0f} s: use --window {need:.0f}s or more to "
+            "see a leak"
         )
     return out
 
@@ -293,9 +293,9 @@ def _node_exporter(series: dict[str, list[Column]], nodes: dict[str, NodeData]) 
 
 
 def _build_node(
-    nd: NodeData, gpus: dict[int, GpuColumns], d: NodeColumns, ne, grid: Grid, tick_s, group_by
+    nd: NodeData, gpus: dict[int, GpuColumns], d: NodeColumns, ne, grid: Grid, group_by
 ) -> None:
-    built = node_snapshots(nd.hostname or nd.key, gpus, d, ne, grid, tick_s)
+    built = node_snapshots(nd.hostname or nd.key, gpus, d, ne, grid)
     nd.snapshots, nd.sources, nd.last_seen = built.snapshots, built.sources, built.last_seen
     nd.model = next((s.name for s in built.statics.values() if s.name), None)
     groups = Counter(g.labels.get(group_by) for g in gpus.values() if g.labels.get(group_by))

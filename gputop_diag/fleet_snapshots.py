@@ -93,11 +93,9 @@ _FLOAT_ATTRS = (
 _BOOL_ATTRS = ("retired_pages_pending", "remap_failure", "remap_pending")
 
 
-def _memory_columns(c: dict, n: int, tick_s: float) -> tuple[list, list, list, list]:
+def _memory_columns(c: dict, n: int) -> tuple[list, list, list, list]:
     """(total, reserved, used incl. reserved, free) per point, in bytes: DCGM's total is used
-    + free + reserved and its used leaves the reserve out. With one tick standing for `tick_s`
-    seconds each point's change from the newest is divided by `tick_s`, so the classifier's
-    MiB-per-minute growth stays the real one."""
+    + free + reserved and its used leaves the reserve out."""
     none = [None] * n
     used_c, free_c = c.get("fb_used", none), c.get("fb_free", none)
     res_c, total_c = c.get("fb_reserved", none), c.get("fb_total", none)
@@ -113,18 +111,10 @@ def _memory_columns(c: dict, n: int, tick_s: float) -> tuple[list, list, list, l
         if t is None and fr is not None:
             total[k] = ua + fr
         reserved[k], used[k], free[k] = r, ua, fr
-    if tick_s != 1.0:
-        anchor = _last(used)
-        if anchor is not None:
-            for k in range(n):
-                if used[k] is not None:
-                    used[k] = anchor - (anchor - used[k]) / tick_s
-                    if total[k] is not None:
-                        free[k] = max(0.0, total[k] - used[k])
     return total, reserved, used, free
 
 
-def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int, tick_s: float) -> list:
+def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int) -> list:
     """The GPU's state at each grid point (None where it did not report). Only the fields
     with a column are passed: the rest keep their default (None)."""
     names: list[str] = []
@@ -141,7 +131,7 @@ def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int, tick_s: float) -> 
         if a in c:
             names.append(a)
             cols.append([None if v is None else bool(v) for v in c[a]])
-    total, reserved, used, free = _memory_columns(c, n, tick_s)
+    total, reserved, used, free = _memory_columns(c, n)
     names += ["mem_total_bytes", "mem_reserved_bytes", "mem_used_bytes", "mem_free_bytes"]
     cols += [[None if v is None else int(round(v)) for v in col] for col in (total, reserved,
              used, free)]  # fmt: skip
@@ -262,23 +252,18 @@ class NodeSnapshots:
 
 
 def node_snapshots(
-    hostname: str, gpus: dict[int, GpuColumns], d: NodeColumns, ne: dict | None, grid: Grid,
-    tick_s: float,
-) -> NodeSnapshots:  # fmt: skip
-    """A Snapshot per grid point with data after the baseline (point 0). With `tick_s` > 1
-    each point's timestamp is one second after the previous (the classifier's tick)."""
+    hostname: str, gpus: dict[int, GpuColumns], d: NodeColumns, ne: dict | None, grid: Grid
+) -> NodeSnapshots:
+    """A Snapshot per grid point with data after the baseline (point 0), at the point's time."""
     n = grid.n
     statics = {idx: _static(idx, g) for idx, g in gpus.items()}
-    per_gpu = {
-        idx: _gpu_states(idx, statics[idx], g.cols, n, tick_s) for idx, g in sorted(gpus.items())
-    }
+    per_gpu = {idx: _gpu_states(idx, statics[idx], g.cols, n) for idx, g in sorted(gpus.items())}
     xids: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for idx, g in gpus.items():
         for k, xid, count in g.xids:
             xids[k] += [(xid, idx)] * count
     hosts = _host_states(d, ne, n)
     procs = _process_states(d, n)
-    end = grid.end
     snapshots: list[Snapshot] = []
     last_seen = None
     for k in range(1, n):  # point 0 is the baseline before the window
@@ -291,8 +276,7 @@ def node_snapshots(
                 states.append(col[k])
         if not states:
             continue
-        last_seen = grid.time(k)
-        t = last_seen if tick_s == 1.0 else end - (n - 1 - k) * 1.0
+        last_seen = t = grid.time(k)
         snapshots.append(
             Snapshot(
                 timestamp=t,

@@ -194,17 +194,33 @@ EXPECTED = {s.name: s.expected_class for s in sim.list_scenarios()}
 
 
 @pytest.mark.parametrize(
-    "scenario", ["compute-bound", "input-starved", "sync-stall", "memory-leak", "thermal-throttle"]
+    "scenario",
+    [
+        "compute-bound",
+        "input-starved",
+        "sync-stall",
+        "comm-bound",
+        "memory-leak",
+        "thermal-throttle",
+    ],
 )
-def test_scraped_every_15_s_one_tick_is_one_scrape(scenario):
-    """dcgm-exporter's usual 15-30 s scrape: the classifier's windows count scrapes, and a
-    leak's growth per minute stays the real one."""
+def test_scraped_every_15_s_the_windows_keep_their_sample_counts(scenario):
+    """dcgm-exporter's usual 15-30 s scrape: the classifier is told the tick, its windows keep
+    their sample counts over the real times, and a leak's growth per minute is the real one.
+    Collective dips are read in busy time: SM activity averages them out over a scrape."""
     series, snaps, _ = scrape_series(scenario, seconds=300, step=15.0)
     data = fleet_of(series, snaps, step=15.0)
     assert data.tick_s == 15.0
-    assert any("count samples" in w for w in data.warnings)
+    assert any("keep their sample counts" in w for w in data.warnings)
+    node = next(iter(data.nodes.values()))
+    assert [s.timestamp for s in node.snapshots] == [s.timestamp for s in snaps]
     d = judge_fleet(data).nodes[0].diagnosis
     assert d.primary == EXPECTED[scenario]
+    assert d.window_s == pytest.approx(300.0)
+    if scenario == "comm-bound":
+        assert d.evidence[0].text.startswith("GPU busy time dips on 8 GPUs"), d.evidence[0].text
+        assert "(225 s)" in d.evidence[0].text
+        assert any(e.metric == "nvlink_in_dips" for e in d.evidence)
     if scenario == "memory-leak":
         growth = [e for e in d.evidence if e.metric == "mem_growth_mib_per_min"]
         assert growth, d.evidence
