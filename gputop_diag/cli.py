@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "write a sanitized report, safe to paste into a public issue"),
     "exporter": ("exporter", "serve Prometheus metrics in dcgm-exporter's names (--listen)"),
     "fleet": ("fleet", "diagnose many nodes from Prometheus (--prometheus URL)"),
+    "watch": ("watch", "watch a job: --pid PID, --slurm JOBID, or -- CMD ARGS..."),
     "demo": ("demo", "list the simulator scenarios (--list)"),
 }
 DEFAULT_DEMO = "tour"

@@ -1,0 +1,355 @@
+"""`gputop-diag watch`: watch one job — a process and its descendants (`--pid`), a command it
+starts (`-- CMD ARGS...`), or a Slurm job (`--slurm JOBID`) — with the diagnosis of the machine.
+
+On a terminal it opens the live view on the Job pane; otherwise (or with `--no-tui`) it watches
+headless: a status line every `STATUS_EVERY_S` on stderr, a summary at the end on stdout (text,
+or one JSON document with `--json`). A started command's exit code is ours; a command killed by
+a signal is said so, and our code is 128 + the signal's number, as a shell's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+
+from ..collect.job import JobWatch, WatchError, default_log_path
+from ..diagnose import render_text, to_json
+from ..diagnose.job_figures import gpu_memory, throughput
+from ..diagnose.job_output import LABELS
+from ..diagnose.steps import StepRegexError, compile_step_regex
+from ..export import jsonable
+from ..model import JobProcess, JobState
+from ..monitor import Monitor
+from ..sources import Sources
+from .options import time_problem
+
+EXIT_USAGE = 2
+STATUS_EVERY_S = 10.0
+MAX_SEEN = 512  # processes remembered for the summary
+WATCH_SCHEMA = "gputop-diag.watch/1"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.usage = "gputop-diag watch [options] (--pid PID | --slurm JOBID | -- CMD [ARGS...])"
+    p.add_argument("--pid", type=int, metavar="PID", help="watch this process and its descendants")
+    p.add_argument(
+        "--slurm",
+        metavar="JOBID",
+        help="watch this Slurm job: its state, pending reason, queue time, time left, requested "
+        "GPUs (scontrol/squeue), and its processes when it runs on this machine",
+    )
+    p.add_argument(
+        "--log",
+        metavar="FILE",
+        help="read the job's output from FILE (default: the output of a started command, the "
+        "file a --pid's stdout goes to, a Slurm job's StdOut)",
+    )
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="where a started command's output goes (default: gputop-watch-<time>.log in the "
+        "current directory)",
+    )
+    p.add_argument(
+        "--step-regex",
+        metavar="RE",
+        help="a regular expression for step lines, with a group (?P<step>\\d+) for the counter "
+        "or (?P<seconds>...) / (?P<ms>...) for the step time (default: tqdm, Lightning, Hugging "
+        "Face Trainer, Megatron and `step N ... loss` lines)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        metavar="N",
+        help="stop watching after N seconds (the job keeps running); default: until it ends",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=argparse.SUPPRESS,
+        metavar="S",
+        help="seconds between samples (default 1)",
+    )
+    p.add_argument("--no-tui", action="store_true", help="watch headless even on a terminal")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help=f"headless: print one JSON document at the end (schema {WATCH_SCHEMA})",
+    )
+    p.add_argument(
+        "command_argv",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD ARGS",
+        help="start CMD with its output captured, and watch it",
+    )
+
+
+def _usage(msg: str) -> int:
+    print(f"gputop-diag watch: {msg}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def build_watch(args: argparse.Namespace, feed: Sources) -> JobWatch:
+    argv = list(args.command_argv or [])
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    chosen = [x for x in (args.pid is not None, args.slurm is not None, bool(argv)) if x]
+    if len(chosen) != 1:
+        raise WatchError(
+            "name one job: --pid PID, --slurm JOBID, or -- CMD ARGS... "
+            "(e.g. gputop-diag watch -- python train.py)",
+            code=EXIT_USAGE,
+        )
+    regex = None
+    if args.step_regex is not None:
+        try:
+            regex = compile_step_regex(args.step_regex)
+        except StepRegexError as e:
+            raise WatchError(str(e), code=EXIT_USAGE) from None
+    if args.pid is not None:
+        if args.pid <= 0:
+            raise WatchError(f"--pid {args.pid} is not a process id", code=EXIT_USAGE)
+        return JobWatch.for_pid(feed, args.pid, log=args.log, step_regex=regex)
+    if args.slurm is not None:
+        return JobWatch.for_slurm(feed, args.slurm, log=args.log, step_regex=regex)
+    if args.log is not None:
+        raise WatchError(
+            "--log is for --pid and --slurm; a started command's output goes to --output",
+            code=EXIT_USAGE,
+        )
+    path = args.output or default_log_path()
+    return JobWatch.for_command(feed, argv, log_path=path, step_regex=regex)
+
+
+def run(args: argparse.Namespace, feed: Sources) -> int:
+    problem = time_problem(args.seconds, args.interval)
+    if problem is not None:
+        return _usage(problem)
+    try:
+        watch = build_watch(args, feed)
+    except WatchError as e:
+        print(f"gputop-diag: {e}", file=sys.stderr)
+        return e.code
+    where = f"; output: {watch.tail.path}" if watch.tail is not None else ""
+    print(f"gputop-diag: watching {watch.label}{where}", file=sys.stderr)
+    if sys.stdout.isatty() and not args.no_tui and not args.json:
+        from ..tui.app import run_app
+
+        code = run_app(feed, interval=args.interval, sanitize=args.sanitize, job=watch)
+        return _exit_code(watch, code)
+    return headless(args, feed, watch)
+
+
+def _exit_code(watch: JobWatch, fallback: int = 0) -> int:
+    if watch.started and not watch.detached:
+        watch._reap()
+        if watch.exit_code is not None:
+            return watch.exit_code
+    return fallback
+
+
+def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
+    monitor = Monitor(feed, interval=args.interval, job=watch)
+    clock = feed.clock
+    start = clock.now()
+    last_status = start
+    interrupts = 0
+    seen: dict[int, JobProcess] = {}
+    ended_by = None
+    try:
+        while True:
+            try:
+                t = monitor.tick()
+                job = t.snapshot.job
+                if job is not None:
+                    for p in job.processes:
+                        if p.pid in seen or len(seen) < MAX_SEEN:
+                            seen[p.pid] = p
+                now = clock.now()
+                if now - last_status >= STATUS_EVERY_S:
+                    last_status = now
+                    print(f"gputop-diag: {status_line(t.snapshot)}", file=sys.stderr)
+                if watch.finished:
+                    ended_by = "ended"
+                    break
+                if args.seconds is not None and now - start >= args.seconds:
+                    ended_by = "seconds"
+                    break
+                clock.sleep(args.interval)
+            except KeyboardInterrupt:
+                interrupts += 1
+                if watch.started and interrupts == 1 and watch.running:
+                    watch.send(signal.SIGINT)
+                    print(
+                        "gputop-diag: sent Ctrl-C to the job; Ctrl-C again stops watching and "
+                        "leaves it running",
+                        file=sys.stderr,
+                    )
+                    continue
+                ended_by = "interrupted"
+                break
+    finally:
+        monitor.close()
+    if monitor.last is None:
+        return 1
+    if ended_by != "ended":
+        watch.detach()
+    if args.json:
+        print(json.dumps(summary_json(monitor, seen, ended_by), indent=2))
+    else:
+        print(summary_text(monitor, seen, ended_by))
+    if ended_by != "ended" and watch.started:
+        print(
+            f"gputop-diag: left running: pid {watch.roots[0]}, output {watch.tail.path}",
+            file=sys.stderr,
+        )
+    return _exit_code(watch, 0)
+
+
+# -- words ------------------------------------------------------------------------------------
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(max(0, s))
+    h, r = divmod(s, 3600)
+    m, sec = divmod(r, 60)
+    if h >= 24:
+        return f"{h // 24}d {h % 24}h"
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def state_words(job: JobState) -> str:
+    """How the job stands, in words: running, exited N, killed by SIG, Slurm's state."""
+    s = job.slurm
+    if s is not None:
+        words = s.state
+        if s.pending:
+            words += f" (reason {s.reason or 'none given'}), in the queue for {_duration(s.wait_s)}"
+        elif s.state.upper() == "RUNNING":
+            left = s.time_left_s
+            limit = (
+                "no time limit"
+                if s.time_limit_s is None
+                else (f"{_duration(left)} left of {_duration(s.time_limit_s)}")
+            )
+            words += f" on {s.nodes or '?'} for {_duration(s.time_used_s)}, {limit}"
+            if s.wait_s is not None:
+                words += f"; waited {_duration(s.wait_s)} in the queue"
+        if s.restarts:
+            words += f"; requeued {s.restarts} time{'s' if s.restarts > 1 else ''} (Restarts=)"
+        if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
+            words += "; the scheduler took its resources back"
+        return words
+    if job.exit_signal:
+        return f"killed by {job.exit_signal} (exit code {job.exit_code})"
+    if job.exit_code is not None:
+        return f"exited with code {job.exit_code}"
+    return "running" if job.running else "ended"
+
+
+def status_line(snap) -> str:
+    job = snap.job
+    if job is None:
+        return "no job"
+    cpu = sum(p.cpu_pct or 0.0 for p in job.processes)
+    rss = sum(p.rss_bytes or 0 for p in job.processes)
+    steps = throughput([snap]).headline()
+    return (
+        f"{job.label}: {state_words(job)}; {len(job.processes)} processes, CPU {cpu:.0f} %, "
+        f"RSS {rss / 2**20:.0f} MiB; {steps}"
+    )
+
+
+def _tree_lines(procs: list[JobProcess], gone: set[int]) -> list[str]:
+    out = []
+    for p in procs:
+        name = p.name or "?"
+        cpu = "—" if p.cpu_pct is None else f"{p.cpu_pct:.0f} %"
+        rss = "—" if p.rss_bytes is None else f"{p.rss_bytes / 2**20:.0f} MiB"
+        threads = "—" if p.num_threads is None else str(p.num_threads)
+        end = "  (ended)" if p.pid in gone else ""
+        busy = ""
+        busiest = [t for t in p.busiest_threads if (t.cpu_pct or 0) >= 1]
+        if busiest:
+            busy = "  busiest: " + ", ".join(f"{t.name} {t.cpu_pct:.0f} %" for t in busiest[:3])
+        out.append(
+            f"  {'  ' * p.depth}{p.pid} {name}  CPU {cpu}  RSS {rss}  threads {threads}{busy}{end}"
+        )
+    return out
+
+
+def summary_text(monitor: Monitor, seen: dict[int, JobProcess], ended_by: str | None) -> str:
+    t = monitor.last
+    job = t.snapshot.job
+    snaps = monitor.history.snapshots()
+    lines = [f"watch: {job.label}", f"  state: {state_words(job)}"]
+    if ended_by == "seconds":
+        lines.append("  (watched for --seconds; the job goes on)")
+    elif ended_by == "interrupted":
+        lines.append("  (watching stopped by Ctrl-C; the job goes on)")
+    if job.log_path:
+        lines.append(f"  output: {job.log_path} ({job.output_lines} lines)")
+    if job.problem:
+        lines.append(f"  note: {job.problem}")
+    alive = {p.pid for p in job.processes}
+    procs = list(seen.values())
+    lines.append(f"processes ({len(alive)} now, {len(procs)} seen):")
+    lines.extend(_tree_lines(procs, set(seen) - alive) or ["  none"])
+    if job.visible_gpus is not None:
+        lines.append(f"GPUs visible to the job: CUDA_VISIBLE_DEVICES={job.visible_gpus}")
+    for m in gpu_memory(snaps):
+        trend = ""
+        if m.trend_bytes_per_min is not None:
+            trend = f", trend {m.trend_bytes_per_min / 2**20:+.0f} MiB/min"
+        lines.append(
+            f"GPU {m.gpu}: the job holds {m.now_bytes / 2**30:.2f} GiB "
+            f"(peak {m.peak_bytes / 2**30:.2f} GiB{trend})"
+        )
+    tp = throughput(snaps)
+    s = job.steps
+    if s is not None and tp.median_s is not None:
+        of = f"/{s.total}" if s.total else ""
+        lines.append(
+            f"steps ({s.source}): step {s.step}{of}; median {tp.median_s:.3g} s, "
+            f"p95 {tp.p95_s:.3g} s over {len(s.step_times_s)}; {tp.headline()}"
+        )
+    elif s is not None:
+        lines.append(f"steps ({s.source}): step {s.step}; no step time yet")
+    for e in job.output_events[-5:]:
+        lines.append(f"{LABELS.get(e.kind, e.kind)} at line {e.line_no}: {e.line}")
+    lines.append("")
+    lines.append(render_text(t.diagnosis))
+    return "\n".join(lines)
+
+
+def summary_json(monitor: Monitor, seen: dict[int, JobProcess], ended_by: str | None) -> dict:
+    t = monitor.last
+    job = t.snapshot.job
+    snaps = monitor.history.snapshots()
+    tp = throughput(snaps)
+    return {
+        "schema": WATCH_SCHEMA,
+        "state": state_words(job),
+        "watch_ended_by": ended_by,
+        "job": jsonable(job),
+        "processes_seen": [jsonable(p) for p in seen.values()],
+        "steps": {
+            "steps_per_s": tp.steps_per_s,
+            "median_s": tp.median_s,
+            "p95_s": tp.p95_s,
+            "peak_gpu_memory_bytes": tp.peak_gpu_memory_bytes,
+        },
+        "gpu_memory": [
+            {
+                "gpu": m.gpu,
+                "now_bytes": m.now_bytes,
+                "peak_bytes": m.peak_bytes,
+                "trend_bytes_per_min": m.trend_bytes_per_min,
+            }
+            for m in gpu_memory(snaps)
+        ],
+        "diagnosis": to_json(t.diagnosis),
+    }
