@@ -350,6 +350,45 @@ class OomKill:
 
 
 @dataclass(frozen=True, slots=True)
+class CudaLibrary:
+    """A CUDA library a process mapped (from /proc/<pid>/maps; no path: it may name a home)."""
+
+    kind: str  # "cudart", "cuda" (the driver's libcuda), "torch_cuda", "nccl", "cudnn"
+    version: str | None = None  # "12.8.90", "13" (major only), "570.124.06" (libcuda)
+    origin: str = "other"  # "pip", "conda", "system", "torch-bundled", "compat", "other"
+    deleted: bool = False  # replaced on disk since it was mapped (a driver or package upgrade)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessCuda:
+    """A process with CUDA libraries mapped, whether or not NVML lists it on a GPU."""
+
+    pid: int
+    name: str | None = None
+    user: str | None = None
+    libraries: tuple[CudaLibrary, ...] = ()
+    framework: str | None = None  # "torch 2.9.0+cu128"
+    framework_cuda: str | None = None  # torch.version.cuda, read from the framework's files
+
+    def library(self, kind: str) -> CudaLibrary | None:
+        return next((lib for lib in self.libraries if lib.kind == kind), None)
+
+
+@dataclass(frozen=True, slots=True)
+class DriverChain:
+    """The driver -> CUDA runtime chain below NVML: the kernel module, the user-space library on
+    disk, and the CUDA runtimes processes loaded (a slow source: read every few seconds)."""
+
+    module_version: str | None = None  # /proc/driver/nvidia/version
+    module_flavour: str | None = None  # "open" or "proprietary"
+    module_loaded: bool | None = None  # None: not read
+    library_version: str | None = None  # libnvidia-ml.so.<version> on disk
+    processes: tuple[ProcessCuda, ...] = ()
+    scanned: int = 0  # processes whose maps were read
+    unreadable: int = 0  # processes whose maps were not ours to read
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one collection tick saw."""
 
@@ -368,6 +407,7 @@ class Snapshot:
     kernel_ooms: tuple[OomKill, ...] | None = None  # OOM kills from the kernel log
     slow_sources_at: float | None = None  # when the slow sources above were read
     job: JobState | None = None  # the watched job (`gputop-diag watch`), None otherwise
+    driver_chain: DriverChain | None = None  # slow source: module, library, loaded runtimes
 
     def gpu(self, index: int) -> GpuState | None:
         for g in self.gpus:

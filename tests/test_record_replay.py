@@ -273,6 +273,24 @@ def every_field_snapshot() -> Snapshot:
             OomKill(1768471190.5, 41329, "python", False),
         ),
         slow_sources_at=1768471195.0,
+        driver_chain=model.DriverChain(
+            "550.54.15",
+            "open",
+            True,
+            "550.54.15",
+            (
+                model.ProcessCuda(
+                    52011,
+                    "python",
+                    "alice",
+                    (model.CudaLibrary("cudart", "13.0.96", "pip", True),),
+                    "torch 2.9.0+cu130",
+                    "13.0",
+                ),
+            ),
+            412,
+            3,
+        ),
     )
 
 
