@@ -440,9 +440,10 @@ class JobWatch:
 
     @property
     def finished(self) -> bool:
-        """The job has ended (a started command exited, the process is gone, Slurm ended it)."""
+        """The job had ended at the last `sample()` (a started command exited and its output
+        was read to the end, the process is gone, Slurm ended it)."""
         if self.popen is not None:
-            return self.popen.poll() is not None
+            return self.exit_code is not None
         if self.target == "slurm":
             s = self.slurm
             return s is not None and s.state.upper() in S.ENDED_STATES

@@ -10,6 +10,7 @@ steps (compilation, cache warm-up) are left out of the history.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from statistics import median
@@ -220,7 +221,7 @@ def percentile(values, q: float) -> float | None:
     v = sorted(values)
     if not v:
         return None
-    k = max(0, min(len(v) - 1, round(q / 100.0 * len(v) + 0.5) - 1))
+    k = max(0, min(len(v) - 1, math.ceil(q / 100.0 * len(v)) - 1))
     return v[k]
 
 

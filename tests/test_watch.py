@@ -1,0 +1,240 @@
+"""`gputop-diag watch`: a started command (its tree, step rate, output, exit code, a signal),
+a process by pid, SIGHUP, and the usage errors. Real subprocesses, real /proc."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop_diag.collect.job import JobWatch, OutputTail
+from gputop_diag.sources import Sources
+
+DATA = Path(__file__).parent / "data" / "watch"
+TRAIN = str(DATA / "train_like.py")
+PY = sys.executable
+
+
+def watch(cli, tmp_path, *args, **kw):
+    return cli("watch", "--interval", "0.2", *args, **kw)
+
+
+def _json(r):
+    assert r.stdout.strip(), r.stderr
+    return json.loads(r.stdout)
+
+
+def test_started_command_tree_steps_output_and_exit_code(cli, tmp_path):
+    log = tmp_path / "job.log"
+    r = watch(cli, tmp_path, "--json", "--output", str(log), "--", PY, TRAIN, "25", "0.04", "3")
+    assert r.returncode == 3, r.stderr  # the job's own exit code
+    assert f"output: {log}" in r.stderr  # the log's path is shown
+    doc = _json(r)
+    job = doc["job"]
+    assert job["target"] == "command" and job["exit_code"] == 3 and job["exit_signal"] is None
+    # the tree: the command and its two workers, one level below it
+    seen = {p["pid"]: p for p in doc["processes_seen"]}
+    root = job["root_pids"][0]
+    workers = [int(x) for x in log.read_text().split("\n")[0].split()[1:]]
+    assert root in seen and seen[root]["depth"] == 0
+    for w in workers:
+        assert seen[w]["ppid"] == root and seen[w]["depth"] == 1
+    assert all(p["rss_bytes"] > 0 and p["num_threads"] >= 1 for p in seen.values())
+    # the step rate: the bar prints 20.00 it/s
+    assert job["steps"]["source"] == "tqdm"
+    assert job["steps"]["step"] == 25 and job["steps"]["total"] == 25
+    assert doc["steps"]["steps_per_s"] == pytest.approx(20.0)
+    assert doc["steps"]["median_s"] == pytest.approx(0.05)
+    # the output: in the file, in the ring buffer (the \r redraws folded into one line), and the
+    # CUDA error line found and turned into an alert
+    text = log.read_text()
+    assert "25/25" in text and "illegal memory access" in text
+    tail = job["output_tail"]
+    assert sum("it/s" in line for line in tail) == 1 and "25/25" in tail[-2]
+    kinds = [e["kind"] for e in job["output_events"]]
+    assert kinds == ["cuda_error"]
+    alerts = {a["kind"] for a in doc["diagnosis"]["alerts"]}
+    assert {"job_cuda_error", "job_exit"} <= alerts
+
+
+def test_command_killed_by_a_signal_is_said_so(cli, tmp_path):
+    log = tmp_path / "job.log"
+    r = watch(cli, tmp_path, "--output", str(log), "--", PY, TRAIN, "3", "0.01", "0", "SIGKILL")
+    assert r.returncode == 128 + signal.SIGKILL, r.stderr
+    assert "killed by SIGKILL (exit code 137)" in r.stdout
+    assert "the job was killed by SIGKILL" in r.stdout  # the alert
+
+
+def test_started_command_survives_sighup_of_the_watcher(tmp_path):
+    log = tmp_path / "job.log"
+    code = "import time; print('started', flush=True); time.sleep(1.0); print('finished')"
+    w = subprocess.Popen(
+        [PY, "-m", "gputop_diag", "watch", "--interval", "0.2", "--output", str(log)]
+        + ["--", PY, "-c", code],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            if log.exists() and "started" in log.read_text():
+                break
+            time.sleep(0.02)
+        w.send_signal(signal.SIGHUP)  # what a dropped SSH link sends
+        assert w.wait(10) == -signal.SIGHUP  # the watcher goes...
+        for _ in range(300):
+            if "finished" in log.read_text():
+                break
+            time.sleep(0.02)
+        assert "finished" in log.read_text()  # ...the job finishes its work
+    finally:
+        if w.poll() is None:
+            w.kill()
+
+
+def test_watch_pid_reads_the_tree_and_leaves_the_process_running(cli, tmp_path):
+    out = tmp_path / "out.log"
+    with open(out, "w") as f:
+        p = subprocess.Popen(
+            [PY, "-u", TRAIN, "400", "0.05", "0"], stdout=f, stderr=subprocess.STDOUT
+        )
+    try:
+        for _ in range(200):
+            if out.read_text().startswith("workers"):
+                break
+            time.sleep(0.02)
+        r = watch(cli, tmp_path, "--pid", str(p.pid), "--seconds", "0.6", "--json")
+        assert r.returncode == 0, r.stderr
+        doc = _json(r)
+        job = doc["job"]
+        assert job["target"] == "pid" and job["running"]
+        assert doc["watch_ended_by"] == "seconds"
+        pids = {q["pid"] for q in job["processes"]}
+        workers = [int(x) for x in out.read_text().split("\n")[0].split()[1:]]
+        assert {p.pid, *workers} <= pids
+        assert job["log_path"] == str(out)  # its stdout is a file: that is its output
+        assert job["steps"]["source"] == "tqdm"
+        assert p.poll() is None  # still running
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_watch_pid_ends_when_the_process_ends(cli, tmp_path):
+    p = subprocess.Popen([PY, "-c", "import time; time.sleep(0.5)"])
+    try:
+        r = watch(cli, tmp_path, "--pid", str(p.pid), "--seconds", "20")
+        assert r.returncode == 0, r.stderr
+        assert "state: ended" in r.stdout
+    finally:
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        ((), 2, "name one job"),
+        (("--pid", "1", "--", "true"), 2, "name one job"),
+        (("--pid", "999999999"), 2, "no process 999999999"),
+        (("--", "no-such-command-here"), 127, "command not found"),
+        (("--step-regex", "(", "--", "true"), 2, "not a regular expression"),
+        (("--step-regex", "loss", "--", "true"), 2, "needs a group"),
+        (("--slurm", "abc"), 2, "not a Slurm job id"),
+        (("--seconds", "-1", "--", "true"), 2, "--seconds must be a positive"),
+        (("--log", "x", "--", "true"), 2, "--log is for --pid and --slurm"),
+    ],
+)
+def test_usage_errors_are_messages(cli, tmp_path, args, code, words):
+    r = cli("watch", "--output", str(tmp_path / "o.log"), *args)
+    assert r.returncode == code
+    assert words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_exit_code_of_a_plain_command(cli, tmp_path):
+    r = watch(cli, tmp_path, "--output", str(tmp_path / "o.log"), "--", PY, "-c", "pass")
+    assert r.returncode == 0, r.stderr
+    assert "exited with code 0" in r.stdout
+
+
+def test_log_file_and_step_regex(cli, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("")
+    p = subprocess.Popen([PY, "-c", "import time; time.sleep(30)"])
+    try:
+        with open(log, "a") as f:
+            for k in range(1, 9):
+                f.write(f"[it {k}] took 250ms\n")
+        r = watch(
+            cli, tmp_path, "--pid", str(p.pid), "--log", str(log), "--step-regex",
+            r"\[it (?P<step>\d+)\] took (?P<ms>\d+)ms", "--seconds", "0.3", "--json",
+        )  # fmt: skip
+        doc = _json(r)
+        assert doc["job"]["steps"]["source"] == "regex"
+        assert doc["job"]["steps"]["step"] == 8
+        assert doc["steps"]["median_s"] == pytest.approx(0.25)
+    finally:
+        p.kill()
+        p.wait()
+
+
+# -- the pieces, in process ----------------------------------------------------------------------
+def test_output_tail_follows_a_growing_file_and_folds_redraws(tmp_path):
+    path = tmp_path / "o.log"
+    path.write_bytes(b"one\ntw")
+    t = OutputTail(str(path), from_start=True, lines=3)
+    assert t.read() == ["one"]  # "tw" is not a whole line yet
+    with open(path, "ab") as f:
+        f.write(b"o\r\n 1/3 bar\r 2/3 bar\r 3/3 bar\nfour\n")
+    assert t.read() == ["two", " 1/3 bar", " 2/3 bar", " 3/3 bar", "four"]
+    assert list(t.lines) == ["two", " 3/3 bar", "four"]  # redraws are one line
+    path.write_bytes(b"new\n")  # truncated: read again from the start
+    assert t.read() == ["new"]
+    missing = OutputTail(str(tmp_path / "nope"), from_start=True)
+    assert missing.read() == [] and "does not exist" in missing.problem
+
+
+def test_output_tail_from_outside_starts_near_the_end(tmp_path):
+    path = tmp_path / "big.log"
+    path.write_bytes(b"".join(b"line %d\n" % k for k in range(20000)))
+    t = OutputTail(str(path), from_start=False)
+    lines = t.read()
+    assert lines[-1] == "line 19999" and len(lines) < 20000
+    assert all(x.startswith("line ") for x in lines)  # no cut first line
+
+
+def test_job_watch_in_process_uses_real_psutil(tmp_path):
+    import psutil  # the real bundle opens pynvml; this one needs only the host
+
+    from gputop_diag.sources import RealClock, RealProcFS, run_real_command
+
+    sources = Sources(
+        nvml=None,
+        psutil=psutil,
+        procfs=RealProcFS(),
+        clock=RealClock(),
+        run_command=run_real_command,
+        hostname=lambda: "h",
+    )
+    w = JobWatch.for_command(
+        sources, [PY, "-c", "import time; time.sleep(5)"], log_path=str(tmp_path / "x.log")
+    )
+    try:
+        s1 = w.sample()
+        assert s1.running and s1.processes[0].pid == w.roots[0]
+        assert s1.processes[0].cpu_pct is None  # the first reading measures nothing
+        time.sleep(0.05)
+        s2 = w.sample()
+        assert s2.processes[0].cpu_pct is not None
+        assert w.send(signal.SIGTERM)
+        w.popen.wait(5)
+        s3 = w.sample()
+        assert not s3.running and s3.exit_signal == "SIGTERM" and s3.exit_code == 143
+    finally:
+        w.stop(grace_s=1)
+    assert os.path.exists(tmp_path / "x.log")
