@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .collect.nvml import CLOCK_EVENT_REASONS
 from .collect.nvml import decode_clock_reasons as decode_nvml_reasons
-from .model import MIB, GpuState
+from .model import MIB, GpuState, MigInstance
 
 # dcgm-exporter's per-GPU labels (pkg/dcgmexporter: gpu, UUID, pci_bus_id, device, modelName,
 # Hostname), and its label for the HPC job that holds a GPU (--hpc-job-mapping-dir).
@@ -34,6 +34,10 @@ GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 MODEL_LABEL = "modelName"
 MODEL_LABEL_LINT_CLEAN = "model_name"
 JOB_LABEL = "hpc_job"
+# dcgm-exporter's labels on a MIG instance's series (the GPU instance's profile and id), added
+# to its parent GPU's labels.
+MIG_PROFILE_LABEL = "GPU_I_PROFILE"
+MIG_ID_LABEL = "GPU_I_ID"
 # Labels that identify a machine or a device: dropped under --sanitize.
 IDENTIFYING_LABELS = ("UUID", "pci_bus_id", "Hostname", JOB_LABEL)
 
@@ -246,3 +250,29 @@ BY_NAME: dict[str, Field] = {f.name: f for f in (*FIELDS, XID_FIELD)}
 BY_NAME[CLOCK_REASONS_ALIASES[1]] = BY_NAME[CLOCK_REASONS_ALIASES[0]]
 GPM_FIELDS = tuple(f.name for f in FIELDS if f.target.startswith("gpm."))
 NVLINK_FIELDS = ("DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES")
+
+
+def _mig_used(m: MigInstance) -> float | None:
+    return _mib(m.memory_used_bytes)
+
+
+def _mig_free(m: MigInstance) -> float | None:
+    if m.memory_total_bytes is None or m.memory_used_bytes is None:
+        return None
+    return _mib(max(0, m.memory_total_bytes - m.memory_used_bytes))
+
+
+# The fields dcgm-exporter also writes per MIG instance (DCGM's GPU-instance entities) that we
+# have per instance: its memory, by field name.
+MIG_FIELDS: dict[str, Callable[[MigInstance], float | None]] = {
+    "DCGM_FI_DEV_FB_USED": _mig_used,
+    "DCGM_FI_DEV_FB_FREE": _mig_free,
+    "DCGM_FI_DEV_FB_TOTAL": lambda m: _mib(m.memory_total_bytes),
+}
+
+
+def mig_profile(m: MigInstance) -> str:
+    """The instance's profile ("1g.10gb") as dcgm-exporter's GPU_I_PROFILE, from NVML's name
+    ("NVIDIA A100-SXM4-80GB MIG 1g.10gb")."""
+    name = m.name or ""
+    return name.rsplit(" MIG ", 1)[-1] if " MIG " in name else ""

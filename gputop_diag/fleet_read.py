@@ -24,7 +24,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .dcgm_fields import BY_NAME, JOB_LABEL, XID_FIELD
+from .dcgm_fields import BY_NAME, JOB_LABEL, MIG_FIELDS, MIG_ID_LABEL, MIG_PROFILE_LABEL, XID_FIELD
 from .diagnose import thresholds as T
 from .fleet_query import OWN, PRESENCE, Column, Grid, NoFleetData, detect_step, fetch
 from .fleet_snapshots import GpuColumns, NodeColumns, node_snapshots
@@ -160,9 +160,15 @@ def _assemble(
         for c in lst:
             node = key_of(c.labels)
             gpu = c.labels.get("gpu", "")
-            if node is None or not gpu.isdigit() or "GPU_I_ID" in c.labels:
-                continue  # another node's stale series, or a MIG instance's (not read yet)
+            if node is None or not gpu.isdigit():
+                continue  # another node's stale series
             g = gpus.setdefault((node, int(gpu)), GpuColumns(c.labels))
+            gi = c.labels.get(MIG_ID_LABEL)
+            if gi is not None:  # a MIG instance's series: its memory is read, the rest left
+                if name in MIG_FIELDS and gi.isdigit():
+                    key = (int(gi), c.labels.get(MIG_PROFILE_LABEL, ""))
+                    g.mig.setdefault(key, {})[name] = c.values
+                continue
             if name == XID_FIELD.name:
                 g.xids = _xid_changes(c.values)
             elif f is not None:
@@ -264,6 +270,9 @@ def _own_columns(own: dict[str, list[Column]], key_of) -> dict[str, NodeColumns]
                 d.pressure[(lab.get("resource", ""), lab.get("kind", ""))] = vals
             elif short == "process_gpu_memory_bytes":
                 d.gpu_mem[(int(lab["gpu"]), int(lab["pid"]))] = vals
+                gi = lab.get(MIG_ID_LABEL, "")
+                if gi.isdigit():
+                    d.gpu_instance[(int(lab["gpu"]), int(lab["pid"]))] = int(gi)
             elif short == "process_thread_cpu_percent":
                 d.threads[(int(lab["pid"]), int(lab["tid"]), lab.get("name", ""))] = vals
             elif short == "process_child_cpu_percent":

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from .dcgm_fields import MODEL_LABEL, MODEL_LABEL_LINT_CLEAN, decode_clock_reasons
 from .fleet_query import Grid
 from .model import (
+    MIB,
     ChildInfo,
     GpmMetrics,
     GpuProcess,
     GpuState,
     GpuStatic,
     HostState,
+    MigInstance,
     PressureStall,
     ProcessInfo,
     Snapshot,
@@ -36,6 +38,8 @@ class GpuColumns:
     labels: dict[str, str]
     cols: dict[str, list[float | None]] = field(default_factory=dict)
     xids: list[tuple[int, int, int]] = field(default_factory=list)  # (k, xid, count)
+    # MIG instances' columns by (GPU_I_ID, GPU_I_PROFILE), then by DCGM field name (MiB)
+    mig: dict[tuple[int, str], dict[str, list[float | None]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -47,6 +51,7 @@ class NodeColumns:
     host: dict[str, list] = field(default_factory=dict)
     pressure: dict[tuple[str, str], list] = field(default_factory=dict)
     gpu_mem: dict[tuple[int, int], list] = field(default_factory=dict)
+    gpu_instance: dict[tuple[int, int], int] = field(default_factory=dict)  # (gpu, pid): GPU_I_ID
     threads: dict[tuple[int, int, str], list] = field(default_factory=dict)
     children: dict[tuple[int, int, str], list] = field(default_factory=dict)
 
@@ -75,6 +80,7 @@ def _static(idx: int, g: GpuColumns) -> GpuStatic:
         max_mem_clock_mhz=_int(_last(c.get("static.max_mem_clock_mhz"))),
         gpm_supported=_last(c.get("gpm.sm_util_pct")) is not None,
         nvlink_supported=_last(c.get("nvlink_tx_kib_s")) is not None,
+        mig_mode=True if g.mig else None,
     )
 
 
@@ -114,7 +120,36 @@ def _memory_columns(c: dict, n: int) -> tuple[list, list, list, list]:
     return total, reserved, used, free
 
 
-def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int) -> list:
+def _mig_columns(idx: int, static: GpuStatic, mig: dict, n: int) -> list[tuple]:
+    """The GPU's MIG instances at each point: memory per instance, named as NVML names them
+    ("<model> MIG 1g.10gb") so the classifier reads the profile back."""
+    none = [None] * n
+    out: list[tuple] = []
+    for k in range(n):
+        row = []
+        for j, ((gi, profile), cols) in enumerate(sorted(mig.items())):
+            used = cols.get("DCGM_FI_DEV_FB_USED", none)[k]
+            total = cols.get("DCGM_FI_DEV_FB_TOTAL", none)[k]
+            free = cols.get("DCGM_FI_DEV_FB_FREE", none)[k]
+            if total is None and used is not None and free is not None:
+                total = used + free
+            if used is None and total is None:
+                continue
+            row.append(
+                MigInstance(
+                    parent_index=idx,
+                    mig_index=j,
+                    gpu_instance_id=gi,
+                    memory_total_bytes=None if total is None else int(round(total * MIB)),
+                    memory_used_bytes=None if used is None else int(round(used * MIB)),
+                    name=f"{static.name or 'GPU'} MIG {profile}" if profile else None,
+                )
+            )
+        out.append(tuple(row))
+    return out
+
+
+def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int, mig: dict | None = None) -> list:
     """The GPU's state at each grid point (None where it did not report). Only the fields
     with a column are passed: the rest keep their default (None)."""
     names: list[str] = []
@@ -150,6 +185,9 @@ def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int) -> list:
                 for row in zip(*gpm_cols, strict=True)
             ]
         )
+    if mig:
+        names.append("mig_instances")
+        cols.append(_mig_columns(idx, static, mig, n))
     util = c.get("util_gpu_pct", [None] * n)
     out: list[GpuState | None] = []
     for k, row in enumerate(zip(*cols, strict=True)):
@@ -216,7 +254,13 @@ def _process_states(d: NodeColumns, n: int) -> list[tuple[tuple, tuple]]:
         for k, v in enumerate(col):
             if v is not None:
                 gpu_procs[k].append(
-                    GpuProcess(pid=pid, gpu_index=gpu, kind="compute", used_memory_bytes=int(v))
+                    GpuProcess(
+                        pid=pid,
+                        gpu_index=gpu,
+                        kind="compute",
+                        used_memory_bytes=int(v),
+                        gpu_instance_id=d.gpu_instance.get((gpu, pid)),
+                    )
                 )
     threads: list[dict[int, list]] = [defaultdict(list) for _ in range(n)]
     for (pid, tid, name), col in d.threads.items():
@@ -257,7 +301,9 @@ def node_snapshots(
     """A Snapshot per grid point with data after the baseline (point 0), at the point's time."""
     n = grid.n
     statics = {idx: _static(idx, g) for idx, g in gpus.items()}
-    per_gpu = {idx: _gpu_states(idx, statics[idx], g.cols, n) for idx, g in sorted(gpus.items())}
+    per_gpu = {
+        idx: _gpu_states(idx, statics[idx], g.cols, n, g.mig) for idx, g in sorted(gpus.items())
+    }
     xids: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for idx, g in gpus.items():
         for k, xid, count in g.xids:

@@ -26,10 +26,14 @@ from .dcgm_fields import (
     GPU_LABELS,
     IDENTIFYING_LABELS,
     JOB_LABEL,
+    MIG_FIELDS,
+    MIG_ID_LABEL,
+    MIG_PROFILE_LABEL,
     MODEL_LABEL,
     MODEL_LABEL_LINT_CLEAN,
     XID_FIELD,
     Field,
+    mig_profile,
 )
 from .diagnose.features import extract
 from .diagnose.rules import input_pressure
@@ -177,6 +181,9 @@ class TickMetrics:
                 v = f.get(g)
                 if v is not None:
                     _add(m, gpu_labels[g.index], gpu_names, v)
+                mig = MIG_FIELDS.get(f.name)
+                if mig is not None and g.mig_instances:
+                    self._mig_samples(m, mig, g, gpu_names, gpu_labels[g.index])
             if m.samples:
                 out.append(m)
         xid = GaugeMetricFamily(XID_FIELD.name, XID_FIELD.help, labels=gpu_names)
@@ -192,6 +199,22 @@ class TickMetrics:
         out += self._host(snap, node_names, node_labels)
         out += self._processes(snap, node_names, node_labels, job_of)
         return out
+
+    @staticmethod
+    def _mig_samples(m: Metric, get, g: GpuState, names: list[str], labels: list[str]) -> None:
+        """A MIG instance's sample: its parent GPU's labels plus GPU_I_PROFILE and GPU_I_ID,
+        as dcgm-exporter writes them."""
+        base = dict(zip(names, labels, strict=True))
+        for mi in g.mig_instances:
+            v = get(mi)
+            if v is None or mi.gpu_instance_id is None:
+                continue
+            lab = {
+                **base,
+                MIG_PROFILE_LABEL: mig_profile(mi),
+                MIG_ID_LABEL: str(mi.gpu_instance_id),
+            }
+            m.add_sample(m.name, lab, v)
 
     def _own_gpu(self, snap: Snapshot, names: list[str], labels: dict[int, list[str]]):
         lost = GaugeMetricFamily(
@@ -299,13 +322,15 @@ class TickMetrics:
     ) -> list[Metric]:
         gpu_mem = GaugeMetricFamily(
             PREFIX + "process_gpu_memory_bytes",
-            "GPU memory a process holds on a GPU (NVML's process list).",
-            labels=[*names, "gpu", "pid"],
+            "GPU memory a process holds on a GPU (NVML's process list; GPU_I_ID: its MIG "
+            "instance).",
+            labels=[*names, "gpu", "pid", MIG_ID_LABEL],
         )
         for p in snap.gpu_processes:
             if p.used_memory_bytes is not None:
+                gi = "" if p.gpu_instance_id is None else str(p.gpu_instance_id)
                 gpu_mem.add_metric(
-                    [*labels, str(p.gpu_index), str(p.pid)], float(p.used_memory_bytes)
+                    [*labels, str(p.gpu_index), str(p.pid), gi], float(p.used_memory_bytes)
                 )
         threads = GaugeMetricFamily(
             PREFIX + "process_thread_cpu_percent",

@@ -246,3 +246,52 @@ def test_dcgm_series_alone_see_the_waiting_but_not_its_cause(scenario):
     assert "host CPU and iowait" in node.diagnosis.missing_evidence
     assert any("node-exporter" in m for m in node.missing_series)
     assert any("thread" in m for m in node.missing_series)
+
+
+def test_mig_instances_come_back_with_dcgm_exporters_labels():
+    series, snaps, _ = scrape_series("mig", seconds=20)
+    used = [
+        s
+        for s in series
+        if s.labels["__name__"] == "DCGM_FI_DEV_FB_USED" and "GPU_I_ID" in s.labels
+    ]
+    assert {(s.labels["GPU_I_ID"], s.labels["GPU_I_PROFILE"]) for s in used} == {
+        ("1", "3g.40gb"),
+        ("5", "2g.20gb"),
+        ("13", "1g.10gb"),
+    }
+    assert all(s.labels["gpu"] == "0" and s.labels["device"] == "nvidia0" for s in used)
+    data = fleet_of(series, snaps)
+    back = next(iter(data.nodes.values())).snapshots[-1].gpu(0)
+    local = snaps[-1].gpu(0)
+    assert back.static.mig_mode is True
+    assert [(m.gpu_instance_id, m.name) for m in back.mig_instances] == sorted(
+        (m.gpu_instance_id, m.name) for m in local.mig_instances
+    )
+    by_id = {m.gpu_instance_id: m for m in local.mig_instances}
+    for m in back.mig_instances:
+        assert abs(m.memory_used_bytes - by_id[m.gpu_instance_id].memory_used_bytes) < 2 * MIB
+        assert abs(m.memory_total_bytes - by_id[m.gpu_instance_id].memory_total_bytes) < 2 * MIB
+    procs = {p.pid: p.gpu_instance_id for p in snaps[-1].gpu_processes}
+    assert {p.pid: p.gpu_instance_id for p in
+            next(iter(data.nodes.values())).snapshots[-1].gpu_processes} == procs  # fmt: skip
+
+
+def test_a_full_mig_instance_read_back_is_capacity():
+    """A job filling its 1g.10gb instance while the GPU as a whole reads mostly free: the
+    instance's own series (GPU_I_ID) are what show it."""
+    series, snaps, _ = scrape_series("mig", seconds=20)
+    out = []
+    for s in series:
+        name, gi = s.labels["__name__"], s.labels.get("GPU_I_ID")
+        if gi == "13" and name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
+            total = 9728.0
+            vals = tuple(total * (0.985 if name.endswith("USED") else 0.015) for _ in s.values)
+            s = Series(s.labels, s.times, vals)
+        out.append(s)
+    d = judge_fleet(fleet_of(out, snaps)).nodes[0].diagnosis
+    assert d.primary == "capacity", (d.primary, [e.text for e in d.evidence])
+    assert "MIG 1g.10gb (instance 13)" in d.evidence[0].text
+    # ... and without the instance's series the same node is not capacity
+    plain = [s for s in series if "GPU_I_ID" not in s.labels]
+    assert judge_fleet(fleet_of(plain, snaps)).nodes[0].diagnosis.primary != "capacity"
