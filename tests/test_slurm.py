@@ -1,12 +1,25 @@
+import subprocess
 from datetime import timezone
+from pathlib import Path
+
+import pytest
 
 from gputop_diag import sim
+from gputop_diag.collect.job import TreeReader
 from gputop_diag.diagnose.slurm import (
     collect_scheduler_evidence,
+    evidence_from_scontrol,
+    explain_failure,
+    gpus_in,
+    list_pids,
     parse_duration,
+    parse_listpids,
+    parse_scontrol_fields,
     parse_slurm_time,
     parse_squeue,
+    resolve_job,
 )
+from gputop_diag.sources import CommandResult
 
 
 def test_durations():
@@ -43,3 +56,123 @@ def test_collect_through_the_command_runner():
 
 def test_no_slurm_installed_is_no_evidence():
     assert collect_scheduler_evidence(sim.build("idle")) == []
+
+
+# -- one job, by id (watch --slurm) --------------------------------------------------------------
+WATCH_DATA = Path(__file__).parent / "data" / "watch"
+
+
+def test_scontrol_one_line_of_slurm_22_05():
+    fields = parse_scontrol_fields((WATCH_DATA / "slurm-22.05-pending.txt").read_text())
+    assert fields["JobState"] == "PENDING" and fields["NodeList"] == ""
+    assert fields["AllocNode:Sid"] == "localhost:19760" and fields["CPUs/Task"] == "2"
+    now = parse_slurm_time("2026-12-03T05:20:20", timezone.utc)
+    j = evidence_from_scontrol(fields, now, timezone.utc)
+    assert j.pending and j.reason == "Resources" and j.wait_s == 90
+    assert j.start_time is None and j.time_limit_s is None and j.nodes is None
+    assert j.partition == "debug" and j.user == "root" and j.gpus_requested is None
+    assert j.tres == "cpu=2,mem=1M,node=1,billing=2" and j.restarts == 0
+    assert j.stdout_path == "/tmp/slurm-2.out"
+
+
+def test_scontrol_multi_line_running_with_gpus_and_restarts():
+    fields = parse_scontrol_fields((WATCH_DATA / "slurm-running-gpus.txt").read_text())
+    assert fields["JobName"] == "llm pretrain"  # a value with a space
+    now = parse_slurm_time("2026-01-15T10:20:00", timezone.utc)
+    j = evidence_from_scontrol(fields, now, timezone.utc)
+    assert j.state == "RUNNING" and j.wait_s == 1800 and j.time_left_s == 600
+    assert j.gpus_requested == 8 and j.restarts == 2 and j.nodes == "gpu-node-07"
+    assert j.user == "alice" and j.name == "llm pretrain"
+
+
+def test_gpus_in_tres_and_gres():
+    assert gpus_in("cpu=64,mem=500G,node=1,billing=64,gres/gpu=8") == 8
+    assert gpus_in("cpu=8,gres/gpu:a100=4") == 4
+    assert gpus_in("gres/gpu:h100:2") == 2 and gpus_in("gres:gpu:3") == 3
+    assert gpus_in("cpu=2,node=1") is None and gpus_in("(null)") is None
+
+
+def test_listpids():
+    pids = parse_listpids((WATCH_DATA / "listpids.txt").read_text())
+    assert pids == [25727, 25728]
+
+
+class _Runner:
+    def __init__(self, result=None, exc=None):
+        self.result, self.exc, self.calls = result, exc, []
+
+    def __call__(self, argv, timeout):
+        self.calls.append(list(argv))
+        if self.exc is not None:
+            raise self.exc
+        return self.result
+
+
+def _sources(runner):
+    s = sim.build("scheduler-wait")
+    s.run_command = runner
+    return s
+
+
+@pytest.mark.parametrize(
+    ("result", "exc", "words"),
+    [
+        (CommandResult(1, "", "slurm_load_jobs error: Invalid job id specified\n"), None,
+         "Slurm does not know job 17"),
+        (CommandResult(1, "", "slurm_load_jobs error: Unable to contact slurm controller "
+                              "(connect failure)\n"), None, "the Slurm controller does not answer"),
+        (CommandResult(1, "", "scontrol: error: Socket timed out on send/recv operation\n"), None,
+         "is slurmctld up?"),
+        (None, FileNotFoundError("scontrol"), "not installed on this machine"),
+        (None, subprocess.TimeoutExpired(["scontrol"], 5), "did not answer in 5 s"),
+        (CommandResult(1, "", "scontrol: error: something odd\n"), None,
+         "scontrol failed: scontrol: error: something odd"),
+    ],
+)  # fmt: skip
+def test_resolve_job_failures_are_explained_not_raised(result, exc, words):
+    found, problem = resolve_job(_sources(_Runner(result, exc)), "17")
+    assert found is None and words in problem
+
+
+def test_resolve_job_through_the_simulator():
+    s = sim.build("scheduler-wait")
+    found, problem = resolve_job(s, "48213")
+    assert problem is None and found.pending and found.reason == "Resources"
+    assert found.gpus_requested == 16 and found.wait_s == pytest.approx(7260, abs=2)
+    found, problem = resolve_job(s, "999")
+    assert found is None and "Slurm does not know job 999" in problem
+
+
+def test_list_pids_failures():
+    pids, problem = list_pids(_sources(_Runner(exc=FileNotFoundError("scontrol"))), "1")
+    assert pids == [] and "not installed" in problem
+    r = CommandResult(1, "", "slurm_pid2jobid: no processes\n")
+    want = "scontrol listpids failed: slurm_pid2jobid: no processes"
+    assert list_pids(_sources(_Runner(r)), "1") == ([], want)
+    assert "Slurm does not know" not in explain_failure("x", None, r)
+
+
+def test_cgroup_membership_finds_a_jobs_processes():
+    cgroups = {
+        10: "0::/system.slice/slurmstepd.scope/job_17/step_batch/user/task_0\n",
+        11: "4:memory:/slurm/uid_1000/job_17/step_0/task_1\n",
+        12: "0::/system.slice/slurmstepd.scope/job_170/step_batch\n",
+        13: "0::/user.slice\n",
+    }
+
+    class PS:
+        Error = NoSuchProcess = ZombieProcess = AccessDenied = Exception
+
+        @staticmethod
+        def pids():
+            return [*cgroups, 14]
+
+    class FS:
+        @staticmethod
+        def read_text(path):
+            pid = int(path.split("/")[2])
+            if pid not in cgroups:
+                raise OSError("gone")
+            return cgroups[pid]
+
+    assert TreeReader(PS, FS).pids_in_cgroup_of_job("17") == [10, 11]

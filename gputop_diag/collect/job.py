@@ -549,7 +549,12 @@ class JobWatch:
                     self.events.append(e)
                 self.steps.feed(line, now)
             self.steps.end_read(now)
-            if self.tail.problem and (self._explicit_log or self.target != "command"):
+            pending = self.slurm is not None and self.slurm.pending  # no output before start
+            if (
+                self.tail.problem
+                and not pending
+                and (self._explicit_log or self.target == "pid" or self.target == "slurm")
+            ):
                 problems.append(self.tail.problem)
         visible = next((p.cuda_visible_devices for p in procs if p.cuda_visible_devices), None)
         return JobState(

@@ -168,6 +168,8 @@ class FakeSlurm:
     # -- scontrol ----------------------------------------------------------------------------
     def scontrol(self, argv: list[str]) -> CommandResult:
         args = [a for a in argv[1:] if a not in ("-o", "--oneliner", "-d", "--details")]
+        if args and args[0] == "listpids":
+            return self.listpids(args[1:])
         if len(args) < 2 or args[0] != "show" or args[1] not in ("job", "jobid", "jobs"):
             return CommandResult(1, "", "scontrol: error: Invalid command\n")
         jobs = self._m.slurm
@@ -182,6 +184,26 @@ class FakeSlurm:
         return CommandResult(
             0, "".join("\n".join([b[0], *("   " + x for x in b[1:])]) + "\n\n" for b in blocks)
         )
+
+    def listpids(self, args: list[str]) -> CommandResult:
+        """`scontrol listpids JOBID`: the local processes of a job running on this node (the
+        job's user's processes here: launchers, ranks and their workers)."""
+        jobs = [j for j in self._m.slurm if not args or j["id"] == args[0]]
+        if args and not jobs:
+            return CommandResult(1, "", INVALID_JOB)
+        rows = ["PID      JOBID    STEPID   LOCALID GLOBALID"]
+        for j in jobs:
+            here = j.get("nodelist", self._host) == self._host
+            if j["state"] != "RUNNING" or not here:
+                continue
+            for p in self._m.procs.values():
+                if p.user == j["user"] and p.role in ("launcher", "rank", "worker", "host"):
+                    rows.append(f"{p.pid:<8} {j['id']:<8} batch    -       -")
+        if len(rows) == 1 and args:
+            return CommandResult(
+                1, "", f"slurm_pid2jobid: no processes of job {args[0]} on this node\n"
+            )
+        return CommandResult(0, "".join(r + "\n" for r in rows))
 
     def _show(self, j: dict) -> list[str]:
         f = self.fields(j)
