@@ -20,6 +20,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("diagnose", "sample for N seconds and name the current bottleneck"),
     "record": ("record", "record samples to a file (-o FILE) for a later --replay FILE"),
     "xid": ("xid", "read the kernel log, triage Xid/SXid events and driver errors"),
+    "mapping": (
+        "mapping",
+        "which physical GPU each CUDA device is: NVML index, CUDA ordinal, /dev/nvidiaN, bus id, "
+        "UUID, Slurm's GPUs, the findings",
+    ),
     "report": ("report", "write a sanitized report, safe to paste into a public issue"),
     "exporter": ("exporter", "serve Prometheus metrics in dcgm-exporter's names (--listen)"),
     "fleet": ("fleet", "diagnose many nodes from Prometheus (--prometheus URL)"),

@@ -65,6 +65,8 @@ class FakeProcFS:
             return self._driver(parts, path)
         if parts[:1] == ["dev"]:
             return self._dev(parts, path)
+        if parts[:4] == ["sys", "bus", "pci", "devices"]:
+            return self._pci(parts[4:], path)
         if parts == ["proc", "loadavg"]:
             st = m.state()
             la = (st["host_cpu"] + st["iowait"]) / 100 * HOST_CPUS
@@ -214,6 +216,24 @@ class FakeProcFS:
                     f"Device Minor: \t {g.minor}\nGPU Firmware: \t {m.driver_version}\n"
                     f"GPU Excluded:\t No\n"
                 )
+        raise _missing(path)
+
+    def _pci(self, rest: list[str], path: str) -> str:
+        """/sys/bus/pci/devices/<bus>/: a two-socket host, the first half of the GPUs on node 0
+        and its CPUs, the second half on node 1."""
+        m = self._m
+        g = next((g for g in m.gpus if rest and g.proc_bus_id == rest[0]), None)
+        if g is None:
+            raise _missing(path)
+        if len(rest) == 1:
+            raise _directory(path)
+        node = 0 if g.index < max(1, len(m.gpus) // 2) else 1
+        half = HOST_CPUS // 2
+        if rest[1:] == ["numa_node"]:
+            return f"{node}\n"
+        if rest[1:] == ["local_cpulist"]:
+            lo = node * half
+            return f"{lo}-{lo + half - 1}\n"
         raise _missing(path)
 
     def _dev(self, parts: list[str], path: str) -> str:

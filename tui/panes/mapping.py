@@ -1,7 +1,10 @@
-"""Pane 3, Mapping: NVML index, CUDA ordinal, minor number, device node, bus id, UUID.
+"""Pane 3, Mapping: NVML index, CUDA ordinal, minor number, device node, bus id, UUID, processes.
 
 NVML numbers GPUs by PCI bus id; CUDA numbers the devices CUDA_VISIBLE_DEVICES leaves visible,
-in CUDA_DEVICE_ORDER; /dev/nvidiaN carries the minor number. The three need not agree.
+in CUDA_DEVICE_ORDER; /dev/nvidiaN carries the minor number. The three need not agree. The
+computation is the core's (`diagnose.ordinals`, `collect.mapping`), the same `gputop-diag
+mapping` prints. Under --sanitize the pane shows the mapping logic and the conclusions only: no
+minor numbers, device nodes, bus ids or UUIDs.
 """
 
 from __future__ import annotations
@@ -12,140 +15,150 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from ...model import GpuState
+from ...collect.mapping import DeviceMapping, collect_mapping
+from ...diagnose.ordinals import row_key
 from ...widgets import CellTable, DiffText
 from ..feed import Update
-from .base import Pane, View, sync_rows
+from .base import Pane, View, pane_width, sync_rows
+
+__all__ = ["COLUMNS", "MappingPane", "abbreviate_uuid", "row_key"]
 
 COLUMNS = ("nvml", "cuda", "minor", "node", "bus", "uuid", "procs")
+LABELS = ("NVML", "CUDA", "MINOR", "DEVICE", "PCI BUS ID", "UUID", "PROCESSES")
+# Column widths before the UUID's: the NVML form of a bus id (00000000:3B:00.0) where the pane
+# is wide, the short one (3b:00.0, domain 0) where it is narrow.
+WIDE = (6, 5, 5, 13, 16)
+NARROW = (6, 4, 5, 13, 12)
+WIDE_FROM = 100  # pane width
+UUID_FULL = 40  # GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+UUID_MIN = 14
+PROCS_MIN = 6
 
 
-def row_key(gpu: int, mig: int | None = None) -> str:
-    return f"gpu{gpu}" if mig is None else f"gpu{gpu}-mig{mig}"
+def abbreviate_uuid(uuid: str, width: int, all_uuids: Sequence[str]) -> str:
+    """`uuid` in `width` cells; when it does not fit, its head, an ellipsis and a tail long
+    enough to tell it from every other UUID (real GPUs of one board share long prefixes:
+    GPU-01000100-0000-0...)."""
+    if len(uuid) <= width:
+        return uuid
+    others = [u.lower() for u in all_uuids if u and u != uuid]
+    low = uuid.lower()
+    k = 1
+    while k < len(uuid) and any(o.endswith(low[-k:]) for o in others):
+        k += 1
+    if k + 1 < width:
+        tail = max(k, width - 5)  # keep "GPU-" and the ellipsis when there is room
+        if tail + 1 >= width:
+            return "…" + uuid[-(width - 1) :]
+        return uuid[: width - 1 - tail] + "…" + uuid[-tail:]
+    return uuid[: width - 1] + "…"  # they differ near the start: the head tells them apart
 
 
-def cuda_ordinals(
-    gpus: Sequence[GpuState], cvd: str | None, order: str | None
-) -> dict[str, int] | None:
-    """Row key -> CUDA ordinal in this environment; None where CUDA's order can't be known.
+def layout(pane: int) -> tuple[int, ...]:
+    """Column widths (the processes' column: as wide as its text) in a pane `pane` cells wide;
+    every column has one cell of padding on each side."""
+    widths = WIDE if pane >= WIDE_FROM else NARROW
+    fixed = sum(widths) + 2 * len(COLUMNS) + PROCS_MIN
+    return (*widths, max(UUID_MIN, min(UUID_FULL, pane - fixed)))
 
-    CUDA_VISIBLE_DEVICES holds indices (in CUDA's order), GPU UUIDs or unique prefixes of them,
-    or MIG UUIDs; parsing stops at the first entry that names no device (`0,2,-1,1` leaves 0
-    and 2); empty means none, unset means all. Under the default FASTEST_FIRST order a machine
-    with mixed models numbers its GPUs differently from NVML.
-    """
-    if order != "PCI_BUS_ID" and len({g.static.name for g in gpus}) > 1:
-        return None
-    whole = [g for g in gpus if not g.mig_instances]  # a MIG GPU is reached by its instances
-    if cvd is None:
-        return {row_key(g.index): k for k, g in enumerate(whole)}
-    visible: list[str] = []
-    for entry in (e.strip() for e in cvd.split(",")):
-        hit = None
-        if entry.isdigit():
-            k = int(entry)
-            hit = row_key(whole[k].index) if k < len(whole) else None
-        elif entry.startswith("GPU-"):
-            found = [g for g in gpus if (g.static.uuid or "").startswith(entry)]
-            hit = row_key(found[0].index) if len(found) == 1 else None
-        elif entry.startswith("MIG-"):
-            found = [
-                (g, m)
-                for g in gpus
-                for m in g.mig_instances
-                if m.uuid and (m.uuid.startswith(entry) or f"MIG-{m.uuid}".startswith(entry))
-            ]
-            hit = row_key(found[0][0].index, found[0][1].mig_index) if len(found) == 1 else None
-        if hit is None or hit in visible:
-            break
-        visible.append(hit)
-    return {key: k for k, key in enumerate(visible)}
+
+def short_bus(bus) -> str:
+    return bus.procfs[5:] if bus.domain == 0 else bus.procfs
 
 
 class MappingPane(Pane):
+    _widths: tuple[int, ...] = (*WIDE, UUID_FULL)
+
     def compose(self) -> ComposeResult:
         yield DiffText(id="map-note")
         table = CellTable(id="map-table", cursor_type="row")
-        for label, key, width in (
-            ("NVML", "nvml", 6),
-            ("CUDA", "cuda", 5),
-            ("MINOR", "minor", 5),
-            ("DEVICE", "node", 13),
-            ("PCI BUS ID", "bus", 16),
-            ("UUID", "uuid", 40),
-            ("PROCESSES", "procs", None),
-        ):
-            table.add_column(label, key=key, width=width)
+        self._add_columns(table)
         yield table
+
+    def _add_columns(self, table: DataTable) -> None:
+        for label, key, width in zip(LABELS, COLUMNS, (*self._widths, None), strict=True):
+            table.add_column(label, key=key, width=width)
+
+    def _fit(self, table: DataTable) -> None:
+        """Size the columns to the pane (rebuilt only when that changes: a resize)."""
+        want = layout(pane_width(self))
+        if want != self._widths:
+            self._widths = want
+            table.clear(columns=True)
+            self._add_columns(table)
 
     def show(self, u: Update, view: View) -> None:
         snap = u.snapshot
-        cvd = view.environ.get("CUDA_VISIBLE_DEVICES")
-        order = view.environ.get("CUDA_DEVICE_ORDER")
-        ords = cuda_ordinals(snap.gpus, cvd, order)
-        note = Text()
-        note.append(
-            f"CUDA_VISIBLE_DEVICES={'(unset: all)' if cvd is None else cvd or '(empty: none)'}"
-            f"  CUDA_DEVICE_ORDER={order or '(unset: FASTEST_FIRST)'}\n"
-        )
-        if ords is None:
-            note.append(
-                "Mixed GPU models under FASTEST_FIRST: CUDA's numbering is not NVML's; set "
-                "CUDA_DEVICE_ORDER=PCI_BUS_ID.\n",
-                style="bold",
-            )
-        note.append(
-            "NVML and nvidia-smi number GPUs by PCI bus id; CUDA numbers only the visible "
-            "devices (- = not visible, ? = unknown); /dev/nvidiaN is the minor number.",
-            style="dim",
-        )
-        self.query_one("#map-note", DiffText).update(note)
-        procs: dict[int, list[str]] = {}
-        on_mig: dict[tuple, list[str]] = {}
-        for p in snap.gpu_processes:
-            procs.setdefault(p.gpu_index, []).append(str(p.pid))
-            if p.gpu_instance_id is not None:
-                where = (p.gpu_index, p.gpu_instance_id, p.compute_instance_id)
-                on_mig.setdefault(where, []).append(str(p.pid))
-
-        names_mig = cvd is not None and "MIG-" in cvd
-
-        def ordinal(key: str, mig: bool = False) -> str:
-            if ords is None or (mig and not names_mig):
-                return "?"  # CUDA's numbering of MIG devices depends on the CUDA version
-            return str(ords[key]) if key in ords else "-"
-
+        m = collect_mapping(snap, None, dict(view.environ))
+        self.query_one("#map-note", DiffText).update(self._note(m, view))
+        table = self.query_one("#map-table", DataTable)
+        self._fit(table)
+        uuids = [r.uuid for r in m.rows if r.uuid]
+        uuid_w, wide = self._widths[-1], self._widths[-2] == WIDE[-1]
         rows = {}
-        for g in snap.gpus:
-            s = g.static
-            bus, uuid = s.pci_bus_id or "?", s.uuid or "?"
-            if view.sanitize:
-                bus, uuid = f"bus-{g.index}", f"GPU-{g.index}"
-            rows[row_key(g.index)] = (
-                f"{g.index} LOST" if g.lost else str(g.index),
-                ordinal(row_key(g.index)),
-                "?" if s.minor_number is None else str(s.minor_number),
-                s.device_node or "?",
-                bus,
-                uuid,
-                ",".join(sorted(procs.get(g.index, []), key=int)) or "-",
-            )
-            for m in g.mig_instances:
-                key = row_key(g.index, m.mig_index)
-                rows[key] = (
-                    f"{g.index}:{m.mig_index}",
-                    ordinal(key, mig=True),
-                    "",
-                    f"GI {m.gpu_instance_id} CI {m.compute_instance_id}",
-                    "",
-                    f"MIG-{g.index}-{m.mig_index}" if view.sanitize else (m.uuid or "?"),
-                    " ".join(
-                        [
-                            (m.name or "").split()[-1] if m.name else "",
-                            ",".join(
-                                on_mig.get((g.index, m.gpu_instance_id, m.compute_instance_id), [])
-                            ),
-                        ]
-                    ).strip(),
+        shell = m.shell
+        for r in m.rows:
+            cuda = shell.cell(r.key)
+            if r.mig_index is not None and (shell.mig_unknown or shell.cvd is None):
+                cuda = "?"  # CUDA's numbering of MIG devices depends on the CUDA version
+            pids = ",".join(map(str, r.pids))
+            if r.mig_index is None:
+                bus = (r.bus.nvml if wide else short_bus(r.bus)) if r.bus else "?"
+                uuid = abbreviate_uuid(r.uuid or "?", uuid_w, uuids)
+                minor = "?" if r.minor is None else str(r.minor)
+                node = r.device_node or "?"
+                if view.sanitize:
+                    bus, uuid, minor, node = f"bus-{r.nvml_index}", f"GPU-{r.nvml_index}", "·", "·"
+                rows[r.key] = (
+                    f"{r.nvml_index} LOST" if r.lost else str(r.nvml_index),
+                    cuda,
+                    minor,
+                    node,
+                    bus,
+                    uuid,
+                    pids or "-",
                 )
-        sync_rows(self.query_one("#map-table", DataTable), rows, COLUMNS)
+            else:
+                uuid = abbreviate_uuid(r.uuid or "?", uuid_w, uuids)
+                if view.sanitize:
+                    uuid = f"MIG-{r.nvml_index}-{r.mig_index}"
+                profile = (r.name or "").split()[-1] if r.name else ""
+                rows[r.key] = (
+                    f"{r.nvml_index}:{r.mig_index}",
+                    cuda,
+                    "",
+                    f"GI {r.gpu_instance_id} CI {r.compute_instance_id}",
+                    "",
+                    uuid,
+                    " ".join(x for x in (profile, pids) if x),
+                )
+        sync_rows(table, rows, COLUMNS)
+
+    def _note(self, m: DeviceMapping, view: View) -> Text:
+        v = m.shell
+        t = Text()
+        cvd = "(unset: all)" if v.cvd is None else v.cvd or "(empty: none)"
+        if view.sanitize and v.cvd:
+            cvd = f"({len(v.entries)} entries)"
+        t.append(f"this shell: CUDA_VISIBLE_DEVICES={cvd}  CUDA_DEVICE_ORDER={v.order}\n")
+        shown = 1 if view.short else 3
+        findings = [f for f in m.findings if f.severity != "info" or not view.short]
+        for f in findings[:shown]:
+            text = f.public_text or f.text if view.sanitize else f.text
+            style = "bold" if f.severity in ("warning", "critical") else ""
+            t.append(f"! {text}\n", style=style)
+        if len(findings) > shown:
+            t.append(f"(+{len(findings) - shown} more: gputop-diag mapping)\n", style="dim")
+        if view.sanitize:
+            for c in m.conclusions[: 1 if view.short else 3]:
+                t.append(f"- {c}\n")
+        if not view.short:
+            t.append(
+                "NVML and nvidia-smi number GPUs by PCI bus id; CUDA numbers only the visible "
+                "devices (- = not visible, ? = unknown); /dev/nvidiaN is the minor number."
+                + (" Sanitized: the layout is hidden." if view.sanitize else ""),
+                style="dim",
+            )
+        else:
+            t.rstrip()
+        return t

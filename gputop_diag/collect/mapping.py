@@ -1,0 +1,415 @@
+"""The device mapping of this machine: one row per GPU and MIG instance, the CUDA ordinals of
+this shell and of each GPU process, Slurm's view, and the findings.
+
+Reads what NVML already put in the snapshot, then the files that need no NVML (and still work
+when it is broken): `/proc/driver/nvidia/gpus/<bus>/information`, the PCI device's NUMA node and
+local CPUs in `/sys/bus/pci/devices/<bus>/`, each GPU process's `/proc/<pid>/environ`, and
+`scontrol show job -d` for the Slurm jobs named in those environments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..diagnose.mapping_checks import (
+    Finding,
+    JobGres,
+    ProcView,
+    SlurmGpus,
+    minor_findings,
+    parse_id_list,
+    parse_scontrol_gres,
+    process_findings,
+    slurm_gpus,
+    visibility_findings,
+)
+from ..diagnose.ordinals import BusId, Device, Visibility, devices_of, parse_bus_id, resolve
+from ..model import Snapshot
+from ..sources import Sources
+
+SCONTROL_TIMEOUT_S = 5.0
+MAX_JOBS_ASKED = 8
+# The seed's two commands a user runs to confirm the mapping (the second, in a private runbook
+# only: it prints the per-node layout).
+QUERY_COMMAND = "nvidia-smi --query-gpu=index,uuid,pci.bus_id,name --format=csv"
+LOOP_COMMAND = """for i in $(nvidia-smi --query-gpu=index --format=csv,noheader); do
+  nvidia-smi -q -i "$i" | awk -v idx="$i" '
+    /Product Name/ {sub(/.*: /,""); name=$0}
+    /GPU UUID/     {sub(/.*: /,""); uuid=$0}
+    /Bus Id/       {sub(/.*: /,""); bus=$0}
+    /Minor Number/ {sub(/.*: /,""); minor=$0}
+    END {printf("index=%s minor=%s dev=/dev/nvidia%s bus=%s uuid=%s name=%s\\n",
+                idx, minor, minor, bus, uuid, name)}
+  '
+done"""
+PUBLIC_PATTERN = (
+    'publish the logic and the conclusion only, e.g. "cuda:0 of the job is the GPU Slurm '
+    'assigned: checked by UUID"; never the per-node layout (bus ids, UUIDs, minor numbers)'
+)
+_ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID", "SLURM_JOBID")
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    key: str
+    nvml_index: int
+    mig_index: int | None
+    name: str | None
+    uuid: str | None
+    bus: BusId | None
+    minor: int | None
+    numa_node: int | None
+    cpu_affinity: str | None  # the PCI device's local CPUs, as the kernel lists them
+    info: dict[str, str]  # /proc/driver/nvidia/gpus/<bus>/information
+    pids: tuple[int, ...]
+    lost: bool = False
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+
+    @property
+    def device_node(self) -> str | None:
+        return None if self.minor is None else f"/dev/nvidia{self.minor}"
+
+
+@dataclass(frozen=True)
+class ProcessMapping:
+    pid: int
+    user: str | None
+    name: str | None
+    gpus: tuple[int, ...]  # NVML indices NVML lists it on
+    env_readable: bool
+    cvd: str | None
+    order: str | None
+    visibility: Visibility | None
+    slurm: SlurmGpus | None
+    cuda: tuple[tuple[int, str], ...]  # (CUDA ordinal, device key) as the process sees them
+
+
+@dataclass(frozen=True)
+class DeviceMapping:
+    timestamp: float
+    hostname: str
+    rows: tuple[DeviceRow, ...]
+    shell: Visibility
+    shell_slurm: SlurmGpus
+    processes: tuple[ProcessMapping, ...]
+    jobs: tuple[JobGres, ...]
+    findings: tuple[Finding, ...]
+    conclusions: tuple[str, ...]
+    errors: tuple[str, ...] = field(default_factory=tuple)
+
+    def row(self, key: str) -> DeviceRow | None:
+        return next((r for r in self.rows if r.key == key), None)
+
+
+def parse_information(text: str) -> dict[str, str]:
+    """`Key: \\t value` lines of /proc/driver/nvidia/gpus/<bus>/information."""
+    out = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep and k.strip():
+            out[k.strip()] = v.strip()
+    return out
+
+
+def parse_environ(raw: str) -> dict[str, str]:
+    out = {}
+    for item in raw.split("\0"):
+        k, sep, v = item.partition("=")
+        if sep and k:
+            out[k] = v
+    return out
+
+
+def _read(sources: Sources, path: str) -> str | None:
+    try:
+        return sources.procfs.read_text(path)
+    except (OSError, ValueError):
+        return None
+
+
+def collect_mapping(
+    snap: Snapshot, sources: Sources | None, environ: dict[str, str] | None = None
+) -> DeviceMapping:
+    """The mapping of `snap`; `sources` (None for a recording or the live view) adds the files
+    NVML does not read; `environ` is this shell's environment (default: the sources')."""
+    devices = devices_of(snap.gpus)
+    by_gpu: dict[int, list[int]] = {}
+    by_mig: dict[tuple, list[int]] = {}
+    for p in snap.gpu_processes:
+        by_gpu.setdefault(p.gpu_index, []).append(p.pid)
+        if p.gpu_instance_id is not None:
+            by_mig.setdefault((p.gpu_index, p.gpu_instance_id), []).append(p.pid)
+    rows = []
+    for g in snap.gpus:
+        s = g.static
+        bus = parse_bus_id(s.pci_bus_id)
+        info: dict[str, str] = {}
+        numa = cpus = None
+        if sources is not None and bus is not None:
+            text = _read(sources, f"/proc/driver/nvidia/gpus/{bus.procfs}/information")
+            info = parse_information(text) if text else {}
+            sysfs = f"/sys/bus/pci/devices/{bus.procfs}"
+            node = (_read(sources, f"{sysfs}/numa_node") or "").strip()
+            numa = int(node) if node.lstrip("-").isdigit() and int(node) >= 0 else None
+            cpus = (_read(sources, f"{sysfs}/local_cpulist") or "").strip() or None
+        minor = s.minor_number
+        if minor is None and info.get("Device Minor", "").isdigit():
+            minor = int(info["Device Minor"])
+        rows.append(
+            DeviceRow(
+                f"gpu{g.index}",
+                g.index,
+                None,
+                s.name or info.get("Model"),
+                s.uuid or info.get("GPU UUID"),
+                bus,
+                minor,
+                numa,
+                cpus,
+                info,
+                tuple(sorted(set(by_gpu.get(g.index, ())))),
+                g.lost,
+            )
+        )
+        for m in g.mig_instances:
+            rows.append(
+                DeviceRow(
+                    f"gpu{g.index}-mig{m.mig_index}",
+                    g.index,
+                    m.mig_index,
+                    m.name,
+                    m.uuid,
+                    bus,
+                    None,
+                    numa,
+                    cpus,
+                    {},
+                    tuple(sorted(set(by_mig.get((g.index, m.gpu_instance_id), ())))),
+                    g.lost,
+                    m.gpu_instance_id,
+                    m.compute_instance_id,
+                )
+            )
+    if environ is not None:
+        env = dict(environ)
+    else:
+        env = dict(sources.environ) if sources is not None else {}
+    shell = resolve(devices, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER"))
+    shell_slurm = slurm_gpus(env)
+    procs = _processes(snap, sources, devices)
+    job_ids = [j for j in [shell_slurm.job_id, *(p.slurm.job_id for p in procs if p.slurm)] if j]
+    jobs, errors = _ask_scontrol(sources, list(dict.fromkeys(job_ids))[:MAX_JOBS_ASKED])
+    host = snap.system.hostname
+    findings = list(minor_findings([(r.nvml_index, r.minor) for r in rows if r.mig_index is None]))
+    findings += visibility_findings("this shell", shell)
+    views = []
+    for p in procs:
+        if p.visibility is not None:
+            findings += visibility_findings(f"pid {p.pid}", p.visibility, (p.pid,))
+        views.append(_proc_view(p, snap, devices, jobs, host))
+    findings += process_findings(views, _job_of)
+    mapping = DeviceMapping(
+        snap.timestamp,
+        host,
+        tuple(rows),
+        shell,
+        shell_slurm,
+        tuple(procs),
+        tuple(jobs),
+        tuple(findings),
+        (),
+        tuple(errors),
+    )
+    return _with_conclusions(mapping, devices)
+
+
+def _processes(snap: Snapshot, sources: Sources | None, devices: Sequence[Device]):
+    gpus_of: dict[int, list[int]] = {}
+    for gp in snap.gpu_processes:
+        gpus_of.setdefault(gp.pid, []).append(gp.gpu_index)
+    out = []
+    for pid in sorted(gpus_of):
+        info = snap.process(pid)
+        env: dict[str, str] | None = None
+        if sources is not None:
+            raw = _read(sources, f"/proc/{pid}/environ")
+            env = parse_environ(raw) if raw is not None else None
+        elif info is not None and info.environ_readable:
+            env = {}
+            if info.cuda_visible_devices is not None:
+                env["CUDA_VISIBLE_DEVICES"] = info.cuda_visible_devices
+        vis = slurm = None
+        cuda: tuple = ()
+        if env is not None:
+            vis = resolve(devices, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER"))
+            slurm = slurm_gpus(env)
+            if vis.order_known:
+                cuda = tuple(enumerate(vis.visible))
+        out.append(
+            ProcessMapping(
+                pid,
+                info.user if info else None,
+                info.name if info else None,
+                tuple(sorted(set(gpus_of[pid]))),
+                env is not None,
+                env.get("CUDA_VISIBLE_DEVICES") if env else None,
+                env.get("CUDA_DEVICE_ORDER") if env else None,
+                vis,
+                slurm,
+                cuda,
+            )
+        )
+    return out
+
+
+def _ask_scontrol(sources: Sources | None, job_ids: list[str]) -> tuple[list[JobGres], list[str]]:
+    if sources is None or not job_ids:
+        return [], []
+    jobs, errors = [], []
+    for jid in job_ids:
+        try:
+            r = sources.run_command(["scontrol", "show", "job", "-d", jid], SCONTROL_TIMEOUT_S)
+        except FileNotFoundError:
+            return jobs, ["scontrol is not installed here: the jobs' GRES were not read"]
+        except Exception as e:  # noqa: BLE001 - a timeout or a dead controller is said, not raised
+            errors.append(f"scontrol show job -d {jid} failed: {type(e).__name__}")
+            continue
+        if r.returncode != 0:
+            errors.append(f"scontrol show job -d {jid}: {(r.stderr or r.stdout).strip()[:120]}")
+            continue
+        jobs.extend(parse_scontrol_gres(r.stdout))
+    return jobs, errors
+
+
+def _allowed(p: ProcessMapping, devices: Sequence[Device], jobs, host: str) -> tuple | None:
+    """The NVML indices a process was given: its Slurm job's (global ids, else what scontrol
+    says for this node), else what its CUDA_VISIBLE_DEVICES names."""
+    if p.slurm is not None and p.slurm.in_job:
+        ids = p.slurm.global_ids
+        if ids is None:
+            job = next((j for j in jobs if j.job_id == p.slurm.job_id), None)
+            ids = job.gpus_on(host) if job is not None else None
+        if ids is not None:
+            return tuple(ids)
+    if p.visibility is not None and p.cvd is not None:
+        v = p.visibility
+        if not v.order_known:
+            return None
+        keys = {d.key: d for d in devices}
+        return tuple(sorted({keys[k].nvml_index for k in v.visible}))
+    return None
+
+
+def _proc_view(p: ProcessMapping, snap: Snapshot, devices, jobs, host) -> ProcView:
+    where = tuple(
+        sorted(
+            {
+                (gp.gpu_index, gp.gpu_instance_id, gp.compute_instance_id)
+                for gp in snap.gpu_processes
+                if gp.pid == p.pid
+            },
+            key=str,
+        )
+    )
+    return ProcView(
+        p.pid,
+        p.user,
+        p.gpus,
+        tuple((g, gi, None) for g, gi, _ in where),
+        None,
+        p.visibility,
+        _allowed(p, devices, jobs, host),
+    )
+
+
+def _job_of(v: ProcView) -> str:
+    return f"{v.user}'s processes" if v.user else f"pid {v.pid}"
+
+
+def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapping:
+    from dataclasses import replace
+
+    keys = {d.key: d for d in devices}
+    out = []
+    grouped: dict[tuple, list[ProcessMapping]] = {}
+    s = m.shell_slurm
+    if s.in_job:
+        out.append(_slurm_conclusion("this shell's job", s, None))
+    for p in m.processes:
+        if p.slurm is not None and p.slurm.in_job:
+            out.append(_slurm_conclusion(f"pid {p.pid}", p.slurm, p.gpus))
+        elif p.visibility is not None and p.cvd is not None and p.visibility.order_known:
+            seen = tuple(sorted({keys[k].nvml_index for k in p.visibility.visible if k in keys}))
+            by_uuid = any(e.text.upper().startswith(("GPU-", "MIG-")) for e in p.visibility.entries)
+            ok = set(p.gpus) <= set(seen)
+            grouped.setdefault((len(p.visibility.visible), seen, by_uuid, ok), []).append(p)
+        elif not p.env_readable:
+            out.append(
+                f"pid {p.pid}: environment not readable (another user's process): its CUDA "
+                f"ordinals cannot be computed; NVML places it on GPU(s) {_ids(p.gpus)}"
+            )
+    for (n, seen, by_uuid, ok), ps in grouped.items():
+        how = "named by UUID" if by_uuid else "indices in PCI order"
+        who = (
+            f"pid {ps[0].pid}"
+            if len(ps) == 1
+            else f"{len(ps)} processes (pid {_ids(p.pid for p in ps)})"
+        )
+        where = _ids(g for p in ps for g in p.gpus)
+        verdict = (
+            "each runs on GPU(s) it was given: checked by UUID"
+            if ok
+            else "NOT only on the GPU(s) it was given"
+        )
+        out.insert(
+            0,
+            f"{who}: CUDA_VISIBLE_DEVICES makes {_span(n)} the NVML GPU(s) {_ids(seen)} "
+            f"({how}); NVML sees them on GPU(s) {where}: {verdict}",
+        )
+    if not m.processes and not s.in_job:
+        v = m.shell
+        order = "" if v.order_known else " in an order only CUDA knows (FASTEST_FIRST, mixed)"
+        out.append(
+            f"this shell sees {len(v.visible)} CUDA device(s){order}; NVML and nvidia-smi "
+            "number GPUs by PCI bus id"
+        )
+    return replace(m, conclusions=tuple(out))
+
+
+def _slurm_conclusion(who: str, s: SlurmGpus, on: Sequence[int] | None) -> str:
+    """cuda:k -> step-local CUDA_VISIBLE_DEVICES entry k -> Slurm's global id -> the NVML GPU of
+    that index (Slurm numbers in PCI order) -> its UUID, against where NVML sees the process."""
+    glob = s.global_ids
+    if glob is None:
+        return (
+            f"{who}: Slurm job {s.job_id} without SLURM_JOB_GPUS/SLURM_STEP_GPUS: its GPUs "
+            "are read from `scontrol show job -d` (GRES IDX)"
+        )
+    local = parse_id_list(s.cvd) or ()
+    chain = [
+        f"cuda:{k}=GPU {g}" for k in range(len(local)) if (g := s.global_of_local(k)) is not None
+    ]
+    renumbered = " (renumbered: ConstrainDevices)" if s.constrained else ""
+    head = (
+        f"{who}: Slurm job {s.job_id} was given GPU(s) {_ids(glob)} (global ids); "
+        f"CUDA_VISIBLE_DEVICES={s.cvd or '(unset)'} is step-local{renumbered}"
+    )
+    if chain:
+        head += "; " + ", ".join(chain)
+    if on is None:
+        return head
+    if set(on) <= set(glob):
+        n = "cuda:0 of the job is" if len(set(on)) == 1 else "the job's devices are"
+        return f"{head}: {n} the GPU(s) Slurm assigned: checked by UUID"
+    return f"{head}: NVML sees it on GPU(s) {_ids(on)}, NOT only the GPU(s) Slurm assigned"
+
+
+def _ids(ids) -> str:
+    ids = sorted(set(ids))
+    return ", ".join(map(str, ids)) if ids else "none"
+
+
+def _span(n: int) -> str:
+    return "cuda:0" if n == 1 else f"cuda:0..{n - 1}"

@@ -1,0 +1,89 @@
+"""The Mapping pane: the core's ordinals, UUIDs that stay distinct when cut, the layout hidden
+under --sanitize."""
+
+from __future__ import annotations
+
+import pytest
+from test_tui_support import FedApp, screen_text
+from textual.widgets import DataTable
+
+from gputop_diag.tui.panes.mapping import abbreviate_uuid, layout
+
+# Eight GPUs of one HGX board: UUIDs that share their first 19 characters.
+H100 = [f"GPU-01000100-0000-0000-0000-0000000{k:05x}" for k in (0x1A, 0x2B, 0x3C, 0x4D, 0x5E)]
+
+
+@pytest.mark.parametrize("width", [14, 16, 20, 30, 39])
+def test_cut_uuids_stay_distinct(width):
+    cut = [abbreviate_uuid(u, width, H100) for u in H100]
+    assert len(set(cut)) == len(H100)
+    assert all(len(c) <= width for c in cut)
+    assert all(c.startswith("GPU-") and "…" in c for c in cut)
+
+
+def test_full_uuid_when_it_fits():
+    assert abbreviate_uuid(H100[0], 40, H100) == H100[0]
+
+
+def test_uuids_that_differ_near_the_start_keep_their_head():
+    same_tail = [f"GPU-{c}aaa0000-0000-0000-0000-000000000001" for c in "abc"]
+    cut = [abbreviate_uuid(u, 14, same_tail) for u in same_tail]
+    assert len(set(cut)) == 3 and all(len(c) == 14 for c in cut)
+
+
+def test_layout_widths():
+    assert layout(160)[-1] == 40  # a wide pane shows whole UUIDs
+    assert layout(74)[-1] == 14  # the 120-column layout: a tail that tells them apart
+    assert layout(74)[4] < layout(160)[4]  # the short bus id form
+
+
+async def test_pane_at_120_columns_rows_do_not_look_alike():
+    app = FedApp("compute-bound")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(2)
+        await pilot.pause()
+        await pilot.press("3")
+        await pilot.pause()
+        table = app.query_one("#map-table", DataTable)
+        uuids = [str(table.get_cell(k, "uuid")) for k in table.rows]
+        assert len(uuids) == 8 and len(set(uuids)) == 8
+        screen = screen_text(app)
+        for u in uuids:
+            assert u in screen  # not cut off by the pane's edge
+        g = app.sim_sources.sim.gpus[1]
+        row = [str(c) for c in table.get_row("gpu1")]
+        assert row[2] == str(g.minor) and row[3] == f"/dev/nvidia{g.minor}"
+        assert row[4] == g.proc_bus_id[5:]
+        assert "2 jobs share GPU 0" in screen
+
+
+async def test_pane_under_sanitize_hides_the_layout():
+    app = FedApp("compute-bound", sanitize=True)
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(2)
+        await pilot.pause()
+        await pilot.press("3")
+        await pilot.pause()
+        table = app.query_one("#map-table", DataTable)
+        for k in table.rows:
+            row = [str(c) for c in table.get_row(k)]
+            assert row[2] == "·" and row[3] == "·"
+        screen = screen_text(app)
+        for g in app.sim_sources.sim.gpus:
+            assert g.uuid not in screen and g.proc_bus_id[5:] not in screen
+            assert f"/dev/nvidia{g.minor}" not in screen
+        assert "checked by UUID" in screen and "Sanitized" in screen
+
+
+async def test_mig_rows():
+    app = FedApp("mig")
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(2)
+        await pilot.pause()
+        await pilot.press("3")
+        await pilot.pause()
+        table = app.query_one("#map-table", DataTable)
+        keys = [k.value for k in table.rows]
+        assert keys == ["gpu0", "gpu0-mig0", "gpu0-mig1", "gpu0-mig2"]
+        assert str(table.get_cell("gpu0-mig0", "uuid")).startswith("MIG-")
+        assert str(table.get_cell("gpu0-mig0", "cuda")) == "?"
