@@ -4,6 +4,12 @@ said in words a user can act on.
 The HTTP API (https://prometheus.io/docs/prometheus/latest/querying/api/) answers
 `{"status": "success", "data": {"resultType": ..., "result": [...]}}`; a range query's result is
 a list of `{"metric": {labels}, "values": [[unix_time, "value"], ...]}`.
+
+Access follows Prometheus' own client configuration (`http_config`: `authorization.
+credentials_file`, `tls_config.ca_file`, `cert_file`, `key_file`, `insecure_skip_verify`):
+`Access` carries a bearer token read from a file, a CA bundle, a client certificate and
+whether to skip verification; credentials in the URL are sent as basic auth. No secret is ever
+part of a message or a document.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,7 +34,7 @@ class PrometheusError(Exception):
         super().__init__(message)
         self.message = message
         self.next_step = next_step
-        self.kind = kind  # "unreachable", "timeout", "http", "query", "bad_answer"
+        self.kind = kind  # "unreachable", "timeout", "tls", "http", "query", "bad_answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +46,67 @@ class Series:
     values: tuple[float, ...]
 
 
+@dataclass(frozen=True)
+class Access:
+    """How to reach a Prometheus behind TLS or an authenticating proxy."""
+
+    bearer_token_file: str | None = None
+    ca_file: str | None = None
+    cert_file: str | None = None  # a client certificate (mutual TLS), with key_file
+    key_file: str | None = None
+    insecure_skip_verify: bool = False
+
+    @property
+    def uses_tls(self) -> bool:
+        return bool(self.ca_file or self.cert_file or self.insecure_skip_verify)
+
+
+def _read_token(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as e:
+        raise ValueError(f"--bearer-token-file {path!r}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--bearer-token-file {path!r}: not a text file") from None
+    if not token:
+        raise ValueError(f"--bearer-token-file {path!r} is empty")
+    if any(c in token for c in "\r\n"):
+        raise ValueError(f"--bearer-token-file {path!r}: expected one line (the token)")
+    return token
+
+
+def _ssl_context(access: Access) -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    try:
+        if access.ca_file:
+            ctx.load_verify_locations(cafile=access.ca_file)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(
+            f"--ca-file {access.ca_file!r}: {getattr(e, 'strerror', None) or e} (expected "
+            "PEM certificates)"
+        ) from None
+    if access.cert_file or access.key_file:
+        if not access.cert_file:
+            raise ValueError("--key-file needs --cert-file")
+        try:
+            ctx.load_cert_chain(access.cert_file, access.key_file)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(
+                f"--cert-file {access.cert_file!r}: {getattr(e, 'strerror', None) or e} "
+                "(expected a PEM certificate, and its key in it or in --key-file)"
+            ) from None
+    if access.insecure_skip_verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 class Prometheus:
-    def __init__(self, url: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, timeout: float = DEFAULT_TIMEOUT_S, access: Access | None = None
+    ) -> None:
+        access = access or Access()
         url = url.strip()
         if "://" not in url:
             url = "http://" + url
@@ -55,6 +121,18 @@ class Prometheus:
             self.headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
             netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
             parts = parts._replace(netloc=netloc)
+        if access.bearer_token_file:
+            if "Authorization" in self.headers:
+                raise ValueError(
+                    "--bearer-token-file and credentials in the URL: give one of the two"
+                )
+            self.headers["Authorization"] = "Bearer " + _read_token(access.bearer_token_file)
+        if access.uses_tls and parts.scheme != "https":
+            raise ValueError(
+                "--ca-file, --cert-file and --insecure-skip-verify need an https:// URL"
+            )
+        self.context = _ssl_context(access) if parts.scheme == "https" else None
+        self.access = access
         self.url = urllib.parse.urlunsplit(parts).rstrip("/")
         self.timeout = timeout
 
@@ -68,10 +146,23 @@ class Prometheus:
             method="POST",
         )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as resp:
                 body = resp.read()
         except urllib.error.HTTPError as e:
-            detail = _error_text(e.read())
+            cut = False
+            try:
+                detail = _error_text(e.read())
+            except OSError:  # the server closed the connection after its status line
+                detail, cut = "", True
+            plain = self.url.startswith("http://")
+            # Go's TLS server answers plain HTTP with a 400 saying so, then hangs up.
+            if e.code == 400 and ("HTTPS server" in detail or (cut and plain)):
+                raise PrometheusError(
+                    f"Prometheus at {self.url} serves TLS only",
+                    "use an https:// URL (with --ca-file CA.pem where its certificate is "
+                    "self-signed)",
+                    "tls",
+                ) from None
             if e.code in (400, 422):
                 raise PrometheusError(
                     f"Prometheus at {self.url} refused the query: {detail or e.reason}",
@@ -79,9 +170,13 @@ class Prometheus:
                     "query",
                 ) from None
             if e.code in (401, 403):
+                given = self.headers.get("Authorization", "").split(" ", 1)[0]
                 raise PrometheusError(
-                    f"Prometheus at {self.url} refused access (HTTP {e.code})",
-                    "give the credentials in the URL (http://USER:PASSWORD@HOST:9090)",
+                    f"Prometheus at {self.url} refused access (HTTP {e.code}"
+                    + (f", with the {given.lower()} credentials given)" if given else ")"),
+                    "give a bearer token (--bearer-token-file FILE) or the credentials in "
+                    "the URL (https://USER:PASSWORD@HOST:9090)"
+                    + (", and check they are the ones it expects" if given else ""),
                     "http",
                 ) from None
             if e.code in (503, 504):
@@ -106,6 +201,21 @@ class Prometheus:
             ) from None
         except urllib.error.URLError as e:
             reason = e.reason
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise PrometheusError(
+                    f"Prometheus at {self.url}: its TLS certificate is not trusted "
+                    f"({reason.verify_message or reason})",
+                    "give the CA that signed it (--ca-file CA.pem), or --insecure-skip-verify "
+                    "to skip the check",
+                    "tls",
+                ) from None
+            if isinstance(reason, ssl.SSLError):
+                raise PrometheusError(
+                    f"Prometheus at {self.url}: TLS failed ({reason.reason or reason})",
+                    "check the URL's scheme (https:// for a TLS endpoint, http:// otherwise) "
+                    "and, where it asks for one, the client certificate (--cert-file)",
+                    "tls",
+                ) from None
             if isinstance(reason, TimeoutError):
                 raise PrometheusError(
                     f"Prometheus at {self.url} did not answer within {self.timeout:g} s",

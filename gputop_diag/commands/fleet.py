@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="Prometheus' address, e.g. http://prometheus:9090",
     )
+    add_access_arguments(p)
     p.add_argument(
         "--match",
         default="",
@@ -71,6 +72,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_access_arguments(p: argparse.ArgumentParser) -> None:
+    """How to reach a Prometheus behind TLS or a proxy that checks a token (the names of
+    Prometheus' own http_config: bearer token file, CA file, client certificate and key,
+    insecure_skip_verify)."""
+    p.add_argument(
+        "--bearer-token-file",
+        metavar="FILE",
+        help="send the token in FILE as 'Authorization: Bearer' (a proxy in front of "
+        "Prometheus checks it); the token is never printed",
+    )
+    p.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        help="PEM certificates of the CA that signed Prometheus' TLS certificate (https://)",
+    )
+    p.add_argument(
+        "--cert-file",
+        metavar="FILE",
+        help="a client certificate (PEM) for mutual TLS, its key in it or in --key-file",
+    )
+    p.add_argument("--key-file", metavar="FILE", help="the client certificate's key (PEM)")
+    p.add_argument(
+        "--insecure-skip-verify",
+        action="store_true",
+        help="do not verify Prometheus' TLS certificate (a self-signed test setup)",
+    )
+
+
+def access_of(args: argparse.Namespace):
+    """The `prom_client.Access` the options ask for."""
+    from ..prom_client import Access
+
+    return Access(
+        bearer_token_file=getattr(args, "bearer_token_file", None),
+        ca_file=getattr(args, "ca_file", None),
+        cert_file=getattr(args, "cert_file", None),
+        key_file=getattr(args, "key_file", None),
+        insecure_skip_verify=bool(getattr(args, "insecure_skip_verify", False)),
+    )
+
+
 def parse_duration(text: str, what: str) -> float:
     m = _DURATION.match(text.strip())
     if not m or float(m.group(1)) <= 0:
@@ -107,7 +149,7 @@ def run(args: argparse.Namespace, sources=None) -> int:
             raise ValueError("--timeout must be positive")
         if step is not None and step > window:
             raise ValueError("--step must not exceed --window")
-        prom = Prometheus(args.prometheus, timeout=args.timeout)
+        prom = Prometheus(args.prometheus, timeout=args.timeout, access=access_of(args))
     except ValueError as e:
         print(f"gputop-diag: {e}", file=sys.stderr)
         return EXIT_USAGE
