@@ -1,0 +1,59 @@
+"""Quitting while a started job runs (`gputop-diag watch -- CMD`): ask first.
+
+y stops the job (SIGTERM to its process group, SIGKILL after a grace period) and quits; d — or
+q again — leaves it running (it has its own session and writes to its log file) and quits; n or
+Esc stays.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+STOP, DETACH = "stop", "detach"
+
+
+def question(label: str, log_path: str | None) -> str:
+    where = f"\nIts output goes on to {log_path}." if log_path else ""
+    return (
+        f"The job is still running: {label[:60]}{where}\n\n"
+        "  y  stop the job and quit\n"
+        "  d  leave it running and quit (also q)\n"
+        "  n  stay (also Esc)"
+    )
+
+
+class QuitJobScreen(ModalScreen[str | None]):
+    DEFAULT_CSS = """
+    QuitJobScreen {
+        align: center middle;
+    }
+    #quit-job-box {
+        width: 64;
+        max-width: 100%;
+        height: auto;
+        border: solid $warning;
+        padding: 0 1;
+        background: $surface;
+    }
+    """
+    BINDINGS = [
+        Binding("y", "choose('stop')", "stop the job"),
+        Binding("d,q", "choose('detach')", "leave it running"),
+        Binding("n,escape", "choose('')", "stay"),
+    ]
+
+    def __init__(self, label: str, log_path: str | None) -> None:
+        super().__init__()
+        self.label, self.log_path = label, log_path
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-job-box"):
+            yield Static("Quit", classes="pane-title", markup=False)
+            yield Static(question(self.label, self.log_path), id="quit-job-text", markup=False)
+
+    def action_choose(self, what: str) -> None:
+        self.dismiss(what or None)
