@@ -70,7 +70,9 @@ class Monitor:
     `Monitor(sources)` samples `sources` on `tick()`; `feed(snapshot)` takes a snapshot made
     elsewhere and attaches the slow sources itself unless the snapshot carries them.
     `Monitor(None)` replays: it only takes `feed()`, queries nothing and uses the evidence
-    recorded in each snapshot.
+    recorded in each snapshot. `tick_s` is for snapshots coarser than one a second (a node read
+    back from Prometheus' scrapes): the window judged and the history kept stretch with it, and
+    the classifier is told the tick.
     """
 
     def __init__(
@@ -82,7 +84,10 @@ class Monitor:
         slow_sources: bool = True,
         history_s: float = HISTORY_S,
         job: JobWatch | None = None,
+        tick_s: float = 1.0,
     ) -> None:
+        self.tick_s = tick_s
+        history_s *= tick_s
         self.sources = sampler.sources if sampler is not None else sources
         self.slow_sources = slow_sources and self.sources is not None
         self._sampler = sampler
@@ -222,7 +227,9 @@ class Monitor:
 
     def _add(self, snap: Snapshot) -> Tick:
         self.history.append(snap)
-        self.diagnosis = classify(self.history.snapshots(WINDOW_S), self.diagnosis)
+        self.diagnosis = classify(
+            self.history.snapshots(WINDOW_S * self.tick_s), self.diagnosis, tick_s=self.tick_s
+        )
         if snap.job is not None:  # the job's own failures and findings, replayed alike
             extra = job_alerts(snap)
             if extra:

@@ -295,3 +295,17 @@ def test_a_full_mig_instance_read_back_is_capacity():
     # ... and without the instance's series the same node is not capacity
     plain = [s for s in series if "GPU_I_ID" not in s.labels]
     assert judge_fleet(fleet_of(plain, snaps)).nodes[0].diagnosis.primary != "capacity"
+
+
+def test_a_replaying_monitor_told_the_tick_judges_scrapes_as_the_fleet_does():
+    """The live view's node pane feeds a node's scrapes through Monitor(None, tick_s=step)."""
+    from gputop_diag.monitor import Monitor as Replaying
+
+    series, snaps, _ = scrape_series("comm-bound", seconds=300, step=15.0)
+    node = next(iter(fleet_of(series, snaps, step=15.0).nodes.values()))
+    told, untold = Replaying(None, tick_s=15.0), Replaying(None)
+    for s in node.snapshots:
+        told.feed(s)
+        untold.feed(s)
+    assert told.diagnosis.primary == "communication"
+    assert untold.diagnosis.primary == "insufficient_data"  # 60 s hold 4 scrapes
