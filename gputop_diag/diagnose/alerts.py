@@ -290,3 +290,32 @@ def job_alerts(snap) -> tuple[Alert, ...]:
                 )
             )
     return tuple(out)
+
+
+# The chain problems NVML's own failure already heads every view with (the banner): no driver.
+_CHAIN_SHOWN_ELSEWHERE = frozenset({"no_driver"})
+
+
+def driver_chain_alerts(snap) -> tuple[Alert, ...]:
+    """A broken driver -> CUDA runtime chain (`Snapshot.driver_chain`): a process whose runtime
+    is newer than the driver (it never reaches a GPU, so no other figure shows it), a kernel
+    module that is not the user-space library's version, a libcuda from another driver; each
+    with the error text the user sees and the next step."""
+    from .driver_compat import facts_from_snapshot, judge_chain
+
+    facts = facts_from_snapshot(snap)
+    if facts is None:
+        return ()
+    out = []
+    for p in judge_chain(facts):
+        if p.severity != "critical" or p.code in _CHAIN_SHOWN_ELSEWHERE:
+            continue
+        out.append(
+            Alert(
+                "driver_chain",
+                "critical",
+                f'driver chain broken at the {p.layer}: {p.text}. Users see: "{p.error_text}".'
+                f" Next: {p.next_step} (gputop-diag driver)",
+            )
+        )
+    return tuple(out)
