@@ -238,3 +238,17 @@ def test_job_watch_in_process_uses_real_psutil(tmp_path):
     finally:
         w.stop(grace_s=1)
     assert os.path.exists(tmp_path / "x.log")
+
+
+def test_sanitize_leaves_no_paths_or_output_text(cli, tmp_path):
+    log = tmp_path / "secret-run.log"
+    r = watch(
+        cli, tmp_path, "--sanitize", "--json", "--output", str(log),
+        "--", PY, TRAIN, "3", "0.01", "0",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert str(tmp_path) not in r.stdout + r.stderr and "secret-run" not in r.stdout + r.stderr
+    doc = _json(r)
+    assert doc["job"]["output_tail"] == [] and doc["job"]["output_events"][0]["line"] == ""
+    assert doc["job"]["output_events"][0]["kind"] == "cuda_error"
+    assert doc["steps"]["steps_per_s"] == pytest.approx(20.0)

@@ -10,6 +10,7 @@ a signal is said so, and our code is 128 + the signal's number, as a shell's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -19,11 +20,12 @@ from ..diagnose import render_text, to_json
 from ..diagnose.job_figures import gpu_memory, throughput
 from ..diagnose.job_output import LABELS
 from ..diagnose.steps import StepRegexError, compile_step_regex
-from ..export import jsonable
+from ..export import jsonable, rounded
 from ..model import JobProcess, JobState
 from ..monitor import Monitor
 from ..sources import Sources
 from .options import time_problem
+from .snapshot import add_sanitize, sanitized_output
 
 EXIT_USAGE = 2
 STATUS_EVERY_S = 10.0
@@ -79,6 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"headless: print one JSON document at the end (schema {WATCH_SCHEMA})",
     )
+    add_sanitize(p)
     p.add_argument(
         "command_argv",
         nargs=argparse.REMAINDER,
@@ -133,8 +136,11 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     except WatchError as e:
         print(f"gputop-diag: {e}", file=sys.stderr)
         return e.code
-    where = f"; output: {watch.tail.path}" if watch.tail is not None else ""
-    print(f"gputop-diag: watching {watch.label}{where}", file=sys.stderr)
+    if getattr(args, "sanitize", False):  # names and paths stay off the terminal too
+        print(f"gputop-diag: watching the job ({watch.target})", file=sys.stderr)
+    else:
+        where = f"; output: {watch.tail.path}" if watch.tail is not None else ""
+        print(f"gputop-diag: watching {watch.label}{where}", file=sys.stderr)
     if sys.stdout.isatty() and not args.no_tui and not args.json:
         from ..tui.app import run_app
 
@@ -197,11 +203,28 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         return 1
     if ended_by != "ended":
         watch.detach()
+    t = monitor.last
+    snaps = monitor.history.snapshots()
+    job, diag, procs = t.snapshot.job, t.diagnosis, list(seen.values())
+    sanitizer = None
+    if getattr(args, "sanitize", False):
+        from ..sanitize import Sanitizer
+
+        sanitizer = Sanitizer()
+        sanitizer.learn_document(jsonable(snaps))
+        job = sanitizer.model(quiet(job))
+        diag = sanitizer.model(diag)
+        procs = [sanitizer.model(p) for p in procs]
     if args.json:
-        print(json.dumps(summary_json(monitor, seen, ended_by), indent=2))
+        text = json.dumps(rounded(summary_json(job, procs, snaps, diag, ended_by)), indent=2)
     else:
-        print(summary_text(monitor, seen, ended_by))
-    if ended_by != "ended" and watch.started:
+        text = summary_text(job, procs, snaps, diag, ended_by)
+    if sanitizer is not None:
+        text = sanitized_output(text, sanitizer)
+        if text is None:
+            return 1
+    print(text)
+    if ended_by != "ended" and watch.started and not getattr(args, "sanitize", False):
         print(
             f"gputop-diag: left running: pid {watch.roots[0]}, output {watch.tail.path}",
             file=sys.stderr,
@@ -281,10 +304,24 @@ def _tree_lines(procs: list[JobProcess], gone: set[int]) -> list[str]:
     return out
 
 
-def summary_text(monitor: Monitor, seen: dict[int, JobProcess], ended_by: str | None) -> str:
-    t = monitor.last
-    job = t.snapshot.job
-    snaps = monitor.history.snapshots()
+def quiet(job: JobState) -> JobState:
+    """The job without its output's text (free text that no sanitizer can vouch for): the
+    failure lines keep their kind and line number."""
+    return dataclasses.replace(
+        job,
+        output_tail=(),
+        output_events=tuple(dataclasses.replace(e, line="") for e in job.output_events),
+        problem=None,
+    )
+
+
+def summary_text(
+    job: JobState,
+    procs: list[JobProcess],
+    snaps: list,
+    diagnosis,
+    ended_by: str | None,
+) -> str:
     lines = [f"watch: {job.label}", f"  state: {state_words(job)}"]
     if ended_by == "seconds":
         lines.append("  (watched for --seconds; the job goes on)")
@@ -295,9 +332,8 @@ def summary_text(monitor: Monitor, seen: dict[int, JobProcess], ended_by: str | 
     if job.problem:
         lines.append(f"  note: {job.problem}")
     alive = {p.pid for p in job.processes}
-    procs = list(seen.values())
     lines.append(f"processes ({len(alive)} now, {len(procs)} seen):")
-    lines.extend(_tree_lines(procs, set(seen) - alive) or ["  none"])
+    lines.extend(_tree_lines(procs, {p.pid for p in procs} - alive) or ["  none"])
     if job.visible_gpus is not None:
         lines.append(f"GPUs visible to the job: CUDA_VISIBLE_DEVICES={job.visible_gpus}")
     for m in gpu_memory(snaps):
@@ -321,21 +357,20 @@ def summary_text(monitor: Monitor, seen: dict[int, JobProcess], ended_by: str | 
     for e in job.output_events[-5:]:
         lines.append(f"{LABELS.get(e.kind, e.kind)} at line {e.line_no}: {e.line}")
     lines.append("")
-    lines.append(render_text(t.diagnosis))
+    lines.append(render_text(diagnosis))
     return "\n".join(lines)
 
 
-def summary_json(monitor: Monitor, seen: dict[int, JobProcess], ended_by: str | None) -> dict:
-    t = monitor.last
-    job = t.snapshot.job
-    snaps = monitor.history.snapshots()
+def summary_json(
+    job: JobState, procs: list[JobProcess], snaps: list, diagnosis, ended_by: str | None
+) -> dict:
     tp = throughput(snaps)
     return {
         "schema": WATCH_SCHEMA,
         "state": state_words(job),
         "watch_ended_by": ended_by,
         "job": jsonable(job),
-        "processes_seen": [jsonable(p) for p in seen.values()],
+        "processes_seen": [jsonable(p) for p in procs],
         "steps": {
             "steps_per_s": tp.steps_per_s,
             "median_s": tp.median_s,
@@ -351,5 +386,5 @@ def summary_json(monitor: Monitor, seen: dict[int, JobProcess], ended_by: str | 
             }
             for m in gpu_memory(snaps)
         ],
-        "diagnosis": to_json(t.diagnosis),
+        "diagnosis": to_json(diagnosis),
     }
