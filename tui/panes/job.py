@@ -90,10 +90,14 @@ def render(
     primary: str | None,
     view: View,
     width: int,
+    label: str | None = None,
 ) -> Text:
-    """The pane's text for the watched job and the recorded window."""
+    """The pane's text for the watched job and the recorded window (`label`: what is watched,
+    while no sample of it has arrived)."""
     t = Text(no_wrap=False)
     if job is None:
+        if label:
+            t.append(f"watching {'the job' if view.sanitize else label}\n", style="bold")
         t.append("waiting for the first sample of the job…")
         return t
     label = "(job)" if view.sanitize else job.label
@@ -258,5 +262,6 @@ class JobPane(Pane):
         job = snap.job if snap.job is not None else None
         primary = u.diagnosis.primary if u.diagnosis is not None else None
         width = max(40, (self.size.width or 80) - 2)
-        text = render(job, list(self.window), primary, view, width)
+        label = getattr(self.app, "job", None)
+        text = render(job, list(self.window), primary, view, width, label)
         self.query_one("#job-text", DiffText).update(text)
