@@ -252,3 +252,24 @@ def test_sanitize_leaves_no_paths_or_output_text(cli, tmp_path):
     assert doc["job"]["output_tail"] == [] and doc["job"]["output_events"][0]["line"] == ""
     assert doc["job"]["output_events"][0]["kind"] == "cuda_error"
     assert doc["steps"]["steps_per_s"] == pytest.approx(20.0)
+
+
+def test_step_split_estimate_under_the_simulator(cli, tmp_path):
+    # the simulator's input-starved rank 0, with a log of tqdm lines: the GPU-busy share of the
+    # step is t_gpu, the wait is t_input (the diagnosis names the input pipeline)
+    log = tmp_path / "rank0.log"
+    log.write_text("".join(f"{k}/500 [00:10<01:00, 2.00it/s]\n" for k in range(1, 30)))
+    r = cli("--demo", "input-starved", "watch", "--pid", "41200", "--log", str(log),
+            "--seconds", "30", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = _json(r)
+    assert doc["diagnosis"]["primary"] == "input_pipeline"
+    split = doc["step_split"]
+    assert split["estimate"] and split["step_s"] == pytest.approx(0.5)
+    parts = split["parts"]
+    assert parts["t_gpu"] + parts["t_input"] == pytest.approx(0.5, abs=1e-3)
+    assert 0 < parts["t_gpu"] < 0.4 and parts["t_sync"] is None
+    assert "nsys profile" in split["measure_with"][0]
+    text = cli("--demo", "input-starved", "watch", "--pid", "41200", "--log", str(log),
+               "--seconds", "30").stdout  # fmt: skip
+    assert "step split (an estimate, from outside): t_input" in text

@@ -17,8 +17,9 @@ import sys
 
 from ..collect.job import JobWatch, WatchError, default_log_path
 from ..diagnose import render_text, to_json
-from ..diagnose.job_figures import gpu_memory, throughput
+from ..diagnose.job_figures import gpu_memory, gpus_used_in, throughput
 from ..diagnose.job_output import LABELS
+from ..diagnose.step_split import PROFILER_COMMANDS, estimate
 from ..diagnose.steps import StepRegexError, compile_step_regex
 from ..export import jsonable, rounded
 from ..model import JobProcess, JobState
@@ -354,6 +355,13 @@ def summary_text(
         )
     elif s is not None:
         lines.append(f"steps ({s.source}): step {s.step}; no step time yet")
+    split = estimate(s, snaps, gpus_used_in(snaps), diagnosis.primary)
+    if split is not None:
+        parts = " + ".join(f"{n} {v:.3g} s" for n, v in split.parts if v is not None)
+        if split.wait_part is None and split.wait_s > 0:
+            parts += f" + waiting {split.wait_s:.3g} s (not attributed)"
+        lines.append(f"step split (an estimate, from outside): {parts}; {split.basis}")
+        lines.append(f"  measure it: {PROFILER_COMMANDS[0]}")
     for e in job.output_events[-5:]:
         lines.append(f"{LABELS.get(e.kind, e.kind)} at line {e.line_no}: {e.line}")
     lines.append("")
@@ -365,6 +373,7 @@ def summary_json(
     job: JobState, procs: list[JobProcess], snaps: list, diagnosis, ended_by: str | None
 ) -> dict:
     tp = throughput(snaps)
+    split = estimate(job.steps, snaps, gpus_used_in(snaps), diagnosis.primary)
     return {
         "schema": WATCH_SCHEMA,
         "state": state_words(job),
@@ -376,6 +385,18 @@ def summary_json(
             "median_s": tp.median_s,
             "p95_s": tp.p95_s,
             "peak_gpu_memory_bytes": tp.peak_gpu_memory_bytes,
+        },
+        "step_split": None
+        if split is None
+        else {
+            "estimate": True,
+            "step_s": split.step_s,
+            "gpu_busy_share": split.gpu_busy_share,
+            "parts": {n: v for n, v in split.parts},
+            "wait_s": split.wait_s,
+            "wait_part": split.wait_part,
+            "basis": split.basis,
+            "measure_with": list(PROFILER_COMMANDS),
         },
         "gpu_memory": [
             {

@@ -92,3 +92,11 @@ def throughput(window: Sequence[Snapshot]) -> Throughput:
     mem = gpu_memory(window)
     peak = max((m.peak_bytes for m in mem), default=None)
     return Throughput(steps_per_s(steps), step_median(steps), step_p95(steps), peak)
+
+
+def gpus_used_in(window: Sequence[Snapshot]) -> tuple[int, ...]:
+    """Every GPU the job's processes were on at some point of the window."""
+    out: set[int] = set()
+    for snap in window:
+        out.update(used_gpus(snap))
+    return tuple(sorted(out))
