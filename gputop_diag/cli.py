@@ -91,6 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="for slow links: interval of at least 2 s, plain glyphs, no clock",
     )
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        default=None,
+        help="the live view of many nodes from Prometheus (dcgm-exporter's series or "
+        "`gputop-diag exporter`'s): the Fleet pane, Enter opens a node; TLS and tokens as for "
+        "`fleet` (--bearer-token-file, --ca-file, ...)",
+    )
+    importlib.import_module(".commands.fleet", __package__).add_access_arguments(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, helptext) in COMMANDS.items():
         sp = sub.add_parser(name, help=helptext, description=helptext)
@@ -137,6 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--replay and --demo cannot be used together: a recording replaces "
                 "the machine, and so does the simulator"
             )
+        if args.prometheus is not None and args.command is None:
+            if args.replay is not None or args.demo:
+                parser.error(
+                    "--prometheus reads many nodes: it cannot be used with --replay or --demo"
+                )
+            from .commands.fleet import run_live
+
+            return run_live(args)
         module = None
         if args.command is not None:
             module = importlib.import_module(f".commands.{COMMANDS[args.command][0]}", __package__)

@@ -113,6 +113,23 @@ def access_of(args: argparse.Namespace):
     )
 
 
+def run_live(args: argparse.Namespace) -> int:
+    """`gputop-diag --prometheus URL`: the live view's Fleet pane (Textual, imported here)."""
+    from ..fleet_live import FleetQuery
+    from ..prom_client import Prometheus
+
+    try:
+        prom = Prometheus(args.prometheus, timeout=DEFAULT_TIMEOUT_S, access=access_of(args))
+    except ValueError as e:
+        print(f"gputop-diag: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    from ..tui.fleet_app import run_fleet_view
+
+    return run_fleet_view(
+        FleetQuery(prom), sanitize=args.sanitize, low_bandwidth=args.low_bandwidth
+    )
+
+
 def parse_duration(text: str, what: str) -> float:
     m = _DURATION.match(text.strip())
     if not m or float(m.group(1)) <= 0:

@@ -1,0 +1,265 @@
+"""The live view over Prometheus (`gputop-diag --prometheus URL`): the Fleet pane and a node's
+panes, driven by Textual's pilot against a small Prometheus stand-in over HTTP.
+
+The stand-in serves what `gputop-diag exporter` serves for simulated nodes (each scenario's
+series rendered by the exporter's own collector, moved to end now), answering the HTTP API's
+range and instant queries for the selectors the fleet reader sends; node-exporter's PromQL is
+refused as a Prometheus without node-exporter's series would leave it empty. The real
+Prometheus runs in tests/test_fleet_prometheus.py and tests/test_fleet_tls.py.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import pytest
+from test_fleet_codec import scrape_series
+
+from gputop_diag.fleet_live import FleetQuery, FleetWatch, NodeFeed, node_matcher
+from gputop_diag.prom_client import Prometheus
+from gputop_diag.tui.fleet_app import FleetApp, FleetViewState, NodeApp
+from gputop_diag.tui.fleet_table import FleetTable, fleet_rows, sort_rows
+
+STEP = 1.0
+NODES = {"node-a": "comm-bound", "node-b": "input-starved", "node-c": "compute-bound"}
+EXPECTED = {"node-a": "communication", "node-b": "input_pipeline", "node-c": "compute"}
+_MATCHER = re.compile(r'(\w+)\s*(=~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+
+
+class FakePrometheus(http.server.ThreadingHTTPServer):
+    """Prometheus' query API over a fixed set of series (lookback: the last sample within
+    5 minutes, as Prometheus does)."""
+
+    def __init__(self, series: list) -> None:
+        self.series = series
+        self.queries: list[str] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def select(self, sel: str) -> list:
+        out = []
+        matchers = [(k, op, v.replace('\\"', '"')) for k, op, v in _MATCHER.findall(sel)]
+        for s in self.series:
+            ok = True
+            for k, op, v in matchers:
+                have = s.labels.get(k, "")
+                if op == "=" and have != v or op == "!=" and have == v:
+                    ok = False
+                elif op == "=~" and not re.fullmatch(v, have):
+                    ok = False
+            if ok:
+                out.append(s)
+        return out
+
+
+def _at(s, t: float) -> float | None:
+    best = None
+    for ts, v in zip(s.times, s.values, strict=True):
+        if ts <= t + 1e-9 and t - ts <= 300:
+            best = v
+    return best
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: FakePrometheus
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _answer(self, code: int, doc: dict) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        q = form["query"][0]
+        self.server.queries.append(q)
+        if q.startswith("{") and self.path.endswith("/query_range"):
+            start, end, step = (float(form[k][0]) for k in ("start", "end", "step"))
+            n = int(round((end - start) / step)) + 1
+            result = []
+            for s in self.server.select(q):
+                values = []
+                for k in range(n):
+                    t = start + k * step
+                    v = _at(s, t)
+                    if v is not None:
+                        values.append([t, repr(v)])
+                if values:
+                    result.append({"metric": s.labels, "values": values})
+            self._answer(200, {"status": "success", "data": {"resultType": "matrix",
+                                                              "result": result}})  # fmt: skip
+            return
+        m = re.fullmatch(r"max\(count_over_time\((\{.*\})\[(\d+)s\]\)\)", q)
+        if m and self.path.endswith("/query"):
+            at, w = float(form["time"][0]), float(m.group(2))
+            counts = [
+                sum(1 for t in s.times if at - w < t <= at) for s in self.server.select(m.group(1))
+            ]
+            result = [{"metric": {}, "value": [at, str(max(counts))]}] if counts else []
+            self._answer(200, {"status": "success", "data": {"resultType": "vector",
+                                                              "result": result}})  # fmt: skip
+            return
+        self._answer(400, {"status": "error", "error": "not served by the stand-in"})
+
+
+@pytest.fixture(scope="module")
+def prometheus():
+    """Three simulated nodes (a Slurm job of two), 40 s at one scrape a second, ending now."""
+    from gputop_diag.prom_client import Series
+    from gputop_diag.prom_export import SlurmJobs
+
+    series = []
+    for host, scenario in NODES.items():
+        job = SlurmJobs(None, own_job="77") if host != "node-c" else None
+        got, _, _ = scrape_series(scenario, seconds=40, instance=f"{host}:9401", jobs=job)
+        shift = time.time() - max(max(s.times) for s in got)
+        for s in got:
+            labels = dict(s.labels)
+            if "Hostname" in labels:
+                labels["Hostname"] = host
+            series.append(Series(labels, tuple(t + shift for t in s.times), s.values))
+    server = FakePrometheus(series)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def query(url: str, **kw) -> FleetQuery:
+    return FleetQuery(Prometheus(url, timeout=10), window_s=30.0, **kw)
+
+
+async def settle(pilot, done, tries: int = 100) -> None:
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        if done():
+            return
+    raise AssertionError("the view did not settle")
+
+
+def test_rows_sort_by_alerts_class_and_node(prometheus):
+    fv = FleetWatch(query(prometheus.url)).judge()
+    rows = fleet_rows(fv)
+    assert {r.key: r.primary for r in rows} == EXPECTED
+    assert [r.node for r in sort_rows(rows, "node")] == ["node-a", "node-b", "node-c"]
+    by_class = [r.primary for r in sort_rows(rows, "class")]
+    assert by_class == ["compute", "input_pipeline", "communication"]  # the classes' order
+    assert [r.node for r in fleet_rows(fv, sanitize=True)] == ["node-1", "node-2", "node-3"]
+
+
+async def test_fleet_pane_lists_the_nodes_sorts_and_opens_one(prometheus):
+    app = FleetApp(FleetWatch(query(prometheus.url)))
+    async with app.run_test(size=(160, 30)) as pilot:
+        table = app.query_one(FleetTable)
+        await settle(pilot, lambda: table.row_count == 3)
+        assert {r.key: r.primary for r in table.rows_shown} == EXPECTED
+        head = str(app.query_one("#fleet-head").render())
+        assert "Fleet: 3 nodes" in head and "sort: alerts" in head
+        await pilot.press("n")
+        assert [r.key for r in table.rows_shown] == ["node-a", "node-b", "node-c"]
+        assert "sort: node" in str(app.query_one("#fleet-head").render())
+        await pilot.press("c")
+        assert [r.primary for r in table.rows_shown][0] == "compute"
+        await pilot.press("n")  # the cursor stays on its node through a sort
+        kept = table.current_key()
+        await pilot.press("c", "n")
+        assert table.current_key() == kept
+        table.move_cursor(row=0)
+        await pilot.press("down", "enter")
+    assert app.open_node == ("node-b", "node-b")
+    assert app.state.cursor_key == "node-b" and app.state.sort == "node"
+
+
+async def test_a_prometheus_that_is_down_is_said_with_the_next_step():
+    app = FleetApp(FleetWatch(query("http://127.0.0.1:9")))  # nothing listens on port 9
+    async with app.run_test(size=(120, 24)) as pilot:
+        box = app.query_one("#fleet-problem")
+        await settle(pilot, lambda: box.display)
+        text = str(box.render())
+        assert "cannot reach Prometheus" in text and "next:" in text
+        assert app.query_one(FleetTable).row_count == 0
+
+
+async def test_node_panes_are_fed_from_prometheus_and_judge_the_node(prometheus):
+    q = query(prometheus.url)
+    feed = NodeFeed(q, "node-a", "node-a")
+    app = NodeApp(feed)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, lambda: app.latest is not None and len(feed.history) >= 25)
+        await settle(pilot, lambda: app.latest.diagnosis.primary == "communication")
+        assert app.latest.snapshot.system.hostname == "node-a"
+        assert len(app.latest.snapshot.gpus) == 8
+        assert any('Hostname="node-a"' in x for x in prometheus.queries)
+        # the window is fed once, then only new scrapes
+        assert len(app.feeder.monitor.history) == len(feed.history)
+        await pilot.press("q")
+    assert feed.cancel.is_set()
+
+
+def test_node_matcher_picks_the_hostname_or_the_instance():
+    assert node_matcher("gpu01", "gpu01") == 'Hostname="gpu01"'
+    assert node_matcher("10.0.0.1:9401", "gpu01") == 'instance="10.0.0.1:9401"'
+    assert node_matcher("10.0.0.1:9401", None) == 'instance="10.0.0.1:9401"'
+
+
+def test_the_feed_follows_new_scrapes_once_each(prometheus):
+    """The window first, then polls on the step's grid: each new scrape given once."""
+    end = max(max(s.times) for s in prometheus.series)
+    now = [end - 10.0]  # the stand-in holds ten more seconds of scrapes "to come"
+    feed = NodeFeed(query(prometheus.url, step_s=STEP), "node-c", "node-c", clock=lambda: now[0])
+    history = feed.load()
+    assert len(history) >= 20 and history[-1].timestamp <= now[0]
+    assert feed.poll() == []  # nothing newer yet
+    now[0] += 5.0
+    new = feed.poll()
+    assert len(new) == 5 and new[0].timestamp > history[-1].timestamp
+    assert feed.poll() == []  # the same moment: nothing twice
+    times = [s.timestamp for s in feed.history]
+    assert times == sorted(set(times))
+    assert feed.extent() == (len(times), times[0], times[-1])
+
+
+def test_without_a_terminal_the_fleet_is_printed_once(prometheus):
+    r = subprocess.run(
+        [sys.executable, "-m", "gputop_diag", "--prometheus", prometheus.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "Fleet: 3 nodes" in r.stdout
+    for node, cls in EXPECTED.items():
+        assert re.search(rf"^{node}\s+{cls.replace('_', ' ')}", r.stdout, re.M), r.stdout
+
+
+def test_prometheus_with_demo_or_replay_is_a_usage_error():
+    r = subprocess.run(
+        [sys.executable, "-m", "gputop_diag", "--prometheus", "http://x:9090", "--demo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 2 and "--prometheus" in r.stderr
+
+
+def test_fleet_view_state_survives_a_node_visit():
+    state = FleetViewState(sort="class", cursor_key="node-b")
+    app = FleetApp(FleetWatch(query("http://127.0.0.1:9")), state)
+    assert app.state.sort == "class" and app.state.cursor_key == "node-b"

@@ -1,0 +1,277 @@
+"""The live view over Prometheus: `gputop-diag --prometheus URL`.
+
+The Fleet pane (`FleetApp`) lists the nodes Prometheus holds, judged as `gputop-diag fleet`
+judges them and read again periodically, sortable by alert severity, class or name, with each
+multi-node job's findings (a straggler, correlated dips) under the table. Enter opens the
+node's own panes (`NodeApp`): the live view's app, fed the node's snapshots from Prometheus
+(its window, then each new scrape) where it would play a recording; q there comes back to the
+fleet.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass, field
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import get_current_worker
+
+from ..fleet import FleetVerdict, render_fleet_text
+from ..fleet_live import FleetQuery, FleetWatch, NodeFeed
+from ..fleet_read import NoFleetData
+from ..monitor import Monitor
+from ..prom_client import PrometheusError
+from .app import GpuTopApp
+from .feed import Feeder
+from .fleet_table import SORTS, FleetTable, fleet_rows
+from .messages import CollectorFailed, SnapshotReady
+from .replaying import ReplayExtent
+
+EXIT_NO_GPU = 3
+EXIT_PROMETHEUS = 4
+
+
+class FleetRead(Message):
+    def __init__(self, verdict: FleetVerdict) -> None:
+        super().__init__()
+        self.verdict = verdict
+
+
+class FleetReadFailed(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+@dataclass
+class FleetViewState:
+    """What the Fleet pane keeps while a node's panes are open."""
+
+    sort: str = "alerts"
+    verdict: FleetVerdict | None = None
+    cursor_key: str | None = None
+    problem: str | None = None
+    opened: list[str] = field(default_factory=list)
+
+
+class FleetApp(App):
+    TITLE = "gputop-diag fleet"
+    CSS = """
+    #fleet-head { height: 1; background: $primary-background; }
+    #fleet-problem { height: auto; color: $error; }
+    #fleet-jobs { height: auto; max-height: 10; }
+    """
+    BINDINGS = [
+        Binding("enter", "open_node", "Open node"),
+        Binding("a", "sort('alerts')", "Sort: alerts"),
+        Binding("c", "sort('class')", "Sort: class"),
+        Binding("n", "sort('node')", "Sort: node"),
+        Binding("r", "refresh", "Refresh"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self, watch: FleetWatch, state: FleetViewState | None = None, *, sanitize: bool = False
+    ) -> None:
+        super().__init__()
+        self.watch = watch
+        self.state = state or FleetViewState()
+        self.sanitize = sanitize
+        self.open_node: tuple[str, str | None] | None = None
+        self._wake = threading.Event()
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-head")
+        yield Static(id="fleet-problem")
+        yield FleetTable(id="fleet-table")
+        yield Static(id="fleet-jobs")
+        yield Footer(show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#fleet-problem").display = False
+        if self.state.verdict is not None:
+            self._show(self.state.verdict)
+        else:
+            self._head("reading the fleet from Prometheus…")
+        self.query_one(FleetTable).focus()
+        self.refresh_loop()
+
+    # -- reading ---------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="fleet", name="fleet")
+    def refresh_loop(self) -> None:
+        cancel = get_current_worker().cancelled_event
+        first = self.state.verdict is None
+        while not cancel.is_set():
+            if not first:  # a pane coming back shows what it had, then waits its turn
+                self._wake.wait(self.watch.refresh_s)
+                self._wake.clear()
+                if cancel.is_set():
+                    return
+            first = False
+            try:
+                self.post_message(FleetRead(self.watch.judge()))
+            except PrometheusError as e:
+                self.post_message(FleetReadFailed(f"{e.message}; next: {e.next_step}"))
+            except NoFleetData as e:
+                self.post_message(
+                    FleetReadFailed(
+                        f"{e}; next: check that Prometheus scrapes dcgm-exporter or "
+                        "`gputop-diag exporter`"
+                    )
+                )
+
+    def on_fleet_read(self, message: FleetRead) -> None:
+        self.state.verdict = message.verdict
+        self.state.problem = None
+        self._show(message.verdict)
+
+    def on_fleet_read_failed(self, message: FleetReadFailed) -> None:
+        self.state.problem = message.text
+        box = self.query_one("#fleet-problem", Static)
+        kept = " (the table keeps the last reading)" if self.state.verdict is not None else ""
+        box.update(message.text + kept)
+        box.display = True
+        if self.state.verdict is None:
+            self._head(f"Prometheus {self.watch.query.prom.url}: no reading yet")
+
+    # -- showing ---------------------------------------------------------------------------------
+    def _head(self, text: str) -> None:
+        self.query_one("#fleet-head", Static).update(text)
+
+    def _show(self, fv: FleetVerdict) -> None:
+        from ..export import iso_time
+
+        data = fv.data
+        self.query_one("#fleet-problem").display = self.state.problem is not None
+        table = self.query_one(FleetTable)
+        table.show(fleet_rows(fv, sanitize=self.sanitize), self.state.sort)
+        if self.state.cursor_key is not None and table.current_key() != self.state.cursor_key:
+            keys = [r.key for r in table.rows_shown]
+            if self.state.cursor_key in keys:
+                table.move_cursor(row=keys.index(self.state.cursor_key))
+        where = "Prometheus" if self.sanitize else f"Prometheus {self.watch.query.prom.url}"
+        self._head(
+            f"Fleet: {len(fv.nodes)} nodes · {where} · window {data.end - data.start:.0f} s, "
+            f"a sample every {data.step_s:g} s · at {iso_time(data.end)[11:19]} · sort: "
+            f"{self.state.sort} (a/c/n) · Enter opens a node"
+        )
+        lines = []
+        for j in fv.jobs:
+            if not j.findings:
+                continue
+            name = "a job" if self.sanitize else f"job {j.job}"
+            lines.append(f"{name} ({len(j.nodes)} nodes):")
+            for f in j.findings:
+                text = f.text
+                if self.sanitize:
+                    for r in table.rows_shown:
+                        text = text.replace(r.key, r.node)
+                lines.append(f"  - {text}")
+        jobs = self.query_one("#fleet-jobs", Static)
+        jobs.update("\n".join(lines))
+        jobs.display = bool(lines)
+
+    # -- keys ------------------------------------------------------------------------------------
+    def action_sort(self, by: str) -> None:
+        if by in SORTS:
+            self.state.sort = by
+            if self.state.verdict is not None:
+                self._show(self.state.verdict)
+
+    def action_refresh(self) -> None:
+        self._wake.set()
+
+    def action_open_node(self) -> None:
+        row = self.query_one(FleetTable).current()
+        if row is None:
+            return
+        self.state.cursor_key = row.key
+        self.open_node = (row.key, row.hostname)
+        self.workers.cancel_group(self, "fleet")
+        self._wake.set()
+        self.exit(return_code=0)
+
+    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
+        self.action_open_node()
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "fleet")
+        self._wake.set()
+
+
+class NodeApp(GpuTopApp):
+    """The live view's panes for one node, fed from Prometheus where a recording would play."""
+
+    def __init__(self, feed: NodeFeed, *, sanitize: bool = False, low_bandwidth: bool = False):
+        super().__init__(
+            None,
+            replay=feed,  # type: ignore[arg-type] - a recording's reading side
+            start_collectors=False,
+            interval=feed.step_s or 1.0,
+            sanitize=sanitize,
+            low_bandwidth=low_bandwidth,
+        )
+        self.node_feed = feed
+
+    def on_mount(self) -> None:
+        # Textual runs GpuTopApp.on_mount after this one: the layout first, then the feed.
+        self.call_after_refresh(self.follow)
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="collect", name="prometheus")
+    def follow(self) -> None:
+        cancel = get_current_worker().cancelled_event
+        feed = self.node_feed
+        feed.cancel = cancel
+        try:
+            feed.load()  # the step, hence the classifier's tick, comes with the window
+            self.feeder = Feeder(Monitor(None, tick_s=feed.tick_s))
+            self._extent()
+            for snap in feed.snapshots():
+                if cancel.is_set():
+                    return
+                self.post_message(SnapshotReady(snap, self.feeder.add(snap)))
+                self._extent()
+        except PrometheusError as e:
+            self.post_message(CollectorFailed("prometheus", e.message, e.next_step))
+        except NoFleetData as e:
+            self.post_message(CollectorFailed("prometheus", str(e), "q goes back to the fleet"))
+
+    def _extent(self) -> None:
+        count, first, last = self.node_feed.extent()
+        self.post_message(ReplayExtent(count, first, last))
+
+
+def run_fleet_view(
+    query: FleetQuery, *, sanitize: bool = False, low_bandwidth: bool = False
+) -> int:
+    """The Fleet pane until q; Enter opens a node's panes and q there comes back. Without a
+    terminal on stdout, print the fleet's table once."""
+    watch = FleetWatch(query)
+    if not sys.stdout.isatty():
+        try:
+            fv = watch.judge()
+        except PrometheusError as e:
+            print(f"gputop-diag: {e.message}; next: {e.next_step}", file=sys.stderr)
+            return EXIT_PROMETHEUS
+        except NoFleetData as e:
+            print(f"gputop-diag: {e}", file=sys.stderr)
+            return EXIT_NO_GPU
+        print(render_fleet_text(fv))
+        return 0
+    state = FleetViewState()
+    while True:
+        app = FleetApp(watch, state, sanitize=sanitize)
+        app.run()
+        if app.open_node is None:
+            return app.return_code or 0
+        key, hostname = app.open_node
+        state.opened.append(key)
+        node = NodeApp(
+            NodeFeed(query, key, hostname), sanitize=sanitize, low_bandwidth=low_bandwidth
+        )
+        node.run()

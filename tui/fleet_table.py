@@ -1,0 +1,121 @@
+"""The Fleet pane's table: one row per node (class, confidence, alerts, busy time, the first
+evidence), sorted by alert severity, by class or by name.
+
+Pure rows (`fleet_rows`) and a DataTable that shows them; the order is kept across refreshes
+and the cursor stays on its node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from textual.widgets import DataTable
+
+from ..diagnose.types import ALL_PRIMARY
+from ..fleet import FleetVerdict, NodeVerdict
+
+SORTS = ("alerts", "class", "node")
+COLUMNS = ("NODE", "CLASS", "CONF", "ALERTS", "BUSY", "GPUS", "EVIDENCE")
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    key: str  # the node's key (Hostname or instance): what Enter opens
+    hostname: str | None
+    node: str  # what the table shows (a pseudonym under --sanitize)
+    primary: str
+    label: str
+    confidence: str
+    alerts: str
+    severity: int  # 0 a fault, 1 a critical alert, 2 an alert, 3 none
+    busy: str
+    gpus: str
+    evidence: str
+
+
+def severity(v: NodeVerdict) -> int:
+    d = v.diagnosis
+    if d.faults:
+        return 0
+    if any(a.severity == "critical" for a in d.alerts):
+        return 1
+    if d.alerts or v.stale_s is not None:
+        return 2
+    return 3
+
+
+def fleet_rows(fv: FleetVerdict, *, sanitize: bool = False) -> list[FleetRow]:
+    names = {v.node.key: f"node-{i + 1}" for i, v in enumerate(fv.nodes)} if sanitize else {}
+    rows = []
+    for v in fv.nodes:
+        d = v.diagnosis
+        ev = d.evidence[0].text if d.evidence else ""
+        if v.stale_s is not None:
+            ev = f"STALE: last sample {v.stale_s:.0f} s before the window's end. {ev}"
+        if v.missing_series:
+            ev += f" (missing: {len(v.missing_series)} kinds of series)"
+        rows.append(
+            FleetRow(
+                key=v.node.key,
+                hostname=v.node.hostname,
+                node=names.get(v.node.key, v.node.key),
+                primary=d.primary,
+                label=d.label,
+                confidence=f"{d.confidence:.0%}" if d.has_confidence else "-",
+                alerts=",".join(sorted({a.kind for a in d.alerts})) or "-",
+                severity=severity(v),
+                busy="-" if v.busy_pct is None else f"{v.busy_pct:.0f} %",
+                gpus=str(max((len(s.gpus) for s in v.node.snapshots), default=0)),
+                evidence=ev,
+            )
+        )
+    return rows
+
+
+def sort_rows(rows: Sequence[FleetRow], by: str) -> list[FleetRow]:
+    order = {c: i for i, c in enumerate(ALL_PRIMARY)}
+    if by == "class":
+        return sorted(rows, key=lambda r: (order.get(r.primary, 99), r.severity, r.node))
+    if by == "node":
+        return sorted(rows, key=lambda r: r.node)
+    return sorted(rows, key=lambda r: (r.severity, order.get(r.primary, 99), r.node))
+
+
+class FleetTable(DataTable):
+    """Nodes as rows; Enter (RowSelected) opens one."""
+
+    DEFAULT_CSS = """
+    FleetTable { height: 1fr; }
+    """
+
+    def __init__(self, **kw) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kw)
+        self.rows_shown: list[FleetRow] = []
+
+    def on_mount(self) -> None:
+        for c in COLUMNS:
+            self.add_column(c, key=c)
+
+    def show(self, rows: Sequence[FleetRow], by: str) -> None:
+        keep = self.current_key()
+        self.rows_shown = sort_rows(rows, by)
+        self.clear()
+        for r in self.rows_shown:
+            self.add_row(
+                r.node, r.label, r.confidence, r.alerts, r.busy, r.gpus, r.evidence, key=r.key
+            )
+        keys = [r.key for r in self.rows_shown]
+        if keep in keys:
+            self.move_cursor(row=keys.index(keep))
+
+    def current_key(self) -> str | None:
+        if not self.rows_shown or self.cursor_row is None:
+            return None
+        if 0 <= self.cursor_row < len(self.rows_shown):
+            return self.rows_shown[self.cursor_row].key
+        return None
+
+    def current(self) -> FleetRow | None:
+        key = self.current_key()
+        return next((r for r in self.rows_shown if r.key == key), None)
