@@ -110,7 +110,7 @@ def _watch(cli, *args, env=None):
     return r
 
 
-def test_pending_job_is_the_scheduler_and_the_running_job_has_processes(slurm, cli):
+def test_pending_job_is_the_scheduler_and_the_running_job_has_processes(slurm, cli, tmp_path):
     fill = _sbatch("fill", "sleep 120")
     wait = _sbatch("wait", "true")
     try:
@@ -141,6 +141,16 @@ def test_pending_job_is_the_scheduler_and_the_running_job_has_processes(slurm, c
         sleeper = next(p for p in job["processes"] if p["name"] == "sleep")
         assert sleeper["depth"] >= 1  # under the batch script
         assert "RUNNING on" in doc["state"] and "waited" in doc["state"]
+        # a command started inside the allocation (SLURM_JOB_ID set) is linked to its job
+        r = _watch(
+            cli, "--json", "--output", str(tmp_path / "in-job.log"), "--", "sleep", "0.3",
+            env={"SLURM_JOB_ID": fill},
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["job"]["slurm"]["job_id"] == fill
+        assert doc["job"]["slurm"]["state"] == "RUNNING"
+        assert doc["state"] == "exited with code 0"
     finally:
         _run("scancel", fill, wait)
 

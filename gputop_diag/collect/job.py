@@ -360,6 +360,10 @@ class JobWatch:
             name = "?"
         w = cls(sources, "pid", f"pid {pid} ({name})", log=log, step_regex=step_regex)
         w.roots = (pid,)
+        try:  # inside a Slurm job: its scheduler record is evidence too
+            w.slurm_id = _slurm_job_of(proc.environ())
+        except (ps.Error, OSError):
+            pass
         if log is None:  # its stdout, when that is a file
             out = _stdout_file(pid)
             if out is not None:
@@ -405,6 +409,7 @@ class JobWatch:
         )
         w.popen = popen
         w.roots = (popen.pid,)
+        w.slurm_id = _slurm_job_of(environ)  # started inside an allocation (salloc, sbatch)
         return w
 
     @classmethod
@@ -574,6 +579,12 @@ class JobWatch:
             slurm=self.slurm,
             problem="; ".join(problems) or None,
         )
+
+
+def _slurm_job_of(environ: dict | None) -> str | None:
+    """The Slurm job a process runs in, from its environment (SLURM_JOB_ID)."""
+    v = (environ or {}).get("SLURM_JOB_ID", "").strip()
+    return v if v.isdigit() else None
 
 
 def _ended(s: SchedulerEvidence) -> SchedulerEvidence:

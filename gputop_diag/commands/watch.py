@@ -247,6 +247,10 @@ def _duration(s: float | None) -> str:
 
 def state_words(job: JobState) -> str:
     """How the job stands, in words: running, exited N, killed by SIG, Slurm's state."""
+    if job.exit_signal:
+        return f"killed by {job.exit_signal} (exit code {job.exit_code})"
+    if job.exit_code is not None:
+        return f"exited with code {job.exit_code}"
     s = job.slurm
     if s is not None:
         words = s.state

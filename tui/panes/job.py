@@ -61,6 +61,10 @@ def _secs(s: float | None) -> str:
 
 
 def state_line(job: JobState) -> str:
+    if job.exit_signal:
+        return f"killed by {job.exit_signal} (exit code {job.exit_code})"
+    if job.exit_code is not None:
+        return f"exited with code {job.exit_code}"
     s = job.slurm
     if s is not None:
         words = f"Slurm {s.state}"
