@@ -121,14 +121,18 @@ def apply_faults(machine: SimMachine, spec: str) -> None:
       GPU_IS_LOST or a number), for GPU index GPU or every call;
     - `hang:FUNCTION[@GPU]`: the call blocks (a GPU that stopped answering);
     - `lose:GPU[@SECONDS]`: the GPU falls off the bus now or SECONDS into the scenario;
-    - `foreign-event-handles`: Xid events carry device handles never looked up.
+    - `foreign-event-handles`: Xid events carry device handles never looked up;
+    - `module:VERSION`: the loaded kernel module is VERSION while the user-space library stays
+      the scenario's (NVML: "Driver/library version mismatch"); `module:none`: not loaded.
     """
     for item in filter(None, (x.strip() for x in spec.split(","))):
         if item == "foreign-event-handles":
             machine.foreign_event_handles = True
             continue
         kind, sep, rest = item.partition(":")
-        if sep and kind == "hang":
+        if sep and kind == "module":
+            machine.module_version = None if rest.strip().lower() == "none" else rest.strip()
+        elif sep and kind == "hang":
             fn, _, gpu = rest.partition("@")
             machine.hang(fn, int(gpu) if gpu else None)
         elif sep and kind == "lose":

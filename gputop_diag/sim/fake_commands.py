@@ -73,7 +73,50 @@ class FakeCommands:
             return self._dmesg(argv)
         if prog in ("squeue", "scontrol", "sacct") and self._m.slurm:
             return getattr(self._slurm, prog)(argv)
+        if prog.startswith("python") and argv[1:2] == ["-c"] and "GPUTOP_DIAG_PROBE" in argv[2]:
+            return self._python_probe(argv[0])
         raise FileNotFoundError(2, "No such file or directory", prog)
+
+    def _python_probe(self, interpreter: str) -> CommandResult:
+        """The jobs' interpreter answering `gputop-diag driver --probe-python`: its torch build
+        and whether it initialises CUDA on this driver, with PyTorch's warning when it cannot."""
+        import json
+
+        from ..diagnose.driver_compat import (
+            ERR_NO_DRIVER_TORCH,
+            ERR_TORCH_TOO_OLD,
+            cuda_tuple,
+            runtime_verdict,
+        )
+
+        m = self._m
+        cuda = next((p.torch_cuda for p in m.procs.values() if p.cuda_runtime), "12.8")
+        out = {
+            "python": "3.11.10",
+            "executable": interpreter,
+            "torch": f"2.9.0+cu{cuda.replace('.', '')}",
+            "torch_cuda": cuda,
+            "cudnn": 91002,
+            "warnings": [],
+        }
+        if m.no_driver or m.module_version is None:
+            ok, warning = False, ERR_NO_DRIVER_TORCH
+        elif m.module_version != m.driver_version:
+            ok, warning = False, (
+                "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run "
+                "some cuda functions before calling NumCudaDevices() that might have already set "
+                "an error? Error 803: system has unsupported display driver / cuda driver "
+                "combination"
+            )
+        else:
+            v = runtime_verdict(cuda, cuda_tuple(m.cuda_version), m.driver_version)
+            ok = v is None or v.status != "too_new"
+            warning = None if ok else ERR_TORCH_TOO_OLD.format(found=m.cuda_version)
+        out["cuda_available"] = ok
+        out["device_count"] = len(m.gpus) if ok else 0
+        if warning:
+            out["warnings"] = [warning]
+        return CommandResult(0, "GPUTOP_DIAG_PROBE " + json.dumps(out) + "\n")
 
     def _lines(self, since: float | None, until: float | None, grep: str | None):
         now = self._m.clock.now()

@@ -34,15 +34,24 @@ class FakeNvml(NvmlExtras):
     # -- system ------------------------------------------------------------------------------
     @nvml_api
     def nvmlInit(self):
-        if self._m.no_driver:
-            raise ERR(_real.NVML_ERROR_LIBRARY_NOT_FOUND)
+        self._check_driver()
         self._init += 1
 
     @nvml_api
     def nvmlInitWithFlags(self, flags):
-        if self._m.no_driver:
-            raise ERR(_real.NVML_ERROR_LIBRARY_NOT_FOUND)
+        self._check_driver()
         self._init += 1
+
+    def _check_driver(self) -> None:
+        """No library; a library without its kernel module; a library of another version than
+        the loaded module (packages upgraded without a reboot)."""
+        m = self._m
+        if m.no_driver:
+            raise ERR(_real.NVML_ERROR_LIBRARY_NOT_FOUND)
+        if m.module_version is None:
+            raise ERR(_real.NVML_ERROR_DRIVER_NOT_LOADED)
+        if m.module_version != m.driver_version:
+            raise ERR(_real.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
 
     @nvml_api
     def nvmlShutdown(self):

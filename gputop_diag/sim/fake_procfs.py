@@ -14,6 +14,17 @@ import os
 from .machine import HOST_CPUS, SimMachine
 from .population import SITE, SimProc
 
+# Where a distribution installs the driver's user-space libraries (collect/cuda_libs.py reads
+# the same list).
+LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib",
+    "/lib/x86_64-linux-gnu",
+    "/lib64",
+)
+
 _PSI = ("cpu", "io", "memory")
 
 
@@ -46,8 +57,12 @@ class FakeProcFS:
         if parts == ["proc"]:
             live = [str(pid) for pid in m.procs if m.alive(pid)]
             return [*live, "pressure", "driver", "loadavg"]
-        if parts == ["proc", "driver", "nvidia", "gpus"] and not m.no_driver:
+        if parts == ["proc", "driver", "nvidia", "gpus"] and m.module_version is not None:
             return [g.proc_bus_id for g in m.gpus]
+        if "/" + "/".join(parts) in LIB_DIRS:
+            return self._libs("/" + "/".join(parts))
+        if "/" + "/".join(parts) == SITE:
+            return self._site()
         try:
             self.read_text(path)
         except IsADirectoryError:
@@ -156,7 +171,12 @@ class FakeProcFS:
             f"{SITE}/nvidia/nccl/lib/libnccl.so.2",
         ]
         if p.role in ("rank", "small", "cotenant"):
-            libs.append(f"/usr/lib/x86_64-linux-gnu/libcuda.so.{self._m.driver_version}")
+            mod = self._m.module_version
+            if mod is not None and mod != self._m.driver_version:
+                # started before the driver packages were upgraded: the old libcuda, gone on disk
+                libs.append(f"/usr/lib/x86_64-linux-gnu/libcuda.so.{mod} (deleted)")
+            else:
+                libs.append(f"/usr/lib/x86_64-linux-gnu/libcuda.so.{self._m.driver_version}")
         out = []
         for k, lib in enumerate(libs):
             base = 0x7F3A00000000 + k * 0x1000000
@@ -168,8 +188,37 @@ class FakeProcFS:
                 )
         return "\n".join(out) + "\n"
 
+    def _libs(self, d: str) -> list[str]:
+        """A library directory: the driver's user-space libraries (libnvidia-ml, libcuda) where
+        the driver is installed, in /usr/lib/x86_64-linux-gnu."""
+        names = ["libc.so.6", "libm.so.6"]
+        if d == LIB_DIRS[0] and not self._m.no_driver:
+            v = self._m.driver_version
+            names += ["libnvidia-ml.so.1", f"libnvidia-ml.so.{v}"]
+            names += ["libcuda.so.1", f"libcuda.so.{v}"]
+        return names
+
+    def _torch_cuda(self) -> str:
+        return next((p.torch_cuda for p in self._m.procs.values() if p.cuda_runtime), "12.8")
+
+    def _site(self) -> list[str]:
+        """The jobs' site-packages: pip's CUDA wheels of the framework's CUDA."""
+        cuda = self._torch_cuda()
+        major = cuda.split(".")[0]
+        runtime = {"12.8": "12.8.90", "13.0": "13.0.96"}.get(cuda, f"{cuda}.0")
+        tag = "cu" + cuda.replace(".", "")
+        return [
+            "torch",
+            "nvidia",
+            f"torch-2.9.0+{tag}.dist-info",
+            f"nvidia_cuda_runtime_cu{major}-{runtime}.dist-info",
+            f"nvidia_nccl_cu{major}-2.27.3.dist-info",
+            f"nvidia_cublas_cu{major}-{cuda}.1.3.dist-info",
+            "numpy",
+        ]
+
     def _torch_version(self) -> str:
-        cuda = next((p.torch_cuda for p in self._m.procs.values() if p.cuda_runtime), "12.8")
+        cuda = self._torch_cuda()
         tag = "cu" + cuda.replace(".", "")
         return (
             "from typing import Optional\n\n"
@@ -185,11 +234,11 @@ class FakeProcFS:
     # -- driver ------------------------------------------------------------------------------
     def _driver(self, parts: list[str], path: str) -> str:
         m = self._m
-        if m.no_driver:
+        if m.no_driver or m.module_version is None:  # no module loaded: no /proc/driver/nvidia
             raise _missing(path)
         if parts[:3] == ["sys", "module", "nvidia"]:
             if parts[3:] == ["version"]:
-                return m.driver_version + "\n"
+                return m.module_version + "\n"
             raise _directory(path) if len(parts) == 3 else _missing(path)
         rest = parts[3:]
         if rest in ([], ["gpus"]):
@@ -197,7 +246,7 @@ class FakeProcFS:
         if rest == ["version"]:
             return (
                 f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
-                f"{m.driver_version}  Release Build  (dvs-builder@U16-I3-B03-4-3)  "
+                f"{m.module_version}  Release Build  (dvs-builder@U16-I3-B03-4-3)  "
                 f"Tue Nov 26 01:14:39 UTC 2024\n"
                 f"GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
             )
@@ -213,7 +262,7 @@ class FakeProcFS:
                     f"GPU UUID: \t {g.uuid}\nVideo BIOS: \t {g.model['vbios']}\n"
                     f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\n"
                     f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {g.proc_bus_id}\n"
-                    f"Device Minor: \t {g.minor}\nGPU Firmware: \t {m.driver_version}\n"
+                    f"Device Minor: \t {g.minor}\nGPU Firmware: \t {m.module_version}\n"
                     f"GPU Excluded:\t No\n"
                 )
         raise _missing(path)

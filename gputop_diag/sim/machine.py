@@ -101,6 +101,9 @@ class SimMachine:
             driver = profile_for_version(*spec.get("driver", ("570.124.06", 12080)))
         self.driver = driver  # what the simulated libnvidia-ml.so exports
         self.driver_version, self.cuda_version = driver.version, driver.cuda_version
+        # The loaded kernel module: the library's version, unless a fault says otherwise (an
+        # upgrade without a reboot: another version; None: not loaded).
+        self.module_version: str | None = None if self.no_driver else driver.version
         self.boot_time = clock.start - BOOT_AGO_S
         rng = random.Random(f"{name}-{seed}")
         self._noise = [rng.gauss(0.0, 1.0) for _ in range(_NOISE_N)]

@@ -1,0 +1,404 @@
+"""The driver -> CUDA runtime -> framework chain as this machine shows it, each layer with where
+it was read:
+
+- kernel module: `/proc/driver/nvidia/version` (version, open or proprietary), else
+  `/sys/module/nvidia/version`;
+- user-space library: `libnvidia-ml.so.<version>` in the library directories;
+- CUDA runtimes: `/proc/<pid>/maps` of every process we may read (all of them as root), for
+  libcudart, libcuda, libtorch_cuda, libnccl and libcudnn, with versions from the file names,
+  pip's `nvidia_*_cu1X-<version>.dist-info` and the framework's own `torch/version.py` (read as
+  a file, never imported);
+- the host toolkit: `nvcc --version`; a chosen interpreter: `--probe-python` runs it.
+
+A process whose runtime is too new never gets a context, so NVML never lists it: that is why
+every process is scanned, not only NVML's GPU processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..model import CudaLibrary, DriverChain, ProcessCuda
+from ..sources import Sources
+
+LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib",
+    "/lib/x86_64-linux-gnu",
+    "/lib64",
+)
+MARKERS = ("libcudart", "libcuda.so", "libtorch_cuda", "libnccl", "libcudnn")
+NVCC_PATHS = ("nvcc", "/usr/local/cuda/bin/nvcc")
+NVCC_TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = 60.0
+
+_LIB = re.compile(
+    r"/(?P<base>libcudart|libcuda|libnccl|libcudnn|libtorch_cuda)(?:-[0-9a-f]{8})?"
+    r"\.so(?:\.(?P<ver>\d+(?:\.\d+)*))?(?P<deleted> \(deleted\))?$"
+)
+_KIND = {
+    "libcudart": "cudart",
+    "libcuda": "cuda",
+    "libnccl": "nccl",
+    "libcudnn": "cudnn",
+    "libtorch_cuda": "torch_cuda",
+}
+_DIST_PKG = {"cudart": "cuda_runtime", "nccl": "nccl", "cudnn": "cudnn"}
+
+
+@dataclass(frozen=True)
+class FoundLib:
+    kind: str  # cudart, cuda, nccl, cudnn, torch_cuda
+    path: str
+    version: str | None
+    origin: str  # pip, conda, system, torch-bundled, compat, other
+    deleted: bool = False
+
+    def model(self) -> CudaLibrary:
+        return CudaLibrary(self.kind, self.version, self.origin, self.deleted)
+
+
+@dataclass(frozen=True)
+class FoundProcess:
+    pid: int
+    name: str | None
+    user: str | None
+    libs: tuple[FoundLib, ...]
+    framework: str | None = None  # "torch 2.9.0+cu130"
+    framework_cuda: str | None = None  # torch.version.cuda
+    framework_file: str | None = None  # where that was read
+
+    def model(self) -> ProcessCuda:
+        return ProcessCuda(
+            self.pid,
+            self.name,
+            self.user,
+            tuple(lib.model() for lib in self.libs),
+            self.framework,
+            self.framework_cuda,
+        )
+
+
+@dataclass
+class ChainScan:
+    """What one read of the machine found (paths included: for the `driver` command, never
+    for a snapshot, which carries `chain()` only)."""
+
+    module_version: str | None = None
+    module_flavour: str | None = None  # "open", "proprietary"
+    module_loaded: bool | None = None
+    module_source: str | None = None
+    module_text: str | None = None  # the NVRM line
+    library_version: str | None = None
+    library_path: str | None = None
+    processes: list[FoundProcess] = field(default_factory=list)
+    scanned: int = 0
+    unreadable: int = 0
+
+    def chain(self) -> DriverChain:
+        return DriverChain(
+            module_version=self.module_version,
+            module_flavour=self.module_flavour,
+            module_loaded=self.module_loaded,
+            library_version=self.library_version,
+            processes=tuple(p.model() for p in self.processes),
+            scanned=self.scanned,
+            unreadable=self.unreadable,
+        )
+
+
+# -- kernel module -------------------------------------------------------------------------------
+_NVRM = re.compile(
+    r"NVRM version: NVIDIA UNIX (?P<open>Open )?(?:[\w-]+ )?Kernel Module(?: for [\w-]+)?\s+"
+    r"(?P<ver>\d+(?:\.\d+)+)"
+)
+
+
+def parse_module_version(text: str) -> tuple[str | None, str | None]:
+    """(version, "open"/"proprietary") from /proc/driver/nvidia/version."""
+    m = _NVRM.search(text)
+    if not m:
+        return None, None
+    return m.group("ver"), "open" if m.group("open") else "proprietary"
+
+
+def read_module(sources: Sources, scan: ChainScan) -> None:
+    try:
+        text = sources.procfs.read_text("/proc/driver/nvidia/version")
+    except OSError:
+        text = None
+    if text is not None:
+        ver, flavour = parse_module_version(text)
+        scan.module_version, scan.module_flavour = ver, flavour
+        scan.module_loaded = True
+        scan.module_source = "/proc/driver/nvidia/version"
+        scan.module_text = text.splitlines()[0].strip() if text.strip() else None
+        return
+    try:
+        ver = sources.procfs.read_text("/sys/module/nvidia/version").strip()
+    except OSError:
+        scan.module_loaded = False
+        return
+    scan.module_version, scan.module_loaded = ver or None, True
+    scan.module_source = "/sys/module/nvidia/version"
+
+
+def read_library(sources: Sources, scan: ChainScan) -> None:
+    """The newest `libnvidia-ml.so.<version>` in the library directories."""
+    found: list[tuple[tuple, str, str]] = []
+    for d in LIB_DIRS:
+        try:
+            names = sources.procfs.listdir(d)
+        except OSError:
+            continue
+        for n in names:
+            m = re.fullmatch(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)*)", n)
+            if m:
+                ver = m.group(1)
+                found.append((tuple(int(x) for x in ver.split(".")), ver, f"{d}/{n}"))
+    if found:
+        _, scan.library_version, scan.library_path = max(found)
+
+
+# -- processes -----------------------------------------------------------------------------------
+def origin_of(path: str) -> str:
+    if "/compat/" in path:
+        return "compat"
+    if "/torch/lib/" in path:
+        return "torch-bundled"
+    if re.search(r"/(site|dist)-packages/nvidia/", path):
+        return "pip"
+    if re.search(r"/(ana|mini)?conda\d?/|/mambaforge/|/miniforge\d?/|/envs/[^/]+/lib/", path):
+        return "conda"
+    if path.startswith(("/usr/", "/lib", "/opt/nvidia/")):
+        return "system"
+    return "other"
+
+
+def parse_maps(text: str) -> list[tuple[str, str, str | None, bool]]:
+    """(kind, path, version from the file name, deleted) of the CUDA libraries a maps file
+    shows, each once, in the order mapped."""
+    seen: dict[str, tuple[str, str, str | None, bool]] = {}
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        path = parts[5].strip()
+        m = _LIB.search(path)
+        if m is None:
+            continue
+        deleted = bool(m.group("deleted"))
+        if deleted:
+            path = path[: -len(" (deleted)")]
+        seen.setdefault(path, (_KIND[m.group("base")], path, m.group("ver"), deleted))
+    return list(seen.values())
+
+
+def _soname_version(kind: str, ver: str | None, path: str) -> str | None:
+    """A file name's version: libcudart.so.12.4.127 -> 12.4.127, libcudart.so.12 -> 12 (major
+    only), libcudart.so.11.0 -> 11 (11.x's soname, not its minor), bundled -> major only."""
+    if ver is None:
+        return None
+    parts = ver.split(".")
+    if kind == "cudart" and (len(parts) == 2 or "/torch/lib/" in path):
+        return parts[0]
+    return ver
+
+
+class _SiteCache:
+    """site-packages listings and torch/version.py files, read once per scan."""
+
+    def __init__(self, sources: Sources) -> None:
+        self.sources = sources
+        self.listing: dict[str, list[str]] = {}
+        self.torch: dict[str, tuple[str | None, str | None]] = {}
+
+    def dist_version(self, path: str, kind: str) -> str | None:
+        m = re.search(r"^(.*/(?:site|dist)-packages)/", path)
+        pkg = _DIST_PKG.get(kind)
+        if not m or pkg is None:
+            return None
+        site = m.group(1)
+        if site not in self.listing:
+            try:
+                self.listing[site] = self.sources.procfs.listdir(site)
+            except OSError:
+                self.listing[site] = []
+        rx = re.compile(rf"nvidia_{pkg}_cu\d+-(\d+(?:\.\d+)*)\.dist-info")
+        for n in self.listing[site]:
+            hit = rx.fullmatch(n)
+            if hit:
+                return hit.group(1)
+        return None
+
+    def torch_version(self, torch_lib_path: str) -> tuple[str | None, str | None, str | None]:
+        """(torch.__version__, torch.version.cuda, file) from the torch/version.py next to the
+        mapped libtorch_cuda.so."""
+        m = re.search(r"^(.*/torch)/lib/", torch_lib_path)
+        if not m:
+            return None, None, None
+        f = f"{m.group(1)}/version.py"
+        if f not in self.torch:
+            try:
+                text = self.sources.procfs.read_text(f)
+            except OSError:
+                text = ""
+            ver = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+            cuda = re.search(r"^cuda(?:\s*:\s*[\w\[\]]+)?\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+            self.torch[f] = (ver.group(1) if ver else None, cuda.group(1) if cuda else None)
+        v, c = self.torch[f]
+        return v, c, f if (v or c) else None
+
+
+def _pids(sources: Sources) -> list[int]:
+    try:
+        names = sources.procfs.listdir("/proc")
+    except OSError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def _who(sources: Sources, pid: int) -> tuple[str | None, str | None]:
+    try:
+        p = sources.psutil.Process(pid)
+        return p.name(), p.username()
+    except Exception:  # noqa: BLE001 - gone or hidden: the pid still tells
+        return None, None
+
+
+def scan_processes(sources: Sources, scan: ChainScan, skip: Sequence[int] = ()) -> None:
+    """Every readable process whose maps hold a CUDA library."""
+    cache = _SiteCache(sources)
+    own = {os.getpid(), *skip} if not sources.simulated else set(skip)
+    for pid in _pids(sources):
+        if pid in own:
+            continue
+        try:
+            text = sources.procfs.read_text(f"/proc/{pid}/maps")
+        except PermissionError:
+            scan.unreadable += 1
+            continue
+        except OSError:
+            continue
+        scan.scanned += 1
+        if not any(mk in text for mk in MARKERS):
+            continue
+        libs = []
+        framework = framework_cuda = framework_file = None
+        for kind, path, ver, deleted in parse_maps(text):
+            version = cache.dist_version(path, kind) or _soname_version(kind, ver, path)
+            if kind == "torch_cuda":
+                tv, tc, tf = cache.torch_version(path)
+                if tv or tc:
+                    framework, framework_cuda, framework_file = f"torch {tv or '?'}", tc, tf
+                version = tv
+            if kind == "cudart" and version and "." not in version:
+                hint = re.search(r"/cuda-(\d+\.\d+)/", path)
+                version = hint.group(1) if hint else version
+            libs.append(FoundLib(kind, path, version, origin_of(path), deleted))
+        if not libs:
+            continue
+        name, user = _who(sources, pid)
+        scan.processes.append(
+            FoundProcess(pid, name, user, tuple(libs), framework, framework_cuda, framework_file)
+        )
+
+
+def read_chain(sources: Sources, processes: bool = True) -> ChainScan:
+    scan = ChainScan()
+    read_module(sources, scan)
+    read_library(sources, scan)
+    if processes:
+        scan_processes(sources, scan)
+    return scan
+
+
+# -- the host toolkit and an interpreter ---------------------------------------------------------
+def parse_nvcc(text: str) -> str | None:
+    """ "Cuda compilation tools, release 12.4, V12.4.131" -> "12.4.131" (or "12.4")."""
+    m = re.search(r"release (\d+\.\d+), V(\d+(?:\.\d+)+)", text)
+    if m:
+        return m.group(2)
+    m = re.search(r"release (\d+\.\d+)", text)
+    return m.group(1) if m else None
+
+
+def read_nvcc(sources: Sources) -> tuple[str | None, str | None]:
+    """(version, the program that answered) of the host toolkit; (None, None) without one."""
+    for prog in NVCC_PATHS:
+        try:
+            r = sources.run_command([prog, "--version"], NVCC_TIMEOUT_S)
+        except (OSError, ValueError):
+            continue
+        except Exception:  # noqa: BLE001 - a hung nvcc: no toolkit to report
+            continue
+        if r.returncode == 0:
+            v = parse_nvcc(r.stdout)
+            if v:
+                return v, prog
+    return None, None
+
+
+PROBE = r"""
+import json, sys, warnings
+out = {"python": sys.version.split()[0], "executable": sys.executable}
+try:
+    import torch
+except Exception as e:
+    out["error"] = "import torch: %s: %s" % (type(e).__name__, e)
+else:
+    out["torch"] = torch.__version__
+    out["torch_cuda"] = torch.version.cuda
+    try:
+        out["cudnn"] = torch.backends.cudnn.version()
+    except Exception as e:
+        out["cudnn"] = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out["cuda_available"] = bool(torch.cuda.is_available())
+            out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+        except Exception as e:
+            out["cuda_available"] = False
+            out["error"] = "%s: %s" % (type(e).__name__, e)
+    out["warnings"] = [str(w.message) for w in caught]
+print("GPUTOP_DIAG_PROBE " + json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Probe:
+    interpreter: str
+    ok: bool
+    result: dict
+    error: str | None = None
+
+
+def probe_python(sources: Sources, interpreter: str, timeout: float = PROBE_TIMEOUT_S) -> Probe:
+    """Run `interpreter` in a subprocess: its torch, torch.version.cuda, cuDNN and whether it
+    initialises CUDA (with the warning text it gives when it cannot). Never imported here."""
+    try:
+        r = sources.run_command([interpreter, "-c", PROBE], timeout)
+    except FileNotFoundError:
+        return Probe(interpreter, False, {}, f"{interpreter}: no such program")
+    except PermissionError:
+        return Probe(interpreter, False, {}, f"{interpreter}: not executable")
+    except Exception as e:  # noqa: BLE001 - a timeout is the answer, said plainly
+        if type(e).__name__ == "TimeoutExpired":
+            return Probe(interpreter, False, {}, f"{interpreter} did not answer in {timeout:g} s")
+        return Probe(interpreter, False, {}, f"{interpreter}: {type(e).__name__}: {e}")
+    line = next((x for x in r.stdout.splitlines() if x.startswith("GPUTOP_DIAG_PROBE ")), None)
+    if line is None:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+        return Probe(interpreter, False, {}, f"{interpreter} exited {r.returncode}: {tail[0]}")
+    try:
+        doc = json.loads(line.split(" ", 1)[1])
+    except ValueError:
+        return Probe(interpreter, False, {}, f"{interpreter} printed an unreadable answer")
+    return Probe(interpreter, "torch" in doc, doc, doc.get("error"))

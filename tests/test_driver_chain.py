@@ -1,0 +1,331 @@
+"""The driver -> CUDA runtime -> framework chain: maps files of real shapes, the kernel module's
+version file, nvcc, the compatibility table's verdicts, the judged chain, the simulator's
+driver scenarios and faults, and `--probe-python` in a real subprocess."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop_diag import sim
+from gputop_diag.collect.cuda_libs import (
+    ChainScan,
+    origin_of,
+    parse_maps,
+    parse_module_version,
+    parse_nvcc,
+    probe_python,
+    read_chain,
+    scan_processes,
+)
+from gputop_diag.commands.snapshot import _sample
+from gputop_diag.diagnose.alerts import driver_chain_alerts
+from gputop_diag.diagnose.driver_compat import (
+    ERR_INSUFFICIENT,
+    ERR_MISMATCH,
+    MVC_FLOOR,
+    TOOLKIT_MIN_DRIVER,
+    ChainFacts,
+    LoadedRuntime,
+    cuda_tuple,
+    facts_from_snapshot,
+    judge_chain,
+    max_cuda_for_driver,
+    min_driver_for,
+    runtime_verdict,
+    status_of,
+    version_tuple,
+)
+from gputop_diag.sources import RealProcFS, Sources
+
+DATA = Path(__file__).parent / "data" / "driver"
+
+
+def libs(name: str) -> dict[str, tuple]:
+    return {
+        kind: (path, ver, deleted)
+        for kind, path, ver, deleted in parse_maps((DATA / name).read_text())
+    }
+
+
+# -- maps files ---------------------------------------------------------------------------------
+def test_maps_of_pip_installed_pytorch():
+    found = libs("maps_pip_torch.txt")
+    assert set(found) == {"torch_cuda", "cudart", "cudnn", "nccl", "cuda"}
+    assert found["cudart"][1] == "12" and found["cudnn"][1] == "9" and found["nccl"][1] == "2"
+    assert found["cuda"][1] == "570.124.06"
+    assert origin_of(found["cudart"][0]) == "pip"
+    assert origin_of(found["torch_cuda"][0]) == "torch-bundled"
+    assert origin_of(found["cuda"][0]) == "system"
+
+
+def test_maps_of_conda():
+    found = libs("maps_conda.txt")
+    assert found["cudart"][1] == "12.4.127" and found["cudnn"][1] == "8.9.7"
+    assert found["nccl"][1] == "2.21.5" and found["cuda"][1] == "550.54.15"
+    assert origin_of(found["cudart"][0]) == "conda"
+
+
+def test_maps_of_system_cuda_with_a_libcuda_replaced_on_disk():
+    found = libs("maps_system_cuda.txt")
+    assert found["cudart"][1] == "12.4.127" and origin_of(found["cudart"][0]) == "system"
+    path, ver, deleted = found["cuda"]
+    assert ver == "535.104.05" and deleted and not path.endswith("(deleted)")
+
+
+def test_maps_of_an_old_wheel_with_a_bundled_runtime_and_of_the_compat_package():
+    found = libs("maps_torch_cu118_bundled.txt")
+    assert found["cudart"][1] == "11.0" and origin_of(found["cudart"][0]) == "torch-bundled"
+    compat = libs("maps_compat.txt")
+    assert compat["cuda"][1] == "570.124.06" and origin_of(compat["cuda"][0]) == "compat"
+    assert libs("maps_no_cuda.txt") == {}  # libcudadebugger is not libcuda
+
+
+def test_kernel_module_version_file():
+    assert parse_module_version((DATA / "version_open.txt").read_text()) == ("570.124.06", "open")
+    assert parse_module_version((DATA / "version_proprietary.txt").read_text()) == (
+        "535.104.05",
+        "proprietary",
+    )
+    assert parse_module_version((DATA / "version_aarch64_open.txt").read_text()) == (
+        "580.65.06",
+        "open",
+    )
+    assert parse_module_version("garbage") == (None, None)
+
+
+def test_nvcc():
+    assert parse_nvcc((DATA / "nvcc_version.txt").read_text()) == "12.4.131"
+    assert parse_nvcc("no toolkit here") is None
+
+
+class _OneProcess(RealProcFS):
+    """The real files, plus one process whose maps name a real site-packages tree."""
+
+    def __init__(self, pid: int, maps: str) -> None:
+        self.pid, self.maps = pid, maps
+
+    def listdir(self, path: str) -> list[str]:
+        return [str(self.pid)] if path == "/proc" else super().listdir(path)
+
+    def read_text(self, path: str) -> str:
+        if path == f"/proc/{self.pid}/maps":
+            return self.maps
+        return super().read_text(path)
+
+
+def test_versions_from_pip_dist_info_and_torch_version_file(tmp_path):
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "nvidia_cuda_runtime_cu12-12.8.90.dist-info").mkdir(parents=True)
+    (site / "nvidia_nccl_cu12-2.26.2.dist-info").mkdir()
+    (site / "torch").mkdir()
+    (site / "torch" / "version.py").write_text(
+        "__version__ = '2.8.0+cu128'\ncuda: Optional[str] = '12.8'\nhip = None\n"
+    )
+    text = (
+        (DATA / "maps_pip_torch.txt")
+        .read_text()
+        .replace("/home/alice/.venv/lib/python3.11/site-packages", str(site))
+    )
+    src = dataclasses.replace(Sources.real(), procfs=_OneProcess(999999, text))
+    scan = ChainScan()
+    scan_processes(src, scan)
+    [p] = scan.processes
+    got = {lib.kind: lib.version for lib in p.libs}
+    assert got["cudart"] == "12.8.90" and got["nccl"] == "2.26.2" and got["cudnn"] == "9"
+    assert p.framework == "torch 2.8.0+cu128" and p.framework_cuda == "12.8"
+    assert p.framework_file == str(site / "torch" / "version.py")
+
+
+def test_scan_of_this_machine_reads_every_process_it_may():
+    scan = read_chain(Sources.real())
+    assert scan.scanned > 0  # at least this test's own processes
+    assert scan.module_loaded is False and scan.library_version is None  # no driver here
+
+
+# -- the compatibility table --------------------------------------------------------------------
+def _ga_rows():
+    return [(r.split()[0], d) for r, d in TOOLKIT_MIN_DRIVER if "GA" in r]
+
+
+@pytest.mark.parametrize(("cuda", "driver"), _ga_rows())
+def test_table_row_verdicts(cuda, driver):
+    c = cuda_tuple(cuda)
+    assert min_driver_for(c) == driver
+    assert max_cuda_for_driver(driver) == c  # the driver bundled with X.Y supports X.Y
+    assert runtime_verdict(cuda, c, driver).status == "ok"
+    # a driver of the previous release: the same major runs under MVC when above the floor
+    older = [(cc, d) for cc, d in ((cuda_tuple(r.split()[0]), d) for r, d in _ga_rows()) if cc < c]
+    if older:
+        prev_c, prev_d = max(older)
+        v = runtime_verdict(cuda, prev_c, prev_d)
+        if prev_c[0] == c[0] and version_tuple(prev_d) >= version_tuple(MVC_FLOOR[c[0]]):
+            assert v.status == "mvc"
+        else:
+            assert v.status == "too_new"
+            assert runtime_verdict(cuda, prev_c, prev_d, forward_compat=True).status == "compat"
+
+
+def test_table_covers_11_0_to_13_and_no_12_7():
+    cudas = {cuda_tuple(r.split()[0]) for r, _ in TOOLKIT_MIN_DRIVER}
+    assert (11, 0) in cudas and (13, 2) in cudas and (12, 7) not in cudas
+    assert len(_ga_rows()) == 21
+
+
+@pytest.mark.parametrize(
+    ("runtime", "driver_max", "driver", "status"),
+    [
+        ("12.8", (12, 8), "570.124.06", "ok"),
+        ("12.8", (12, 4), "550.54.15", "mvc"),
+        ("13.0", (12, 4), "550.54.15", "too_new"),
+        ("13", (12, 8), "570.124.06", "too_new"),  # major only: still certain
+        ("12", (12, 4), "550.54.15", "ok"),
+        ("11.8", (12, 8), "570.124.06", "ok"),
+        ("12.1", (12, 0), "520.61.05", "too_new"),  # below the 12.x floor: no MVC
+        ("12.1", (11, 8), "520.61.05", "too_new"),
+        (None, (12, 8), "570.124.06", None),
+    ],
+)
+def test_runtime_verdicts(runtime, driver_max, driver, status):
+    v = runtime_verdict(runtime, driver_max, driver)
+    assert (v.status if v else None) == status
+
+
+def _facts(**kw) -> ChainFacts:
+    base = dict(
+        module_loaded=True,
+        module_version="550.54.15",
+        library_version="550.54.15",
+        library_found=True,
+        nvml_error=None,
+        driver_max=(12, 4),
+    )
+    return ChainFacts(**{**base, **kw})
+
+
+def _codes(f: ChainFacts) -> list[str]:
+    return [p.code for p in judge_chain(f)]
+
+
+def test_chain_verdicts():
+    assert _codes(_facts()) == [] and status_of(judge_chain(_facts())) == "ok"
+    assert _codes(_facts(module_loaded=False, library_found=False, library_version=None)) == [
+        "no_driver"
+    ]
+    assert _codes(_facts(module_loaded=False, module_version=None)) == ["module_not_loaded"]
+    assert _codes(_facts(library_found=False, library_version=None)) == ["nvml_missing"]
+    mismatch = judge_chain(_facts(library_version="570.124.06"))
+    assert [p.code for p in mismatch] == ["mismatch"]
+    assert ERR_MISMATCH in mismatch[0].error_text and "570.124.06" in mismatch[0].error_text
+    new = LoadedRuntime(52011, "python", "13", "13.0")
+    [p] = judge_chain(_facts(processes=(new,)))
+    assert p.code == "runtime_too_new" and p.pids == (52011,) and ERR_INSUFFICIENT in p.error_text
+    assert "580.65.06" in p.next_step and "found version 12040" in p.error_text
+    mvc = LoadedRuntime(1, "python", "12.8.90")
+    assert [(p.code, p.severity) for p in judge_chain(_facts(processes=(mvc,)))] == [
+        ("mvc", "info")
+    ]
+    compat = LoadedRuntime(2, "python", "13.0", None, "580.65.06", True)
+    assert _codes(_facts(processes=(compat,), datacenter_gpu=True)) == []
+    assert _codes(_facts(processes=(compat,), datacenter_gpu=False)) == ["compat_hw"]
+    stale = LoadedRuntime(3, "python", "12.4.127", None, "535.104.05", False, True)
+    [p] = judge_chain(_facts(processes=(stale,)))
+    assert p.code == "libcuda_mismatch" and p.severity == "warning"
+    assert _codes(_facts(toolkit="13.0.48")) == ["toolkit_too_new"]
+
+
+# -- the simulator ------------------------------------------------------------------------------
+def _snap(scenario: str, faults: str = ""):
+    src = sim.build(scenario, faults=faults)
+    snap = _sample(src, True)
+    return src, dataclasses.replace(snap, driver_chain=read_chain(src).chain())
+
+
+def test_driver_mismatch_scenario():
+    src, snap = _snap("driver-mismatch")
+    chain = snap.driver_chain
+    assert chain.module_version == "550.54.15" and chain.module_flavour == "open"
+    assert not snap.gpu_processes  # the process never reached a GPU...
+    [p] = chain.processes  # ...but its maps show what it loaded
+    assert p.pid == 52011 and p.framework_cuda == "13.0"
+    assert p.library("cudart").version.startswith("13.")
+    [a] = driver_chain_alerts(snap)
+    assert a.severity == "critical" and "pid 52011" in a.text
+    assert "CUDA driver version is insufficient for CUDA runtime version" in a.text
+
+
+def test_mig_scenario_chain_is_fine():
+    src, snap = _snap("mig")
+    on_gpu = {p.pid for p in snap.gpu_processes}
+    assert len(on_gpu) == 3 and on_gpu <= {p.pid for p in snap.driver_chain.processes}
+    assert driver_chain_alerts(snap) == ()
+    facts = facts_from_snapshot(snap)
+    assert facts.datacenter_gpu is True and facts.driver_max == (12, 8)
+
+
+def test_upgraded_without_reboot():
+    src, snap = _snap("compute-bound", "module:550.54.15")
+    assert not snap.nvml_available
+    facts = facts_from_snapshot(snap)
+    assert facts.nvml_error == "LIB_RM_VERSION_MISMATCH"
+    assert facts.module_version == "550.54.15" and facts.library_version == "570.124.06"
+    kinds = [p.code for p in judge_chain(facts)]
+    assert kinds[0] == "mismatch"
+    # the running processes still map the old libcuda, gone on disk: not the 803 failure
+    assert all(lib.deleted for p in snap.driver_chain.processes if (lib := p.library("cuda")))
+    assert "libcuda_mismatch" not in kinds
+
+
+def test_module_not_loaded_and_no_driver():
+    _, snap = _snap("compute-bound", "module:none")
+    assert [p.code for p in judge_chain(facts_from_snapshot(snap))] == ["module_not_loaded"]
+    _, snap = _snap("no-gpu")
+    assert [p.code for p in judge_chain(facts_from_snapshot(snap))] == ["no_driver"]
+    assert driver_chain_alerts(snap) == ()  # the no-driver banner says it already
+
+
+# -- --probe-python -----------------------------------------------------------------------------
+def test_probe_python_real_subprocess_without_torch():
+    p = probe_python(Sources.real(), sys.executable, timeout=60)
+    assert p.result["python"] == sys.version.split()[0]
+    assert not p.ok and "import torch" in p.error
+
+
+def test_probe_python_with_a_torch_that_cannot_initialise(tmp_path, monkeypatch):
+    pkg = tmp_path / "torch"
+    (pkg / "version.py").parent.mkdir()
+    (pkg / "__init__.py").write_text(
+        "import warnings\n"
+        "from . import version\n"
+        "__version__ = version.__version__\n"
+        "class _Cuda:\n"
+        "    @staticmethod\n"
+        "    def is_available():\n"
+        "        warnings.warn('The NVIDIA driver on your system is too old (found version "
+        "12040).')\n"
+        "        return False\n"
+        "cuda = _Cuda()\n"
+        "class backends:\n"
+        "    class cudnn:\n"
+        "        @staticmethod\n"
+        "        def version():\n"
+        "            return 91002\n"
+    )
+    (pkg / "version.py").write_text("__version__ = '2.9.0+cu130'\ncuda = '13.0'\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    p = probe_python(Sources.real(), sys.executable, timeout=60)
+    assert p.ok and p.result["torch_cuda"] == "13.0" and p.result["cuda_available"] is False
+    assert "too old (found version 12040)" in p.result["warnings"][0]
+
+
+def test_probe_python_missing_interpreter_and_timeout(tmp_path):
+    p = probe_python(Sources.real(), str(tmp_path / "no-python"))
+    assert not p.ok and "no such program" in p.error
+    slow = tmp_path / "python-slow"
+    slow.write_text("#!/bin/sh\nsleep 5\n")
+    slow.chmod(0o755)
+    p = probe_python(Sources.real(), str(slow), timeout=0.3)
+    assert not p.ok and "did not answer in 0.3 s" in p.error
