@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .collect.cuda_libs import read_chain
 from .diagnose import Diagnosis, classify, collect_scheduler_evidence
-from .diagnose.alerts import job_alerts
+from .diagnose.alerts import driver_chain_alerts, job_alerts
 from .diagnose.kernlog_watch import KernelLogWatch
 from .diagnose.logfiles import TUI_BUDGET
 from .diagnose.xid_live import (
@@ -39,7 +40,14 @@ from .diagnose.xid_live import (
 from .diagnose.xid_scan import XidScan, scan
 from .diagnose.xid_triage import XidTriage
 from .history import History
-from .model import CollectorError, OomKill, SchedulerEvidence, Snapshot, XidEvent
+from .model import (
+    CollectorError,
+    DriverChain,
+    OomKill,
+    SchedulerEvidence,
+    Snapshot,
+    XidEvent,
+)
 from .recording import Recording
 from .sampler import Sampler
 from .sources import Sources
@@ -100,6 +108,7 @@ class Monitor:
         self._lock = threading.Lock()
         self._slow_at: float | None = None
         self._jobs: tuple[SchedulerEvidence, ...] | None = None
+        self._chain: DriverChain | None = None
         self._ooms: tuple[OomKill, ...] | None = None
         self._slow_errors: dict[str, CollectorError] = {}
         self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
@@ -176,6 +185,7 @@ class Monitor:
             else:
                 query = lambda: collect_scheduler_evidence(self.sources)  # noqa: E731
             self._jobs = self._ask("slurm", query, self._jobs)
+            self._chain = self._driver_chain()
             kernel_xids = self._kernel_log(snap)
             if kernel_xids:
                 snap = dataclasses.replace(snap, xid_events=snap.xid_events + kernel_xids)
@@ -183,9 +193,26 @@ class Monitor:
             snap,
             scheduler_jobs=self._jobs,
             kernel_ooms=self._ooms,
+            driver_chain=self._chain,
             slow_sources_at=self._slow_at,
             errors=snap.errors + tuple(self._slow_errors.values()),
         )
+
+    def _driver_chain(self) -> DriverChain | None:
+        """The kernel module, the NVML library on disk and the CUDA runtimes every readable
+        process loaded (a runtime too new for the driver never reaches a GPU: only its maps
+        show it)."""
+        try:
+            chain = read_chain(self.sources).chain()
+        except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
+            self._slow_errors["driver-chain"] = CollectorError(
+                source="driver-chain",
+                message=f"reading the driver chain failed: {type(e).__name__}: {e}",
+                next_step="`gputop-diag driver` shows each layer it can read",
+            )
+            return self._chain
+        self._slow_errors.pop("driver-chain", None)
+        return chain
 
     def _kernel_log(self, snap: Snapshot) -> tuple[XidEvent, ...]:
         """Read the last window of the kernel log once: its OOM kills become `self._ooms`, its
@@ -230,6 +257,11 @@ class Monitor:
         self.diagnosis = classify(
             self.history.snapshots(WINDOW_S * self.tick_s), self.diagnosis, tick_s=self.tick_s
         )
+        chain = driver_chain_alerts(snap)  # a broken driver chain, replayed alike
+        if chain:
+            self.diagnosis = dataclasses.replace(
+                self.diagnosis, alerts=chain + self.diagnosis.alerts
+            )
         if snap.job is not None:  # the job's own failures and findings, replayed alike
             extra = job_alerts(snap)
             if extra:
