@@ -25,6 +25,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "which physical GPU each CUDA device is: NVML index, CUDA ordinal, /dev/nvidiaN, bus id, "
         "UUID, Slurm's GPUs, the findings",
     ),
+    "driver": (
+        "driver",
+        "the driver -> CUDA runtime -> framework chain, layer by layer, with the verdict "
+        "(--probe-python PATH)",
+    ),
     "report": ("report", "write a sanitized report, safe to paste into a public issue"),
     "exporter": ("exporter", "serve Prometheus metrics in dcgm-exporter's names (--listen)"),
     "fleet": ("fleet", "diagnose many nodes from Prometheus (--prometheus URL)"),
