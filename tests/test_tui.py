@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_tui_support import FedApp
+from test_tui_support import FedApp, screen_text
 from textual.widgets import ContentSwitcher, DataTable
 
 from gputop_diag.diagnose.xid_catalog import describe
@@ -126,23 +126,70 @@ async def test_plus_minus_change_the_interval_and_say_so(size):
         assert app.interval == 0.5 and "0.5 s" in text_of(app, "#header")
 
 
+def toasts(app) -> str:
+    return " ".join(str(t.render()) for t in app.screen.query("Toast")).replace("\n", "")
+
+
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
-async def test_s_writes_a_snapshot_and_shows_its_path(tmp_path, size):
+async def test_s_writes_the_sanitized_report_and_shows_its_path(tmp_path, size):
     app = FedApp(save_dir=str(tmp_path))
     async with app.run_test(size=size, notifications=True) as pilot:
         await pilot.press("s")  # before any sample: says so, writes nothing
-        assert not list(tmp_path.iterdir())
-        app.feed(2)
+        await pilot.pause()
+        assert not list(tmp_path.iterdir()) and "nothing sampled yet" in toasts(app)
+        app.feed(5)
+        await pilot.pause()
+        await pilot.press("s")  # built in a worker thread
+        js, md = await wait_for_files(pilot, tmp_path, "gputop-diag-report-*", 2)
+        await pilot.pause()
+        assert md.suffix == ".md" and js.suffix == ".json"
+        text = md.read_text()
+        assert text.startswith("# gputop-diag report") and "## Diagnosis" in text
+        assert "gpu-node-07" not in text and "alice" not in text  # sanitized, always
+        assert json.loads(js.read_text())["schema"] == "gputop-diag.report/1"
+        assert json.loads(js.read_text())["window"]["samples"] == 5  # what the view holds
+        assert str(md.resolve()) in toasts(app) and js.name in toasts(app)
+        assert app.last_saved == str(md)
+        if size == (200, 50):
+            assert str(md) in text_of(app, "#header")
+
+
+async def test_the_report_falls_back_when_the_save_dir_cannot_be_written(tmp_path, monkeypatch):
+    locked = tmp_path / "locked"  # a file where the directory should be: nobody writes there
+    locked.write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = FedApp(save_dir=str(locked))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        app.feed(3)
         await pilot.pause()
         await pilot.press("s")
+        state = tmp_path / "state" / "gputop-diag"
+        found = await wait_for_files(pilot, state, "gputop-diag-report-*.md", 1)
+        await pilot.pause()
+        assert len(found) == 1
+        said = toasts(app)
+        assert str(found[0]) in said and "not to" in said and "locked" in said
+
+
+@pytest.mark.parametrize("size", SIZES, ids=IDS)
+async def test_capital_s_writes_the_snapshot_with_the_xid_history(tmp_path, size):
+    app = FedApp("xid-79", save_dir=str(tmp_path))
+    async with app.run_test(size=size, notifications=True) as pilot:
+        app.feed(100)  # GPU 3 falls off the bus at 90 s (Xid 79)
+        app.feed(5)
+        await pilot.pause()
+        assert not app.latest.snapshot.xid_events  # the last tick saw none
+        await pilot.press("S")
         await pilot.pause()
         files = list(tmp_path.glob("gputop-diag-snapshot-*-*.json"))
         assert len(files) == 1
         doc = json.loads(files[0].read_text())
         assert doc["schema"] == "gputop-diag.snapshot/1" and len(doc["gpus"]) == 8
+        shown = app.latest.xid_events
+        assert shown and [x["xid"] for x in doc["xid_events"]] == [x.xid for x in shown[::-1]]
+        assert any(e["kind"] == "xid" and e["code"] == 79 for e in doc["xid_history"])
         assert app.last_saved == str(files[0])
-        toasts = " ".join(str(t.render()) for t in app.screen.query("Toast"))
-        assert str(files[0].resolve()) in toasts.replace("\n", "")
+        assert str(files[0].resolve()) in toasts(app)
         if size == (200, 50):
             assert str(files[0]) in text_of(app, "#header")
 
@@ -170,7 +217,7 @@ async def test_footer_shows_the_keys_at_80_columns():
         app.feed(2)
         await pilot.pause()
         footer = "".join(str(k.render()) for k in app.query("Footer FooterKey, Footer FooterLabel"))
-        for words in ("panes", "GPU", "pause", "save", "help", "quit"):
+        for words in ("panes", "GPU", "pause", "report", "help", "quit"):
             assert words in footer
 
 
@@ -293,28 +340,83 @@ async def test_header_fits_80_columns_with_every_state_shown(tmp_path):
             assert words in header
 
 
-async def test_sanitize_hides_identifiers_on_screen_and_in_the_saved_snapshot(tmp_path):
-    app = FedApp(sanitize=True)
-    async with app.run_test(size=(120, 30)) as pilot:
-        app.feed(2)
+def identifiers(snap) -> set[str]:
+    """What identifies this machine and its people in a sampled snapshot, in the forms they
+    are written in: the host name, GPU and MIG UUIDs, serials, PCI bus ids (NVML's, the
+    kernel's and the short form), user names and home directories."""
+    out = {snap.system.hostname, snap.system.hostname.split(".")[0]}
+    for g in snap.gpus:
+        st = g.static
+        out |= {st.uuid, st.uuid.removeprefix("GPU-"), st.serial}
+        bus = st.pci_bus_id.lower()  # 00000000:18:00.0
+        out |= {bus, bus[4:], bus.split(":", 1)[1], bus[4:].rsplit(".", 1)[0]}
+        out |= {m.uuid for m in g.mig_instances if m.uuid}
+    for p in snap.processes:
+        if p.user:
+            out |= {p.user, f"/home/{p.user}"}
+    return {x.lower() for x in out if x and len(x) > 2}
+
+
+def everything_shown(app) -> str:
+    """The screen as drawn, and the whole content of every widget on it (rows and lines
+    scrolled out of sight included)."""
+    parts = [screen_text(app)]
+    for w in app.screen.walk_children():
+        if isinstance(w, DataTable):
+            parts += [str(c.label) for c in w.columns.values()]
+            for key in w.rows:
+                parts += [str(c) for c in w.get_row(key)]
+        else:
+            plain = getattr(w, "plain", None)
+            parts.append(plain if isinstance(plain, str) else "")
+    return "\n".join(parts)
+
+
+async def wait_for_files(pilot, folder, pattern: str, n: int) -> list:
+    for _ in range(200):
+        found = sorted(folder.glob(pattern))
+        if len(found) >= n:
+            return found
+        await pilot.pause(0.05)
+    return sorted(folder.glob(pattern))
+
+
+@pytest.mark.parametrize("scenario", ["xid-79", "mig"])
+async def test_sanitize_hides_identifiers_on_every_pane_and_in_the_saved_files(tmp_path, scenario):
+    app = FedApp(scenario, sanitize=True, save_dir=str(tmp_path))
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(30)
         await pilot.pause()
-        header = text_of(app, "#header")
-        assert "host0" in header and "gpu-node-07" not in header
+        secret = identifiers(app._history_feeder().window()[0][-1])  # as sampled
+        environ = app.sim_sources.environ
+        secret |= {environ["USER"].lower(), environ["HOME"].lower()}
+        assert "gpu-node-07" in secret and app.latest.snapshot.gpus
+        shown = []
+        for key in ("1", "2", "3", "4", "5"):
+            await pilot.press(key)
+            await pilot.pause()
+            shown.append(everything_shown(app))
+        assert "host-" in text_of(app, "#header")  # the host's pseudonym, not its name
+        await pilot.press("1")
         procs = app.query_one("#mem-procs", DataTable)
         users = {str(procs.get_cell(k, "user")) for k in procs.rows}
-        assert users <= {"user0", "user1"}
-        assert not any("/" in str(procs.get_cell(k, "command")) for k in procs.rows)
-        await pilot.press("3")
-        await pilot.pause()
-        row = [str(c) for c in app.query_one("#map-table", DataTable).get_row("gpu0")]
-        assert row[4] == "bus-0" and row[5] == "GPU-0"
-        app.save_dir = str(tmp_path)
+        assert users and all(u.startswith("user-") for u in users)
         await pilot.press("s")
+        reports = await wait_for_files(pilot, tmp_path, "gputop-diag-report-*", 2)
+        await pilot.press("S")
         await pilot.pause()
-        saved = next(tmp_path.glob("*.json")).read_text()
-        uuid = app.latest.snapshot.gpus[0].static.uuid
-        for secret in ("gpu-node-07", uuid, "alice", "bob", "/home/", ":18:00.0"):
-            assert secret not in saved
+        snapshots = list(tmp_path.glob("gputop-diag-snapshot-*.json"))
+    assert [p.suffix for p in reports] == [".json", ".md"] and len(snapshots) == 1
+    doc = json.loads(snapshots[0].read_text())
+    assert doc["sanitized"] is True and "xid_history" in doc
+    files = [p.read_text() for p in (*reports, *snapshots)]
+    assert "## Diagnosis" in files[1]
+    named = [*zip("12345", shown, strict=True)]
+    named += zip(("report.json", "report.md", "S"), files, strict=True)
+    for where, text in named:
+        low = text.lower()
+        leaked = sorted(x for x in secret if x in low)
+        assert not leaked, f"{where}: {leaked}"
 
 
 async def test_table_rows_are_updated_in_place_never_cleared(monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -12,7 +13,6 @@ import time
 
 import pytest
 from test_tui_support import FedApp
-from textual.worker import WorkerState
 
 from gputop_diag import sim
 from gputop_diag.sampler import Sampler
@@ -28,12 +28,12 @@ async def wait_for(pilot, predicate, timeout: float = 5.0) -> bool:
     return predicate()
 
 
+def _loops_alive() -> int:
+    return sum(t.name == "gputop-collector" and t.is_alive() for t in threading.enumerate())
+
+
 def ticks(app) -> int:
     return 0 if app.latest is None else app.latest.ticks
-
-
-def collectors(app):
-    return [w for w in app.workers if w.group == "collect"]
 
 
 async def test_collectors_run_in_a_thread_and_stop_promptly_on_quit(monkeypatch):
@@ -50,13 +50,14 @@ async def test_collectors_run_in_a_thread_and_stop_promptly_on_quit(monkeypatch)
         assert await wait_for(pilot, lambda: app.latest is not None)
         assert len(app.latest.snapshot.gpus) == 8
         assert on_main_thread == [False]
-        [worker] = collectors(app)
-        assert worker.state == WorkerState.RUNNING
+        collector = app.collector
+        assert collector.running and collector.thread.daemon
         t0 = time.monotonic()
         await pilot.press("q")
-    # The loop waits on the worker's cancel event, not a blind 10 s sleep.
+    # The loop waits on its cancel event, not a blind 10 s sleep.
+    collector.thread.join(5)
     assert time.monotonic() - t0 < 2.0
-    assert worker.is_cancelled and worker.is_finished
+    assert collector.cancelled.is_set() and not collector.running
 
 
 async def test_space_pauses_sampling_r_samples_once_space_resumes():
@@ -75,7 +76,8 @@ async def test_space_pauses_sampling_r_samples_once_space_resumes():
         assert ticks(app) == paused_at + 1 and app.paused  # one sample, still paused
         await pilot.press("space")
         assert await wait_for(pilot, lambda: ticks(app) >= paused_at + 4)
-        assert len([w for w in collectors(app) if not w.is_finished]) == 1
+        # r and space each replaced the loop: the replaced ones have ended
+        assert await wait_for(pilot, lambda: _loops_alive() == 1)
 
 
 async def test_r_samples_now_without_waiting_for_the_interval():
@@ -126,37 +128,162 @@ async def test_low_bandwidth_uses_plain_glyphs_and_slower_history_repaints():
         assert app.query_one("#util-gpu0").plain != before
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
-def test_sighup_ends_the_program_cleanly():
-    """Run the real program under a pseudo-terminal and hang up on it."""
-    import pty
+# -- the real program under a terminal of its own ------------------------------------------------
+# The child is the session leader with the pty as its controlling terminal, as a login shell's
+# job is: closing the master side hangs the terminal up and the kernel itself sends SIGHUP and
+# SIGCONT (what happens when an SSH session drops or `tmux kill-session` runs).
+LAUNCH = (
+    "import os, sys; os.setsid(); fd = os.open(sys.argv[1], os.O_RDWR); "
+    "[os.dup2(fd, k) for k in (0, 1, 2)]; os.close(fd); os.execv(sys.executable, "
+    "[sys.executable, *sys.argv[2:]])"
+)
+EXIT_BOUND_S = 5.0  # a clean exit takes well under a second; the last guard waits 8 s
+HUNG_CHILD = """
+import json, sys, threading
+from gputop_diag import sim
+from gputop_diag.sim import fake_nvml_base
+from gputop_diag.tui import app as tui_app, feed
 
-    master, slave = pty.openpty()
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="80", LINES="24")
-    p = subprocess.Popen(
-        [sys.executable, "-m", "gputop_diag", "--demo", "idle"],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        start_new_session=True,
-    )
-    os.close(slave)
-    try:
-        deadline = time.time() + 20
-        seen = b""
-        while time.time() < deadline and b"IDLE" not in seen:
+fake_nvml_base.HANG_CAP_S = 60.0  # the hung call would return after a minute
+src = sim.build("idle", realtime=True)
+tick = feed.Feeder.tick
+
+def tick_then_hang(self):
+    update = tick(self)
+    if not src.sim.hangs:  # after the first tick, the GPU stops answering
+        src.sim.hang("nvmlDeviceGetUtilizationRates")
+    return update
+
+feed.Feeder.tick = tick_then_hang
+rc = tui_app.run_app(src, interval=0.2)
+stuck = [t.name for t in threading.enumerate() if t.name == "gputop-collector" and t.is_alive()]
+with open(sys.argv[1], "w") as f:
+    json.dump({"rc": rc, "shutdown": src.sim.call_counts["nvmlShutdown"], "stuck": stuck}, f)
+"""
+
+
+class PtyChild:
+    def __init__(self, *args: str) -> None:
+        import pty
+
+        self.master, slave = pty.openpty()
+        path = os.ttyname(slave)
+        os.close(slave)
+        env = dict(os.environ, TERM="xterm-256color", COLUMNS="80", LINES="24", NO_COLOR="1")
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", LAUNCH, path, *args], env=env, stdin=subprocess.DEVNULL
+        )
+
+    def read_until(self, needle: bytes, timeout: float = 30.0) -> bytes:
+        deadline, seen = time.time() + timeout, b""
+        while time.time() < deadline and needle not in seen:
             try:
-                if select.select([master], [], [], 0.5)[0]:
-                    seen += os.read(master, 65536)
+                if select.select([self.master], [], [], 0.2)[0]:
+                    seen += os.read(self.master, 65536)
+            except OSError:  # EIO: the child has not opened its terminal yet, or has ended
+                if self.p.poll() is not None:
+                    break
+                time.sleep(0.05)
+        return seen
+
+    def drain_until_exit(self, timeout: float) -> int | None:
+        """Keep reading the terminal (so output never blocks) until the child exits."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            rc = self.p.poll()
+            if rc is not None:
+                return rc
+            try:
+                if self.master >= 0 and select.select([self.master], [], [], 0.05)[0]:
+                    os.read(self.master, 65536)
             except OSError:
-                break
-        assert b"IDLE" in seen  # a verdict was painted: the collector ran
+                time.sleep(0.05)
+        return self.p.poll()
+
+    def hang_up(self) -> None:
+        os.close(self.master)
+        self.master = -1
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        if self.master >= 0:
+            os.close(self.master)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+@pytest.mark.parametrize("gap_s", [0.0, 0.15, 0.3])
+def test_sighup_then_sigcont_ends_the_program(gap_s):
+    """SIGCONT after SIGHUP, at any moment of the exit: it used to start a second input thread
+    (the interpreter then waited for it forever)."""
+    child = PtyChild("-m", "gputop_diag", "--demo", "idle")
+    try:
+        assert b"IDLE" in child.read_until(b"IDLE")  # a verdict was painted: the collector ran
         t0 = time.time()
-        p.send_signal(signal.SIGHUP)
-        assert p.wait(timeout=10) == 0
-        assert time.time() - t0 < 5
+        child.p.send_signal(signal.SIGHUP)
+        time.sleep(gap_s)
+        child.p.send_signal(signal.SIGCONT)
+        rc = child.drain_until_exit(15)
+        # 0: the app's own exit; 129 would be the last guard ending a process that hung
+        assert rc == 0, rc
+        assert time.time() - t0 < EXIT_BOUND_S
     finally:
-        if p.poll() is None:
-            p.kill()
-        os.close(master)
+        child.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+def test_a_terminal_that_hangs_up_ends_the_program():
+    """The terminal itself goes away: the kernel sends SIGHUP and SIGCONT, and every later
+    write fails; nothing may wait for the dead terminal."""
+    child = PtyChild("-m", "gputop_diag", "--demo", "compute-bound")
+    try:
+        assert b"COMPUTE" in child.read_until(b"COMPUTE")
+        t0 = time.time()
+        child.hang_up()
+        rc = child.drain_until_exit(15)
+        assert rc == 0, rc
+        assert time.time() - t0 < EXIT_BOUND_S
+    finally:
+        child.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+def test_quit_does_not_wait_for_a_hung_nvml_call(tmp_path):
+    """A GPU that stopped answering holds an NVML call (here for 60 s): q leaves after about a
+    second, without nvmlShutdown, the hung call left behind in its daemon thread."""
+    result = tmp_path / "result.json"
+    child = PtyChild("-c", HUNG_CHILD, str(result))
+    try:
+        assert b"GPU0" in child.read_until(b"GPU0")  # the first tick reached the screen
+        time.sleep(0.6)  # the second tick is now stuck in the driver
+        t0 = time.time()
+        os.write(child.master, b"q")
+        rc = child.drain_until_exit(70)
+        elapsed = time.time() - t0
+        assert rc == 0, rc
+        assert elapsed < EXIT_BOUND_S, elapsed
+        done = json.loads(result.read_text())
+        assert done["rc"] == 0
+        assert done["stuck"] == ["gputop-collector"]  # the call really hung to the end
+        assert done["shutdown"] == 0  # never nvmlShutdown under a call in flight
+    finally:
+        child.close()
+
+
+async def test_messages_that_arrive_while_the_view_closes_are_dropped():
+    """The collector thread can post a tick or a failure after the widgets are gone."""
+    from gputop_diag.tui.messages import CollectorFailed
+
+    app = FedApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.feed(2)
+        await pilot.pause()
+        for selector in ("#body", "#header", "#banner", "#tabs"):
+            await app.query_one(selector).remove()
+        app.feed(1)
+        app.post_message(CollectorFailed("sampler", "sampling failed: a test", "r tries again"))
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        assert app.latest is not None and app.latest.ticks == 3
+    assert not app.return_code  # no handler raised (Textual would end with 1)

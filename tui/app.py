@@ -1,19 +1,20 @@
 """The live view: header, pane tabs, banner, a ContentSwitcher of panes, the bottleneck panel,
 footer.
 
-A thread worker ticks the Monitor (sample, slow sources, classify) and posts `SnapshotReady`
-messages; the app draws only the visible pane, the side panel and the header, inside
-`batch_update()`. With `--replay FILE` a thread worker plays the recording instead, at the
-recorded pace times the replay speed, through a replaying Monitor (`replaying.py`).
+A daemon thread (`collector.py`) ticks the Monitor (sample, slow sources, classify) and posts
+`SnapshotReady` messages; the app draws only the visible pane, the side panel and the header,
+inside `batch_update()`. Quitting waits at most a second for a tick in flight; a hung-up
+terminal ends the app (`hangup.py`). With `--replay FILE` a thread worker plays the recording
+instead, at the recorded pace times the replay speed, through a replaying Monitor
+(`replaying.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import signal
+import secrets
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,21 +25,24 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import ContentSwitcher, DataTable, Footer
-from textual.worker import get_current_worker
 
 from ..export import redact_snapshot_json, snapshot_to_json
 from ..monitor import Monitor
 from ..monitor import run as run_monitor
 from ..recording import Recording
+from ..report import ReportSource
 from ..sampler import Sampler
+from ..sanitize import Sanitizer
 from ..sources import Sources
 from .banner import Banner
+from .collector import Collector
 from .feed import Feeder, ReplayPace, Update
 from .filter_screen import FilterScreen
+from .hangup import TerminalGuard
 from .header import HeaderBar, HeaderFacts, ReplayFacts
 from .help import HelpScreen
 from .keys import BINDINGS, JOB, PANES, SHORT_TITLES, TITLES
-from .messages import CollectorFailed, SnapshotReady
+from .messages import CollectorFailed, ReportWritten, SnapshotReady
 from .panes.base import Pane, View
 from .panes.driver import DriverPane
 from .panes.job import JobPane
@@ -48,7 +52,8 @@ from .panes.utilization import UtilizationPane
 from .panes.xid import XidPane
 from .procs import SORTS, ProcessFilter, SortOrder
 from .replaying import ReplayMixin
-from .saving import save_dirs, write_json
+from .reports import NotSafe, build_report, snapshot_document, write_report
+from .saving import Saved, save_dirs, write_json
 from .side_panel import SidePanel
 from .tabs import TabStrip
 
@@ -97,6 +102,11 @@ class GpuTopApp(ReplayMixin, App):
         self.low_bandwidth = low_bandwidth
         self.interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
         self.sanitize = sanitize
+        # --sanitize: one key for the session, so an identifier keeps its pseudonym on screen,
+        # in every report and snapshot written (never written anywhere itself)
+        self._key = secrets.token_bytes(32) if sanitize else None
+        self.sanitizer = Sanitizer(self._key) if sanitize else None
+        self._host_alias = self._alias_of_host()
         self.start_collectors = start_collectors
         self.save_dir = save_dir  # None: the current directory, then the fallbacks
         self.paused = False
@@ -111,12 +121,26 @@ class GpuTopApp(ReplayMixin, App):
         self.sweep = True  # histories sweep (cheap over SSH); `G` makes them scroll
         self.sampler: Sampler | None = None
         self.feeder: Feeder | None = None  # the collector (or replay) thread's
+        self.collector: Collector | None = None  # the sampling loop now running
+        self.guard = TerminalGuard(self, self._on_hangup)
         self._local: Feeder | None = None  # for snapshots posted without an update
         self._failure: CollectorFailed | None = None
         self._can_select = False
         self._scrollbar_render: type[ScrollBarRender] | None = None
         if low_bandwidth or os.environ.get("SSH_CONNECTION"):
             self.animation_level = "none"  # no animations over SSH
+
+    def _alias_of_host(self) -> str | None:
+        """Under --sanitize, the host name's pseudonym (the header's, before the first tick)."""
+        if self.sanitizer is None:
+            return None
+        try:
+            name = self.sources.hostname() if self.sources is not None else None
+        except Exception:  # noqa: BLE001 - a name we cannot read is shown as no name
+            name = None
+        if name is None and self.replay is not None:
+            name = self.replay.header.hostname
+        return self.sanitizer.hostname(name) if name else "host"
 
     # -- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -144,26 +168,28 @@ class GpuTopApp(ReplayMixin, App):
         self._apply_size()
         self._render_header()
         self._render_tabs()
-        try:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._on_hangup)
-        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
-            pass  # not the main thread (tests), or no SIGHUP on this platform
+        self.guard.install()  # SIGHUP, and SIGCONT only after our own Ctrl-Z
         if not self.start_collectors:
             return
         if self.replay is not None:
-            self.feeder = Feeder(Monitor(None))
+            self.feeder = Feeder(Monitor(None), self.sanitizer)
             self.play()
             self.measure_replay()
         else:
             monitor = Monitor(self.sources, interval=self.interval)
             self.sampler = monitor.sampler
-            self.feeder = Feeder(monitor)
+            self.feeder = Feeder(monitor, self.sanitizer)
             self.collect()
 
     def _on_hangup(self) -> None:
-        """The SSH session dropped: stop sampling and leave cleanly."""
+        """The SSH session dropped (SIGHUP): stop sampling and leave."""
+        self._stop_collector()
         self.workers.cancel_group(self, "collect")
         self.exit(return_code=0)
+
+    def exit(self, result=None, return_code: int = 0, message=None) -> None:
+        self.guard.leave()  # from now on a SIGCONT never starts application mode again
+        super().exit(result, return_code, message)
 
     def _resumed(self, _app=None) -> None:
         """Back from Ctrl-Z: the shell drew over the screen; paint all of it again."""
@@ -172,20 +198,24 @@ class GpuTopApp(ReplayMixin, App):
             widget.refresh()
 
     def on_unmount(self) -> None:
+        self.guard.leave()
+        self._stop_collector()
         self.workers.cancel_group(self, "collect")
         self.workers.cancel_group(self, "replay-extent")
         if self._scrollbar_render is not None:
             ScrollBar.renderer = self._scrollbar_render
-        try:
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
-        except (NotImplementedError, RuntimeError, ValueError, AttributeError):
-            pass
+        self.guard.uninstall()
         if self.feeder is not None:
-            self.feeder.monitor.close()  # waits for a tick in flight (the Sampler's lock)
+            # Waits at most a second for a tick in flight (the Sampler's lock); a call that
+            # hangs in the driver is left behind in the daemon thread, without nvmlShutdown.
+            self.feeder.monitor.close()
 
     def on_resize(self, event) -> None:
         self._terminal_size = event.size
-        self._apply_size()
+        try:
+            self._apply_size()
+        except NoMatches:  # a resize while the app closes
+            pass
 
     @property
     def ascii_only(self) -> bool:
@@ -215,31 +245,25 @@ class GpuTopApp(ReplayMixin, App):
         if self.latest is not None:
             self._render(self.latest)
 
-    # -- collection (a thread worker) ----------------------------------------------------------
-    @work(thread=True, exit_on_error=False, exclusive=True, group="collect", name="collector")
-    def collect(self, sample_first: bool = True) -> None:
-        """Sample every `interval` until cancelled; post each tick. Restarted by r, +/- and
-        resume (exclusive: the old loop ends on its cancel event)."""
-        cancel = get_current_worker().cancelled_event
-        take = sample_first
-        while not cancel.is_set():
-            if take or not self.paused:
-                try:
-                    update = self.feeder.tick()
-                except Exception as e:  # noqa: BLE001 - shown as a banner; the loop goes on
-                    self.post_message(
-                        CollectorFailed(
-                            "sampler",
-                            f"sampling failed: {type(e).__name__}: {e}",
-                            "the view keeps the last figures; r tries again",
-                        )
-                    )
-                else:
-                    if not cancel.is_set():
-                        self.post_message(SnapshotReady(update.snapshot, update))
-            take = False
-            if self.sources.clock.sleep(self.interval, cancel):
-                break
+    # -- collection (a daemon thread) -----------------------------------------------------------
+    def collect(self, sample_first: bool = True) -> Collector:
+        """Sample every `interval` until stopped; post each tick. Restarted by r, +/- and
+        resume: the old loop ends on its cancel event (a tick in flight finishes first, and
+        the Feeder's lock keeps the two from overlapping)."""
+        self._stop_collector()
+        self.collector = Collector(
+            self.feeder,
+            post=self.post_message,
+            interval=lambda: self.interval,
+            paused=lambda: self.paused,
+            sleep=self.sources.clock.sleep,
+            sample_first=sample_first,
+        ).start()
+        return self.collector
+
+    def _stop_collector(self) -> None:
+        if self.collector is not None:
+            self.collector.stop()
 
     def _restart_collector(self, sample_first: bool) -> None:
         if self.feeder is not None and self.replay is None:
@@ -250,7 +274,7 @@ class GpuTopApp(ReplayMixin, App):
         update = message.update
         if update is None:  # posted by a test or a screenshot: derive it here
             if self._local is None:
-                self._local = Feeder(Monitor(self.sources))
+                self._local = Feeder(Monitor(self.sources), self.sanitizer)
             update = self._local.add(message.snapshot)
         self.latest = update
         self._failure = None
@@ -262,7 +286,10 @@ class GpuTopApp(ReplayMixin, App):
     @on(CollectorFailed)
     def _collector_failed(self, message: CollectorFailed) -> None:
         self._failure = message
-        self._render_banner()
+        try:
+            self._render_banner()
+        except NoMatches:  # arrived while the app closes
+            pass
 
     # -- rendering ---------------------------------------------------------------------------
     def view(self) -> View:
@@ -280,10 +307,10 @@ class GpuTopApp(ReplayMixin, App):
 
     def _render_header(self) -> None:
         snap = self.latest.snapshot if self.latest is not None else None
-        if self.sanitize:
-            host = "host0"
-        elif snap is not None:
+        if snap is not None:  # under --sanitize, its pseudonym
             host = snap.system.hostname
+        elif self._host_alias is not None:
+            host = self._host_alias
         elif self.sources is not None:
             host = self.sources.hostname()
         else:
@@ -484,32 +511,98 @@ class GpuTopApp(ReplayMixin, App):
         self.repaint_visible()
 
     # -- saving ------------------------------------------------------------------------------
+    def _history_feeder(self) -> Feeder | None:
+        """The Feeder whose history the screen shows (the collector's, or the one fed by hand)."""
+        return self.feeder if self.feeder is not None else self._local
+
+    def _report_source(self) -> ReportSource:
+        if self.replay is not None:
+            return ReportSource("recording", interval_s=self.replay.header.interval_s)
+        if self.sources.simulated:
+            return ReportSource("simulator", self.sources.scenario, self.interval)
+        return ReportSource("live", interval_s=self.interval)
+
+    def action_save_report(self) -> None:
+        """`s`: the sanitized report of what the view holds, written in a worker thread."""
+        feeder = self._history_feeder()
+        if self.latest is None or feeder is None:
+            self.notify("nothing sampled yet", severity="warning")
+            return
+        self.notify("writing the sanitized report…", timeout=3)
+        self._write_report(feeder)
+
+    @work(thread=True, exit_on_error=False, group="report", name="report")
+    def _write_report(self, feeder: Feeder) -> None:
+        try:
+            snaps, diagnosis = feeder.window()
+            report = build_report(
+                snaps,
+                diagnosis,
+                source=self._report_source(),
+                environ=self.sources.environ if self.sources is not None else None,
+                sources=self.sources,
+                key=self._key,
+            )
+            saved = write_report(report, save_dirs(self.save_dir))
+        except Exception as e:  # noqa: BLE001 - said in a toast, never a traceback
+            self.post_message(ReportWritten(None, f"{type(e).__name__}: {e}"))
+            return
+        self.post_message(ReportWritten(saved, None, report.left_out))
+
+    @on(ReportWritten)
+    def _report_written(self, message: ReportWritten) -> None:
+        saved = message.saved
+        if saved is None:
+            self.notify(f"could not build the report: {message.error}", severity="error")
+            return
+        left = ", ".join(x["section"] for x in message.left_out)
+        note = f"; left out as not safe to share: {left}" if left else ""
+        self._said_saved("sanitized report", saved, f"{note}; read it once before you share it")
+
     def action_save(self) -> None:
+        """`S`: the last snapshot as JSON, with the Xid history the Xid pane shows."""
         if self.latest is None:
             self.notify("nothing sampled yet", severity="warning")
             return
-        doc = snapshot_to_json(self.latest.snapshot)
-        if self.sanitize:
-            doc = redact_snapshot_json(doc)
-        saved = write_json(doc, save_dirs(self.save_dir))
-        if saved.path is None:
+        feeder = self._history_feeder()
+        triage = feeder.monitor.xid_triage if feeder is not None else None
+        try:
+            doc = snapshot_document(
+                self.latest, triage.events if triage is not None else (), self._key, self.sources
+            )
+        except NotSafe as e:
             self.notify(
-                "could not write the snapshot anywhere: " + "; ".join(saved.problems),
+                f"snapshot not written: it could not be sanitized with confidence ({e} left)",
                 severity="error",
                 timeout=15,
             )
             return
-        self.last_saved = saved.path
-        where = os.path.abspath(saved.path)
-        if saved.problems:
-            self.notify(
-                f"snapshot written to {where} (not to {'; '.join(saved.problems)})",
-                severity="warning",
-                timeout=15,
-            )
-        else:
-            self.notify(f"snapshot written to {where}", timeout=10)
-        self._render_header()
+        self._said_saved("snapshot", write_json(doc, save_dirs(self.save_dir)))
+
+    def _said_saved(self, what: str, saved: Saved, note: str = "") -> None:
+        """A toast saying where `what` went (and where it could not go), or why nowhere."""
+        try:
+            if saved.path is None:
+                self.notify(
+                    f"could not write the {what} anywhere: " + "; ".join(saved.problems),
+                    severity="error",
+                    timeout=15,
+                )
+                return
+            self.last_saved = saved.path
+            where = os.path.abspath(saved.path)
+            also = "".join(f" and {os.path.basename(p)}" for p in saved.also)
+            if saved.problems:
+                self.notify(
+                    f"{what} written to {where}{also} (not to {'; '.join(saved.problems)}){note}",
+                    severity="warning",
+                    timeout=15,
+                )
+            else:
+                self.notify(f"{what} written to {where}{also}{note}", timeout=10)
+            self._render_header()
+        except NoMatches:  # written while the app closes
+            pass
 
     def action_toggle_panel(self) -> None:
         if self.narrow:
@@ -576,5 +669,9 @@ def run_app(
         save_dir=save_dir,
         process_filter=ProcessFilter(frozenset(only_gpus), frozenset(users), frozenset(pids)),
     )
-    app.run()
+    app.guard.armed = True  # a hung-up terminal: the process ends even if the exit hangs
+    try:
+        app.run()
+    finally:
+        app.guard.finished()
     return app.return_code or 0

@@ -5,6 +5,11 @@ slow sources, classify), so the UI thread never iterates the live history while 
 appends to it. A replay feeds recorded snapshots through a replaying Monitor the same way;
 with the collectors off (tests, screenshots) the app feeds snapshots into a `Feeder` of its own
 on the UI thread.
+
+Under `--sanitize` the Feeder passes each snapshot and diagnosis through the session's one
+`Sanitizer` (one key for the whole session: an identifier keeps its pseudonym from tick to
+tick), so every pane draws pseudonyms; the Monitor's history keeps what was sampled (the `s`
+report sanitizes it again, under the same key).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from ..history import History, slope_per_s
 from ..model import MIB, GpuState, Snapshot, XidEvent
 from ..monitor import WINDOW_S, Monitor, Tick
 from ..sampler import Sampler
+from ..sanitize import Sanitizer, seed_from_sources
 
 HISTORY_POINTS = 240  # samples kept for the history lines (wider than any pane)
 MAX_XID_EVENTS = 500
@@ -50,6 +56,7 @@ class Update:
     host_iowait: tuple[float | None, ...] = ()
     xid_events: tuple[XidEvent, ...] = ()  # every event seen so far, newest first
     ticks: int = 0  # snapshots seen so far
+    sampled: Snapshot | None = None  # under --sanitize: the snapshot as sampled (None: as shown)
 
 
 def _sm(g: GpuState) -> float | None:
@@ -121,10 +128,14 @@ class Feeder:
     the history while a thread appends to it.
     """
 
-    def __init__(self, monitor: Monitor) -> None:
+    def __init__(self, monitor: Monitor, sanitizer: Sanitizer | None = None) -> None:
         self.monitor = monitor
+        self.sanitizer = sanitizer  # --sanitize: what the screen shows is pseudonyms
         self._lock = threading.Lock()
         self._xids: list[XidEvent] = []
+        self._seeded_pids: set[int] = set()
+        if sanitizer is not None and monitor.sources is not None:
+            seed_from_sources(sanitizer, monitor.sources)  # the machine's names, this shell
 
     @classmethod
     def over(cls, sampler: Sampler) -> Feeder:
@@ -149,13 +160,40 @@ class Feeder:
         with self._lock:
             return self._derive(self.monitor.feed(snap))
 
+    def window(self) -> tuple[list[Snapshot], Diagnosis | None]:
+        """The snapshots the view holds (oldest first) and the diagnosis of the last one, as
+        sampled (not sanitized), read between two ticks."""
+        with self._lock:
+            return list(self.history.snapshots()), self.monitor.diagnosis
+
     def _derive(self, t: Tick) -> Update:
-        snap = t.snapshot
+        snap, diagnosis = t.snapshot, t.diagnosis
+        if self.sanitizer is not None:
+            snap, diagnosis = self._sanitized(snap, diagnosis)
         if snap.xid_events:
             newest_first = sorted(snap.xid_events, key=lambda x: x.timestamp, reverse=True)
             self._xids = (newest_first + self._xids)[:MAX_XID_EVENTS]
         gpus, cpu, iowait = series_of(self.history, t.diagnosis)
-        return Update(snap, t.diagnosis, gpus, cpu, iowait, tuple(self._xids), t.count)
+        sampled = t.snapshot if snap is not t.snapshot else None
+        return Update(snap, diagnosis, gpus, cpu, iowait, tuple(self._xids), t.count, sampled)
+
+    def _sanitized(
+        self, snap: Snapshot, diagnosis: Diagnosis | None
+    ) -> tuple[Snapshot, Diagnosis | None]:
+        """`snap` and `diagnosis` with every identifier replaced by the session's pseudonym;
+        the working directory of each new GPU process seeds its project's name first."""
+        s = self.sanitizer
+        sources = self.monitor.sources
+        if sources is not None:
+            for p in snap.gpu_processes:
+                if p.pid in self._seeded_pids:
+                    continue
+                self._seeded_pids.add(p.pid)
+                try:
+                    s.seed_cwd(sources.psutil.Process(p.pid).cwd())
+                except Exception:  # noqa: BLE001 - gone, another user's: nothing to seed
+                    continue
+        return s.model(snap), None if diagnosis is None else s.model(diagnosis)
 
 
 class ReplayPace:

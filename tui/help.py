@@ -27,6 +27,13 @@ a few cells over SSH; G makes them scroll instead (newest at the right).
 Memory: GROWING means a steady rise after the job's ramp-up (the same computation as the
 panel's memory-growth alert), not a job starting.
 
+Saving: s writes the sanitized report of what the view holds (its last ten minutes: Markdown
+and JSON, host and user names, UUIDs, bus ids and paths replaced, safe to paste into a public
+issue); S writes the last snapshot as JSON with the Xid history, for local use. Both go to
+--save-dir (default: here), else $XDG_STATE_HOME/gputop-diag or ~/.local/state/gputop-diag,
+else /tmp; the toast says where. Under --sanitize the screen, the report and the snapshot all
+show the same pseudonyms.
+
 Processes: the selected GPU's first, then by the sort column (o: next column, O: reverse,
 M memory, P CPU, N pid, or click a column's header). f (or \\, F4) filters: gpu:0,2
 user:alice pid:4242 or words of the command line; g shows only the selected GPU; Esc clears

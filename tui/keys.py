@@ -138,7 +138,20 @@ BINDINGS = [
         key_display="N",
         show=False,
     ),
-    _key("s", "save", "save", "write the last snapshot as JSON and show its path"),
+    _key(
+        "s",
+        "save_report",
+        "report",
+        "write the sanitized report (Markdown and JSON, safe to share) and show its path",
+    ),
+    _key(
+        "S",
+        "save",
+        "snapshot",
+        "write the last snapshot as JSON, with the Xid history (local use) and show its path",
+        key_display="S",
+        show=False,
+    ),
     _key(
         "p",
         "toggle_panel",

@@ -28,3 +28,15 @@ class CollectorFailed(Message):
         self.source = source
         self.message = message
         self.next_step = next_step
+
+
+class ReportWritten(Message):
+    """The report worker is done: where the report went (`saved`), or why it was not built."""
+
+    def __init__(
+        self, saved: object | None, error: str | None, left_out: list | tuple = ()
+    ) -> None:
+        super().__init__()
+        self.saved = saved
+        self.error = error
+        self.left_out = tuple(left_out)

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field, replace
 
 from ..model import GIB, MIB, Snapshot
 
-PYTHONS = ("python", "pypy")  # interpreters whose first argument is the script
-
 
 def command_text(cmdline: tuple[str, ...] | None, name: str | None) -> str:
     """The command as a person reads it: the program's base name, then its arguments.
@@ -29,18 +27,6 @@ def command_text(cmdline: tuple[str, ...] | None, name: str | None) -> str:
             return args[0]
         return " ".join([os.path.basename(args[0]) or args[0], *args[1:]])
     return name or "(not readable)"
-
-
-def script_of(cmdline: tuple[str, ...] | None) -> str | None:
-    """The script an interpreter runs (`train.py`), for the sanitized view; None otherwise."""
-    if not cmdline:
-        return None
-    prog = os.path.basename(cmdline[0])
-    if prog.startswith(PYTHONS):
-        for a in cmdline[1:]:
-            if not a.startswith("-"):
-                return os.path.basename(a)
-    return prog
 
 
 @dataclass(frozen=True)
@@ -135,15 +121,15 @@ class ProcRow:
     rss_bytes: int | None
 
 
-def process_rows(snap: Snapshot, sanitize: bool = False) -> list[ProcRow]:
-    """Every GPU process of `snap`, unfiltered, in NVML's order."""
+def process_rows(snap: Snapshot) -> list[ProcRow]:
+    """Every GPU process of `snap`, unfiltered, in NVML's order. Under --sanitize `snap` is
+    already the sanitized one (users and arguments are pseudonyms)."""
     totals = {g.index: g.mem_total_bytes or 0 for g in snap.gpus}
     migs = {
         (g.index, m.gpu_instance_id, m.compute_instance_id): m
         for g in snap.gpus
         for m in g.mig_instances
     }
-    users: dict[str, str] = {}
     rows = []
     for p in snap.gpu_processes:
         mig = migs.get((p.gpu_index, p.gpu_instance_id, p.compute_instance_id))
@@ -151,11 +137,7 @@ def process_rows(snap: Snapshot, sanitize: bool = False) -> list[ProcRow]:
         cmdline = info.cmdline if info is not None else None
         name = info.name if info is not None else None
         user = (info.user if info else None) or "?"
-        if sanitize:  # pseudonyms: no user names or paths on a shared screen
-            user = users.setdefault(user, f"user{len(users)}")
-            command = script_of(cmdline) or name or "(not readable)"
-        else:
-            command = command_text(cmdline, name)
+        command = command_text(cmdline, name)
         used = p.used_memory_bytes
         total = mig.memory_total_bytes if mig is not None else totals.get(p.gpu_index)
         rows.append(

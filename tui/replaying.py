@@ -8,6 +8,7 @@ stays at the end.
 from __future__ import annotations
 
 from textual import work
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.worker import get_current_worker
 
@@ -86,11 +87,17 @@ class ReplayMixin:
         start = self.replay.header.started if self.replay.header.started else message.first
         if start is not None and message.last is not None:
             self.replay_total_s = message.last - start
-            self._render_header()
+            try:
+                self._render_header()
+            except NoMatches:  # measured while the app closes
+                pass
 
     def on_replay_ended(self, message: ReplayEnded) -> None:
         self.replay_ended = True
-        self._render_header()
+        try:
+            self._render_header()
+        except NoMatches:  # the end arrived while the app closes
+            return
         for text in message.warnings:
             self.notify(text, severity="warning", timeout=15)
         if self.latest is None:

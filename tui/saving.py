@@ -1,7 +1,8 @@
-"""Where `s` writes the snapshot: the save directory, else the user's state directory, else /tmp.
+"""Where `s` writes the report and `S` the snapshot: the save directory, else the user's state
+directory, else /tmp.
 
 A live view is often started in a directory the user cannot write (a shared project folder,
-`/`); the snapshot must still land somewhere, and the view must say where. File names use the
+`/`); the file must still land somewhere, and the view must say where. File names use the
 wall clock, never the simulator's or a recording's time.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -38,6 +39,7 @@ def save_dirs(save_dir: str | None, environ: Mapping[str, str] | None = None) ->
 class Saved:
     path: str | None  # None when no directory took it
     problems: tuple[str, ...] = ()  # "DIR: why", for each directory that refused
+    also: tuple[str, ...] = ()  # the other files written beside `path` (a report's JSON)
 
 
 def _free_name(directory: str, stamp: str) -> str:
@@ -74,4 +76,21 @@ def write_json(doc: Any, dirs: list[str], now: datetime | None = None) -> Saved:
                 pass
             continue
         return Saved(path, tuple(problems))
+    return Saved(None, tuple(problems))
+
+
+def write_into(write: Callable[[str], tuple[str, ...]], dirs: list[str]) -> Saved:
+    """Call `write(directory)` (it returns the paths it wrote, the main one first, and raises
+    OSError without leaving anything behind) for each directory of `dirs` until one takes it;
+    the directories after the first are made if missing."""
+    problems: list[str] = []
+    for k, directory in enumerate(dirs):
+        try:
+            if k > 0:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            paths = write(directory)
+        except OSError as e:
+            problems.append(f"{directory}: {e.strerror or e}")
+            continue
+        return Saved(paths[0], tuple(problems), tuple(paths[1:]))
     return Saved(None, tuple(problems))

@@ -227,9 +227,7 @@ class MemoryPane(Pane):
                     table.add_column(label, key=key, width=col_width)
             self._columns = columns
             self._order = ()
-        every = [
-            held_row(self._holds, r, snap.timestamp) for r in process_rows(snap, view.sanitize)
-        ]
+        every = [held_row(self._holds, r, snap.timestamp) for r in process_rows(snap)]
         shown = ordered([r for r in every if matches(r, view.filter)], view.sort, view.selected_gpu)
         rows = {r.key: row_cells(r, columns) for r in shown}
         order = tuple(rows)

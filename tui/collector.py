@@ -1,0 +1,80 @@
+"""The live view's sampling loop, in a daemon thread of its own.
+
+Not a Textual thread worker: a worker runs in the event loop's executor, and leaving the program
+waits for every executor thread to finish. A GPU that stopped answering can hold one NVML call
+for minutes, so quitting would wait for it. This loop's thread is a daemon: quitting stops the
+loop, waits at most `QUIT_WAIT_S` for a tick in flight (`Sampler.close`), and leaves a call that
+does not return behind, without `nvmlShutdown` (the driver cleans up after the process).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from .feed import Feeder, Update
+from .messages import CollectorFailed, SnapshotReady
+
+
+class Collector:
+    """Sample through `feeder` every `interval()` seconds until `stop()`; post each tick.
+
+    `paused()` is read before each tick (a paused view samples only the first tick when
+    `sample_first`); `post` is the app's thread-safe `post_message`; `sleep(seconds, cancel)`
+    is the sources' clock (True when `cancel` was set while waiting)."""
+
+    def __init__(
+        self,
+        feeder: Feeder,
+        *,
+        post: Callable[[object], object],
+        interval: Callable[[], float],
+        paused: Callable[[], bool],
+        sleep: Callable[[float, threading.Event], bool],
+        sample_first: bool = True,
+    ) -> None:
+        self.feeder = feeder
+        self._post = post
+        self._interval = interval
+        self._paused = paused
+        self._sleep = sleep
+        self.cancelled = threading.Event()
+        self.ticks = 0  # ticks this loop took
+        self.thread = threading.Thread(
+            target=self._run, args=(sample_first,), name="gputop-collector", daemon=True
+        )
+
+    def start(self) -> Collector:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """End the loop: at once when it waits, after the tick in flight otherwise."""
+        self.cancelled.set()
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def _run(self, take: bool) -> None:
+        cancel = self.cancelled
+        while not cancel.is_set():
+            if take or not self._paused():
+                update: Update | None = None
+                try:
+                    update = self.feeder.tick()
+                except Exception as e:  # noqa: BLE001 - shown as a banner; the loop goes on
+                    message: object = CollectorFailed(
+                        "sampler",
+                        f"sampling failed: {type(e).__name__}: {e}",
+                        "the view keeps the last figures; r tries again",
+                    )
+                else:
+                    message = SnapshotReady(update.snapshot, update)
+                self.ticks += 1
+                if cancel.is_set():  # replaced (r, +/-) or quitting: the new loop posts
+                    break
+                self._post(message)
+            take = False
+            if self._sleep(self._interval(), cancel):
+                break

@@ -1,0 +1,187 @@
+"""Leaving when the terminal goes away: an SSH session that drops, `tmux kill-session`.
+
+The kernel hangs the terminal up: it sends SIGHUP, then SIGCONT, to the foreground process
+group, and from then on every write to the terminal fails (EIO). Two things in Textual's Linux
+driver turn that into a program that never exits:
+- it answers every SIGCONT by starting application mode again (it takes any SIGCONT for the
+  end of a Ctrl-Z). A SIGCONT that lands while the program leaves starts a second input thread
+  that nothing stops, and the interpreter waits for it forever;
+- its writer thread dies on the first failed write, and the next writes wait forever for room
+  in its queue (the main thread, stuck in `LinuxDriver.close → WriterThread.stop`).
+
+`TerminalGuard` owns SIGHUP, SIGTSTP and SIGCONT for the app: SIGCONT resumes application mode
+only after the app's own suspend (Ctrl-Z), never while leaving; on SIGHUP a terminal that is
+gone gets no more writes (a sink stands in for the writer thread) and the app exits. A last
+guard, armed by `run_app` only, ends the process with `HANGUP_EXIT` if it is still alive
+`HANGUP_GRACE_S` after the hang-up (nobody is left to stop it by hand).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import termios
+import threading
+from collections.abc import Callable
+from typing import Any
+
+HANGUP_GRACE_S = 8.0
+HANGUP_EXIT = 128 + getattr(signal, "SIGHUP", 1)  # 129: what a shell reports for a hang-up
+
+
+class _Sink:
+    """Stands in for the driver's writer thread once the terminal is gone."""
+
+    def __init__(self, fileno: int) -> None:
+        self._fileno = fileno
+
+    def write(self, text: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fileno
+
+
+def terminal_gone(fd: int) -> bool:
+    """True when `fd` is a terminal that was hung up (or is no terminal at all any more)."""
+    try:
+        termios.tcgetattr(fd)
+    except (termios.error, OSError, ValueError):
+        return True
+    return False
+
+
+def mute(driver: Any) -> bool:
+    """Send no more output to the terminal: the driver's writer thread gets a sink in its place,
+    and the old one is told to end (its queue emptied first, so a write already waiting for
+    room goes through). False when this driver has no writer thread."""
+    writer = getattr(driver, "_writer_thread", None)
+    if writer is None or isinstance(writer, _Sink):
+        return False
+    try:
+        fileno = writer.fileno()
+    except (OSError, ValueError, AttributeError):
+        fileno = -1
+    driver._writer_thread = _Sink(fileno)
+    q = getattr(writer, "_queue", None)
+    if q is not None:
+        try:
+            while True:
+                q.get_nowait()
+        except queue.Empty:
+            pass
+        try:
+            q.put_nowait(None)
+        except queue.Full:
+            pass
+    return True
+
+
+class TerminalGuard:
+    """SIGHUP, SIGTSTP and SIGCONT for one app (see the module's text)."""
+
+    def __init__(self, app: Any, on_hangup: Callable[[], None]) -> None:
+        self.app = app
+        self._on_hangup = on_hangup
+        self.suspended = False  # application mode stopped by our own Ctrl-Z
+        self.leaving = False
+        self.hung_up = False
+        self.muted = False
+        self.armed = False  # the last guard: set by run_app, never in tests
+        self._done = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._previous: dict[int, Any] = {}
+
+    # -- installing ------------------------------------------------------------------------------
+    def install(self) -> bool:
+        """Take over the three signals (the main thread only; elsewhere nothing changes)."""
+        if not hasattr(signal, "SIGHUP"):
+            return False
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        self._loop = asyncio.get_running_loop()
+        driver = self.app._driver
+        wanted: list[tuple[int, Any]] = [(signal.SIGHUP, self._hangup)]
+        if driver is not None and hasattr(driver, "_sigcont_application"):
+            wanted += [(signal.SIGTSTP, self._suspend), (signal.SIGCONT, self._continue)]
+        for sig, handler in wanted:
+            try:
+                self._previous[sig] = signal.signal(sig, handler)
+            except (ValueError, OSError):
+                continue
+        return True
+
+    def uninstall(self) -> None:
+        """Give SIGHUP back; SIGTSTP and SIGCONT get their default (the driver that set them
+        is closing: a late SIGCONT must not start it again)."""
+        for sig, previous in self._previous.items():
+            try:
+                if sig == signal.SIGHUP:
+                    signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+                else:
+                    signal.signal(sig, signal.SIG_DFL)
+            except (ValueError, OSError, TypeError):
+                pass
+        self._previous.clear()
+
+    # -- leaving ---------------------------------------------------------------------------------
+    def leave(self) -> None:
+        """The app is exiting: no SIGCONT starts application mode again from now on."""
+        self.leaving = True
+        driver = self.app._driver
+        if driver is not None and hasattr(driver, "_auto_restart"):
+            driver._auto_restart = False
+
+    def finished(self) -> None:
+        """The app has exited: the last guard stands down."""
+        self._done.set()
+
+    # -- the handlers (the main thread, between two bytecodes of whatever it was doing) -----------
+    def _suspend(self, signum: int, frame: Any) -> None:
+        driver = self.app._driver
+        if self.leaving or driver is None:
+            signal.raise_signal(signal.SIGSTOP)
+            return
+        self.suspended = True
+        driver._sigtstp_application(signum, frame)  # stops here until `fg`
+
+    def _continue(self, signum: int, frame: Any) -> None:
+        driver = self.app._driver
+        if not self.suspended or self.leaving or self.hung_up or driver is None:
+            return  # not ours to resume (a hang-up's SIGCONT, or one while leaving)
+        self.suspended = False
+        driver._sigcont_application(signum, frame)
+
+    def _hangup(self, signum: int, frame: Any) -> None:
+        if self.hung_up:
+            return
+        self.hung_up = True
+        self.leave()
+        driver = self.app._driver
+        if driver is not None:
+            out = getattr(driver, "_file", None)
+            try:
+                fd = out.fileno() if out is not None else driver.fileno
+            except (OSError, ValueError, AttributeError):
+                fd = -1
+            if fd < 0 or terminal_gone(fd):
+                self.muted = mute(driver)
+        if self.armed:
+            threading.Thread(target=self._last_guard, name="gputop-hangup", daemon=True).start()
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._on_hangup)
+
+    def _last_guard(self) -> None:
+        if not self._done.wait(HANGUP_GRACE_S):
+            os._exit(HANGUP_EXIT)
