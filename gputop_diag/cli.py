@@ -105,12 +105,63 @@ def build_parser() -> argparse.ArgumentParser:
         "`fleet` (--bearer-token-file, --ca-file, ...)",
     )
     importlib.import_module(".commands.fleet", __package__).add_access_arguments(p)
+    _add_live_view(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, helptext) in COMMANDS.items():
         sp = sub.add_parser(name, help=helptext, description=helptext)
         _add_common(sp, top=False)
         importlib.import_module(f".commands.{module}", __package__).add_arguments(sp)
     return p
+
+
+def _numbers(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"numbers separated by commas, not {text!r}") from None
+
+
+def _names(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _add_live_view(p: argparse.ArgumentParser) -> None:
+    """The live view's own options (nvitop's filters, where `s` and `S` write)."""
+    g = p.add_argument_group("live view")
+    g.add_argument(
+        "--save-dir",
+        metavar="DIR",
+        default=None,
+        help="where s (the sanitized report) and S (the snapshot) write; default: the current "
+        "directory, else $XDG_STATE_HOME/gputop-diag or ~/.local/state/gputop-diag, else /tmp",
+    )
+    g.add_argument(
+        "--only",
+        metavar="GPU[,GPU]",
+        dest="live_gpus",
+        type=_numbers,
+        action="append",
+        default=[],
+        help="show only these GPUs and their processes (the f and g keys change it)",
+    )
+    g.add_argument(
+        "--user",
+        metavar="NAME[,NAME]",
+        dest="live_users",
+        type=_names,
+        action="append",
+        default=[],
+        help="show only the GPU processes of these users",
+    )
+    g.add_argument(
+        "--pid",
+        metavar="PID[,PID]",
+        dest="live_pids",
+        type=_numbers,
+        action="append",
+        default=[],
+        help="show only these GPU processes",
+    )
 
 
 def _fix_bare_demo(argv: list[str]) -> list[str]:
@@ -182,6 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sanitize=args.sanitize,
                 low_bandwidth=args.low_bandwidth,
                 replay=feed if isinstance(feed, Recording) else None,
+                save_dir=args.save_dir,
+                only_gpus=[g for part in args.live_gpus for g in part],
+                users=[u for part in args.live_users for u in part],
+                pids=[n for part in args.live_pids for n in part],
             )
         return module.run(args, feed)
     except RecordingError as e:  # a recording damaged past its header

@@ -246,3 +246,29 @@ def test_without_a_terminal_it_prints_one_snapshot_and_exits(cli):
     assert "\x1b[" not in r.stdout  # no escape codes in the file
     assert "gpu-node-07" in r.stdout and "H100" in r.stdout
     assert "not a terminal" in r.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a pty")
+def test_filters_and_the_save_directory_from_the_command_line(tmp_path):
+    p, master = _pty_run(
+        "--demo", "compute-bound", "--only", "1,2", "--user", "alice", "--save-dir", str(tmp_path)
+    )
+    try:
+        seen = _read_until(master, b"user alice")
+        assert b"GPU 1,2" in seen and b"user alice" in seen  # the filter, named on screen
+        os.write(master, b"S")
+        deadline = time.time() + 10
+        while time.time() < deadline and not list(tmp_path.glob("gputop-diag-snapshot-*")):
+            _read_until(master, b"\x00", timeout=0.2)
+        assert len(list(tmp_path.glob("gputop-diag-snapshot-*.json"))) == 1
+        os.write(master, b"q")
+        assert p.wait(timeout=10) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+
+
+def test_bad_filters_on_the_command_line_are_usage_errors(cli):
+    r = cli("--demo", "idle", "--only", "one", timeout=60)
+    assert r.returncode == 2 and "--only: numbers separated by commas" in r.stderr
