@@ -110,4 +110,5 @@ async def test_side_panel_alert_and_driver_pane():
         screen = screen_text(app)
         assert "driver chain broken at the CUDA runtime" in screen  # the side panel
         assert "CUDA driver version is insufficient" in screen
-        assert "52011" in screen and "13.0" in screen  # the pane's runtime layer
+        assert "pid 52011 python (alice), on no GPU: TOO NEW" in screen  # the pane's runtime layer
+        assert "cudart 13.0.96 (pip)" in screen and "verdict:  BROKEN" in screen

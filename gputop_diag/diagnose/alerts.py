@@ -314,8 +314,8 @@ def driver_chain_alerts(snap) -> tuple[Alert, ...]:
             Alert(
                 "driver_chain",
                 "critical",
-                f'driver chain broken at the {p.layer}: {p.text}. Users see: "{p.error_text}".'
-                f" Next: {p.next_step} (gputop-diag driver)",
+                f"driver chain broken at the {p.layer}: {p.brief or p.text}. Users see: "
+                f'"{p.first_error}" (gputop-diag driver)',
             )
         )
     return tuple(out)

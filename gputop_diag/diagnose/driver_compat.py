@@ -200,6 +200,12 @@ class Problem:
     next_step: str
     pids: tuple[int, ...] = ()
     code: str = ""  # short id: module_missing, mismatch, nvml_missing, runtime_too_new, ...
+    brief: str = ""  # what and what to do, in one sentence (the side panel's alert)
+
+    @property
+    def first_error(self) -> str:
+        """The first text users see, without the codes and alternatives after it."""
+        return self.error_text.split(" (")[0].split(" / ")[0].split("; ")[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +271,8 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
                 "(a kernel updated without the module rebuilt by DKMS, Secure Boot refusing an "
                 "unsigned module, nouveau holding the GPU)",
                 code="module_not_loaded",
+                brief="the NVIDIA kernel module is not loaded: `sudo modprobe nvidia`, then the "
+                "kernel log says why it was not",
             )
         )
         return tuple(out)
@@ -280,6 +288,8 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
                 "(e.g. libnvidia-compute / nvidia-utils); in a container, the NVIDIA container "
                 "toolkit mounts them",
                 code="nvml_missing",
+                brief="the kernel module is loaded but libnvidia-ml.so.1 is missing: reinstall "
+                "the driver's user-space packages",
             )
         )
     mismatch = (
@@ -305,6 +315,7 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
                 "shows `NVRM: API mismatch`; pin the driver packages so unattended upgrades "
                 "cannot do it again",
                 code="mismatch",
+                brief=f"{versions}: reboot (or reload the modules when the GPUs are idle)",
             )
         )
     driver = f.module_version or f.library_version
@@ -336,6 +347,8 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
                     "instead, or use a framework build for the driver's CUDA",
                     (p.pid,),
                     "compat_hw",
+                    f"pid {p.pid} uses the forward-compatibility package on a GPU without it: "
+                    "upgrade the driver instead",
                 )
             )
         elif v.status == "mvc":
@@ -368,6 +381,8 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
                     "same version; in a container, do not bake libcuda into the image",
                     (p.pid,),
                     "libcuda_mismatch",
+                    f"pid {p.pid} mapped libcuda {p.libcuda}, the kernel module is "
+                    f"{f.module_version}: restart it once both are one version",
                 )
             )
     if too_new:
@@ -393,6 +408,9 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
                 "data-centre GPU the forward-compatibility package (cuda-compat)",
                 pids,
                 "runtime_too_new",
+                f"{who} is newer than the driver {driver or '?'} supports (CUDA {dmax}): it "
+                f"cannot create a CUDA context; next: a driver >= {need}, or a framework build "
+                f"for CUDA <= {dmax}",
             )
         )
     if f.toolkit and f.driver_max:
