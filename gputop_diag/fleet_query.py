@@ -136,23 +136,42 @@ def selector(name: str | None, match: str) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
+# Ours: the scrape interval is also counted over the last two minutes and the last 30 s, so
+# series younger than the window (exporters started a minute ago) do not read as sparse.
+RECENT_STEP_SPANS_S = (120.0, 30.0)
+
+
 def detect_step(prom: Prometheus, match: str, window_s: float, end: float) -> float:
-    """The scrape interval, from how many samples the densest GPU series has in the window."""
-    w = int(math.ceil(window_s))
-    n = 0.0
-    for name in PRESENCE:  # one at a time: count_over_time drops the name, the labels collide
-        res = prom.query(f"max(count_over_time({selector(name, match)}[{w}s]))", at=end)
-        n = max(n, res[0][1] if res else 0.0)
-    if not n:
+    """The scrape interval, from how many samples the densest GPU series has in the window
+    and in its last two minutes and 30 s (the finest)."""
+    spans = step_spans(window_s)
+    steps = []
+    for span in spans:
+        w = int(math.ceil(span))
+        n = 0.0
+        for name in PRESENCE:  # one at a time: count_over_time drops the name, labels collide
+            res = prom.query(f"max(count_over_time({selector(name, match)}[{w}s]))", at=end)
+            n = max(n, res[0][1] if res else 0.0)
+        if n:
+            steps.append(_step_of(span, n))
+    if not steps:
         raise NoFleetData(
             f"no dcgm-exporter series ({' or '.join(PRESENCE)}) "
             + (f"match {match!r} " if match.strip() else "")
             + f"in the {window_s:g} s before {time.strftime('%H:%M:%S', time.localtime(end))}"
         )
-    # n samples one interval apart fit the window: the interval lies in [W/n, W/(n-1)]; take
+    return min(steps)
+
+
+def step_spans(window_s: float) -> list[float]:
+    return sorted({window_s, *(min(window_s, s) for s in RECENT_STEP_SPANS_S)})
+
+
+def _step_of(span: float, n: float) -> float:
+    # n samples one interval apart fit the span: the interval lies in [W/n, W/(n-1)]; take
     # the usual scrape interval in that range, else its middle
-    lo = window_s / n
-    hi = window_s / (n - 1) if n > 1 else window_s
+    lo = span / n
+    hi = span / (n - 1) if n > 1 else span
     usual = [s for s in USUAL_SCRAPE_S if lo - 1e-6 <= s <= hi + 1e-6]
     return float(usual[0]) if usual else max(1.0, float(round((lo + hi) / 2)))
 

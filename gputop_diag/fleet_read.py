@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 
 from .dcgm_fields import BY_NAME, JOB_LABEL, MIG_FIELDS, MIG_ID_LABEL, MIG_PROFILE_LABEL, XID_FIELD
 from .diagnose import thresholds as T
-from .fleet_query import OWN, PRESENCE, Column, Grid, NoFleetData, detect_step, fetch
+from .fleet_query import (
+    OWN,
+    PRESENCE,
+    Column,
+    Grid,
+    NoFleetData,
+    detect_step,
+    fetch,
+    step_spans,
+)
 from .fleet_snapshots import GpuColumns, NodeColumns, node_snapshots
 from .model import Snapshot
 from .prom_client import Prometheus, Series
@@ -84,7 +93,7 @@ def read_fleet(
     finally:
         if collecting:
             gc.enable()
-    data.queries = queries + (0 if step_s else len(PRESENCE))
+    data.queries = queries + (0 if step_s else len(step_spans(window_s)) * len(PRESENCE))
     return data
 
 

@@ -62,7 +62,7 @@ class FleetViewState:
 class FleetApp(App):
     TITLE = "gputop-diag fleet"
     CSS = """
-    #fleet-head { height: 1; background: $primary-background; }
+    #fleet-head { height: auto; background: $primary-background; }
     #fleet-problem { height: auto; color: $error; }
     #fleet-jobs { height: auto; max-height: 10; }
     """
@@ -105,9 +105,9 @@ class FleetApp(App):
     @work(thread=True, exclusive=True, group="fleet", name="fleet")
     def refresh_loop(self) -> None:
         cancel = get_current_worker().cancelled_event
-        first = self.state.verdict is None
+        first = True  # read at once: a pane coming back shows what it had meanwhile
         while not cancel.is_set():
-            if not first:  # a pane coming back shows what it had, then waits its turn
+            if not first:
                 self._wake.wait(self.watch.refresh_s)
                 self._wake.clear()
                 if cancel.is_set():
@@ -156,7 +156,8 @@ class FleetApp(App):
                 table.move_cursor(row=keys.index(self.state.cursor_key))
         where = "Prometheus" if self.sanitize else f"Prometheus {self.watch.query.prom.url}"
         self._head(
-            f"Fleet: {len(fv.nodes)} nodes · {where} · window {data.end - data.start:.0f} s, "
+            f"Fleet: {len(fv.nodes)} nodes · {where} · window "
+            f"{self.watch.query.window_s:.0f} s, "
             f"a sample every {data.step_s:g} s · at {iso_time(data.end)[11:19]} · sort: "
             f"{self.state.sort} (a/c/n) · Enter opens a node"
         )
