@@ -339,3 +339,20 @@ def test_mapping_command_without_a_driver(capsys):
     assert main(["--demo", "no-gpu", "mapping"]) == 3
     out = capsys.readouterr()
     assert "no GPU to map" in out.out and "this shell:" in out.out
+
+
+def test_mapping_asks_the_simulated_scontrol_for_a_running_jobs_gres():
+    import dataclasses
+
+    src = sim.build("scheduler-wait")
+    src = dataclasses.replace(src, environ={**src.environ, "SLURM_JOB_ID": "48190"})
+    m = collect_mapping(_sample(src, True), src)
+    [job] = m.jobs
+    assert job.job_id == "48190" and job.state == "RUNNING"
+    assert job.gpus_on("gpu-node-03") == tuple(range(8))
+    assert m.shell_slurm.in_job and m.shell_slurm.global_ids is None
+    assert any("scontrol show job -d" in c for c in m.conclusions)
+    # a job the controller does not know: said, not raised
+    src = dataclasses.replace(src, environ={**src.environ, "SLURM_JOB_ID": "99"})
+    m = collect_mapping(_sample(src, True), src)
+    assert m.jobs == () and any("99" in e for e in m.errors)

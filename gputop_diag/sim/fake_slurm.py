@@ -178,7 +178,8 @@ class FakeSlurm:
             if not jobs:
                 return CommandResult(1, "", INVALID_JOB)
         one = "-o" in argv or "--oneliner" in argv
-        blocks = [self._show(j) for j in jobs]
+        details = "-d" in argv or "--details" in argv
+        blocks = [self._show(j, details) for j in jobs]
         if one:
             return CommandResult(0, "".join(" ".join(b) + "\n" for b in blocks))
         return CommandResult(
@@ -205,7 +206,7 @@ class FakeSlurm:
             )
         return CommandResult(0, "".join(r + "\n" for r in rows))
 
-    def _show(self, j: dict) -> list[str]:
+    def _show(self, j: dict, details: bool = False) -> list[str]:
         f = self.fields(j)
         pending = j["state"] == "PENDING"
         n = j["nodes"]
@@ -234,6 +235,7 @@ class FakeSlurm:
             if pending
             else f"AllocTRES=cpu={64 * n},mem={500 * n}G,node={n},billing={64 * n},gres/gpu={gpus}",
             "Socks/Node=* NtasksPerN:B:S:C=8:0:*:* CoreSpec=*",
+            *self._details(j, f["N"], pending, details),
             "MinCPUsNode=64 MinMemoryNode=500G MinTmpDiskNode=0",
             "Features=(null) DelayBoot=00:00:00",
             "OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null)",
@@ -243,6 +245,19 @@ class FakeSlurm:
             "StdIn=/dev/null",
             f"StdOut={home}/slurm-{j['id']}.out",
             f"TresPerNode={j['gres']}",
+        ]
+
+    @staticmethod
+    def _details(j: dict, nodelist: str, pending: bool, details: bool) -> list[str]:
+        """`scontrol show job -d`: the job's GRES, then per node its CPUs and GPU indices
+        (`GRES=gpu:8(IDX:0-7)`, Slurm's global numbering of that node's GPUs)."""
+        if not details or pending:
+            return []
+        per_node = int(j["gres"].rsplit(":", 1)[-1])
+        idx = j.get("gpu_idx", f"0-{per_node - 1}" if per_node > 1 else "0")
+        return [
+            f"JOB_GRES=gpu:{per_node * j['nodes']}",
+            f"  Nodes={nodelist} CPU_IDs=0-63 Mem=512000 GRES=gpu:{per_node}(IDX:{idx})",
         ]
 
     # -- sacct -------------------------------------------------------------------------------
