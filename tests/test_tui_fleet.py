@@ -263,3 +263,11 @@ def test_fleet_view_state_survives_a_node_visit():
     state = FleetViewState(sort="class", cursor_key="node-b")
     app = FleetApp(FleetWatch(query("http://127.0.0.1:9")), state)
     assert app.state.sort == "class" and app.state.cursor_key == "node-b"
+
+
+def test_series_younger_than_the_window_keep_their_scrape_interval(prometheus):
+    """40 s of one-a-second scrapes in a 5-minute window: the step is 1 s, not 300/40."""
+    watch = FleetWatch(FleetQuery(Prometheus(prometheus.url), window_s=300.0))
+    fv = watch.judge()
+    assert watch.step_s == 1.0 and fv.data.step_s == 1.0
+    assert {v.node.key: v.diagnosis.primary for v in fv.nodes} == EXPECTED
