@@ -96,6 +96,7 @@ class NodeFeed:
         *,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float, threading.Event], bool] | None = None,
+        shown_as: str | None = None,
     ) -> None:
         self.query = query
         self.key = key
@@ -103,7 +104,7 @@ class NodeFeed:
         self.match = _and(query.match, node_matcher(key, hostname))
         self.clock = clock
         self._sleep = sleep or (lambda s, cancel: cancel.wait(s))
-        self.name = f"{key} (Prometheus)"
+        self.name = f"{shown_as or key} (Prometheus)"  # a pseudonym under --sanitize
         self.path = query.prom.url
         self.warnings: list[str] = []
         self.on_warning: Callable[[str], None] = lambda text: None

@@ -181,7 +181,7 @@ async def test_fleet_pane_lists_the_nodes_sorts_and_opens_one(prometheus):
         assert table.current_key() == kept
         table.move_cursor(row=0)
         await pilot.press("down", "enter")
-    assert app.open_node == ("node-b", "node-b")
+    assert app.open_node == ("node-b", "node-b", "node-b")
     assert app.state.cursor_key == "node-b" and app.state.sort == "node"
 
 
@@ -271,3 +271,22 @@ def test_series_younger_than_the_window_keep_their_scrape_interval(prometheus):
     fv = watch.judge()
     assert watch.step_s == 1.0 and fv.data.step_s == 1.0
     assert {v.node.key: v.diagnosis.primary for v in fv.nodes} == EXPECTED
+
+
+async def test_sanitized_fleet_pane_shows_pseudonyms_only(prometheus):
+    app = FleetApp(FleetWatch(query(prometheus.url)), sanitize=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        table = app.query_one(FleetTable)
+        await settle(pilot, lambda: table.row_count == 3)
+        screen = "\n".join(
+            str(app.query_one(w).render()) for w in ("#fleet-head", "#fleet-jobs")
+        ) + "".join(str(table.get_row_at(i)) for i in range(table.row_count))
+        for host in NODES:
+            assert host not in screen
+        assert prometheus.url not in screen and "node-1" in screen
+        await pilot.press("enter")
+    key, hostname, shown = app.open_node
+    assert key in NODES and shown.startswith("node-") and shown != key
+    assert NodeFeed(query(prometheus.url), key, hostname, shown_as=shown).name == (
+        f"{shown} (Prometheus)"
+    )

@@ -82,7 +82,7 @@ class FleetApp(App):
         self.watch = watch
         self.state = state or FleetViewState()
         self.sanitize = sanitize
-        self.open_node: tuple[str, str | None] | None = None
+        self.open_node: tuple[str, str | None, str] | None = None  # key, hostname, shown as
         self._wake = threading.Event()
 
     def compose(self) -> ComposeResult:
@@ -131,13 +131,17 @@ class FleetApp(App):
         self._show(message.verdict)
 
     def on_fleet_read_failed(self, message: FleetReadFailed) -> None:
-        self.state.problem = message.text
+        text = message.text
+        if self.sanitize:
+            text = text.replace(self.watch.query.prom.url, "Prometheus")
+        self.state.problem = text
         box = self.query_one("#fleet-problem", Static)
         kept = " (the table keeps the last reading)" if self.state.verdict is not None else ""
-        box.update(message.text + kept)
+        box.update(text + kept)
         box.display = True
         if self.state.verdict is None:
-            self._head(f"Prometheus {self.watch.query.prom.url}: no reading yet")
+            where = "" if self.sanitize else f" {self.watch.query.prom.url}"
+            self._head(f"Prometheus{where}: no reading yet")
 
     # -- showing ---------------------------------------------------------------------------------
     def _head(self, text: str) -> None:
@@ -192,7 +196,7 @@ class FleetApp(App):
         if row is None:
             return
         self.state.cursor_key = row.key
-        self.open_node = (row.key, row.hostname)
+        self.open_node = (row.key, row.hostname, row.node)
         self.workers.cancel_group(self, "fleet")
         self._wake.set()
         self.exit(return_code=0)
@@ -238,7 +242,8 @@ class NodeApp(GpuTopApp):
                 self.post_message(SnapshotReady(snap, self.feeder.add(snap)))
                 self._extent()
         except PrometheusError as e:
-            self.post_message(CollectorFailed("prometheus", e.message, e.next_step))
+            text = e.message.replace(feed.path, "Prometheus") if self.sanitize else e.message
+            self.post_message(CollectorFailed("prometheus", text, e.next_step))
         except NoFleetData as e:
             self.post_message(CollectorFailed("prometheus", str(e), "q goes back to the fleet"))
 
@@ -270,9 +275,8 @@ def run_fleet_view(
         app.run()
         if app.open_node is None:
             return app.return_code or 0
-        key, hostname = app.open_node
+        key, hostname, shown_as = app.open_node
         state.opened.append(key)
-        node = NodeApp(
-            NodeFeed(query, key, hostname), sanitize=sanitize, low_bandwidth=low_bandwidth
-        )
+        feed = NodeFeed(query, key, hostname, shown_as=shown_as if sanitize else None)
+        node = NodeApp(feed, sanitize=sanitize, low_bandwidth=low_bandwidth)
         node.run()
