@@ -28,6 +28,7 @@ _STATUS = {
     "ok": ("OK", ""),
     "warnings": ("WARNINGS", "bold"),
     "broken": ("BROKEN", "bold reverse"),
+    "no_driver": ("NO DRIVER", "bold"),
 }
 
 
@@ -105,7 +106,10 @@ def render(snap: Snapshot, view: View) -> Text:
         )
     problems = judge_chain(facts) if facts is not None else ()
     if facts is not None:
-        label, style = _STATUS[status_of(problems)]
+        status = status_of(problems)
+        if any(p.code == "no_driver" for p in problems):
+            status = "no_driver"
+        label, style = _STATUS[status]
         t.append("verdict: ", style="dim")
         t.append(f" {label} " if style else label, style=style)
         t.append("\n")
