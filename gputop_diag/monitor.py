@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .collect.cuda_libs import read_chain
+from .collect.cuda_libs import ChainMemo, read_chain
 from .diagnose import Diagnosis, classify, collect_scheduler_evidence
 from .diagnose.alerts import driver_chain_alerts, job_alerts
 from .diagnose.kernlog_watch import KernelLogWatch
@@ -109,6 +109,7 @@ class Monitor:
         self._slow_at: float | None = None
         self._jobs: tuple[SchedulerEvidence, ...] | None = None
         self._chain: DriverChain | None = None
+        self._chain_memo = ChainMemo()  # each process's maps: when new, then once a minute
         self._ooms: tuple[OomKill, ...] | None = None
         self._slow_errors: dict[str, CollectorError] = {}
         self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
@@ -203,7 +204,7 @@ class Monitor:
         process loaded (a runtime too new for the driver never reaches a GPU: only its maps
         show it)."""
         try:
-            chain = read_chain(self.sources).chain()
+            chain = read_chain(self.sources, memo=self._chain_memo).chain()
         except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
             self._slow_errors["driver-chain"] = CollectorError(
                 source="driver-chain",

@@ -329,3 +329,30 @@ def test_probe_python_missing_interpreter_and_timeout(tmp_path):
     slow.chmod(0o755)
     p = probe_python(Sources.real(), str(slow), timeout=0.3)
     assert not p.ok and "did not answer in 0.3 s" in p.error
+
+
+def test_the_monitors_memo_reads_a_process_again_only_after_a_while():
+    from gputop_diag.collect.cuda_libs import ChainMemo
+
+    src = sim.build("compute-bound")
+    reads = []
+    procfs = src.procfs
+    original = procfs.read_text
+
+    def counting(path: str) -> str:
+        if path.endswith("/maps"):
+            reads.append(path)
+        return original(path)
+
+    procfs.read_text = counting
+    memo = ChainMemo(rescan_s=60.0)
+    first = read_chain(src, memo=memo)
+    n = len(reads)
+    assert n == first.scanned + first.unreadable
+    again = read_chain(src, memo=memo)
+    assert len(reads) == n  # nothing read again within 60 s...
+    assert [p.pid for p in again.processes] == [p.pid for p in first.processes]
+    assert (again.scanned, again.unreadable) == (first.scanned, first.unreadable)
+    src.clock.sleep(61.0)
+    read_chain(src, memo=memo)
+    assert len(reads) == 2 * n  # ...and everything after it

@@ -272,50 +272,97 @@ def _who(sources: Sources, pid: int) -> tuple[str | None, str | None]:
         return None, None
 
 
-def scan_processes(sources: Sources, scan: ChainScan, skip: Sequence[int] = ()) -> None:
-    """Every readable process whose maps hold a CUDA library."""
+def scan_processes(
+    sources: Sources,
+    scan: ChainScan,
+    skip: Sequence[int] = (),
+    memo: ChainMemo | None = None,
+) -> None:
+    """Every readable process whose maps hold a CUDA library. With `memo`, a process read less
+    than `memo.rescan_s` ago is not read again (a new process always is)."""
     cache = _SiteCache(sources)
     own = {os.getpid(), *skip} if not sources.simulated else set(skip)
+    now = sources.clock.now()
+    alive = set()
     for pid in _pids(sources):
         if pid in own:
             continue
-        try:
-            text = sources.procfs.read_text(f"/proc/{pid}/maps")
-        except PermissionError:
+        alive.add(pid)
+        if memo is not None:
+            seen = memo.seen.get(pid)
+            if seen is not None and 0 <= now - seen[0] < memo.rescan_s:
+                _, state, found = seen
+                if state == "unreadable":
+                    scan.unreadable += 1
+                    continue
+                scan.scanned += 1
+                if found is not None:
+                    scan.processes.append(found)
+                continue
+        state, found = _read_process(sources, pid, cache)
+        if memo is not None and state != "gone":
+            memo.seen[pid] = (now, state, found)
+        if state == "unreadable":
             scan.unreadable += 1
-            continue
-        except OSError:
-            continue
-        scan.scanned += 1
-        if not any(mk in text for mk in MARKERS):
-            continue
-        libs = []
-        framework = framework_cuda = framework_file = None
-        for kind, path, ver, deleted in parse_maps(text):
-            version = cache.dist_version(path, kind) or _soname_version(kind, ver, path)
-            if kind == "torch_cuda":
-                tv, tc, tf = cache.torch_version(path)
-                if tv or tc:
-                    framework, framework_cuda, framework_file = f"torch {tv or '?'}", tc, tf
-                version = tv
-            if kind == "cudart" and version and "." not in version:
-                hint = re.search(r"/cuda-(\d+\.\d+)/", path)
-                version = hint.group(1) if hint else version
-            libs.append(FoundLib(kind, path, version, origin_of(path), deleted))
-        if not libs:
-            continue
-        name, user = _who(sources, pid)
-        scan.processes.append(
-            FoundProcess(pid, name, user, tuple(libs), framework, framework_cuda, framework_file)
-        )
+        elif state == "read":
+            scan.scanned += 1
+            if found is not None:
+                scan.processes.append(found)
+    if memo is not None:
+        for pid in list(memo.seen):
+            if pid not in alive:
+                del memo.seen[pid]
 
 
-def read_chain(sources: Sources, processes: bool = True) -> ChainScan:
+def _read_process(sources: Sources, pid: int, cache: _SiteCache):
+    """("read", FoundProcess or None) / ("unreadable", None) / ("gone", None)."""
+    try:
+        text = sources.procfs.read_text(f"/proc/{pid}/maps")
+    except PermissionError:
+        return "unreadable", None
+    except OSError:
+        return "gone", None
+    if not any(mk in text for mk in MARKERS):
+        return "read", None
+    libs = []
+    framework = framework_cuda = framework_file = None
+    for kind, path, ver, deleted in parse_maps(text):
+        version = cache.dist_version(path, kind) or _soname_version(kind, ver, path)
+        if kind == "torch_cuda":
+            tv, tc, tf = cache.torch_version(path)
+            if tv or tc:
+                framework, framework_cuda, framework_file = f"torch {tv or '?'}", tc, tf
+            version = tv
+        if kind == "cudart" and version and "." not in version:
+            hint = re.search(r"/cuda-(\d+\.\d+)/", path)
+            version = hint.group(1) if hint else version
+        libs.append(FoundLib(kind, path, version, origin_of(path), deleted))
+    if not libs:
+        return "read", None
+    name, user = _who(sources, pid)
+    return "read", FoundProcess(
+        pid, name, user, tuple(libs), framework, framework_cuda, framework_file
+    )
+
+
+@dataclass
+class ChainMemo:
+    """What the last scans found per pid, for a reader that scans again every few seconds (the
+    Monitor): each process's maps are read when it is new, then every `rescan_s` (a framework
+    loads its CUDA libraries after the process starts; an upgrade marks them deleted)."""
+
+    rescan_s: float = 60.0
+    seen: dict[int, tuple] = field(default_factory=dict)  # pid -> (when, state, FoundProcess)
+
+
+def read_chain(
+    sources: Sources, processes: bool = True, memo: ChainMemo | None = None
+) -> ChainScan:
     scan = ChainScan()
     read_module(sources, scan)
     read_library(sources, scan)
     if processes:
-        scan_processes(sources, scan)
+        scan_processes(sources, scan, memo=memo)
     return scan
 
 
