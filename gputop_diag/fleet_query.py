@@ -168,12 +168,14 @@ def step_spans(window_s: float) -> list[float]:
 
 
 def _step_of(span: float, n: float) -> float:
-    # n samples one interval apart fit the span: the interval lies in [W/n, W/(n-1)]; take
-    # the usual scrape interval in that range, else its middle
-    lo = span / n
-    hi = span / (n - 1) if n > 1 else span
-    usual = [s for s in USUAL_SCRAPE_S if lo - 1e-6 <= s <= hi + 1e-6]
-    return float(usual[0]) if usual else max(1.0, float(round((lo + hi) / 2)))
+    # n samples one interval apart in a range that includes both ends: the interval lies in
+    # (W/(n+1), W/(n-1)]; take the largest usual scrape interval in that range (fewer samples
+    # than the span holds only ever make it coarser, and detect_step takes the finest span's),
+    # else its middle
+    lo = span / (n + 1)
+    hi = span / (n - 1) if n > 1 else max(USUAL_SCRAPE_S)
+    usual = [s for s in USUAL_SCRAPE_S if lo + 1e-6 < s <= hi + 1e-6]
+    return float(usual[-1]) if usual else max(1.0, float(round((lo + hi) / 2)))
 
 
 def node_exporter_queries(r: str) -> dict[str, str]:
