@@ -215,3 +215,14 @@ def test_a_node_that_stopped_reporting_is_marked_stale():
     stale = {v.node.key: v.stale_s for v in fv.nodes}
     assert stale["a"] is None and stale["b"] == pytest.approx(10, abs=1)
     assert "STALE" in render_fleet_text(fv)
+
+
+@pytest.mark.parametrize("true", [1, 2, 5, 10, 15, 20, 30, 60])
+def test_scrape_interval_from_sample_counts_in_closed_ranges(true):
+    """A range [t - W, t] holds W/step or W/step + 1 samples; the finest span's estimate,
+    as detect_step takes it, is the scrape interval either way."""
+    from gputop_diag.fleet_query import _step_of, step_spans
+
+    for extra in (0, 1):
+        got = [_step_of(w, w // true + extra) for w in step_spans(300.0) if w // true + extra]
+        assert min(got) == true
