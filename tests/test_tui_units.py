@@ -172,6 +172,14 @@ def test_panel_wraps_at_spaces_and_after_punctuation_never_mid_word():
     assert follow.startswith("   ") and not follow.startswith("    ")  # hanging indent
 
 
+def test_panel_never_ends_a_line_between_a_figure_and_its_unit():
+    text = "28 helper processes (PyTorch DataLoader) at 72 % CPU each: 20.0 of 32 cores"
+    for room in range(12, 60):
+        lines = wrap_words(text, room, room)
+        assert " ".join(lines) == text and all(len(line) <= room for line in lines)
+        assert not any(line.startswith(("%", "cores")) for line in lines), (room, lines)
+
+
 def test_small_helpers():
     assert gpu_list([0, 1, 2, 3, 4, 5, 6, 7]) == "0-7"
     assert gpu_list([0, 2, 5, 6, 7]) == "0,2,5-7" and gpu_list([1, 2]) == "1,2"

@@ -146,12 +146,33 @@ def _pieces(word: str, room: int) -> list[str]:
     return out
 
 
+UNITS = frozenset({"%", "s", "ms", "min", "h", "W", "MHz", "GiB", "MiB", "GB/s", "°C", "cores"})
+_GLUE = "\u00a0"  # holds a figure and its unit together while wrapping
+
+
+def _glued(words: list[str]) -> list[str]:
+    """`72 %` and `20.0 GiB` as one word each: a line never ends between a figure and its
+    unit."""
+    out: list[str] = []
+    for w in words:
+        if out and w.rstrip(",.;:)") in UNITS and out[-1][-1:].isdigit():
+            out[-1] += _GLUE + w
+        else:
+            out.append(w)
+    return out
+
+
 def wrap_words(text: str, first_room: int, room: int) -> list[str]:
-    """`text` in lines: the first `first_room` cells wide, the others `room`; broken at spaces,
-    and a word longer than a line after its punctuation."""
+    """`text` in lines: the first `first_room` cells wide, the others `room`; broken at spaces
+    (never between a figure and its unit), and a word longer than a line after its
+    punctuation."""
+    return [line.replace(_GLUE, " ") for line in _wrap(_glued(text.split()), first_room, room)]
+
+
+def _wrap(words: list[str], first_room: int, room: int) -> list[str]:
     lines: list[str] = []
     line = ""
-    for word in text.split():
+    for word in words:
         avail = first_room if not lines else room
         if line and len(line) + 1 + len(word) <= avail:
             line += " " + word
