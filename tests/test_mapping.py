@@ -356,3 +356,24 @@ def test_mapping_asks_the_simulated_scontrol_for_a_running_jobs_gres():
     src = dataclasses.replace(src, environ={**src.environ, "SLURM_JOB_ID": "99"})
     m = collect_mapping(_sample(src, True), src)
     assert m.jobs == () and any("99" in e for e in m.errors)
+
+
+def test_a_process_outside_what_its_environment_gave_it_on_the_simulator():
+    src = sim.build("compute-bound")
+    rank = src.sim.by_gpu[3][0]
+    rank.environ["CUDA_VISIBLE_DEVICES"] = src.sim.gpus[1].uuid  # it was given GPU 1 only
+    m = collect_mapping(_sample(src, True), src)
+    [f] = [f for f in m.findings if f.kind == "outside_allocation"]
+    assert f.pids == (rank.pid,) and f.gpus == (3,)
+    assert any(f"pid {rank.pid}" in c and "NOT only" in c for c in m.conclusions)
+
+
+def test_a_job_given_gpus_by_slurm_and_running_elsewhere():
+    src = sim.build("compute-bound")
+    rank = src.sim.by_gpu[5][0]
+    rank.environ.update(SLURM_JOB_ID="48213", SLURM_JOB_GPUS="2,3", CUDA_VISIBLE_DEVICES="0,1")
+    m = collect_mapping(_sample(src, True), src)
+    [f] = [f for f in m.findings if f.kind == "outside_allocation"]
+    assert f.pids == (rank.pid,) and "given GPU(s) 2, 3" in f.text
+    [c] = [c for c in m.conclusions if c.startswith(f"pid {rank.pid}")]
+    assert "cuda:0=GPU 2, cuda:1=GPU 3" in c and "renumbered" in c and "NOT only" in c

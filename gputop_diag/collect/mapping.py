@@ -341,15 +341,17 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
         if p.slurm is not None and p.slurm.in_job:
             out.append(_slurm_conclusion(f"pid {p.pid}", p.slurm, p.gpus))
         elif p.visibility is not None and p.cvd is not None and p.visibility.order_known:
-            seen = tuple(sorted({keys[k].nvml_index for k in p.visibility.visible if k in keys}))
+            visible = [keys[k] for k in p.visibility.visible if k in keys]
+            seen = tuple(dict.fromkeys(_label(d) for d in visible))
             by_uuid = any(e.text.upper().startswith(("GPU-", "MIG-")) for e in p.visibility.entries)
-            ok = set(p.gpus) <= set(seen)
+            ok = set(p.gpus) <= {d.nvml_index for d in visible}
             grouped.setdefault((len(p.visibility.visible), seen, by_uuid, ok), []).append(p)
         elif not p.env_readable:
             out.append(
                 f"pid {p.pid}: environment not readable (another user's process): its CUDA "
                 f"ordinals cannot be computed; NVML places it on GPU(s) {_ids(p.gpus)}"
             )
+    lines = []
     for (n, seen, by_uuid, ok), ps in grouped.items():
         how = "named by UUID" if by_uuid else "indices in PCI order"
         who = (
@@ -358,16 +360,17 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
             else f"{len(ps)} processes (pid {_ids(p.pid for p in ps)})"
         )
         where = _ids(g for p in ps for g in p.gpus)
+        each = "it runs" if len(ps) == 1 else "each runs"
         verdict = (
-            "each runs on GPU(s) it was given: checked by UUID"
+            f"{each} on the GPU(s) it was given: checked by UUID"
             if ok
-            else "NOT only on the GPU(s) it was given"
+            else f"NOT only on the GPU(s) {'it was' if len(ps) == 1 else 'they were'} given"
         )
-        out.insert(
-            0,
-            f"{who}: CUDA_VISIBLE_DEVICES makes {_span(n)} the NVML GPU(s) {_ids(seen)} "
-            f"({how}); NVML sees them on GPU(s) {where}: {verdict}",
+        lines.append(
+            f"{who}: CUDA_VISIBLE_DEVICES makes {_span(n)} {_labels(seen)} ({how}); NVML sees "
+            f"{'it' if len(ps) == 1 else 'them'} on GPU(s) {where}: {verdict}"
         )
+    out[:0] = lines
     if not m.processes and not s.in_job:
         v = m.shell
         order = "" if v.order_known else " in an order only CUDA knows (FASTEST_FIRST, mixed)"
@@ -413,3 +416,17 @@ def _ids(ids) -> str:
 
 def _span(n: int) -> str:
     return "cuda:0" if n == 1 else f"cuda:0..{n - 1}"
+
+
+def _label(d: Device) -> str:
+    if d.mig_index is None:
+        return f"GPU {d.nvml_index}"
+    profile = (d.name or "").split()[-1] if d.name else ""
+    return f"GPU {d.nvml_index} MIG {d.mig_index}" + (f" ({profile})" if profile else "")
+
+
+def _labels(labels: Sequence[str]) -> str:
+    """ "GPU 0, 1, 2" (NVML indices) or "GPU 0 MIG 1 (3g.40gb)"."""
+    if all(x.startswith("GPU ") and x[4:].isdigit() for x in labels):
+        return "the NVML GPU(s) " + _ids(int(x[4:]) for x in labels)
+    return "the NVML " + ", ".join(labels)
