@@ -26,6 +26,7 @@ from textual.css.query import NoMatches
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import ContentSwitcher, DataTable, Footer
 
+from ..collect.job import JobWatch
 from ..export import redact_snapshot_json, snapshot_to_json
 from ..monitor import Monitor
 from ..monitor import run as run_monitor
@@ -41,6 +42,7 @@ from .filter_screen import FilterScreen
 from .hangup import TerminalGuard
 from .header import HeaderBar, HeaderFacts, ReplayFacts
 from .help import HelpScreen
+from .job_quit import DETACH, STOP, QuitJobScreen
 from .keys import BINDINGS, JOB, PANES, SHORT_TITLES, TITLES
 from .messages import CollectorFailed, ReportWritten, SnapshotReady
 from .panes.base import Pane, View
@@ -90,6 +92,7 @@ class GpuTopApp(ReplayMixin, App):
         save_dir: str | None = None,
         replay: Recording | None = None,
         process_filter: ProcessFilter | None = None,
+        job_watch: JobWatch | None = None,
     ) -> None:
         super().__init__()
         self.sources = sources  # None while replaying
@@ -112,6 +115,10 @@ class GpuTopApp(ReplayMixin, App):
         self.paused = False
         self.selected_gpu: int | None = None
         self.job: str | None = None  # set when watching a job (the Job pane appears)
+        # `gputop-diag watch`: the job the Monitor reads each tick; the view opens on its pane
+        self.job_watch = job_watch
+        if job_watch is not None:
+            self.job = job_watch.label
         self.latest: Update | None = None
         self.last_saved: str | None = None
         self.panel_hidden = False  # wide layout: `p` hides the panel
@@ -169,6 +176,8 @@ class GpuTopApp(ReplayMixin, App):
         self._render_header()
         self._render_tabs()
         self.guard.install()  # SIGHUP, and SIGCONT only after our own Ctrl-Z
+        if self.job is not None:
+            self.action_pane(JOB)
         if not self.start_collectors:
             return
         if self.replay is not None:
@@ -176,7 +185,7 @@ class GpuTopApp(ReplayMixin, App):
             self.play()
             self.measure_replay()
         else:
-            monitor = Monitor(self.sources, interval=self.interval)
+            monitor = Monitor(self.sources, interval=self.interval, job=self.job_watch)
             self.sampler = monitor.sampler
             self.feeder = Feeder(monitor, self.sanitizer)
             self.collect()
@@ -186,6 +195,32 @@ class GpuTopApp(ReplayMixin, App):
         self._stop_collector()
         self.workers.cancel_group(self, "collect")
         self.exit(return_code=0)
+
+    async def action_quit(self) -> None:
+        """Quit; while a job this view started still runs, ask first (`tui/job_quit.py`)."""
+        w = self.job_watch
+        if w is None or not w.started or w.detached or not w.running:
+            if w is not None and w.started:
+                w._reap()
+                self.exit(return_code=w.exit_code or 0)
+                return
+            self.exit()
+            return
+        if isinstance(self.screen, QuitJobScreen):  # asked already: a second quit leaves it
+            self._quit_answer(DETACH)
+            return
+        log = w.tail.path if w.tail is not None and not self.sanitize else None
+        label = "the job" if self.sanitize else w.label
+        self.push_screen(QuitJobScreen(label, log), self._quit_answer)
+
+    def _quit_answer(self, what: str | None) -> None:
+        w = self.job_watch
+        if what == STOP:
+            code = w.stop()
+            self.exit(return_code=code or 0)
+        elif what == DETACH:
+            w.detach()
+            self.exit(return_code=0)
 
     def exit(self, result=None, return_code: int = 0, message=None) -> None:
         self.guard.leave()  # from now on a SIGCONT never starts application mode again
@@ -278,6 +313,8 @@ class GpuTopApp(ReplayMixin, App):
             update = self._local.add(message.snapshot)
         self.latest = update
         self._failure = None
+        if self.job is not None:  # the Job pane's histories take every tick, shown or not
+            self.query_one(JobPane).record(update.snapshot)
         try:
             self._render(update)
         except NoMatches:  # a tick that arrived while the app closes: nothing left to draw
@@ -655,9 +692,11 @@ def run_app(
     only_gpus: Iterable[int] = (),
     users: Iterable[str] = (),
     pids: Iterable[int] = (),
+    job: JobWatch | None = None,
 ) -> int:
     """Run the live view (or play `replay`) until the user quits or the terminal hangs up;
-    the exit code. Without a terminal on stdout, print one snapshot instead."""
+    the exit code. Without a terminal on stdout, print one snapshot instead. `job`: watch it
+    (`gputop-diag watch`), the view opened on the Job pane."""
     if not sys.stdout.isatty():
         return print_once(sources, replay, sanitize)
     app = GpuTopApp(
@@ -668,6 +707,7 @@ def run_app(
         replay=replay,
         save_dir=save_dir,
         process_filter=ProcessFilter(frozenset(only_gpus), frozenset(users), frozenset(pids)),
+        job_watch=job,
     )
     app.guard.armed = True  # a hung-up terminal: the process ends even if the exit hangs
     try:

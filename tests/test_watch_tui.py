@@ -1,0 +1,118 @@
+"""The live view in watch mode: it opens on the Job pane; quitting while a started job runs asks
+first (y stops it, d or q again leaves it running)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from test_tui_support import screen_text
+
+from gputop_diag import sim
+from gputop_diag.collect.job import JobWatch
+from gputop_diag.sampler import Sampler
+from gputop_diag.tui import GpuTopApp, SnapshotReady
+from gputop_diag.tui.job_quit import QuitJobScreen
+from textual.widgets import ContentSwitcher
+
+
+class WatchApp(GpuTopApp):
+    """The real app watching `watch`, fed simulated ticks by the test."""
+
+    def __init__(self, watch: JobWatch, sources) -> None:
+        super().__init__(sources, start_collectors=False, job_watch=watch)
+        self.test_sampler = Sampler(sources, interval=1.0)
+        self.w = watch
+
+    def feed(self, seconds: int = 1) -> None:
+        for _ in range(seconds):
+            snap = self.test_sampler.sample()
+            snap = dataclasses.replace(snap, job=self.w.sample(snap))
+            self.sim_clock.sleep(1.0)
+            self.post_message(SnapshotReady(snap))
+
+    @property
+    def sim_clock(self):
+        return self.sources.clock
+
+
+def _pane(app) -> str:
+    return app.query_one("#panes", ContentSwitcher).current
+
+
+async def test_watch_mode_opens_on_the_job_pane():
+    s = sim.build("input-starved")
+    app = WatchApp(JobWatch.for_pid(s, 41200), s)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(3)
+        await pilot.pause()
+        assert _pane(app) == "job"
+        text = screen_text(app)
+        assert "Job pid 41200 (pt_main_thread)" in text
+        assert "pt_data_worker" in text and "Processes (4)" in text
+        footer_keys = {b.key for _, b, _, _ in app.screen.active_bindings.values()}
+        assert "6" in footer_keys
+        await pilot.press("1")
+        assert _pane(app) == "memory"
+        await pilot.press("6")
+        assert _pane(app) == "job"
+
+
+async def _started(tmp_path):
+    s = sim.build("idle")
+    code = "import time; print('up', flush=True); time.sleep(30)"
+    w = JobWatch.for_command(s, [sys.executable, "-c", code], log_path=str(tmp_path / "j.log"))
+    return s, w
+
+
+async def test_quit_asks_and_d_leaves_the_job_running(tmp_path):
+    s, w = await _started(tmp_path)
+    try:
+        app = WatchApp(w, s)
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.feed(2)
+            await pilot.pause()
+            await pilot.press("q")
+            await pilot.pause()
+            assert isinstance(app.screen, QuitJobScreen)
+            assert "The job is still running" in screen_text(app)
+            await pilot.press("n")  # stay
+            await pilot.pause()
+            assert not isinstance(app.screen, QuitJobScreen) and app.is_running
+            await pilot.press("q")
+            await pilot.pause()
+            await pilot.press("d")
+            await pilot.pause()
+        assert w.detached and w.popen.poll() is None  # left running
+    finally:
+        w.stop(grace_s=2)
+
+
+async def test_quit_y_stops_the_job_and_returns_its_code(tmp_path):
+    s, w = await _started(tmp_path)
+    try:
+        app = WatchApp(w, s)
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.feed(1)
+            await pilot.pause()
+            await pilot.press("q")
+            await pilot.pause()
+            await pilot.press("y")
+            await pilot.pause()
+        assert w.popen.poll() is not None and w.exit_signal == "SIGTERM"
+        assert app.return_code == 143
+    finally:
+        w.stop(grace_s=2)
+
+
+async def test_quit_after_the_job_ended_does_not_ask(tmp_path):
+    s = sim.build("idle")
+    w = JobWatch.for_command(s, [sys.executable, "-c", "pass"], log_path=str(tmp_path / "j.log"))
+    w.popen.wait(10)
+    app = WatchApp(w, s)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.feed(1)
+        await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause()
+    assert not app.is_running and w.exit_code == 0
