@@ -188,13 +188,14 @@ def test_output_tail_follows_a_growing_file_and_folds_redraws(tmp_path):
     path = tmp_path / "o.log"
     path.write_bytes(b"one\ntw")
     t = OutputTail(str(path), from_start=True, lines=3)
-    assert t.read() == ["one"]  # "tw" is not a whole line yet
+    assert t.read() == [(1, "one")]  # "tw" is not a whole line yet
     with open(path, "ab") as f:
         f.write(b"o\r\n 1/3 bar\r 2/3 bar\r 3/3 bar\nfour\n")
-    assert t.read() == ["two", " 1/3 bar", " 2/3 bar", " 3/3 bar", "four"]
-    assert list(t.lines) == ["two", " 3/3 bar", "four"]  # redraws are one line
+    # a bar redrawn with \r keeps its line number, and is one line in the buffer
+    assert t.read() == [(2, "two"), (3, " 1/3 bar"), (3, " 2/3 bar"), (3, " 3/3 bar"), (4, "four")]
+    assert list(t.lines) == ["two", " 3/3 bar", "four"] and t.count == 4
     path.write_bytes(b"new\n")  # truncated: read again from the start
-    assert t.read() == ["new"]
+    assert [x for _, x in t.read()] == ["new"]
     missing = OutputTail(str(tmp_path / "nope"), from_start=True)
     assert missing.read() == [] and "does not exist" in missing.problem
 
@@ -203,7 +204,7 @@ def test_output_tail_from_outside_starts_near_the_end(tmp_path):
     path = tmp_path / "big.log"
     path.write_bytes(b"".join(b"line %d\n" % k for k in range(20000)))
     t = OutputTail(str(path), from_start=False)
-    lines = t.read()
+    lines = [x for _, x in t.read()]
     assert lines[-1] == "line 19999" and len(lines) < 20000
     assert all(x.startswith("line ") for x in lines)  # no cut first line
 

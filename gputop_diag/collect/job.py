@@ -67,8 +67,10 @@ class OutputTail:
         self._redraw = False  # the last line ended with \r: the next one replaces it
         self.problem: str | None = None
 
-    def read(self) -> list[str]:
-        """The whole lines written since the last read (a line still being written waits)."""
+    def read(self) -> list[tuple[int, str]]:
+        """The whole lines written since the last read (a line still being written waits),
+        with their line numbers (a bar redrawn with \r keeps the number of the line it
+        redraws)."""
         try:
             with open(self.path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -91,7 +93,7 @@ class OutputTail:
         self.problem = None
         self._offset += len(data)
         data = self._partial + data
-        out: list[str] = []
+        out: list[tuple[int, str]] = []
         start = 0
         for m in re.finditer(rb"\r\n|\n|\r", data):
             raw = data[start : m.start()]
@@ -102,15 +104,15 @@ class OutputTail:
                 continue
             self._keep(line)
             self._redraw = redraw
-            out.append(line)
+            out.append((self.count, line))
         self._partial = data[start:][-MAX_LINE * 4 :]
         return out
 
     def _keep(self, line: str) -> None:
-        self.count += 1
         if self._redraw and self.lines:
             self.lines[-1] = line
         else:
+            self.count += 1
             self.lines.append(line)
 
 
@@ -546,10 +548,8 @@ class JobWatch:
         if self.target == "pid" and self.roots and not any(p.pid in self.roots for p in procs):
             self._root_gone = True
         if self.tail is not None:
-            lines = self.tail.read()
-            base = self.tail.count - len(lines)
-            for k, line in enumerate(lines):
-                e = event_of(line, base + k + 1, now)
+            for line_no, line in self.tail.read():
+                e = event_of(line, line_no, now)
                 if e is not None:
                     self.events.append(e)
                 self.steps.feed(line, now)

@@ -130,9 +130,10 @@ def render(
         t.append(tp.headline(), style="bold")
         of = f"/{steps.total}" if steps.total else ""
         t.append(f"  ({steps.source}, step {steps.step}{of})\n")
-        t.append(f"  median {_secs(tp.median_s)} · p95 {_secs(tp.p95_s)} · ")
+        head = f"  median {_secs(tp.median_s)} · p95 {_secs(tp.p95_s)} · "
+        t.append(head)
         top = max(steps.step_times_s) if steps.step_times_s else 1.0
-        w = max(10, min(60, width - 40))
+        w = max(8, min(60, width - len(head) - 18))
         t.append(history(steps.step_times_s, w, view.plain, top=top or 1.0))
         t.append(f"  last {min(w, len(steps.step_times_s))} steps\n")
     gpus = used_gpus(window[-1]) if window else ()
