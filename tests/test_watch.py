@@ -274,3 +274,13 @@ def test_step_split_estimate_under_the_simulator(cli, tmp_path):
     text = cli("--demo", "input-starved", "watch", "--pid", "41200", "--log", str(log),
                "--seconds", "30").stdout  # fmt: skip
     assert "step split (an estimate, from outside): t_input" in text
+
+
+def test_an_existing_output_file_is_added_to_and_only_the_new_lines_read(cli, tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("RuntimeError: CUDA out of memory (an earlier run)\n")
+    r = watch(cli, tmp_path, "--json", "--output", str(log), "--", PY, "-c", "print('hello')")
+    assert r.returncode == 0, r.stderr
+    job = _json(r)["job"]
+    assert job["output_tail"] == ["hello"] and job["output_events"] == []
+    assert log.read_text().startswith("RuntimeError: CUDA out of memory (an earlier run)\n")

@@ -382,6 +382,7 @@ class JobWatch:
             raise WatchError("watch -- CMD: no command given after --", code=2)
         try:
             logf = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+            before = os.fstat(logf.fileno()).st_size  # an existing file is added to, not read
         except OSError as e:
             raise WatchError(f"cannot write the output file {log_path}: {e.strerror}") from None
         environ = dict(os.environ if env is None else env)
@@ -411,6 +412,7 @@ class JobWatch:
         )
         w.popen = popen
         w.roots = (popen.pid,)
+        w.tail._offset = before
         w.slurm_id = _slurm_job_of(environ)  # started inside an allocation (salloc, sbatch)
         return w
 
