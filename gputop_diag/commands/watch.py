@@ -146,6 +146,11 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         from ..tui.app import run_app
 
         code = run_app(feed, interval=args.interval, sanitize=args.sanitize, job=watch)
+        if watch.started and watch.running and not getattr(args, "sanitize", False):
+            print(
+                f"gputop-diag: left running: pid {watch.roots[0]}, output {watch.tail.path}",
+                file=sys.stderr,
+            )
         return _exit_code(watch, code)
     return headless(args, feed, watch)
 
