@@ -284,3 +284,15 @@ def test_an_existing_output_file_is_added_to_and_only_the_new_lines_read(cli, tm
     job = _json(r)["job"]
     assert job["output_tail"] == ["hello"] and job["output_events"] == []
     assert log.read_text().startswith("RuntimeError: CUDA out of memory (an earlier run)\n")
+
+
+def test_a_recorded_watch_replays_to_the_same_job_alerts(cli, tmp_path):
+    rec = tmp_path / "watch.jsonl"
+    r = watch(cli, tmp_path, "--json", "--record", str(rec), "--output", str(tmp_path / "o.log"),
+              "--", PY, TRAIN, "5", "0.02", "0")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    live = {a["kind"] for a in _json(r)["diagnosis"]["alerts"]}
+    replayed = cli("--replay", str(rec), "diagnose", "--json")
+    assert replayed.returncode in (0, 3), replayed.stderr  # 3: no GPU on this machine
+    again = {a["kind"] for a in json.loads(replayed.stdout)["alerts"]}
+    assert "job_cuda_error" in live and live == again

@@ -78,6 +78,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-tui", action="store_true", help="watch headless even on a terminal")
     p.add_argument(
+        "--record",
+        metavar="FILE",
+        help="headless: also record every tick, the job included, for a later --replay FILE "
+        "(`diagnose --replay FILE` reaches the same verdict and job alerts)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help=f"headless: print one JSON document at the end (schema {WATCH_SCHEMA})",
@@ -142,7 +148,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     else:
         where = f"; output: {watch.tail.path}" if watch.tail is not None else ""
         print(f"gputop-diag: watching {watch.label}{where}", file=sys.stderr)
-    if sys.stdout.isatty() and not args.no_tui and not args.json:
+    if sys.stdout.isatty() and not args.no_tui and not args.json and not args.record:
         from ..tui.app import run_app
 
         code = run_app(feed, interval=args.interval, sanitize=args.sanitize, job=watch)
@@ -165,6 +171,17 @@ def _exit_code(watch: JobWatch, fallback: int = 0) -> int:
 
 def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     monitor = Monitor(feed, interval=args.interval, job=watch)
+    writer = None
+    if args.record:
+        from ..recording import RecordingError, RecordingWriter
+
+        try:
+            writer = RecordingWriter(
+                args.record, interval_s=args.interval, sanitize=getattr(args, "sanitize", False)
+            )
+        except RecordingError as e:
+            print(f"gputop-diag: {e}", file=sys.stderr)
+            return 1
     clock = feed.clock
     start = clock.now()
     last_status = start
@@ -175,6 +192,8 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         while True:
             try:
                 t = monitor.tick()
+                if writer is not None:
+                    writer.write(t.snapshot)
                 job = t.snapshot.job
                 if job is not None:
                     for p in job.processes:
@@ -205,6 +224,8 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
                 break
     finally:
         monitor.close()
+        if writer is not None:
+            writer.close()
     if monitor.last is None:
         return 1
     if ended_by != "ended":
