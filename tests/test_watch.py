@@ -296,3 +296,14 @@ def test_a_recorded_watch_replays_to_the_same_job_alerts(cli, tmp_path):
     assert replayed.returncode in (0, 3), replayed.stderr  # 3: no GPU on this machine
     again = {a["kind"] for a in json.loads(replayed.stdout)["alerts"]}
     assert "job_cuda_error" in live and live == again
+
+
+def test_output_tail_skips_a_backlog_it_cannot_keep_up_with(tmp_path):
+    from gputop_diag.collect import job as J
+
+    path = tmp_path / "flood.log"
+    path.write_bytes(b"".join(b"line %07d\n" % k for k in range(300000)))  # 3.6 MB
+    t = OutputTail(str(path), from_start=True)
+    lines = [x for _, x in t.read()]
+    assert lines[-1] == "line 0299999" and len(lines) <= J.READ_CHUNK // 13 + 1
+    assert t.skipped_bytes > 0 and all(len(x) == 12 for x in lines)
