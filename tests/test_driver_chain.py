@@ -356,3 +356,15 @@ def test_the_monitors_memo_reads_a_process_again_only_after_a_while():
     src.clock.sleep(61.0)
     read_chain(src, memo=memo)
     assert len(reads) == 2 * n  # ...and everything after it
+
+
+def test_a_chain_read_before_the_driver_changed_is_not_judged():
+    from gputop_diag.diagnose.driver_compat import current_chain
+
+    _, snap = _snap("compute-bound")
+    assert current_chain(snap) is snap.driver_chain
+    other = dataclasses.replace(
+        snap, system=dataclasses.replace(snap.system, driver_version="550.54.15")
+    )
+    assert current_chain(other) is None and facts_from_snapshot(other) is None
+    assert driver_chain_alerts(other) == ()

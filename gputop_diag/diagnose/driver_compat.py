@@ -493,11 +493,25 @@ def datacenter(names: Sequence[str | None]) -> bool | None:
     return True if all(_DATACENTER.search(n) for n in known) else None
 
 
+def current_chain(snap: Snapshot):
+    """The snapshot's driver chain, unless NVML answered this tick with another driver than the
+    library the chain found (read up to a slow-source period ago: the driver changed since, so
+    its processes' libraries are not this driver's either)."""
+    chain = snap.driver_chain
+    if chain is None:
+        return None
+    live = snap.system.driver_version
+    if snap.nvml_available and live and chain.library_version and live != chain.library_version:
+        return None
+    return chain
+
+
 def facts_from_snapshot(
     snap: Snapshot, toolkit: str | None = None, extra: Sequence[LoadedRuntime] = ()
 ) -> ChainFacts | None:
-    """The chain's facts as a snapshot holds them; None before the chain was read."""
-    chain = snap.driver_chain
+    """The chain's facts as a snapshot holds them; None before the chain was read (or while it
+    is out of date: `current_chain`)."""
+    chain = current_chain(snap)
     if chain is None:
         return None
     s = snap.system

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from ...diagnose.driver_compat import (
+    current_chain,
     facts_from_snapshot,
     judge_chain,
     runtime_verdict,
@@ -55,7 +56,8 @@ class DriverPane(Pane):
 
 def render(snap: Snapshot, view: View) -> Text:
     s = snap.system
-    chain = snap.driver_chain
+    chain = current_chain(snap)
+    stale = chain is None and snap.driver_chain is not None
     t = Text()
     t.append(
         "kernel module → user-space library → driver's max CUDA → CUDA runtime → framework\n\n"
@@ -70,7 +72,8 @@ def render(snap: Snapshot, view: View) -> Text:
         t.append("\n")
 
     if chain is None:
-        row("kernel module", "…", "read with the slow sources (every 10 s)")
+        why = "the driver changed since the last read: " if stale else ""
+        row("kernel module", "…", f"{why}read with the slow sources (every 10 s)")
     elif chain.module_loaded:
         row(
             "kernel module",
@@ -130,7 +133,7 @@ def render(snap: Snapshot, view: View) -> Text:
 
 
 def _processes(t: Text, snap: Snapshot, facts, view: View) -> None:
-    chain = snap.driver_chain
+    chain = current_chain(snap)
     on_gpu = {p.pid for p in snap.gpu_processes}
     groups: dict[tuple, list[int]] = {}
     for p in chain.processes:
