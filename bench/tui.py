@@ -1,6 +1,7 @@
 """The live view's cost, measured on the real program in a real terminal (tmux).
 
     python bench/tui.py [--seconds 60] [--scenario compute-bound] [--pane 1 --pane 2]
+                        [--low-bandwidth] [--sanitize]
 
 For each pane asked for (default: Memory and Utilization), starts `gputop-diag --demo
 compute-bound` (8 GPUs, 1 s interval) in a 120x40 tmux pane whose output is piped to a file,
@@ -40,6 +41,8 @@ def measure(args: argparse.Namespace, pane: str) -> dict:
     cmd = f"exec {sys.executable} -m gputop_diag --demo {args.scenario} --interval 1"
     if args.low_bandwidth:
         cmd += " --low-bandwidth"
+    if args.sanitize:
+        cmd += " --sanitize"
     t0 = time.monotonic()
     tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40", cmd)
     tmux("pipe-pane", "-t", SESSION, "-o", f"cat >> {out}")
@@ -86,6 +89,9 @@ def main() -> int:
     )
     ap.add_argument("--low-bandwidth", action="store_true", help="run with --low-bandwidth")
     ap.add_argument(
+        "--sanitize", action="store_true", help="run with --sanitize (every tick sanitized)"
+    )
+    ap.add_argument(
         "--warmup",
         type=float,
         default=WARMUP_S,
@@ -97,6 +103,8 @@ def main() -> int:
         print("bench/tui.py needs tmux", file=sys.stderr)
         return 2
     mode = "--low-bandwidth (2 s interval)" if args.low_bandwidth else "1 s interval"
+    if args.sanitize:
+        mode += ", --sanitize"
     for pane in args.pane or ["1", "2"]:
         r = measure(args, pane)
         name = PANE_NAMES.get(pane, pane)
