@@ -287,3 +287,25 @@ async def test_messages_that_arrive_while_the_view_closes_are_dropped():
         await pilot.pause()
         assert app.latest is not None and app.latest.ticks == 3
     assert not app.return_code  # no handler raised (Textual would end with 1)
+
+
+def test_the_report_does_not_wait_for_a_hung_tick():
+    """`s` reads the history between two ticks; a tick stuck in the driver makes it give up
+    with a reason instead of waiting with it."""
+    from gputop_diag.monitor import Monitor
+    from gputop_diag.tui.feed import Feeder, TickStuck
+
+    src = sim.build("compute-bound", gpu_count=2)
+    feeder = Feeder(Monitor(src, slow_sources=False))
+    feeder.tick()
+    assert len(feeder.window()[0]) == 1
+    release = src.sim.hang("nvmlDeviceGetUtilizationRates")
+    worker = threading.Thread(target=feeder.tick, daemon=True)
+    worker.start()
+    try:
+        with pytest.raises(TickStuck, match="waiting for the driver"):
+            feeder.window(wait_s=0.3)
+    finally:
+        release.set()
+        worker.join(10)
+    assert len(feeder.window()[0]) == 2

@@ -37,7 +37,7 @@ from ..sanitize import Sanitizer
 from ..sources import Sources
 from .banner import Banner
 from .collector import Collector
-from .feed import Feeder, ReplayPace, Update
+from .feed import Feeder, ReplayPace, TickStuck, Update
 from .filter_screen import FilterScreen
 from .hangup import TerminalGuard
 from .header import HeaderBar, HeaderFacts, ReplayFacts
@@ -581,6 +581,9 @@ class GpuTopApp(ReplayMixin, App):
                 key=self._key,
             )
             saved = write_report(report, save_dirs(self.save_dir))
+        except TickStuck as e:
+            self.post_message(ReportWritten(None, str(e)))
+            return
         except Exception as e:  # noqa: BLE001 - said in a toast, never a traceback
             self.post_message(ReportWritten(None, f"{type(e).__name__}: {e}"))
             return

@@ -30,6 +30,7 @@ MAX_XID_EVENTS = 500
 REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this
 REPLAY_POLL_S = 0.05  # how soon a replay notices pause, speed, step and quit
+WINDOW_WAIT_S = 5.0  # how long `s` waits for a tick in flight before it gives up
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,10 @@ def series_of(
     return gpus, cpu, iowait
 
 
+class TickStuck(RuntimeError):
+    """A tick did not end in time: the history cannot be read between two ticks."""
+
+
 class Feeder:
     """The live view's side of a `Monitor`: each tick (sampled, or a snapshot fed in) becomes
     an `Update` with the histories cut and the Xid events accumulated.
@@ -160,11 +165,19 @@ class Feeder:
         with self._lock:
             return self._derive(self.monitor.feed(snap))
 
-    def window(self) -> tuple[list[Snapshot], Diagnosis | None]:
+    def window(self, wait_s: float = WINDOW_WAIT_S) -> tuple[list[Snapshot], Diagnosis | None]:
         """The snapshots the view holds (oldest first) and the diagnosis of the last one, as
-        sampled (not sanitized), read between two ticks."""
-        with self._lock:
+        sampled (not sanitized), read between two ticks. TickStuck when a tick has not ended
+        within `wait_s` (an NVML call that does not return)."""
+        if not self._lock.acquire(timeout=wait_s):
+            raise TickStuck(
+                f"a tick has been waiting for the driver for over {wait_s:g} s (a GPU that "
+                "stopped answering?); try again once the view updates"
+            )
+        try:
             return list(self.history.snapshots()), self.monitor.diagnosis
+        finally:
+            self._lock.release()
 
     def _derive(self, t: Tick) -> Update:
         snap, diagnosis = t.snapshot, t.diagnosis
