@@ -27,7 +27,7 @@ class Banner(DiffText):
         shown = lines[:BANNER_MAX_ERRORS]
         text = "\n".join(f"! {what}\n  next: {step}" for what, step in shown)
         if len(lines) > len(shown):
-            text += f"\n  (+{len(lines) - len(shown)} more: s writes them all to the snapshot)"
+            text += f"\n  (+{len(lines) - len(shown)} more: S writes them all to the snapshot)"
         critical = failure is not None or any(e.source == "nvml" for e in errors)
         self.set_class(critical, "-critical")
         self.set_class(not critical, "-warning")
