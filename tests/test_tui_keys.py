@@ -272,3 +272,11 @@ def test_filters_and_the_save_directory_from_the_command_line(tmp_path):
 def test_bad_filters_on_the_command_line_are_usage_errors(cli):
     r = cli("--demo", "idle", "--only", "one", timeout=60)
     assert r.returncode == 2 and "--only: numbers separated by commas" in r.stderr
+
+
+def test_without_a_terminal_sanitize_prints_the_sanitized_snapshot(cli):
+    r = cli("--sanitize", "--demo", "compute-bound", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "H100" in r.stdout and "host-" in r.stdout  # the model stays, the host is a pseudonym
+    for secret in ("gpu-node-07", "alice", "bob", "/home/", ":18:00"):
+        assert secret not in r.stdout

@@ -12,7 +12,6 @@ instead, at the recorded pace times the replay speed, through a replaying Monito
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import sys
@@ -27,9 +26,7 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import ContentSwitcher, DataTable, Footer
 
 from ..collect.job import JobWatch
-from ..export import redact_snapshot_json, snapshot_to_json
 from ..monitor import Monitor
-from ..monitor import run as run_monitor
 from ..recording import Recording
 from ..report import ReportSource
 from ..sampler import Sampler
@@ -657,9 +654,8 @@ class GpuTopApp(ReplayMixin, App):
 
 
 def print_once(sources: Sources | None, replay: Recording | None, sanitize: bool = False) -> int:
-    """No terminal to draw on (`gputop-diag --demo > file`): print one snapshot, as
-    `gputop-diag snapshot` does (sanitized: its redacted JSON), say so on stderr, and exit;
-    the exit code."""
+    """No terminal to draw on (`gputop-diag --demo > file`): print one snapshot as
+    `gputop-diag snapshot [--sanitize]` does, say so on stderr, and exit; the exit code."""
     from ..commands import snapshot
 
     print(
@@ -668,20 +664,7 @@ def print_once(sources: Sources | None, replay: Recording | None, sanitize: bool
         file=sys.stderr,
     )
     feed = replay if replay is not None else sources
-    if not sanitize:
-        return snapshot.run(argparse.Namespace(json=False), feed)
-    if replay is not None:
-        snap = replay.last()
-        if snap is None:
-            print(f"gputop-diag: {replay.path} holds no snapshots", file=sys.stderr)
-            return snapshot.EXIT_USAGE
-    else:
-        monitor = run_monitor(
-            sources, interval=snapshot.WARMUP_S, seconds=snapshot.WARMUP_S, slow_sources=False
-        )
-        snap = monitor.last.snapshot
-    print(json.dumps(redact_snapshot_json(snapshot_to_json(snap)), indent=2))
-    return snapshot.EXIT_NO_GPU if snapshot.no_driver_error(snap) is not None else 0
+    return snapshot.run(argparse.Namespace(json=False, sanitize=sanitize), feed)
 
 
 def run_app(
