@@ -517,3 +517,23 @@ async def test_no_color_keeps_every_state_in_words(monkeypatch):
         assert "!!" in text_of(app, "#side-text")  # a critical alert, marked in text
         svg = app.export_screenshot()
         assert "GPU 3 is lost" in svg.replace("&#160;", " ")
+
+
+async def test_sanitize_covers_ticks_from_a_feed_without_the_sanitizer():
+    """A feed of another kind (a node read from Prometheus) posts updates its own Feeder made:
+    the view sanitizes them itself."""
+    from gputop_diag.monitor import Monitor
+    from gputop_diag.tui.feed import Feeder
+
+    app = FedApp("compute-bound", sanitize=True)
+    own = Feeder(Monitor(None))  # no sanitizer
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(3):
+            snap = app.test_sampler.sample()
+            app.sim_sources.clock.sleep(1.0)
+            app.post_message(SnapshotReady(snap, own.add(snap)))
+        await pilot.pause()
+        shown = everything_shown(app).lower()
+        assert "host-" in shown
+        leaked = sorted(x for x in identifiers(snap) if x in shown)
+        assert not leaked

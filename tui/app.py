@@ -34,7 +34,7 @@ from ..sanitize import Sanitizer
 from ..sources import Sources
 from .banner import Banner
 from .collector import Collector
-from .feed import Feeder, ReplayPace, TickStuck, Update
+from .feed import Feeder, ReplayPace, TickStuck, Update, sanitized_update
 from .filter_screen import FilterScreen
 from .hangup import TerminalGuard
 from .header import HeaderBar, HeaderFacts, ReplayFacts
@@ -308,6 +308,8 @@ class GpuTopApp(ReplayMixin, App):
             if self._local is None:
                 self._local = Feeder(Monitor(self.sources), self.sanitizer)
             update = self._local.add(message.snapshot)
+        elif self.sanitizer is not None and update.sampled is None:
+            update = sanitized_update(update, self.sanitizer)  # a feed of another kind
         self.latest = update
         self._failure = None
         if self.job is not None:  # the Job pane's histories take every tick, shown or not

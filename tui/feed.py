@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..diagnose import Diagnosis
 from ..history import History, slope_per_s
@@ -207,6 +207,20 @@ class Feeder:
                 except Exception:  # noqa: BLE001 - gone, another user's: nothing to seed
                     continue
         return s.model(snap), None if diagnosis is None else s.model(diagnosis)
+
+
+def sanitized_update(u: Update, s: Sanitizer) -> Update:
+    """`u` as a sanitized view shows it, for an update made by a Feeder without the session's
+    sanitizer: its snapshot, diagnosis and Xid events through `s`."""
+    if u.sampled is not None:  # sanitized already
+        return u
+    return replace(
+        u,
+        snapshot=s.model(u.snapshot),
+        diagnosis=None if u.diagnosis is None else s.model(u.diagnosis),
+        xid_events=s.xid_events(u.xid_events) if u.xid_events else (),
+        sampled=u.snapshot,
+    )
 
 
 class ReplayPace:
