@@ -309,3 +309,26 @@ def test_the_report_does_not_wait_for_a_hung_tick():
         release.set()
         worker.join(10)
     assert len(feeder.window()[0]) == 2
+
+
+async def test_a_tick_stuck_in_the_driver_is_said_on_the_banner(monkeypatch):
+    from gputop_diag.tui import app as tui_app
+
+    monkeypatch.setattr(tui_app, "STUCK_AFTER_S", 0.5)
+    src = sim.build("idle", realtime=True)
+    app = GpuTopApp(src, interval=0.2)
+    release = None
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert await wait_for(pilot, lambda: ticks(app) >= 1)
+            release = src.sim.hang("nvmlDeviceGetUtilizationRates")
+            banner = app.query_one("#banner")
+            assert await wait_for(pilot, lambda: "has not answered" in banner.plain, 10)
+            assert banner.display and "q quits without waiting" in banner.plain
+            n = ticks(app)
+            release.set()
+            assert await wait_for(pilot, lambda: ticks(app) > n)
+            assert await wait_for(pilot, lambda: not banner.display)
+    finally:
+        if release is not None:
+            release.set()

@@ -62,6 +62,7 @@ NARROW_BELOW = 100  # columns: the side panel becomes a strip below the pane
 SHORT_BELOW = 30  # rows: legends give way to table rows, the strip loses a line
 TINY_BELOW = 16  # rows: the strip keeps three lines (verdict, evidence, next)
 LIVE_ONLY = ("refresh_now", "interval")
+STUCK_AFTER_S = 5.0  # a tick this long is waiting for the driver: the banner says so
 REPLAY_ONLY = ("replay_speed", "replay_step")
 
 
@@ -186,6 +187,7 @@ class GpuTopApp(ReplayMixin, App):
             self.sampler = monitor.sampler
             self.feeder = Feeder(monitor, self.sanitizer)
             self.collect()
+            self.set_interval(1.0, self._check_stuck, name="stuck-tick")
 
     def _on_hangup(self) -> None:
         """The SSH session dropped (SIGHUP): stop sampling and leave."""
@@ -292,6 +294,25 @@ class GpuTopApp(ReplayMixin, App):
             sample_first=sample_first,
         ).start()
         return self.collector
+
+    def _check_stuck(self) -> None:
+        """A tick that has waited `STUCK_AFTER_S` for NVML: say so (the figures on screen are
+        that old) until it ends."""
+        c = self.collector
+        waited = c.stuck_for() if c is not None else 0.0
+        if waited < STUCK_AFTER_S or (self._failure and self._failure.source != "stuck"):
+            return
+        self._failure = CollectorFailed(
+            "stuck",
+            f"the driver has not answered for {waited:.0f} s: a sample is waiting in an NVML "
+            "call (a GPU that stopped answering?); the figures shown are that old",
+            "nvidia-smi and the kernel log (journalctl -k | grep -i xid) say which GPU; "
+            "q quits without waiting",
+        )
+        try:
+            self._render_banner()
+        except NoMatches:
+            pass
 
     def _stop_collector(self) -> None:
         if self.collector is not None:

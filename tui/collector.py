@@ -10,6 +10,7 @@ does not return behind, without `nvmlShutdown` (the driver cleans up after the p
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from .feed import Feeder, Update
@@ -40,6 +41,7 @@ class Collector:
         self._sleep = sleep
         self.cancelled = threading.Event()
         self.ticks = 0  # ticks this loop took
+        self.tick_started: float | None = None  # monotonic time of the tick in flight
         self.thread = threading.Thread(
             target=self._run, args=(sample_first,), name="gputop-collector", daemon=True
         )
@@ -56,11 +58,17 @@ class Collector:
     def running(self) -> bool:
         return self.thread.is_alive()
 
+    def stuck_for(self) -> float:
+        """Seconds the tick in flight has been running (0 between ticks)."""
+        started = self.tick_started
+        return 0.0 if started is None else max(0.0, time.monotonic() - started)
+
     def _run(self, take: bool) -> None:
         cancel = self.cancelled
         while not cancel.is_set():
             if take or not self._paused():
                 update: Update | None = None
+                self.tick_started = time.monotonic()
                 try:
                     update = self.feeder.tick()
                 except Exception as e:  # noqa: BLE001 - shown as a banner; the loop goes on
@@ -71,6 +79,8 @@ class Collector:
                     )
                 else:
                     message = SnapshotReady(update.snapshot, update)
+                finally:
+                    self.tick_started = None
                 self.ticks += 1
                 if cancel.is_set():  # replaced (r, +/-) or quitting: the new loop posts
                     break
