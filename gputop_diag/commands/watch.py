@@ -25,13 +25,14 @@ from ..export import jsonable, rounded
 from ..model import JobProcess, JobState
 from ..monitor import Monitor
 from ..sources import Sources
-from .options import time_problem
+from .options import capped, time_problem
 from .snapshot import add_sanitize, sanitized_output
 
 EXIT_USAGE = 2
 STATUS_EVERY_S = 10.0
 MAX_SEEN = 512  # processes remembered for the summary
 WATCH_SCHEMA = "gputop-diag.watch/1"
+DEMO_SECONDS = 300.0  # a simulated watch without --seconds stops after this much simulated time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -170,6 +171,14 @@ def _exit_code(watch: JobWatch, fallback: int = 0) -> int:
 
 
 def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
+    if feed.simulated and not watch.started:
+        # simulated time runs instantly and a simulated process never ends: stop somewhere
+        seconds, note = capped(args.seconds or DEMO_SECONDS, True)
+        if args.seconds is None:
+            note = f"under --demo, watching stops after {DEMO_SECONDS:g} s of simulated time"
+        if note is not None:
+            print(f"gputop-diag: {note}", file=sys.stderr)
+        args.seconds = seconds
     monitor = Monitor(feed, interval=args.interval, job=watch)
     writer = None
     if args.record:
@@ -200,7 +209,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
                         if p.pid in seen or len(seen) < MAX_SEEN:
                             seen[p.pid] = p
                 now = clock.now()
-                if now - last_status >= STATUS_EVERY_S:
+                if now - last_status >= STATUS_EVERY_S and not feed.simulated:
                     last_status = now
                     print(f"gputop-diag: {status_line(t.snapshot)}", file=sys.stderr)
                 if watch.finished:
