@@ -139,6 +139,11 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     problem = time_problem(args.seconds, args.interval)
     if problem is not None:
         return _usage(problem)
+    tui = sys.stdout.isatty() and not args.no_tui and not args.json and not args.record
+    if tui and feed.simulated and getattr(args, "demo", None):
+        from .. import sim
+
+        feed = sim.build(args.demo, realtime=True)  # the live view runs on the wall clock
     try:
         watch = build_watch(args, feed)
     except WatchError as e:
@@ -149,7 +154,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     else:
         where = f"; output: {watch.tail.path}" if watch.tail is not None else ""
         print(f"gputop-diag: watching {watch.label}{where}", file=sys.stderr)
-    if sys.stdout.isatty() and not args.no_tui and not args.json and not args.record:
+    if tui:
         from ..tui.app import run_app
 
         code = run_app(feed, interval=args.interval, sanitize=args.sanitize, job=watch)
