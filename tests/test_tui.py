@@ -401,6 +401,7 @@ async def test_sanitize_hides_identifiers_on_every_pane_and_in_the_saved_files(t
         procs = app.query_one("#mem-procs", DataTable)
         users = {str(procs.get_cell(k, "user")) for k in procs.rows}
         assert users and all(u.startswith("user-") for u in users)
+        assert users <= {p.user for p in app.latest.snapshot.processes}  # whole, not cut
         await pilot.press("s")
         reports = await wait_for_files(pilot, tmp_path, "gputop-diag-report-*", 2)
         await pilot.press("S")

@@ -34,7 +34,7 @@ COMMAND_MAX = 200
 COLUMNS: tuple[tuple[str, str, int | None, int], ...] = (
     ("gpu", "GPU", 3, 0),
     ("pid", "PID", 7, 0),
-    ("user", "USER", 8, 0),
+    ("user", "USER", 9, 0),  # a pseudonym (user-b7xa) whole
     ("gpu_mem", "GPU MEM", 7, 0),
     ("share", "SHARE", 5, 120),
     ("sm", "SM%", 4, 96),
@@ -112,7 +112,7 @@ def row_cells(r: ProcRow, columns: tuple[str, ...]) -> tuple[Text, ...]:
     cells = {
         "gpu": r.gpu_label,
         "pid": str(r.pid),
-        "user": r.user[:8],
+        "user": r.user if len(r.user) <= 9 else r.user[:8] + "+",  # htop marks a cut name
         "gpu_mem": size_text(r.gpu_mem_bytes),
         "share": "n/a" if r.share_pct is None else f"{r.share_pct:.0f}%",
         "sm": _pct(r.sm_pct),
