@@ -81,10 +81,9 @@ def _cancel_ours() -> None:
         _run("scancel", *ids)
 
 
-def _sbatch(name: str, script: str) -> str:
+def _sbatch(name: str, script: str, out: str = "/dev/null") -> str:
     r = _run(
-        "sbatch", "--parsable", "-c", "2", "-J", PREFIX + name, "-o", "/dev/null",
-        "--wrap", script,
+        "sbatch", "--parsable", "-c", "2", "-J", PREFIX + name, "-o", out, "--wrap", script,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     return r.stdout.strip().split(";")[0]
@@ -111,7 +110,9 @@ def _watch(cli, *args, env=None):
 
 
 def test_pending_job_is_the_scheduler_and_the_running_job_has_processes(slurm, cli, tmp_path):
-    fill = _sbatch("fill", "sleep 120")
+    out = tmp_path / "fill.out"
+    steps = "; ".join(f"echo 'step {k} loss 1.0 time 0.5s'" for k in range(1, 7))
+    fill = _sbatch("fill", f"{steps}; sleep 120", str(out))
     wait = _sbatch("wait", "true")
     try:
         _until(lambda: _state(fill)[0] == "RUNNING" and _state(wait) == ("PENDING", "Resources"))
@@ -141,6 +142,9 @@ def test_pending_job_is_the_scheduler_and_the_running_job_has_processes(slurm, c
         sleeper = next(p for p in job["processes"] if p["name"] == "sleep")
         assert sleeper["depth"] >= 1  # under the batch script
         assert "RUNNING on" in doc["state"] and "waited" in doc["state"]
+        # its output: the job's StdOut file, its step lines read
+        assert job["log_path"] == str(out) and job["steps"]["source"] == "step-loss"
+        assert doc["steps"]["median_s"] == 0.5
         # a command started inside the allocation (SLURM_JOB_ID set) is linked to its job
         r = _watch(
             cli, "--json", "--output", str(tmp_path / "in-job.log"), "--", "sleep", "0.3",

@@ -546,8 +546,9 @@ class JobWatch:
         problems: list[str] = []
         roots = self.roots
         if self.target == "slurm":
-            if self.tail is None and self.slurm is not None and self.slurm.stdout_path:
-                self.tail = OutputTail(self.slurm.stdout_path, from_start=True)
+            out = self.slurm.stdout_path if self.slurm is not None else None
+            if self.tail is None and out and out != "/dev/null":
+                self.tail = OutputTail(out, from_start=True)
             pids, problem = self._slurm_pids()
             roots = tuple(sorted(pids))
             if problem and self.slurm is not None and not self.slurm.pending:
