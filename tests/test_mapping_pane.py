@@ -87,3 +87,8 @@ async def test_mig_rows():
         assert keys == ["gpu0", "gpu0-mig0", "gpu0-mig1", "gpu0-mig2"]
         assert str(table.get_cell("gpu0-mig0", "uuid")).startswith("MIG-")
         assert str(table.get_cell("gpu0-mig0", "cuda")) == "?"
+
+
+def test_plain_glyphs_for_low_bandwidth():
+    cut = [abbreviate_uuid(u, 14, H100, "~") for u in H100]
+    assert all(c.isascii() and "~" in c and len(c) <= 14 for c in cut) and len(set(cut)) == 5

@@ -35,7 +35,7 @@ UUID_MIN = 14
 PROCS_MIN = 6
 
 
-def abbreviate_uuid(uuid: str, width: int, all_uuids: Sequence[str]) -> str:
+def abbreviate_uuid(uuid: str, width: int, all_uuids: Sequence[str], mark: str = "…") -> str:
     """`uuid` in `width` cells; when it does not fit, its head, an ellipsis and a tail long
     enough to tell it from every other UUID (real GPUs of one board share long prefixes:
     GPU-01000100-0000-0...)."""
@@ -49,9 +49,9 @@ def abbreviate_uuid(uuid: str, width: int, all_uuids: Sequence[str]) -> str:
     if k + 1 < width:
         tail = max(k, width - 5)  # keep "GPU-" and the ellipsis when there is room
         if tail + 1 >= width:
-            return "…" + uuid[-(width - 1) :]
-        return uuid[: width - 1 - tail] + "…" + uuid[-tail:]
-    return uuid[: width - 1] + "…"  # they differ near the start: the head tells them apart
+            return mark + uuid[-(width - 1) :]
+        return uuid[: width - 1 - tail] + mark + uuid[-tail:]
+    return uuid[: width - 1] + mark  # they differ near the start: the head tells them apart
 
 
 def layout(pane: int) -> tuple[int, ...]:
@@ -95,6 +95,7 @@ class MappingPane(Pane):
         self._fit(table)
         uuids = [r.uuid for r in m.rows if r.uuid]
         uuid_w, wide = self._widths[-1], self._widths[-2] == WIDE[-1]
+        mark = "~" if view.plain else "…"  # --low-bandwidth: ASCII only
         rows = {}
         shell = m.shell
         for r in m.rows:
@@ -104,11 +105,13 @@ class MappingPane(Pane):
             pids = ",".join(map(str, r.pids))
             if r.mig_index is None:
                 bus = (r.bus.nvml if wide else short_bus(r.bus)) if r.bus else "?"
-                uuid = abbreviate_uuid(r.uuid or "?", uuid_w, uuids)
+                uuid = abbreviate_uuid(r.uuid or "?", uuid_w, uuids, mark)
                 minor = "?" if r.minor is None else str(r.minor)
                 node = r.device_node or "?"
                 if view.sanitize:
-                    bus, uuid, minor, node = f"bus-{r.nvml_index}", f"GPU-{r.nvml_index}", "·", "·"
+                    hidden = "." if view.plain else "·"
+                    bus, uuid = f"bus-{r.nvml_index}", f"GPU-{r.nvml_index}"
+                    minor = node = hidden
                 rows[r.key] = (
                     f"{r.nvml_index} LOST" if r.lost else str(r.nvml_index),
                     cuda,
@@ -119,7 +122,7 @@ class MappingPane(Pane):
                     pids or "-",
                 )
             else:
-                uuid = abbreviate_uuid(r.uuid or "?", uuid_w, uuids)
+                uuid = abbreviate_uuid(r.uuid or "?", uuid_w, uuids, mark)
                 if view.sanitize:
                     uuid = f"MIG-{r.nvml_index}-{r.mig_index}"
                 profile = (r.name or "").split()[-1] if r.name else ""
