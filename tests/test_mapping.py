@@ -377,3 +377,14 @@ def test_a_job_given_gpus_by_slurm_and_running_elsewhere():
     assert f.pids == (rank.pid,) and "given GPU(s) 2, 3" in f.text
     [c] = [c for c in m.conclusions if c.startswith(f"pid {rank.pid}")]
     assert "cuda:0=GPU 2, cuda:1=GPU 3" in c and "renumbered" in c and "NOT only" in c
+
+
+def test_mapping_of_a_recording(tmp_path, capsys):
+    rec = tmp_path / "r.jsonl"
+    assert main(["--demo", "compute-bound", "record", "-o", str(rec), "--seconds", "2"]) == 0
+    capsys.readouterr()
+    assert main(["--replay", str(rec), "mapping", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["shell"] is None and doc["devices"][0]["cuda_ordinal"] is None
+    assert doc["devices"][0]["minor_number"] is not None  # NVML's, recorded
+    assert any("each runs on the GPU(s) it was given" in c for c in doc["conclusions"])

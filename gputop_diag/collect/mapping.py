@@ -10,7 +10,7 @@ local CPUs in `/sys/bus/pci/devices/<bus>/`, each GPU process's `/proc/<pid>/env
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..diagnose.mapping_checks import (
     Finding,
@@ -98,6 +98,7 @@ class DeviceMapping:
     findings: tuple[Finding, ...]
     conclusions: tuple[str, ...]
     errors: tuple[str, ...] = field(default_factory=tuple)
+    shell_known: bool = True  # False for a recording: no shell environment was recorded
 
     def row(self, key: str) -> DeviceRow | None:
         return next((r for r in self.rows if r.key == key), None)
@@ -222,6 +223,8 @@ def collect_mapping(
         (),
         tuple(errors),
     )
+    if sources is None and environ is None:
+        mapping = replace(mapping, shell_known=False)
     return _with_conclusions(mapping, devices)
 
 
@@ -329,8 +332,6 @@ def _job_of(v: ProcView) -> str:
 
 
 def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapping:
-    from dataclasses import replace
-
     keys = {d.key: d for d in devices}
     out = []
     grouped: dict[tuple, list[ProcessMapping]] = {}
@@ -371,7 +372,7 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
             f"{'it' if len(ps) == 1 else 'them'} on GPU(s) {where}: {verdict}"
         )
     out[:0] = lines
-    if not m.processes and not s.in_job:
+    if not m.processes and not s.in_job and m.shell_known:
         v = m.shell
         order = "" if v.order_known else " in an order only CUDA knows (FASTEST_FIRST, mixed)"
         out.append(

@@ -167,12 +167,14 @@ def to_json(m: DeviceMapping) -> dict[str, Any]:
                 "information": r.info,
                 "processes": list(r.pids),
                 "lost": r.lost,
-                "cuda_ordinal": m.shell.ordinal(r.key),
-                "cuda_visible": r.key in m.shell.visible,
+                "cuda_ordinal": m.shell.ordinal(r.key) if m.shell_known else None,
+                "cuda_visible": r.key in m.shell.visible if m.shell_known else None,
             }
             for r in m.rows
         ],
-        "shell": {**_visibility(m.shell, keys), "slurm": _slurm(m.shell_slurm)},
+        "shell": {**_visibility(m.shell, keys), "slurm": _slurm(m.shell_slurm)}
+        if m.shell_known
+        else None,
         "processes": [
             {
                 "pid": p.pid,
@@ -295,7 +297,9 @@ def render_text(m: DeviceMapping) -> str:
         "NVML and nvidia-smi number GPUs by PCI bus id; CUDA numbers the devices "
         "CUDA_VISIBLE_DEVICES leaves, in CUDA_DEVICE_ORDER; /dev/nvidiaN is the minor number.",
         "",
-        f"this shell: {_env_line(m.shell)}",
+        f"this shell: {_env_line(m.shell)}"
+        if m.shell_known
+        else "this shell: not part of a recording (the processes' variables are)",
     ]
     if m.rows:
         lines += [
@@ -315,8 +319,8 @@ def render_text(m: DeviceMapping) -> str:
                 idx = f"{r.nvml_index}:{r.mig_index}"
                 minor, node = "", f"GI {r.gpu_instance_id} CI {r.compute_instance_id}"
                 bus = numa = cpus = ""
-            cuda = m.shell.cell(r.key)
-            if r.mig_index is not None and m.shell.mig_unknown:
+            cuda = m.shell.cell(r.key) if m.shell_known else ""
+            if r.mig_index is not None and m.shell.mig_unknown and m.shell_known:
                 cuda = "?"
             pids = ",".join(map(str, r.pids)) or "-"
             lines.append(
