@@ -52,6 +52,14 @@ def parse_time(val: str, now: float) -> float | None:
     return dt.timestamp()
 
 
+# What PyTorch warns when libcuda and the kernel module differ (torch.cuda.is_available()).
+MISMATCH_WARNING = (
+    "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+    "functions before calling NumCudaDevices() that might have already set an error? Error 803: "
+    "system has unsupported display driver / cuda driver combination"
+)
+
+
 class FakeCommands:
     """`run_command(argv, timeout) -> CommandResult` over the simulated machine."""
 
@@ -102,12 +110,7 @@ class FakeCommands:
         if m.no_driver or m.module_version is None:
             ok, warning = False, ERR_NO_DRIVER_TORCH
         elif m.module_version != m.driver_version:
-            ok, warning = False, (
-                "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run "
-                "some cuda functions before calling NumCudaDevices() that might have already set "
-                "an error? Error 803: system has unsupported display driver / cuda driver "
-                "combination"
-            )
+            ok, warning = False, MISMATCH_WARNING
         else:
             v = runtime_verdict(cuda, cuda_tuple(m.cuda_version), m.driver_version)
             ok = v is None or v.status != "too_new"
