@@ -332,3 +332,28 @@ async def test_a_tick_stuck_in_the_driver_is_said_on_the_banner(monkeypatch):
     finally:
         if release is not None:
             release.set()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and a pty")
+def test_a_suspended_view_whose_terminal_hangs_up_ends():
+    """Ctrl-Z, then the SSH session drops: the SIGCONT of the hang-up must not start the view
+    again on the dead terminal; the program exits."""
+
+    def state() -> str:
+        with open(f"/proc/{child.p.pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+
+    child = PtyChild("-m", "gputop_diag", "--demo", "idle")
+    try:
+        assert b"IDLE" in child.read_until(b"IDLE")
+        os.write(child.master, b"\x1a")  # Ctrl-Z
+        deadline = time.time() + 10
+        while time.time() < deadline and state() != "T":
+            time.sleep(0.05)
+        assert state() == "T"
+        t0 = time.time()
+        child.hang_up()
+        assert child.drain_until_exit(15) == 0
+        assert time.time() - t0 < EXIT_BOUND_S
+    finally:
+        child.close()
