@@ -229,7 +229,11 @@ def _pct(v: float | None) -> str:
 
 
 # -- output --------------------------------------------------------------------------------------
-def to_fleet_json(fv: FleetVerdict, *, prometheus: str, match: str, group_by: str) -> dict:
+def to_fleet_json(
+    fv: FleetVerdict, *, prometheus: str | None, match: str | None, group_by: str
+) -> dict:
+    """The fleet as `--json` prints it; under --sanitize, `fv` is `FleetNames.verdict`'s copy
+    and `prometheus` and `match` are None (an address, a selector naming hosts)."""
     data = fv.data
     nodes = []
     for v in fv.nodes:
@@ -263,6 +267,7 @@ def to_fleet_json(fv: FleetVerdict, *, prometheus: str, match: str, group_by: st
     return {
         "schema": FLEET_SCHEMA,
         "prometheus": prometheus,
+        "sanitized": prometheus is None,
         "match": match or None,
         "group_by": group_by,
         "time": iso_time(data.end),

@@ -290,3 +290,45 @@ async def test_sanitized_fleet_pane_shows_pseudonyms_only(prometheus):
     assert NodeFeed(query(prometheus.url), key, hostname, shown_as=shown).name == (
         f"{shown} (Prometheus)"
     )
+
+
+def _identities(prometheus) -> set[str]:
+    """Every identifying label value the stand-in serves: host names, instances, job labels,
+    GPU UUIDs and bus ids."""
+    out = set()
+    for s in prometheus.series:
+        for k in ("Hostname", "instance", "hpc_job", "UUID", "pci_bus_id"):
+            if s.labels.get(k):
+                out.add(s.labels[k])
+    return out
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_fleet_sanitize_leaves_no_name_address_or_url(prometheus, where, fmt):
+    cmd = [sys.executable, "-m", "gputop_diag"]
+    opts = ["--prometheus", prometheus.url, "--window", "30s"] + (
+        ["--json"] if fmt == "json" else []
+    )
+    argv = (
+        [*cmd, "--sanitize", "fleet", *opts]
+        if where == "before"
+        else [*cmd, "fleet", *opts, "--sanitize"]
+    )
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    names = _identities(prometheus)
+    assert {"node-a", "node-a:9401", "77"} <= names and any(n.startswith("GPU-") for n in names)
+    for name in names:
+        assert not re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", r.stdout), name
+    assert prometheus.url not in r.stdout and "127.0.0.1" not in r.stdout
+    if fmt == "json":
+        doc = json.loads(r.stdout)
+        assert doc["prometheus"] is None and doc["sanitized"] is True
+        classes = {n["node"]: n["primary"] for n in doc["nodes"]}
+        assert sorted(classes.values()) == sorted(EXPECTED.values())
+        assert all(n["node"].startswith("host-") for n in doc["nodes"])
+        assert all(i.startswith("host-") for n in doc["nodes"] for i in n["instances"])
+        assert doc["jobs"] and doc["jobs"][0]["job"].startswith("job-")
+    else:
+        assert "Fleet: 3 nodes" in r.stdout and "host-" in r.stdout

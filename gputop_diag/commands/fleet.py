@@ -70,6 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print one JSON document (schema gputop-diag.fleet/1, see docs/fleet.md)",
     )
+    from .snapshot import add_sanitize
+
+    add_sanitize(p)
 
 
 def add_access_arguments(p: argparse.ArgumentParser) -> None:
@@ -185,9 +188,34 @@ def run(args: argparse.Namespace, sources=None) -> int:
         )
         return EXIT_NO_GPU
     verdict = judge_fleet(data)
+    if getattr(args, "sanitize", False):
+        return _print_sanitized(verdict, args, group_by, prom.url)
     if args.json:
         doc = to_fleet_json(verdict, prometheus=prom.url, match=args.match, group_by=group_by)
         print(json.dumps(doc, indent=2))
     else:
         print(render_fleet_text(verdict))
+    return 0
+
+
+def _print_sanitized(verdict, args: argparse.Namespace, group_by: str, url: str) -> int:
+    """The fleet with pseudonyms for nodes, instances, job labels, UUIDs and bus ids, and no
+    Prometheus address or selector; nothing at all where a leak check still finds a name."""
+    from ..fleet import render_fleet_text, to_fleet_json
+    from ..fleet_sanitize import FleetNames
+    from .snapshot import sanitized_output
+
+    names = FleetNames()
+    shown = names.verdict(verdict)
+    if args.json:
+        doc = to_fleet_json(shown, prometheus=None, match=None, group_by=group_by)
+        text = json.dumps(doc, indent=2)
+    else:
+        text = render_fleet_text(shown)
+    if url in text:
+        text = text.replace(url, "Prometheus")
+    out = sanitized_output(text, names.s)
+    if out is None:
+        return 1
+    print(out)
     return 0
