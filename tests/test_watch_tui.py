@@ -7,13 +7,13 @@ import dataclasses
 import sys
 
 from test_tui_support import screen_text
+from textual.widgets import ContentSwitcher
 
 from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch
 from gputop_diag.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
 from gputop_diag.tui.job_quit import QuitJobScreen
-from textual.widgets import ContentSwitcher
 
 
 class WatchApp(GpuTopApp):
