@@ -159,6 +159,22 @@ def test_pending_job_is_the_scheduler_and_the_running_job_has_processes(slurm, c
         _run("scancel", fill, wait)
 
 
+def test_a_requeued_job_says_so(slurm, cli):
+    job = _sbatch("requeue", "sleep 120")
+    try:
+        _until(lambda: _state(job)[0] == "RUNNING")
+        r = _run("scontrol", "requeue", job)
+        assert r.returncode == 0, r.stderr
+        _until(lambda: _state(job)[0] == "PENDING")
+        r = _watch(cli, "--slurm", job, "--seconds", "0.5", "--json")
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["job"]["slurm"]["restarts"] == 1
+        assert "requeued 1 time (Restarts=)" in doc["state"]
+    finally:
+        _run("scancel", job)
+
+
 def test_unknown_job_is_explained(slurm, cli):
     r = _watch(cli, "--slurm", "987654321")
     assert r.returncode == 2
