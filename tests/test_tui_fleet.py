@@ -307,9 +307,7 @@ def _identities(prometheus) -> set[str]:
 @pytest.mark.parametrize("fmt", ["json", "text"])
 def test_fleet_sanitize_leaves_no_name_address_or_url(prometheus, where, fmt):
     cmd = [sys.executable, "-m", "gputop_diag"]
-    opts = ["--prometheus", prometheus.url, "--window", "30s"] + (
-        ["--json"] if fmt == "json" else []
-    )
+    opts = ["--prometheus", prometheus.url] + (["--json"] if fmt == "json" else [])
     argv = (
         [*cmd, "--sanitize", "fleet", *opts]
         if where == "before"
