@@ -412,6 +412,7 @@ async def test_sanitize_hides_identifiers_on_every_pane_and_in_the_saved_files(t
     assert doc["sanitized"] is True and "xid_history" in doc
     files = [p.read_text() for p in (*reports, *snapshots)]
     assert "## Diagnosis" in files[1]
+    assert all(u in files[1] for u in users)  # one key for the session: the screen's names
     named = [*zip("12345", shown, strict=True)]
     named += zip(("report.json", "report.md", "S"), files, strict=True)
     for where, text in named:
