@@ -10,6 +10,7 @@ so the Fleet pane's row and the node's own header say the same name.
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import replace
 
 from .fleet import FleetVerdict, JobFinding, JobVerdict
@@ -22,8 +23,10 @@ _HOST_OF_INSTANCE = re.compile(r"^\[?([^\]]+?)\]?(?::\d+)?$")
 class FleetNames:
     """Pseudonyms for a fleet's identities, stable for the life of this object."""
 
-    def __init__(self, sanitizer: Sanitizer | None = None) -> None:
-        self.s = sanitizer if sanitizer is not None else Sanitizer()
+    def __init__(self, key: bytes | None = None) -> None:
+        # the session's key: the node's own panes sanitize under it too (same pseudonyms)
+        self.key = key if key is not None else secrets.token_bytes(32)
+        self.s = Sanitizer(self.key)
         self._known: dict[str, str] = {}  # original -> pseudonym, for free text
         self._pattern: re.Pattern[str] | None = None
 
@@ -41,13 +44,16 @@ class FleetNames:
             self.node(nd)
 
     def node(self, nd: NodeData) -> str:
+        return self.node_of(nd.key, nd.hostname)
+
+    def node_of(self, key: str, hostname: str | None) -> str:
         """The node's pseudonym: its host name's (as the snapshots' header shows it) where the
         node is named by host name, else a pseudonym of its instance address."""
-        if nd.hostname and nd.key == nd.hostname:
-            shown = self.s.hostname(nd.key) or nd.key
+        if hostname and key == hostname:
+            shown = self.s.hostname(key) or key
         else:
-            shown = self.instance(nd.key)
-        self._remember(nd.key, shown)
+            shown = self.instance(key)
+        self._remember(key, shown)
         return shown
 
     def instance(self, address: str) -> str:

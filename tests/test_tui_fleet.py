@@ -159,7 +159,16 @@ def test_rows_sort_by_alerts_class_and_node(prometheus):
     assert [r.node for r in sort_rows(rows, "node")] == ["node-a", "node-b", "node-c"]
     by_class = [r.primary for r in sort_rows(rows, "class")]
     assert by_class == ["compute", "input_pipeline", "communication"]  # the classes' order
-    assert [r.node for r in fleet_rows(fv, sanitize=True)] == ["node-1", "node-2", "node-3"]
+    from gputop_diag.fleet_sanitize import FleetNames
+
+    names = FleetNames()
+    shown = {r.key: r.node for r in fleet_rows(fv, names=names)}
+    assert all(v.startswith("host-") for v in shown.values()) and len(set(shown.values())) == 3
+    # a node leaving keeps every other node's pseudonym (keyed by identity, not position)
+    fv.nodes = [v for v in fv.nodes if v.node.key != "node-a"]
+    assert {r.key: r.node for r in fleet_rows(fv, names=names)} == {
+        k: v for k, v in shown.items() if k != "node-a"
+    }
 
 
 async def test_fleet_pane_lists_the_nodes_sorts_and_opens_one(prometheus):
@@ -283,10 +292,10 @@ async def test_sanitized_fleet_pane_shows_pseudonyms_only(prometheus):
         ) + "".join(str(table.get_row_at(i)) for i in range(table.row_count))
         for host in NODES:
             assert host not in screen
-        assert prometheus.url not in screen and "node-1" in screen
+        assert prometheus.url not in screen and "host-" in screen
         await pilot.press("enter")
     key, hostname, shown = app.open_node
-    assert key in NODES and shown.startswith("node-") and shown != key
+    assert key in NODES and shown.startswith("host-") and shown != key
     assert NodeFeed(query(prometheus.url), key, hostname, shown_as=shown).name == (
         f"{shown} (Prometheus)"
     )
@@ -327,10 +336,43 @@ def test_fleet_sanitize_leaves_no_name_address_or_url(prometheus, where, fmt):
     if fmt == "json":
         doc = json.loads(r.stdout)
         assert doc["prometheus"] is None and doc["sanitized"] is True
-        classes = {n["node"]: n["primary"] for n in doc["nodes"]}
-        assert sorted(classes.values()) == sorted(EXPECTED.values())
+        assert len({n["node"] for n in doc["nodes"]}) == 3
         assert all(n["node"].startswith("host-") for n in doc["nodes"])
         assert all(i.startswith("host-") for n in doc["nodes"] for i in n["instances"])
         assert doc["jobs"] and doc["jobs"][0]["job"].startswith("job-")
     else:
         assert "Fleet: 3 nodes" in r.stdout and "host-" in r.stdout
+
+
+async def test_sanitized_node_panes_name_no_host_address_or_key(prometheus):
+    from test_tui_support import screen_text
+
+    from gputop_diag.fleet_sanitize import FleetNames
+    from gputop_diag.tui.keys import PANES
+
+    q = query(prometheus.url)
+    names = FleetNames()
+    fv = FleetWatch(q).judge()
+    names.learn([v.node for v in fv.nodes])
+    nd = next(v.node for v in fv.nodes if v.node.key == "node-a")
+    shown = names.node(nd)
+    feed = NodeFeed(q, "node-a", "node-a", shown_as=shown)
+    app = NodeApp(feed, sanitize=True, names=names)
+    secret = [n for n in _identities(prometheus) if not n.isdigit()] + [prometheus.url]
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, lambda: app.latest is not None or app._failure is not None)
+        assert app._failure is None, app._failure.message
+        for k in app._pane_order():
+            app.action_pane(PANES.index(k))
+            await pilot.pause(0.05)
+            screen = screen_text(app)
+            for name in secret:
+                assert name not in screen, (k, name)
+        assert shown in screen_text(app)  # the header says the row's pseudonym
+        # a node gone from Prometheus: the message names its pseudonym, not its key
+        gone = NodeFeed(q, "node-z", "node-z")
+        app.node_feed = gone
+        app.follow()
+        await settle(pilot, lambda: app._failure is not None)
+        assert "node-z" not in screen_text(app) and "node-z" not in app._failure.message
+        await pilot.press("q")

@@ -24,6 +24,7 @@ from textual.worker import get_current_worker
 from ..fleet import FleetVerdict, render_fleet_text
 from ..fleet_live import FleetQuery, FleetWatch, NodeFeed
 from ..fleet_read import NoFleetData
+from ..fleet_sanitize import FleetNames
 from ..monitor import Monitor
 from ..prom_client import PrometheusError
 from .app import GpuTopApp
@@ -76,12 +77,19 @@ class FleetApp(App):
     ]
 
     def __init__(
-        self, watch: FleetWatch, state: FleetViewState | None = None, *, sanitize: bool = False
+        self,
+        watch: FleetWatch,
+        state: FleetViewState | None = None,
+        *,
+        sanitize: bool = False,
+        names: FleetNames | None = None,
     ) -> None:
         super().__init__()
         self.watch = watch
         self.state = state or FleetViewState()
-        self.sanitize = sanitize
+        self.sanitize = sanitize or names is not None
+        # --sanitize: one set of pseudonyms for the session (the node's panes share it)
+        self.names = (names or FleetNames()) if self.sanitize else None
         self.open_node: tuple[str, str | None, str] | None = None  # key, hostname, shown as
         self._wake = threading.Event()
 
@@ -132,8 +140,8 @@ class FleetApp(App):
 
     def on_fleet_read_failed(self, message: FleetReadFailed) -> None:
         text = message.text
-        if self.sanitize:
-            text = text.replace(self.watch.query.prom.url, "Prometheus")
+        if self.names is not None:
+            text = self.names.text(text.replace(self.watch.query.prom.url, "Prometheus"))
         self.state.problem = text
         box = self.query_one("#fleet-problem", Static)
         kept = " (the table keeps the last reading)" if self.state.verdict is not None else ""
@@ -153,7 +161,7 @@ class FleetApp(App):
         data = fv.data
         self.query_one("#fleet-problem").display = self.state.problem is not None
         table = self.query_one(FleetTable)
-        table.show(fleet_rows(fv, sanitize=self.sanitize), self.state.sort)
+        table.show(fleet_rows(fv, names=self.names), self.state.sort)
         if self.state.cursor_key is not None and table.current_key() != self.state.cursor_key:
             keys = [r.key for r in table.rows_shown]
             if self.state.cursor_key in keys:
@@ -169,13 +177,10 @@ class FleetApp(App):
         for j in fv.jobs:
             if not j.findings:
                 continue
-            name = "a job" if self.sanitize else f"job {j.job}"
-            lines.append(f"{name} ({len(j.nodes)} nodes):")
+            name = j.job if self.names is None else self.names.group(j.job)
+            lines.append(f"job {name} ({len(j.nodes)} nodes):")
             for f in j.findings:
-                text = f.text
-                if self.sanitize:
-                    for r in table.rows_shown:
-                        text = text.replace(r.key, r.node)
+                text = f.text if self.names is None else self.names.text(f.text)
                 lines.append(f"  - {text}")
         jobs = self.query_one("#fleet-jobs", Static)
         jobs.update("\n".join(lines))
@@ -212,7 +217,18 @@ class FleetApp(App):
 class NodeApp(GpuTopApp):
     """The live view's panes for one node, fed from Prometheus where a recording would play."""
 
-    def __init__(self, feed: NodeFeed, *, sanitize: bool = False, low_bandwidth: bool = False):
+    def __init__(
+        self,
+        feed: NodeFeed,
+        *,
+        sanitize: bool = False,
+        low_bandwidth: bool = False,
+        names: FleetNames | None = None,
+    ):
+        sanitize = sanitize or names is not None
+        self.names = (names or FleetNames()) if sanitize else None
+        if self.names is not None:
+            feed.name = f"{self.names.node_of(feed.key, feed.hostname)} (Prometheus)"
         super().__init__(
             None,
             replay=feed,  # type: ignore[arg-type] - a recording's reading side
@@ -221,7 +237,19 @@ class NodeApp(GpuTopApp):
             sanitize=sanitize,
             low_bandwidth=low_bandwidth,
         )
+        if self.names is not None:
+            # the session's sanitizer: the node's host shows the pseudonym its fleet row shows
+            self._key = self.names.key
+            self.sanitizer = self.names.s
+            self._host_alias = self._alias_of_host()
         self.node_feed = feed
+
+    def _said(self, text: str) -> str:
+        """A message about the node or Prometheus as the screen may show it."""
+        if self.names is None:
+            return text
+        self.names.node_of(self.node_feed.key, self.node_feed.hostname)
+        return self.names.text(text.replace(self.node_feed.path, "Prometheus"))
 
     def on_mount(self) -> None:
         # Textual runs GpuTopApp.on_mount after this one: the layout first, then the feed.
@@ -234,7 +262,8 @@ class NodeApp(GpuTopApp):
         feed.cancel = cancel
         try:
             feed.load()  # the step, hence the classifier's tick, comes with the window
-            self.feeder = Feeder(Monitor(None, tick_s=feed.tick_s))
+            # under --sanitize the view only ever sees the session's pseudonyms
+            self.feeder = Feeder(Monitor(None, tick_s=feed.tick_s), self.sanitizer)
             self._extent()
             for snap in feed.snapshots():
                 if cancel.is_set():
@@ -242,10 +271,13 @@ class NodeApp(GpuTopApp):
                 self.post_message(SnapshotReady(snap, self.feeder.add(snap)))
                 self._extent()
         except PrometheusError as e:
-            text = e.message.replace(feed.path, "Prometheus") if self.sanitize else e.message
-            self.post_message(CollectorFailed("prometheus", text, e.next_step))
+            self.post_message(
+                CollectorFailed("prometheus", self._said(e.message), self._said(e.next_step))
+            )
         except NoFleetData as e:
-            self.post_message(CollectorFailed("prometheus", str(e), "q goes back to the fleet"))
+            self.post_message(
+                CollectorFailed("prometheus", self._said(str(e)), "q goes back to the fleet")
+            )
 
     def _extent(self) -> None:
         count, first, last = self.node_feed.extent()
@@ -270,13 +302,14 @@ def run_fleet_view(
         print(render_fleet_text(fv))
         return 0
     state = FleetViewState()
+    names = FleetNames() if sanitize else None  # one key for the whole session
     while True:
-        app = FleetApp(watch, state, sanitize=sanitize)
+        app = FleetApp(watch, state, names=names)
         app.run()
         if app.open_node is None:
             return app.return_code or 0
         key, hostname, shown_as = app.open_node
         state.opened.append(key)
         feed = NodeFeed(query, key, hostname, shown_as=shown_as if sanitize else None)
-        node = NodeApp(feed, sanitize=sanitize, low_bandwidth=low_bandwidth)
+        node = NodeApp(feed, low_bandwidth=low_bandwidth, names=names)
         node.run()

@@ -14,6 +14,7 @@ from textual.widgets import DataTable
 
 from ..diagnose.types import ALL_PRIMARY
 from ..fleet import FleetVerdict, NodeVerdict
+from ..fleet_sanitize import FleetNames
 
 SORTS = ("alerts", "class", "node")
 COLUMNS = ("NODE", "CLASS", "CONF", "ALERTS", "BUSY", "GPUS", "EVIDENCE")
@@ -45,8 +46,11 @@ def severity(v: NodeVerdict) -> int:
     return 3
 
 
-def fleet_rows(fv: FleetVerdict, *, sanitize: bool = False) -> list[FleetRow]:
-    names = {v.node.key: f"node-{i + 1}" for i, v in enumerate(fv.nodes)} if sanitize else {}
+def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[FleetRow]:
+    """The table's rows; under --sanitize (`names`) each node shows its session pseudonym,
+    the same however many nodes join or leave."""
+    if names is not None:
+        names.learn([v.node for v in fv.nodes])
     rows = []
     for v in fv.nodes:
         d = v.diagnosis
@@ -59,7 +63,7 @@ def fleet_rows(fv: FleetVerdict, *, sanitize: bool = False) -> list[FleetRow]:
             FleetRow(
                 key=v.node.key,
                 hostname=v.node.hostname,
-                node=names.get(v.node.key, v.node.key),
+                node=v.node.key if names is None else names.node(v.node),
                 primary=d.primary,
                 label=d.label,
                 confidence=f"{d.confidence:.0%}" if d.has_confidence else "-",
@@ -67,7 +71,7 @@ def fleet_rows(fv: FleetVerdict, *, sanitize: bool = False) -> list[FleetRow]:
                 severity=severity(v),
                 busy="-" if v.busy_pct is None else f"{v.busy_pct:.0f} %",
                 gpus=str(max((len(s.gpus) for s in v.node.snapshots), default=0)),
-                evidence=ev,
+                evidence=ev if names is None else names.text(ev),
             )
         )
     return rows
