@@ -166,7 +166,7 @@ class Prometheus:
             if e.code in (400, 422):
                 raise PrometheusError(
                     f"Prometheus at {self.url} refused the query: {detail or e.reason}",
-                    "check --match (a PromQL label matcher such as '{cluster=\"a\"}')",
+                    refusal_hint(detail),
                     "query",
                 ) from None
             if e.code in (401, 403):
@@ -243,17 +243,17 @@ class Prometheus:
                 "bad_answer",
             ) from None
         if not isinstance(doc, dict) or doc.get("status") != "success":
+            detail = str(doc.get("error") if isinstance(doc, dict) else doc)
             raise PrometheusError(
-                f"Prometheus at {self.url} refused the query: "
-                f"{doc.get('error') if isinstance(doc, dict) else doc}",
-                "check --match (a PromQL label matcher such as '{cluster=\"a\"}')",
+                f"Prometheus at {self.url} refused the query: {detail}",
+                refusal_hint(detail),
                 "query",
             )
         return doc.get("data")
 
     def query(self, promql: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
         """An instant query's vector: (labels, value) per series."""
-        params: dict[str, Any] = {"query": promql, "timeout": f"{self.timeout:g}s"}
+        params: dict[str, Any] = {"query": promql, "timeout": api_duration(self.timeout)}
         if at is not None:
             params["time"] = f"{at:.3f}"
         data = self._get("query", params)
@@ -277,7 +277,7 @@ class Prometheus:
                 "start": f"{start:.3f}",
                 "end": f"{end:.3f}",
                 "step": f"{step:g}",
-                "timeout": f"{self.timeout:g}s",
+                "timeout": api_duration(self.timeout),
             },
         )
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
@@ -300,6 +300,37 @@ class Prometheus:
                     values.append(x)
             out.append(Series(r["metric"], tuple(times), tuple(values)))
         return out
+
+
+def api_duration(seconds: float) -> str:
+    """A duration as Prometheus' API parses it: whole seconds (`10s`), else milliseconds
+    (`2500ms`; Prometheus refuses a fractional `2.5s`)."""
+    ms = max(1, round(seconds * 1000))
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+_REFUSALS = (
+    ('"timeout"', "give --timeout in seconds, e.g. --timeout 10"),
+    ('"step"', "give --step as a duration such as 15s (or leave it out: the scrape interval)"),
+    (
+        "maximum resolution",
+        "use a larger --step or a shorter --window (at most 11,000 points per series)",
+    ),  # fmt: skip
+    ("too many samples", "use a shorter --window, a larger --step or a narrower --match"),
+    ('"start"', "check --at and --window: the window's start is not a time Prometheus accepts"),
+    ('"end"', "check --at: it is not a time Prometheus accepts"),
+    ('"time"', "check --at: it is not a time Prometheus accepts"),
+)
+
+
+def refusal_hint(detail: str) -> str:
+    """The next step for a query Prometheus refused, from what it said was wrong."""
+    for said, hint in _REFUSALS:
+        if said in detail:
+            return hint
+    if "parse error" in detail or "unexpected" in detail or "label matcher" in detail:
+        return "check --match (a PromQL label matcher such as '{cluster=\"a\"}')"
+    return "check --match, --window and --step; the message above is Prometheus' own"
 
 
 def _error_text(body: bytes) -> str:

@@ -226,3 +226,24 @@ def test_scrape_interval_from_sample_counts_in_closed_ranges(true):
     for extra in (0, 1):
         got = [_step_of(w, w // true + extra) for w in step_spans(300.0) if w // true + extra]
         assert min(got) == true
+
+
+def test_timeouts_are_sent_in_a_form_prometheus_parses():
+    from gputop_diag.prom_client import api_duration
+
+    # Prometheus' API refuses "2.5s" (model.ParseDuration takes whole units only)
+    assert api_duration(10) == "10s" and api_duration(2.5) == "2500ms"
+    assert api_duration(0.0004) == "1ms" and api_duration(0.25) == "250ms"
+
+
+def test_each_refusal_gets_its_own_next_step():
+    from gputop_diag.prom_client import refusal_hint
+
+    said = 'invalid parameter "timeout": cannot parse "2.5s" to a valid duration'
+    assert "--timeout" in refusal_hint(said) and "--match" not in refusal_hint(said)
+    said = (
+        "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the "
+        "query resolution (?step=XX)"
+    )
+    assert "--step" in refusal_hint(said)
+    assert "--match" in refusal_hint('1:17: parse error: unexpected "}" in label matching')

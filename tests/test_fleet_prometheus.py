@@ -326,3 +326,12 @@ def test_promtool_accepts_a_live_scrape(fleet):
             [PROMTOOL, "check", "metrics"], input=text, capture_output=True, timeout=30
         )
         assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_a_fractional_timeout_is_accepted_and_a_bad_match_says_so(fleet):
+    r = run_cli("fleet", "--prometheus", fleet["url"], "--window", "20s", "--timeout", "2.5")
+    assert r.returncode == 0, r.stderr
+    assert "Fleet: " in r.stdout
+    r = run_cli("fleet", "--prometheus", fleet["url"], "--window", "20s", "--match", 'gpu="0')
+    assert r.returncode == 4 and "refused the query" in r.stderr
+    assert "next: check --match" in r.stderr and r.stderr.count("\n") == 1
