@@ -22,6 +22,7 @@ from ..diagnose.mapping_checks import (
     parse_scontrol_gres,
     process_findings,
     slurm_gpus,
+    slurm_visibility,
     visibility_findings,
 )
 from ..diagnose.ordinals import BusId, Device, Visibility, devices_of, parse_bus_id, resolve
@@ -197,8 +198,12 @@ def collect_mapping(
         env = dict(environ)
     else:
         env = dict(sources.environ) if sources is not None else {}
-    shell = resolve(devices, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER"))
     shell_slurm = slurm_gpus(env)
+    shell = slurm_visibility(
+        resolve(devices, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER")),
+        shell_slurm,
+        [d.key for d in devices],
+    )
     procs = _processes(snap, sources, devices)
     job_ids = [j for j in [shell_slurm.job_id, *(p.slurm.job_id for p in procs if p.slurm)] if j]
     jobs, errors = _ask_scontrol(sources, list(dict.fromkeys(job_ids))[:MAX_JOBS_ASKED])
@@ -246,8 +251,12 @@ def _processes(snap: Snapshot, sources: Sources | None, devices: Sequence[Device
         vis = slurm = None
         cuda: tuple = ()
         if env is not None:
-            vis = resolve(devices, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER"))
             slurm = slurm_gpus(env)
+            vis = slurm_visibility(
+                resolve(devices, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER")),
+                slurm,
+                [d.key for d in devices],
+            )
             if vis.order_known:
                 cuda = tuple(enumerate(vis.visible))
         out.append(
@@ -391,15 +400,27 @@ def _slurm_conclusion(who: str, s: SlurmGpus, on: Sequence[int] | None) -> str:
             f"{who}: Slurm job {s.job_id} without SLURM_JOB_GPUS/SLURM_STEP_GPUS: its GPUs "
             "are read from `scontrol show job -d` (GRES IDX)"
         )
-    local = parse_id_list(s.cvd) or ()
-    chain = [
-        f"cuda:{k}=GPU {g}" for k in range(len(local)) if (g := s.global_of_local(k)) is not None
-    ]
-    renumbered = " (renumbered: ConstrainDevices)" if s.constrained else ""
-    head = (
-        f"{who}: Slurm job {s.job_id} was given GPU(s) {_ids(glob)} (global ids); "
-        f"CUDA_VISIBLE_DEVICES={s.cvd or '(unset)'} is step-local{renumbered}"
-    )
+    local = parse_id_list(s.cvd)
+    c = s.constrained
+    cvd = f"CUDA_VISIBLE_DEVICES={s.cvd or '(unset)'}"
+    if local is None:
+        how = f"{cvd} (no index list to renumber)"
+    elif c is True:
+        how = f"{cvd} is step-local (renumbered: ConstrainDevices)"
+    elif c is False:
+        how = f"{cvd} holds the global ids (not renumbered)"
+    elif tuple(local) == tuple(glob):
+        how = f"{cvd} reads the same as step-local or global ids"
+    else:
+        how = f"{cvd}: the variables cannot tell step-local ids (ConstrainDevices) from global ids"
+    chain = []
+    if local is not None and (c is not None or tuple(local) == tuple(glob)):
+        chain = [
+            f"cuda:{k}=GPU {g}"
+            for k in range(len(local))
+            if (g := s.global_of_local(k)) is not None
+        ]
+    head = f"{who}: Slurm job {s.job_id} was given GPU(s) {_ids(glob)} (global ids); {how}"
     if chain:
         head += "; " + ", ".join(chain)
     if on is None:

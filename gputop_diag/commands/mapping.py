@@ -93,6 +93,7 @@ def _visibility(v: Visibility, keys: dict[str, DeviceRow]) -> dict[str, Any]:
         "cuda_visible_devices": v.cvd,
         "cuda_device_order": v.order,
         "order_known": v.order_known,
+        "unknown_why": v.unknown_why or None,
         "mixed_models": v.mixed_models,
         "devices": [
             {
@@ -273,6 +274,8 @@ def _cuda_of(p: ProcessMapping, keys: dict[str, DeviceRow]) -> str:
     if not v.visible:
         return "no CUDA device visible"
     if not v.order_known:
+        if v.unknown_why:
+            return f"{len(v.visible)} candidate device(s): {v.unknown_why}"
         return f"{len(v.visible)} device(s), order only CUDA knows (FASTEST_FIRST, mixed models)"
     names = [_short_key(k) for k in v.visible]
     if names == [str(k) for k in range(len(names))]:
@@ -327,7 +330,8 @@ def render_text(m: DeviceMapping) -> str:
                 f"{idx:<6}{cuda:>4}  {minor:>5}  {node:<14}{bus:<18}{numa:>4}  {cpus:<9}"
                 f"{(r.uuid or '?'):<42}{(r.name or '?')[:25]:<26}{pids}"
             )
-        lines.append("CUDA: this shell's ordinal (- not visible, ? numbering only CUDA knows)")
+        unknown = m.shell.unknown_why or "numbering only CUDA knows"
+        lines.append(f"CUDA: this shell's ordinal (- not visible, ? {unknown})")
         info_rows = [r for r in m.rows if r.info]
         if info_rows:
             r = info_rows[0]

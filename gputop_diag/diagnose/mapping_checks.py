@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .ordinals import Visibility
+from .ordinals import Entry, Visibility, row_key
 
 SLURM_VARS = (
     "SLURM_JOB_ID",
@@ -102,6 +102,50 @@ class SlurmGpus:
             k = ids[local]
             return sorted(glob)[k] if k < len(glob) else None
         return ids[local]
+
+
+SLURM_UNKNOWN = (
+    "Slurm's variables cannot tell whether CUDA_VISIBLE_DEVICES holds step-local ids "
+    "(renumbered under ConstrainDevices) or global ids"
+)
+
+
+def slurm_visibility(v: Visibility, s: SlurmGpus, keys: Sequence[str]) -> Visibility:
+    """`v` (CUDA_VISIBLE_DEVICES resolved against the whole node) corrected for a Slurm job:
+    under ConstrainDevices its index entries are step-local, so entry k is the job's k-th GPU in
+    Slurm's global numbering; when the variables cannot tell, the job's GPUs and those the
+    entries name read `?`. `keys`: the device keys of the node."""
+    glob = s.global_ids
+    local = parse_id_list(s.cvd)
+    if not s.in_job or glob is None or local is None:
+        return v  # UUID entries, or no global ids: nothing to renumber
+    c = s.constrained
+    if c is False or (c is None and tuple(local) == tuple(glob)):
+        return v  # global ids, or 0..n-1 given as GPUs 0..n-1: the same either way
+    if c is None:
+        cand = tuple(dict.fromkeys([*v.visible, *(row_key(g) for g in glob)]))
+        return replace(
+            v,
+            visible=tuple(k for k in keys if k in cand),
+            order_known=False,
+            unknown_why=SLURM_UNKNOWN,
+        )
+    entries: list[Entry] = []
+    visible: list[str] = []
+    stopped = False
+    for k, text in enumerate(x.strip() for x in (s.cvd or "").split(",")):
+        g = s.global_of_local(k)
+        key = row_key(g) if g is not None and row_key(g) in keys else None
+        if stopped:
+            entries.append(Entry(text, key, "", ignored=key is not None))
+        elif key is None or key in visible:
+            why = "names a device already listed" if key else "names none of the job's GPUs"
+            entries.append(Entry(text, None, why))
+            stopped = True
+        else:
+            entries.append(Entry(text, key))
+            visible.append(key)
+    return replace(v, entries=tuple(entries), visible=tuple(visible))
 
 
 def slurm_gpus(env: Mapping[str, str]) -> SlurmGpus:

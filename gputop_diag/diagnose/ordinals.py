@@ -99,6 +99,9 @@ class Visibility:
     order_known: bool  # False: FASTEST_FIRST over mixed models with index entries or unset
     mig_unknown: bool  # MIG instances visible by default: their numbering depends on CUDA
     mixed_models: bool
+    # why the numbering is not knowable when that is not FASTEST_FIRST over mixed models (e.g.
+    # Slurm's variables cannot tell step-local from global ids)
+    unknown_why: str = ""
 
     @property
     def invalid(self) -> Entry | None:
