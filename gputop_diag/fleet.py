@@ -311,14 +311,14 @@ def render_fleet_text(fv: FleetVerdict, *, width: int = 100) -> str:
     order = sorted(fv.nodes, key=lambda v: (_severity(v), v.node.key))
     for v in order:
         d = v.diagnosis
-        conf = f"{d.confidence:.0%}" if d.has_confidence else "-"
+        label, conf = class_and_confidence(v)
         alerts = ",".join(sorted({a.kind for a in d.alerts})) or "-"
         ev = d.evidence[0].text if d.evidence else ""
         if v.stale_s is not None:
-            ev = f"STALE: last sample {v.stale_s:.0f} s before the window's end. " + ev
+            ev = stale_text(v.stale_s) + (f"; before it: {d.label}" if d.has_confidence else "")
         rest = width - key_w - 41
         ev = ev if len(ev) <= rest or rest < 20 else ev[: rest - 1] + "…"
-        lines.append(f"{v.node.key:<{key_w}}  {d.label:<17} {conf:>4}  {alerts[:14]:<14} {ev}")
+        lines.append(f"{v.node.key:<{key_w}}  {label:<17} {conf:>4}  {alerts[:14]:<14} {ev}")
         if v.missing_series:
             lines.append(f"{'':<{key_w}}  missing: " + "; ".join(v.missing_series))
     if fv.jobs:
@@ -334,8 +334,25 @@ def render_fleet_text(fv: FleetVerdict, *, width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def _severity(v: NodeVerdict) -> int:
+def class_and_confidence(v: NodeVerdict) -> tuple[str, str]:
+    """What the CLASS and CONF columns say: STALE and no confidence for a node that stopped
+    reporting (its class is of figures that old), else its class and confidence."""
     d = v.diagnosis
+    if v.stale_s is not None:
+        return "STALE", "-"
+    return d.label, f"{d.confidence:.0%}" if d.has_confidence else "-"
+
+
+def stale_text(stale_s: float) -> str:
+    return f"no scrape for {stale_s:.0f} s (its exporter or Prometheus' scrape of it stopped)"
+
+
+def _severity(v: NodeVerdict) -> int:
+    """The order the table lists nodes in: stale first (what it says is old), then faults,
+    critical alerts, other alerts, the rest."""
+    d = v.diagnosis
+    if v.stale_s is not None:
+        return -1
     if d.faults:
         return 0
     if any(a.severity == "critical" for a in d.alerts):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .dcgm_fields import JOB_LABEL
-from .fleet import FleetVerdict, judge_fleet
+from .fleet import STALE_STEPS, FleetVerdict, judge_fleet
 from .fleet_query import detect_step
 from .fleet_read import FleetData, NoFleetData, read_fleet
 from .model import Snapshot
@@ -187,6 +187,14 @@ class NodeFeed:
         if not self.history:
             return 0, None, None
         return len(self.history), self.history[0].timestamp, self.history[-1].timestamp
+
+    def stale_for(self) -> float | None:
+        """Seconds since the node's newest scrape, where it is older than the fleet calls
+        stale (its exporter or Prometheus' scrape of it stopped); None while it reports."""
+        if not self.history or not self.step_s:
+            return None
+        age = self.clock() - self.history[-1].timestamp
+        return age if age > (STALE_STEPS + 1) * self.step_s else None
 
     def last(self) -> Snapshot | None:
         return self.history[-1] if self.history else None

@@ -30,6 +30,7 @@ from gputop_diag.tui.fleet_table import FleetTable, fleet_rows, sort_rows
 STEP = 1.0
 NODES = {"node-a": "comm-bound", "node-b": "input-starved", "node-c": "compute-bound"}
 EXPECTED = {"node-a": "communication", "node-b": "input_pipeline", "node-c": "compute"}
+LOOKBACK_S = [300.0]  # Prometheus' lookback; a test shortens it to see a node stop
 _MATCHER = re.compile(r'(\w+)\s*(=~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -65,7 +66,7 @@ class FakePrometheus(http.server.ThreadingHTTPServer):
 def _at(s, t: float) -> float | None:
     best = None
     for ts, v in zip(s.times, s.values, strict=True):
-        if ts <= t + 1e-9 and t - ts <= 300:
+        if ts <= t + 1e-9 and t - ts <= LOOKBACK_S[0]:
             best = v
     return best
 
@@ -376,3 +377,56 @@ async def test_sanitized_node_panes_name_no_host_address_or_key(prometheus):
         await settle(pilot, lambda: app._failure is not None)
         assert "node-z" not in screen_text(app) and "node-z" not in app._failure.message
         await pilot.press("q")
+
+
+def _stale_fleet(prometheus):
+    from dataclasses import replace
+
+    fv = FleetWatch(query(prometheus.url)).judge()
+    fv.nodes = [replace(v, stale_s=200.0) if v.node.key == "node-c" else v for v in fv.nodes]
+    return fv
+
+
+def test_a_stale_node_says_stale_in_its_class_and_sorts_first(prometheus):
+    from gputop_diag.fleet import render_fleet_text
+
+    fv = _stale_fleet(prometheus)
+    rows = fleet_rows(fv)
+    for by in ("alerts", "class"):
+        first = sort_rows(rows, by)[0]
+        assert (first.key, first.label, first.confidence) == ("node-c", "STALE", "-"), by
+    assert "no scrape for 200 s" in first.evidence
+    table = [ln for ln in render_fleet_text(fv, width=80).splitlines() if ln.startswith("node")]
+    assert re.match(r"node-c\s+STALE\s+-\s", table[0]), table
+
+
+async def test_a_stale_node_is_seen_at_40_columns(prometheus):
+    from test_tui_support import screen_text
+
+    fv = _stale_fleet(prometheus)
+
+    class Fixed(FleetWatch):
+        def judge(self):
+            return fv
+
+    app = FleetApp(Fixed(query(prometheus.url)))
+    async with app.run_test(size=(40, 12)) as pilot:
+        await settle(pilot, lambda: app.query_one(FleetTable).row_count == 3)
+        assert "STALE" in screen_text(app)
+
+
+async def test_a_node_that_stopped_reporting_says_how_old_its_last_scrape_is(prometheus):
+    from test_tui_support import screen_text
+
+    t0 = max(max(s.times) for s in prometheus.series)
+    LOOKBACK_S[0] = 2.0  # the node's series end at t0, seen 20 s later
+    try:
+        feed = NodeFeed(query(prometheus.url), "node-a", "node-a", clock=lambda: t0 + 20)
+        app = NodeApp(feed)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot, lambda: app.latest is not None)
+            await settle(pilot, lambda: "STALE" in screen_text(app), tries=60)
+            assert re.search(r"last scrape of this node is [12]\d s old", screen_text(app))
+            await pilot.press("q")
+    finally:
+        LOOKBACK_S[0] = 300.0

@@ -65,7 +65,9 @@ class FleetApp(App):
     CSS = """
     #fleet-head { height: auto; background: $primary-background; }
     #fleet-problem { height: auto; color: $error; }
-    #fleet-jobs { height: auto; max-height: 10; }
+    #fleet-head { max-height: 3; }
+    #fleet-jobs { height: auto; max-height: 25%; overflow-y: auto; }
+    FleetTable { min-height: 4; }
     """
     BINDINGS = [
         Binding("enter", "open_node", "Open node"),
@@ -254,6 +256,28 @@ class NodeApp(GpuTopApp):
     def on_mount(self) -> None:
         # Textual runs GpuTopApp.on_mount after this one: the layout first, then the feed.
         self.call_after_refresh(self.follow)
+        self.set_interval(1.0, self._check_stale, name="stale-check")
+
+    def _check_stale(self) -> None:
+        """A node that stopped reporting: the banner says how old its last scrape is (the
+        figures and the verdict on screen are that old) until a new scrape arrives."""
+        age = self.node_feed.stale_for()
+        failure = self._failure
+        if age is None:
+            if failure is not None and failure.source == "stale":
+                self._failure = None
+                self._render_banner()
+            return
+        if failure is None or failure.source == "stale":
+            self.post_message(
+                CollectorFailed(
+                    "stale",
+                    f"STALE: the last scrape of this node is {age:.0f} s old (its exporter or "
+                    "Prometheus' scrape of it stopped); the figures and the verdict are that old",
+                    "check the node's exporter (curl NODE:9400/metrics) and Prometheus' targets "
+                    "page; q goes back to the fleet",
+                )
+            )
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="collect", name="prometheus")
     def follow(self) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from textual.widgets import DataTable
 
 from ..diagnose.types import ALL_PRIMARY
-from ..fleet import FleetVerdict, NodeVerdict
+from ..fleet import FleetVerdict, NodeVerdict, class_and_confidence, stale_text
 from ..fleet_sanitize import FleetNames
 
 SORTS = ("alerts", "class", "node")
@@ -29,19 +29,23 @@ class FleetRow:
     label: str
     confidence: str
     alerts: str
-    severity: int  # 0 a fault, 1 a critical alert, 2 an alert, 3 none
+    severity: int  # -1 stale, 0 a fault, 1 a critical alert, 2 an alert, 3 none
     busy: str
     gpus: str
     evidence: str
 
 
 def severity(v: NodeVerdict) -> int:
+    """-1 stale (what it says is old: first), 0 a fault, 1 a critical alert, 2 an alert,
+    3 none."""
     d = v.diagnosis
+    if v.stale_s is not None:
+        return -1
     if d.faults:
         return 0
     if any(a.severity == "critical" for a in d.alerts):
         return 1
-    if d.alerts or v.stale_s is not None:
+    if d.alerts:
         return 2
     return 3
 
@@ -55,8 +59,9 @@ def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[Fle
     for v in fv.nodes:
         d = v.diagnosis
         ev = d.evidence[0].text if d.evidence else ""
+        label, confidence = class_and_confidence(v)
         if v.stale_s is not None:
-            ev = f"STALE: last sample {v.stale_s:.0f} s before the window's end. {ev}"
+            ev = stale_text(v.stale_s) + (f"; before it: {d.label}" if d.has_confidence else "")
         if v.missing_series:
             ev += f" (missing: {len(v.missing_series)} kinds of series)"
         rows.append(
@@ -65,8 +70,8 @@ def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[Fle
                 hostname=v.node.hostname,
                 node=v.node.key if names is None else names.node(v.node),
                 primary=d.primary,
-                label=d.label,
-                confidence=f"{d.confidence:.0%}" if d.has_confidence else "-",
+                label=label,
+                confidence=confidence,
                 alerts=",".join(sorted({a.kind for a in d.alerts})) or "-",
                 severity=severity(v),
                 busy="-" if v.busy_pct is None else f"{v.busy_pct:.0f} %",
@@ -79,8 +84,10 @@ def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[Fle
 
 def sort_rows(rows: Sequence[FleetRow], by: str) -> list[FleetRow]:
     order = {c: i for i, c in enumerate(ALL_PRIMARY)}
-    if by == "class":
-        return sorted(rows, key=lambda r: (order.get(r.primary, 99), r.severity, r.node))
+    if by == "class":  # a stale node first: its class is of old figures
+        return sorted(
+            rows, key=lambda r: (r.severity >= 0, order.get(r.primary, 99), r.severity, r.node)
+        )
     if by == "node":
         return sorted(rows, key=lambda r: r.node)
     return sorted(rows, key=lambda r: (r.severity, order.get(r.primary, 99), r.node))
