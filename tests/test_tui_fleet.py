@@ -430,3 +430,22 @@ async def test_a_node_that_stopped_reporting_says_how_old_its_last_scrape_is(pro
             await pilot.press("q")
     finally:
         LOOKBACK_S[0] = 300.0
+
+
+@pytest.mark.parametrize(
+    ("opts", "least"),
+    [(["--window", "1s"], None), (["--window", "30s", "--step", "20s"], "40")],
+)
+def test_a_window_of_under_two_scrapes_is_a_usage_error(prometheus, opts, least):
+    r = subprocess.run(
+        [sys.executable, "-m", "gputop_diag", "fleet", "--prometheus", prometheus.url, *opts],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    # the scrape interval is read off the data (1 s; coarser once the stand-in's series age)
+    m = re.search(r"give at least --window (\d+)s$", r.stderr.strip())
+    assert m and r.stdout == "", r.stderr
+    assert m.group(1) == least if least else int(m.group(1)) >= 2

@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from datetime import datetime
 
 EXIT_USAGE = 2
@@ -14,6 +15,10 @@ EXIT_PROMETHEUS = 4  # Prometheus is down, too slow, or refuses the query
 REPLAY = False
 DEFAULT_WINDOW = "5m"
 DEFAULT_TIMEOUT_S = 10.0
+# Ours: a window holds at least two scrape intervals (three samples) to judge anything; the
+# scrape interval is read off at least 150 s (a shorter window holds too few samples to tell).
+MIN_WINDOW_STEPS = 2
+MIN_DETECT_SPAN_S = 150.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
@@ -140,6 +145,13 @@ def parse_duration(text: str, what: str) -> float:
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
+def _duration_text(seconds: float) -> str:
+    for unit, size in (("h", 3600.0), ("m", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
 def parse_time(text: str) -> float:
     try:
         return float(text)
@@ -157,6 +169,7 @@ def parse_time(text: str) -> float:
 def run(args: argparse.Namespace, sources=None) -> int:
     from ..dcgm_fields import JOB_LABEL
     from ..fleet import judge_fleet, render_fleet_text, to_fleet_json
+    from ..fleet_query import detect_step
     from ..fleet_read import NoFleetData, read_fleet
     from ..prom_client import Prometheus, PrometheusError
 
@@ -174,6 +187,18 @@ def run(args: argparse.Namespace, sources=None) -> int:
         print(f"gputop-diag: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:
+        if at is None:
+            at = time.time()
+        if step is None:  # the scrape interval, read off a span no shorter than 150 s
+            step = detect_step(prom, args.match, max(window, MIN_DETECT_SPAN_S), at)
+        if window < MIN_WINDOW_STEPS * step:
+            print(
+                f"gputop-diag: --window {args.window} is shorter than {MIN_WINDOW_STEPS} steps "
+                f"of {step:g} s ({'--step' if args.step else 'the scrape interval here'}): "
+                f"give at least --window {_duration_text(MIN_WINDOW_STEPS * step)}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         data = read_fleet(
             prom, window_s=window, step_s=step, match=args.match, at=at, group_by=group_by
         )
