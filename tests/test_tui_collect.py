@@ -357,3 +357,25 @@ def test_a_suspended_view_whose_terminal_hangs_up_ends():
         assert time.time() - t0 < EXIT_BOUND_S
     finally:
         child.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+def test_quit_does_not_wait_for_a_terminal_that_does_not_read():
+    """A stalled link: the terminal stops reading, the output fills it and Textual's writer
+    thread blocks in write(). q must still leave (the last output is dropped)."""
+    child = PtyChild("-m", "gputop_diag", "--demo", "compute-bound")
+    try:
+        assert b"COMPUTE" in child.read_until(b"COMPUTE")
+        for key in "2345123451234512345":  # each pane repaints whole; nobody reads any of it
+            os.write(child.master, key.encode())
+            time.sleep(0.1)
+        time.sleep(1.0)
+        t0 = time.time()
+        os.write(child.master, b"q")
+        deadline = t0 + 15
+        while time.time() < deadline and child.p.poll() is None:
+            time.sleep(0.05)
+        assert child.p.poll() == 0
+        assert time.time() - t0 < EXIT_BOUND_S
+    finally:
+        child.close()

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 HANGUP_GRACE_S = 8.0
+WRITER_WAIT_S = 2.0  # leaving: how long output may wait for a terminal that does not read
 HANGUP_EXIT = 128 + getattr(signal, "SIGHUP", 1)  # 129: what a shell reports for a hang-up
 
 
@@ -53,6 +54,56 @@ class _Sink:
         return self._fileno
 
 
+class _Bounded:
+    """Stands in for the driver's writer thread while the app leaves: the last writes (the
+    terminal's restore sequences) wait at most `WRITER_WAIT_S` for room, and stopping waits at
+    most as long for the thread. A terminal that does not read (a stalled SSH link, a pane
+    nobody drains) keeps the writer thread blocked in `write` forever; then the rest is dropped
+    and the daemon thread is left behind."""
+
+    def __init__(self, writer: Any, wait_s: float) -> None:
+        self._writer = writer
+        self._wait_s = wait_s
+        self.stuck = False
+
+    def write(self, text: str) -> None:
+        if self.stuck:
+            return
+        try:
+            self._writer._queue.put(text, timeout=self._wait_s)
+        except queue.Full:
+            self.stuck = True
+
+    def flush(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        if not self.stuck:
+            try:
+                self._writer._queue.put(None, timeout=self._wait_s)
+            except queue.Full:
+                self.stuck = True
+        self._writer.join(0.0 if self.stuck else self._wait_s)
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._writer.fileno()
+
+
+def bound(driver: Any, wait_s: float = WRITER_WAIT_S) -> bool:
+    """Leaving: output waits at most `wait_s` for the terminal (see `_Bounded`). False when the
+    driver has no writer thread of the kind this knows."""
+    writer = getattr(driver, "_writer_thread", None)
+    if writer is None or isinstance(writer, (_Sink, _Bounded)):
+        return False
+    if not hasattr(writer, "_queue") or not hasattr(writer, "join"):
+        return False
+    driver._writer_thread = _Bounded(writer, wait_s)
+    return True
+
+
 def terminal_gone(fd: int) -> bool:
     """True when `fd` is a terminal that was hung up (or is no terminal at all any more)."""
     try:
@@ -69,6 +120,9 @@ def mute(driver: Any) -> bool:
     writer = getattr(driver, "_writer_thread", None)
     if writer is None or isinstance(writer, _Sink):
         return False
+    if isinstance(writer, _Bounded):
+        writer.stuck = True
+        writer = writer._writer
     try:
         fileno = writer.fileno()
     except (OSError, ValueError, AttributeError):
@@ -137,11 +191,14 @@ class TerminalGuard:
 
     # -- leaving ---------------------------------------------------------------------------------
     def leave(self) -> None:
-        """The app is exiting: no SIGCONT starts application mode again from now on."""
+        """The app is exiting: no SIGCONT starts application mode again from now on, and the
+        last output waits for the terminal only so long."""
         self.leaving = True
         driver = self.app._driver
         if driver is not None and hasattr(driver, "_auto_restart"):
             driver._auto_restart = False
+        if driver is not None and not self.muted:
+            bound(driver)
 
     def finished(self) -> None:
         """The app has exited: the last guard stands down."""
