@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import ssl
 import urllib.error
 import urllib.parse
@@ -333,9 +334,28 @@ def refusal_hint(detail: str) -> str:
     return "check --match, --window and --step; the message above is Prometheus' own"
 
 
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.I | re.S)
+_TAG = re.compile(r"<[^>]*>")
+ERROR_TEXT_MAX = 120  # an error body said in one short line
+
+
 def _error_text(body: bytes) -> str:
+    """What an error answer says, in one short line: Prometheus' own `error`, else a web
+    page's title (its markup dropped), else the start of the text."""
     try:
         doc = json.loads(body)
-        return str(doc.get("error") or "")
+        return _one_line(str(doc.get("error") or ""), 400)
     except (ValueError, AttributeError):
-        return body[:200].decode("utf-8", "replace").strip()
+        pass
+    head = body[:4096]
+    if head.lstrip()[:1] == b"<":
+        m = _TITLE.search(head)
+        text = m.group(1).decode("utf-8", "replace") if m else ""
+    else:
+        text = head.decode("utf-8", "replace")
+    return _one_line(_TAG.sub(" ", text), ERROR_TEXT_MAX)
+
+
+def _one_line(text: str, most: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[: most - 1] + "…"

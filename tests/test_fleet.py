@@ -64,6 +64,13 @@ class _NotPrometheus(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's name
         status = 404 if self.path.startswith("/missing") else 200
         body = b"<html>a login page</html>"
+        if self.path.startswith("/page"):  # a web server's own error page, many lines long
+            status = 404
+            body = (
+                b"<!DOCTYPE html>\n<html>\n<head>\n<title>404 Not Found</title>\n</head>\n"
+                b"<body>\n<h1>Not Found</h1>\n<p>The requested URL was not found.</p>\n"
+                b"</body>\n</html>\n"
+            )
         self.send_response(status)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
@@ -91,6 +98,13 @@ def test_a_url_that_is_not_prometheus_is_said_so(web_server):
     with pytest.raises(PrometheusError) as e:
         Prometheus(web_server + "/missing").query("up")
     assert e.value.kind == "http" and "404" in e.value.message
+
+
+def test_a_web_servers_error_page_is_one_short_line(web_server):
+    r = run_cli("fleet", "--prometheus", web_server + "/page")
+    assert r.returncode == 4 and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and len(r.stderr) < 400, r.stderr
+    assert "<" not in r.stderr and "404" in r.stderr and "next: check the URL" in r.stderr
 
 
 def main_in_process(capsys, *args: str) -> tuple[int, str]:
