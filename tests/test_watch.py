@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -245,11 +246,22 @@ def test_sanitize_leaves_no_paths_or_output_text(cli, tmp_path):
     log = tmp_path / "secret-run.log"
     r = watch(
         cli, tmp_path, "--sanitize", "--json", "--output", str(log),
-        "--", PY, TRAIN, "3", "0.01", "0",
+        "--", PY, TRAIN, "3", "0.01", "0", f"--data={tmp_path}/alice_secret", "--token",
+        "s3cr3tT0ken",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert str(tmp_path) not in r.stdout + r.stderr and "secret-run" not in r.stdout + r.stderr
+    for secret in ("alice_secret", "s3cr3tT0ken"):
+        assert secret not in r.stdout, secret
     doc = _json(r)
+    # the label says what the command line says: the same pseudonyms as the process's cmdline
+    root = next(p for p in doc["processes_seen"] if p["pid"] == doc["job"]["root_pids"][0])
+    assert doc["job"]["label"] == shlex.join(root["cmdline"])
+    text = watch(
+        cli, tmp_path, "--sanitize", "--no-tui", "--output", str(log),
+        "--", PY, TRAIN, "2", "0.01", "0", "--token", "s3cr3tT0ken",
+    )  # fmt: skip
+    assert "s3cr3tT0ken" not in text.stdout and text.stdout.startswith("watch: python3 arg-")
     assert doc["job"]["output_tail"] == [] and doc["job"]["output_events"][0]["line"] == ""
     assert doc["job"]["output_events"][0]["kind"] == "cuda_error"
     assert doc["steps"]["steps_per_s"] == pytest.approx(20.0)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -341,6 +342,7 @@ class JobWatch:
         self.sources = sources
         self.target = target
         self.label = label
+        self.argv: tuple[str, ...] | None = None  # a started command's command line
         self.roots: tuple[int, ...] = ()
         self.popen: subprocess.Popen | None = None
         self.slurm_id: str | None = None
@@ -412,13 +414,14 @@ class JobWatch:
         w = cls(
             sources,
             "command",
-            " ".join(argv),
+            shlex.join(argv),
             psutil=real_psutil,
             log=log_path,
             log_from_start=True,
             step_regex=step_regex,
         )
         w.popen = popen
+        w.argv = tuple(argv)
         w.roots = (popen.pid,)
         w.tail._offset = before
         w.slurm_id = _slurm_job_of(environ)  # started inside an allocation (salloc, sbatch)

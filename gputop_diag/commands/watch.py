@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import signal
 import sys
 
@@ -254,6 +255,8 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         sanitizer = Sanitizer()
         sanitizer.learn_document(jsonable(snaps))
         job = sanitizer.model(quiet(job))
+        if watch.argv:  # the label is the command line: sanitized as one, as cmdlines are
+            job = dataclasses.replace(job, label=shlex.join(sanitizer.argv(list(watch.argv))))
         diag = sanitizer.model(diag)
         procs = [sanitizer.model(p) for p in procs]
     if args.json:

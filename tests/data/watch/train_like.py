@@ -1,7 +1,9 @@
 """A stand-in training job for the watch tests: two worker processes, tqdm-style progress on
 stderr (redrawn with \r, as tqdm does), a CUDA error line, then an exit code.
 
-argv: STEPS STEP_SECONDS EXIT_CODE [SIGNAL]: with SIGNAL, it kills itself with that signal."""
+argv: STEPS STEP_SECONDS EXIT_CODE [SIGNAL]: with SIGNAL, it kills itself with that signal.
+Options (anywhere): --keep-workers leaves the workers sleeping when it ends; the options and
+whatever follows are otherwise ignored (a command line's look only)."""
 
 import os
 import signal
@@ -9,7 +11,13 @@ import subprocess
 import sys
 import time
 
-steps, pause, code = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+keep = "--keep-workers" in sys.argv
+argv = list(sys.argv)
+for i, a in enumerate(argv):
+    if a.startswith("--"):  # options follow the positional arguments
+        argv = argv[:i]
+        break
+steps, pause, code = int(argv[1]), float(argv[2]), int(argv[3])
 workers = [
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)
 ]
@@ -22,8 +30,9 @@ for i in range(1, steps + 1):
 sys.stderr.write("\n")
 print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
 for w in workers:
-    w.kill()
-    w.wait()
-if len(sys.argv) > 4:
-    os.kill(os.getpid(), getattr(signal, sys.argv[4]))
+    if not keep:
+        w.kill()
+        w.wait()
+if len(argv) > 4:
+    os.kill(os.getpid(), getattr(signal, argv[4]))
 sys.exit(code)
