@@ -4,6 +4,7 @@ Slurm's variables and GRES, bus-id forms, the findings, and `gputop-diag mapping
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -24,6 +25,16 @@ from gputop_diag.diagnose.mapping_checks import (
     visibility_findings,
 )
 from gputop_diag.diagnose.ordinals import BusId, Device, parse_bus_id, resolve
+
+
+@pytest.fixture(autouse=True)
+def _known_shell(monkeypatch):
+    """Under --demo the simulated shell takes CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
+    GPU_DEVICE_ORDINAL and SLURM_* from the real one: these tests need the scenario's."""
+    for k in list(os.environ):
+        if k in sim.PASSED_ENV or k.startswith(sim.PASSED_ENV_PREFIX):
+            monkeypatch.delenv(k)
+
 
 DATA = Path(__file__).parent / "data" / "mapping"
 

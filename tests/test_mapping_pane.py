@@ -3,11 +3,24 @@ under --sanitize."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from test_tui_support import FedApp, screen_text
 from textual.widgets import DataTable
 
+from gputop_diag import sim
 from gputop_diag.tui.panes.mapping import abbreviate_uuid, layout
+
+
+@pytest.fixture(autouse=True)
+def _known_shell(monkeypatch):
+    """Under --demo the simulated shell takes CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
+    GPU_DEVICE_ORDINAL and SLURM_* from the real one: these tests need the scenario's."""
+    for k in list(os.environ):
+        if k in sim.PASSED_ENV or k.startswith(sim.PASSED_ENV_PREFIX):
+            monkeypatch.delenv(k)
+
 
 # Eight GPUs of one HGX board: UUIDs that share their first 19 characters.
 H100 = [f"GPU-01000100-0000-0000-0000-0000000{k:05x}" for k in (0x1A, 0x2B, 0x3C, 0x4D, 0x5E)]

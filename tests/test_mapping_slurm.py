@@ -4,6 +4,7 @@ the table's CUDA column and the conclusion resolve step-local ids the same way."
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
@@ -11,6 +12,16 @@ from gputop_diag import sim
 from gputop_diag.collect.mapping import collect_mapping
 from gputop_diag.commands.mapping import render_text, to_json
 from gputop_diag.commands.snapshot import _sample
+
+
+@pytest.fixture(autouse=True)
+def _known_shell(monkeypatch):
+    """Under --demo the simulated shell takes CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
+    GPU_DEVICE_ORDINAL and SLURM_* from the real one: these tests need the scenario's."""
+    for k in list(os.environ):
+        if k in sim.PASSED_ENV or k.startswith(sim.PASSED_ENV_PREFIX):
+            monkeypatch.delenv(k)
+
 
 SLURM = ("SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL")
 

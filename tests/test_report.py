@@ -26,6 +26,16 @@ from gputop_diag.recording import Recording, write_recording
 from gputop_diag.report import REPORT_SCHEMA, SECTIONS, ReportSource, make_report
 from gputop_diag.sanitize import Sanitizer
 
+
+@pytest.fixture(autouse=True)
+def _known_shell(monkeypatch):
+    """Under --demo the simulated shell takes CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
+    GPU_DEVICE_ORDINAL and SLURM_* from the real one: these tests need the scenario's."""
+    for k in list(os.environ):
+        if k in sim.PASSED_ENV or k.startswith(sim.PASSED_ENV_PREFIX):
+            monkeypatch.delenv(k)
+
+
 GOLDEN = Path(__file__).parent / "data" / "report" / "capacity.md"
 GOLDEN_KEY = b"gputop-diag golden report key 01"
 REGEN = "GPUTOP_DIAG_REGEN_GOLDEN"

@@ -9,6 +9,7 @@ it from a machine. `list_scenarios()` names the scenarios and the class each sho
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import pynvml as _pynvml
 
@@ -27,6 +28,10 @@ HOSTNAME = "gpu-node-07"
 # (whole-process tests, and trying the tool against an older driver): see docs/nvml.md.
 DRIVER_ENV = "GPUTOP_DIAG_SIM_DRIVER"  # a driver profile: R418, R470, ..., R580
 FAULTS_ENV = "GPUTOP_DIAG_SIM_FAULTS"  # comma-separated faults, see `apply_faults`
+# Variables of the real environment the simulated shell takes over, so that the forms of
+# CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER and Slurm's variables can be tried on the simulator.
+PASSED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPU_DEVICE_ORDINAL")
+PASSED_ENV_PREFIX = "SLURM_"
 
 __all__ = [
     "DRIVERS",
@@ -60,6 +65,7 @@ def build(
     process_count: int | None = None,
     driver: str | DriverProfile | None = None,
     faults: str | None = None,
+    host_env: Mapping[str, str] | None = None,
 ) -> Sources:
     """A simulated machine running scenario `name`, as a `Sources` bundle.
 
@@ -68,7 +74,9 @@ def build(
     `clock.sleep()` (headless commands, tests); `gpu_count`/`process_count` override the
     scenario's (benchmarks); `driver` names a driver profile (`drivers.DRIVERS`; default: the
     scenario's driver, or $GPUTOP_DIAG_SIM_DRIVER); `faults` (default $GPUTOP_DIAG_SIM_FAULTS)
-    injects faults as `apply_faults` reads them.
+    injects faults as `apply_faults` reads them; `host_env` (default: this process's
+    environment) gives the device-choosing variables of the simulated shell (`PASSED_ENV` and
+    `SLURM_*`); the rest of that shell is simulated.
     """
     if name not in SCENARIOS:
         raise UnknownScenario(name)
@@ -91,6 +99,10 @@ def build(
         "LANG": "C.UTF-8",
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
     }
+    real = os.environ if host_env is None else host_env
+    environ.update(
+        {k: v for k, v in real.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIX)}
+    )
     return Sources(
         nvml=FakeNvml(machine),
         psutil=FakePsutil(machine),
