@@ -26,6 +26,7 @@ from ..collect.cuda_libs import (
     read_nvcc,
 )
 from ..diagnose.driver_compat import (
+    ERR_MISMATCH,
     TABLE_SOURCE,
     TOOLKIT_MIN_DRIVER,
     LoadedRuntime,
@@ -228,7 +229,10 @@ def build(
                 "path": scan.library_path,
                 "nvml_driver_version": s.driver_version,
                 "nvml_version": s.nvml_version,
-                "nvml_error": nvml_err.message if nvml_err else None,
+                # under a mismatch, NVML's own text: the generic explanation assumes an upgrade
+                "nvml_error": ERR_MISMATCH
+                if facts.nvml_error == "LIB_RM_VERSION_MISMATCH"
+                else (nvml_err.message if nvml_err else None),
                 "nvml_error_code": facts.nvml_error,
             },
             "driver_max_cuda": {

@@ -298,27 +298,51 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
         and version_tuple(f.module_version) != version_tuple(f.library_version)
     )
     if mismatch or f.nvml_error == "LIB_RM_VERSION_MISMATCH":
-        versions = (
-            f"kernel module {f.module_version} != user-space library {f.library_version}"
-            if mismatch
-            else "the kernel module and the user-space library differ"
-        )
+        first_step = ""
+        if not mismatch:
+            versions = "the kernel module and the user-space library differ"
+            cause = "the driver packages changed while another module stayed loaded"
+        elif version_tuple(f.module_version) < version_tuple(f.library_version):
+            versions = (
+                f"kernel module {f.module_version} is older than the user-space library "
+                f"{f.library_version}"
+            )
+            cause = "the driver packages were upgraded while the old module stayed loaded"
+        else:
+            versions = (
+                f"kernel module {f.module_version} is newer than the user-space library "
+                f"{f.library_version}"
+            )
+            cause = (
+                "an older user-space library runs under a newer module (packages downgraded, "
+                "or a container bringing its own driver libraries)"
+            )
+            first_step = (
+                f"install the user-space packages of {f.module_version} (in a container: "
+                "use the host's libraries through the NVIDIA container toolkit), or "
+            )
         out.append(
             Problem(
                 "kernel module",
                 "critical",
-                f"{versions}: the driver packages were upgraded while the old module stayed loaded",
+                f"{versions}: {cause}; no CUDA program can start until both are one version",
                 f"{ERR_MISMATCH}"
                 + (f" / NVML library version: {f.library_version}" if f.library_version else ""),
-                "reboot, or when the GPUs are idle reload the modules (`sudo rmmod nvidia_uvm "
+                first_step
+                + "reboot, or when the GPUs are idle reload the modules (`sudo rmmod nvidia_uvm "
                 "nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia`); the kernel log "
                 "shows `NVRM: API mismatch`; pin the driver packages so unattended upgrades "
                 "cannot do it again",
                 code="mismatch",
-                brief=f"{versions}: reboot (or reload the modules when the GPUs are idle)",
+                brief=f"{versions}: {first_step}reboot (or reload the modules when the GPUs are "
+                "idle)",
             )
         )
-    driver = f.module_version or f.library_version
+    broken_pair = mismatch or f.nvml_error == "LIB_RM_VERSION_MISMATCH"
+    # One version for the runtimes: the driver's maximum CUDA is the user-space library's
+    # (libcuda answers it), so under a mismatch they are judged against the library.
+    driver = (f.library_version or f.module_version) if broken_pair else f.module_version
+    driver = driver or f.library_version
     found = f"{f.driver_max[0] * 1000 + f.driver_max[1] * 10}" if f.driver_max else "?"
     too_new: list[LoadedRuntime] = []
     for p in f.processes:
@@ -393,11 +417,19 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
             for p in too_new[:3]
         )
         dmax = f"{f.driver_max[0]}.{f.driver_max[1]}" if f.driver_max else "?"
+        what = f"the driver library {driver}" if broken_pair and driver else "the driver"
+        if not broken_pair:
+            what += f" {driver or '?'}"
+        until = (
+            " (and until the module/library mismatch above is fixed no runtime starts at all)"
+            if broken_pair
+            else ""
+        )
         out.append(
             Problem(
                 "CUDA runtime",
                 "critical",
-                f"{who}: newer than the driver {driver or '?'} supports (CUDA {dmax}); "
+                f"{who}: newer than {what} supports (CUDA {dmax}){until}; "
                 "minor-version compatibility does not cross a major version, so it cannot "
                 "create a CUDA context and never appears on a GPU",
                 f"{ERR_INSUFFICIENT} (cudaErrorInsufficientDriver, 35); PyTorch: "
@@ -408,7 +440,7 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
                 "data-centre GPU the forward-compatibility package (cuda-compat)",
                 pids,
                 "runtime_too_new",
-                f"{who} is newer than the driver {driver or '?'} supports (CUDA {dmax}): it "
+                f"{who} is newer than {what} supports (CUDA {dmax}): it "
                 f"cannot create a CUDA context; next: a driver >= {need}, or a framework build "
                 f"for CUDA <= {dmax}",
             )
