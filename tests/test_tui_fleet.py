@@ -449,3 +449,27 @@ def test_a_window_of_under_two_scrapes_is_a_usage_error(prometheus, opts, least)
     m = re.search(r"give at least --window (\d+)s$", r.stderr.strip())
     assert m and r.stdout == "", r.stderr
     assert m.group(1) == least if least else int(m.group(1)) >= 2
+
+
+async def test_a_node_offers_only_what_prometheus_describes(prometheus):
+    from test_tui_support import screen_text
+
+    from gputop_diag.tui.keys import PANES
+
+    feed = NodeFeed(query(prometheus.url), "node-b", "node-b")
+    app = NodeApp(feed)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot, lambda: app.latest is not None)
+        assert "mapping" not in app._pane_order() and "driver" not in app._pane_order()
+        for k in ("3", "5"):  # Mapping and Driver: this machine's, not the node's
+            await pilot.press(k)
+            assert app.query_one("#panes").current == "memory"
+        screen = screen_text(app)
+        for word in ("Mapping", "Driver", "> faster", "< slower", ". step"):
+            assert word not in screen, word
+        assert "Memory" in screen and "Utilization" in screen
+        await pilot.press("tab")
+        assert app.query_one("#panes").current == "utilization"
+        app.action_pane(PANES.index("driver"))
+        assert app.query_one("#panes").current == "utilization"
+        await pilot.press("q")

@@ -27,14 +27,17 @@ from ..fleet_read import NoFleetData
 from ..fleet_sanitize import FleetNames
 from ..monitor import Monitor
 from ..prom_client import PrometheusError
-from .app import GpuTopApp
+from .app import REPLAY_ONLY, GpuTopApp
 from .feed import Feeder
 from .fleet_table import SORTS, FleetTable, fleet_rows
+from .keys import PANES
 from .messages import CollectorFailed, SnapshotReady
 from .replaying import ReplayExtent
 
 EXIT_NO_GPU = 3
 EXIT_PROMETHEUS = 4
+# The panes that read the machine the view runs on, not the node: left out of a node's view.
+NOT_FROM_PROMETHEUS = ("mapping", "driver")
 
 
 class FleetRead(Message):
@@ -245,6 +248,25 @@ class NodeApp(GpuTopApp):
             self.sanitizer = self.names.s
             self._host_alias = self._alias_of_host()
         self.node_feed = feed
+
+    # -- what a node read from Prometheus offers --------------------------------------------------
+    def _pane_order(self) -> list[str]:
+        """The panes that describe the node: not Mapping and Driver, which read this machine
+        (its CUDA_VISIBLE_DEVICES, NVML library and kernel module) and Prometheus has no
+        series for."""
+        return [p for p in super()._pane_order() if p not in NOT_FROM_PROMETHEUS]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "pane" and parameters and PANES[int(parameters[0])] in NOT_FROM_PROMETHEUS:
+            return False  # the pane and its key stay out of sight
+        if action in REPLAY_ONLY:
+            return False  # a live feed from Prometheus has no speed to change or step to take
+        return super().check_action(action, parameters)
+
+    def action_pane(self, k: int) -> None:
+        if PANES[k] in NOT_FROM_PROMETHEUS:
+            return
+        super().action_pane(k)
 
     def _said(self, text: str) -> str:
         """A message about the node or Prometheus as the screen may show it."""
