@@ -1,11 +1,12 @@
 import subprocess
 from datetime import timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from gputop_diag import sim
-from gputop_diag.collect.job import TreeReader
+from gputop_diag.collect.job import JobWatch, TreeReader
 from gputop_diag.diagnose.slurm import (
     collect_scheduler_evidence,
     evidence_from_scontrol,
@@ -176,3 +177,39 @@ def test_cgroup_membership_finds_a_jobs_processes():
             return cgroups[pid]
 
     assert TreeReader(PS, FS).pids_in_cgroup_of_job("17") == [10, 11]
+
+
+def test_output_lines_are_stamped_when_read_not_before_a_slow_scontrol(tmp_path):
+    # one tick a second; scontrol listpids takes 4 s (the simulated clock) on the fourth: the
+    # lines read after it are stamped with the time they were read, so the step times are the
+    # times between reads
+    log = tmp_path / "slurm-48213.out"
+    log.write_text("")
+    record = (WATCH_DATA / "slurm-running-gpus.txt").read_text()
+    record = record.replace("/home/alice/llm/slurm-48213.out", str(log))
+    s = sim.build("scheduler-wait")
+    calls = {"listpids": 0}
+
+    def runner(argv, timeout):
+        if argv[1] == "listpids":
+            calls["listpids"] += 1
+            if calls["listpids"] == 4:
+                s.clock.sleep(4.0)  # a slow controller
+            return CommandResult(1, "", "slurm_pid2jobid: no processes\n")
+        return CommandResult(0, record, "")
+
+    s.run_command = runner
+    w = JobWatch.for_slurm(s, "48213")
+    t0 = s.clock.now()
+    for step in range(1, 6):
+        snap_t = s.clock.now()  # the snapshot's time, taken before scontrol runs
+        with log.open("a") as f:
+            f.write(f"step {step} loss 0.5\n")
+            if step == 4:
+                f.write("torch.OutOfMemoryError: CUDA out of memory.\n")
+        st = w.sample(SimpleNamespace(timestamp=snap_t))
+        s.clock.sleep(1.0)
+    assert calls["listpids"] == 5
+    # read at t0, +1, +2, +7 (after the slow call), +8
+    assert st.output_events[-1].timestamp - t0 == pytest.approx(7.0, abs=1e-3)
+    assert st.steps.step == 5 and st.steps.step_times_s == pytest.approx((5.0, 1.0), abs=1e-3)

@@ -562,12 +562,14 @@ class JobWatch:
         if self.target == "pid" and self.roots and not any(p.pid in self.roots for p in procs):
             self._root_gone = True
         if self.tail is not None:
+            # stamped when read: the Slurm calls above may have taken seconds since `now`
+            read_t = self.sources.clock.now() if snap is not None else now
             for line_no, line in self.tail.read():
-                e = event_of(line, line_no, now)
+                e = event_of(line, line_no, read_t)
                 if e is not None:
                     self.events.append(e)
-                self.steps.feed(line, now)
-            self.steps.end_read(now)
+                self.steps.feed(line, read_t)
+            self.steps.end_read(read_t)
             if self.tail.skipped_bytes:
                 problems.append(
                     f"{self.tail.skipped_bytes / 2**20:.0f} MiB of output written faster than it "
