@@ -9,6 +9,7 @@ know which one they have, so the real collector code is what runs in tests and d
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -73,15 +74,38 @@ CommandRunner = Callable[[Sequence[str], float], CommandResult]
 
 
 def run_real_command(argv: Sequence[str], timeout: float) -> CommandResult:
-    p = subprocess.run(
+    """Run `argv` in a session of its own; on timeout kill its whole process group (a wrapper
+    script's children with it), then raise `subprocess.TimeoutExpired` as `subprocess.run`
+    does."""
+    p = subprocess.Popen(
         list(argv),
-        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        timeout=timeout,
-        check=False,
+        start_new_session=True,
     )
-    return CommandResult(p.returncode, p.stdout, p.stderr)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:  # the timeout, or an interrupt: leave nothing running
+        _kill_group(p)
+        raise
+    return CommandResult(p.returncode, out, err)
+
+
+def _kill_group(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # the session's leader: its pid is the group's id
+    except (ProcessLookupError, PermissionError):
+        p.kill()
+    try:
+        p.communicate(timeout=5)  # reap it; the group's members held the pipes, now closed
+    except subprocess.TimeoutExpired:  # a member that left the group keeps a pipe open
+        for f in (p.stdout, p.stderr):
+            if f is not None:
+                f.close()
+        p.wait()
 
 
 @dataclass
