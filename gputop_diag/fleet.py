@@ -15,6 +15,7 @@ Pure functions over `FleetData`: no I/O, no clock.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -80,9 +81,18 @@ class FleetVerdict:
     jobs: list[JobVerdict] = field(default_factory=list)
 
 
+def natural_key(name: str) -> tuple:
+    """Names in natural order: gpu2 before gpu10, 10.0.0.9:9400 before 10.0.0.10:9400."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+        for part in re.split(r"(\d+)", name)
+        if part
+    )
+
+
 def judge_fleet(data: FleetData) -> FleetVerdict:
     out = FleetVerdict(data)
-    for key in sorted(data.nodes):
+    for key in sorted(data.nodes, key=natural_key):
         nd = data.nodes[key]
         d = judge(nd.snapshots, tick_s=data.tick_s)
         stale = None
@@ -308,7 +318,7 @@ def render_fleet_text(fv: FleetVerdict, *, width: int = 100) -> str:
     ]
     key_w = max([4, *(len(v.node.key) for v in fv.nodes)])
     lines.append(f"{'NODE':<{key_w}}  {'CLASS':<17} {'CONF':>4}  {'ALERTS':<14} EVIDENCE")
-    order = sorted(fv.nodes, key=lambda v: (_severity(v), v.node.key))
+    order = sorted(fv.nodes, key=lambda v: (_severity(v), natural_key(v.node.key)))
     for v in order:
         d = v.diagnosis
         label, conf = class_and_confidence(v)

@@ -261,3 +261,19 @@ def test_each_refusal_gets_its_own_next_step():
     )
     assert "--step" in refusal_hint(said)
     assert "--match" in refusal_hint('1:17: parse error: unexpected "}" in label matching')
+
+
+def test_nodes_sort_in_natural_order():
+    from dataclasses import replace
+
+    from gputop_diag.fleet import natural_key
+    from gputop_diag.tui.fleet_table import FleetRow, sort_rows
+
+    names = ["gpu10", "gpu2", "GPU3", "10.0.0.10:9400", "10.0.0.9:9400", "gpu1"]
+    assert sorted(names, key=natural_key) == [
+        "10.0.0.9:9400", "10.0.0.10:9400", "gpu1", "gpu2", "GPU3", "gpu10",
+    ]  # fmt: skip
+    row = FleetRow("k", None, "n", "compute", "compute", "-", "-", 3, "-", "8", "")
+    rows = [replace(row, key=n, node=n) for n in ("gpu10", "gpu2", "gpu1")]
+    for by in ("node", "alerts", "class"):
+        assert [r.node for r in sort_rows(rows, by)] == ["gpu1", "gpu2", "gpu10"], by

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from textual.widgets import DataTable
 
 from ..diagnose.types import ALL_PRIMARY
-from ..fleet import FleetVerdict, NodeVerdict, class_and_confidence, stale_text
+from ..fleet import FleetVerdict, NodeVerdict, class_and_confidence, natural_key, stale_text
 from ..fleet_sanitize import FleetNames
 
 SORTS = ("alerts", "class", "node")
@@ -86,11 +86,17 @@ def sort_rows(rows: Sequence[FleetRow], by: str) -> list[FleetRow]:
     order = {c: i for i, c in enumerate(ALL_PRIMARY)}
     if by == "class":  # a stale node first: its class is of old figures
         return sorted(
-            rows, key=lambda r: (r.severity >= 0, order.get(r.primary, 99), r.severity, r.node)
+            rows,
+            key=lambda r: (
+                r.severity >= 0,
+                order.get(r.primary, 99),
+                r.severity,
+                natural_key(r.node),
+            ),
         )
     if by == "node":
-        return sorted(rows, key=lambda r: r.node)
-    return sorted(rows, key=lambda r: (r.severity, order.get(r.primary, 99), r.node))
+        return sorted(rows, key=lambda r: natural_key(r.node))
+    return sorted(rows, key=lambda r: (r.severity, order.get(r.primary, 99), natural_key(r.node)))
 
 
 class FleetTable(DataTable):
