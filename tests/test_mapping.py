@@ -69,7 +69,7 @@ CASES = [
     (SAME, "0,2,-1,1", None, ["gpu0", "gpu2"], True, "-1"),
     (SAME, "0,7,1", None, ["gpu0"], True, "7"),
     (SAME, "0,foo,1", None, ["gpu0"], True, "foo"),
-    (SAME, "1,1", None, ["gpu1"], True, "1"),
+    (SAME, "1,1", None, [], True, "1"),  # a repeated device empties the set
     (SAME, "0,,1", None, ["gpu0"], True, ""),
     (SAME, U[3], None, ["gpu3"], True, None),
     (SAME, U[2][:8] + "," + U[1][:10], None, ["gpu2", "gpu1"], True, None),

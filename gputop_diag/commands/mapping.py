@@ -207,10 +207,15 @@ def to_json(m: DeviceMapping) -> dict[str, Any]:
     }
 
 
+TIE_NOTE = (
+    "FASTEST_FIRST on one GPU model: CUDA's order usually follows the PCI bus id, as shown "
+    "(the usual behaviour, not promised by NVIDIA); CUDA_DEVICE_ORDER=PCI_BUS_ID makes it sure"
+)
 LOGIC = (
     "NVML and nvidia-smi number GPUs by PCI bus id and ignore CUDA_VISIBLE_DEVICES",
     "CUDA numbers only the devices CUDA_VISIBLE_DEVICES leaves visible, from 0, in "
-    "CUDA_DEVICE_ORDER (FASTEST_FIRST by default; PCI_BUS_ID agrees with nvidia-smi)",
+    "CUDA_DEVICE_ORDER (FASTEST_FIRST by default: fastest model first, ties usually but not "
+    "by promise in PCI bus id order; PCI_BUS_ID agrees with nvidia-smi)",
     "/dev/nvidiaN carries the minor number, which need not be the NVML index",
     "each CUDA device was matched to its NVML device by UUID, and NVML's process list placed "
     "each process on its GPU",
@@ -332,6 +337,8 @@ def render_text(m: DeviceMapping) -> str:
             )
         unknown = m.shell.unknown_why or "numbering only CUDA knows"
         lines.append(f"CUDA: this shell's ordinal (- not visible, ? {unknown})")
+        if m.shell_known and m.shell.order == "FASTEST_FIRST" and not m.shell.mixed_models:
+            lines.append(f"  {TIE_NOTE}")
         info_rows = [r for r in m.rows if r.info]
         if info_rows:
             r = info_rows[0]

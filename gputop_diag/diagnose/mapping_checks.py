@@ -252,7 +252,8 @@ def _split_top(expr: str) -> list[str]:
 # -- findings -----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Finding:
-    kind: str  # outside_allocation, order_differs, minor_not_index, invalid_entry, shared_gpu
+    kind: str  # outside_allocation, order_differs, minor_not_index, invalid_entry, loose_entry,
+    # shared_gpu
     severity: str  # "info", "warning", "critical"
     text: str  # what, with the evidence
     next_step: str
@@ -299,7 +300,18 @@ def visibility_findings(who: str, v: Visibility, pids: tuple[int, ...] = ()) -> 
     """An invalid entry that hides later devices; an order that is not nvidia-smi's."""
     out = []
     bad = v.invalid
-    if bad is not None:
+    if bad is not None and v.emptied:
+        out.append(
+            Finding(
+                "invalid_entry",
+                "warning",
+                f"{who}: CUDA_VISIBLE_DEVICES={v.cvd!r}: entry {bad.text!r} repeats a device "
+                "listed before; a repeated entry makes CUDA show no device at all",
+                "list each device once, by UUID (`nvidia-smi --query-gpu=index,uuid --format=csv`)",
+                pids=pids,
+            )
+        )
+    elif bad is not None:
         hidden = v.hidden_by_invalid
         lost = f"; it hides {', '.join(e.text for e in hidden)} listed after it" if hidden else ""
         out.append(
@@ -310,6 +322,18 @@ def visibility_findings(who: str, v: Visibility, pids: tuple[int, ...] = ()) -> 
                 f"stops there and shows {len(v.visible)} device(s){lost}",
                 "fix or remove the entry; list devices by UUID "
                 "(`nvidia-smi --query-gpu=index,uuid --format=csv`)",
+                pids=pids,
+            )
+        )
+    loose = v.loose
+    if loose and not v.emptied:
+        out.append(
+            Finding(
+                "loose_entry",
+                "info",
+                f"{who}: CUDA_VISIBLE_DEVICES={v.cvd!r}: "
+                + "; ".join(f"entry {e.text!r} {e.why}" for e in loose),
+                "write plain indices or UUIDs so that every tool reads the list alike",
                 pids=pids,
             )
         )

@@ -6,9 +6,12 @@ only the devices that variable leaves visible, from 0, in `CUDA_DEVICE_ORDER`:
 - unset: every device; empty: none;
 - entries are indices (in CUDA's order), GPU UUIDs `GPU-8932f937-...` or unique prefixes of
   them, MIG UUIDs `MIG-<uuid>` (R470 and newer) or the older `MIG-GPU-<uuid>/<gi>/<ci>`;
-- parsing stops at the first entry that names no device: `0,2,-1,1` leaves 0 and 2;
-- `FASTEST_FIRST` (the default) puts the fastest model first and breaks ties by PCI bus id, so
-  it agrees with NVML only when every GPU is the same model; `PCI_BUS_ID` always agrees.
+- parsing stops at the first entry that names no device: `0,2,-1,1` leaves 0 and 2; index
+  entries are read like strtoul (`1a` is 1); a repeated device empties the whole set (`0,0,1`:
+  none), as PyTorch's copy of CUDA's parser documents (torch/cuda/__init__.py);
+- `FASTEST_FIRST` (the default) puts the fastest model first; ties usually follow PCI bus id
+  (observed behaviour, not promised by NVIDIA), so on one model it usually agrees with NVML;
+  `PCI_BUS_ID` always agrees.
 
 Pure functions over `Device` descriptors: the collectors build them, tests build them by hand.
 """
@@ -84,7 +87,7 @@ class Entry:
 
     text: str
     key: str | None  # the device it names; None when invalid
-    why: str = ""  # why it names none (invalid entries only)
+    why: str = ""  # why it names none; for a valid entry, how it was read (`1a` as 1)
     ignored: bool = False  # after an invalid entry: CUDA never reads it
 
 
@@ -102,6 +105,12 @@ class Visibility:
     # why the numbering is not knowable when that is not FASTEST_FIRST over mixed models (e.g.
     # Slurm's variables cannot tell step-local from global ids)
     unknown_why: str = ""
+    emptied: bool = False  # a repeated entry: CUDA shows no device at all
+
+    @property
+    def loose(self) -> tuple[Entry, ...]:
+        """Index entries CUDA reads by their leading digits (`1a` as 1)."""
+        return tuple(e for e in self.entries if e.key is not None and e.why)
 
     @property
     def invalid(self) -> Entry | None:
@@ -150,30 +159,74 @@ def resolve(devices: Sequence[Device], cvd: str | None, order: str | None) -> Vi
         )
     entries: list[Entry] = []
     visible: list[str] = []
-    stopped = False
-    used_index = False
+    stopped = emptied = False
     if cvd.strip() == "":
         return Visibility(cvd, order, (), (), True, False, mixed)
-    for raw in cvd.split(","):
-        text = raw.strip()
+    # CUDA's reading, as PyTorch's copy of it documents (torch/cuda/__init__.py,
+    # `_parse_visible_devices`): a list that starts with `GPU-`/`MIG-` is one of UUIDs and ends
+    # at the first entry without that prefix; otherwise each entry is read like strtoul (its
+    # leading digits: `1a` is 1), and a negative value or no digits ends the list; "Repeated
+    # ordinal results in empty set" (and a device named twice by UUID, the same).
+    raws = [x.strip() for x in cvd.split(",")]
+    head = raws[0].lower()[:4]
+    uuid_list = head in ("gpu-", "mig-")
+    for text in raws:
         if stopped:
-            key, _ = _match(text, whole, devices)
+            key = None if emptied else _read_entry(text, uuid_list, head, whole, devices)[0]
             entries.append(Entry(text, key, "", ignored=key is not None))
             continue
-        key, why = _match(text, whole, devices)
+        key, why = _read_entry(text, uuid_list, head, whole, devices)
         if key is not None and key in visible:
-            key, why = None, "names a device already listed"
+            entries.append(
+                Entry(text, None, "repeats a device listed before: CUDA then shows no device")
+            )
+            visible.clear()
+            stopped = emptied = True
+            continue
         if key is None:
             entries.append(Entry(text, None, why))
             stopped = True
             continue
-        used_index = used_index or text.isdigit()
-        entries.append(Entry(text, key))
+        entries.append(Entry(text, key, why))
         visible.append(key)
     # Index entries count in CUDA's order, which NVML's equals only under PCI_BUS_ID or with
     # one model; UUID entries name their device in any order.
-    known = by_index_known or not used_index
-    return Visibility(cvd, order, tuple(entries), tuple(visible), known, False, mixed)
+    known = by_index_known or uuid_list
+    return Visibility(
+        cvd, order, tuple(entries), tuple(visible), known, False, mixed, emptied=emptied
+    )
+
+
+def _strtoul(text: str) -> int | None:
+    """The integer an entry starts with (an optional sign, then digits); None without one."""
+    m = re.match(r"[+-]?\d+", text)
+    return int(m.group(0)) if m else None
+
+
+def _read_entry(
+    text: str, uuid_list: bool, head: str, whole: Sequence[Device], devices: Sequence[Device]
+) -> tuple[str | None, str]:
+    """(device key, why) for one entry; `why` explains a None key, or how a loose index entry
+    such as `1a` was read."""
+    if uuid_list:
+        if not text.lower().startswith(head):
+            kind = "GPU" if head == "gpu-" else "MIG"
+            return None, (
+                f"is not a {kind} UUID: a list that starts with {kind} UUIDs ends at the first "
+                "entry of another form"
+            )
+        return _match(text, whole, devices)
+    n = _strtoul(text)
+    if n is None:
+        if not text:
+            return None, "is empty"
+        return None, "does not start with a digit (and the list does not start with a UUID)"
+    if n < 0:
+        return None, "is a negative index"
+    key, why = _match(str(n), whole, devices)
+    if key is not None and text.lstrip("+") != str(n):
+        why = f"read as {n}: CUDA reads an entry's leading digits, like strtoul"
+    return key, why
 
 
 def _match(text: str, whole: Sequence[Device], devices: Sequence[Device]) -> tuple[str | None, str]:
