@@ -319,3 +319,108 @@ def test_output_tail_skips_a_backlog_it_cannot_keep_up_with(tmp_path):
     lines = [x for _, x in t.read()]
     assert lines[-1] == "line 0299999" and len(lines) <= J.READ_CHUNK // 13 + 1
     assert t.skipped_bytes > 0 and all(len(x) == 12 for x in lines)
+
+
+def _workers(log):
+    return [int(x) for x in log.read_text().split("\n")[0].split()[1:]]
+
+
+def _reap_workers(pids):
+    for w in pids:
+        try:
+            os.kill(w, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_workers_that_outlive_the_main_process_are_watched_not_called_ended(cli, tmp_path):
+    # the main process SIGKILLs itself; its two workers go on (reparented), in its session
+    log = tmp_path / "job.log"
+    args = ("--output", str(log), "--seconds", "1.5", "--", PY, TRAIN, "2", "0.01", "0")
+    try:
+        r = watch(cli, tmp_path, "--json", *args, "SIGKILL", "--keep-workers")
+        doc = _json(r)
+        job, workers = doc["job"], _workers(log)
+        assert doc["watch_ended_by"] == "seconds"  # not "ended": the workers still run
+        assert job["exit_signal"] == "SIGKILL" and job["exit_code"] == 137 and job["running"]
+        assert set(workers) <= {p["pid"] for p in job["processes"]}
+        assert all(psutil_alive(w) for w in workers)
+        _reap_workers(workers)
+        r = watch(cli, tmp_path, *args, "SIGKILL", "--keep-workers")
+        workers = _workers(log)
+        assert "processes (2 now, 3 seen)" in r.stdout, r.stdout
+        assert "main process killed by SIGKILL (exit code 137)" in r.stdout
+        ended = [line for line in r.stdout.splitlines() if "(ended)" in line]
+        assert len(ended) == 1  # the main process only
+        assert not any(str(w) in line for w in workers for line in ended)
+    finally:
+        _reap_workers(workers)
+
+
+def test_watching_goes_on_until_the_last_worker_ends(cli, tmp_path):
+    log = tmp_path / "job.log"
+    r = watch(
+        cli, tmp_path, "--output", str(log), "--seconds", "30",
+        "--", PY, TRAIN, "2", "0.01", "0", "SIGKILL", "--keep-workers=1",
+    )  # fmt: skip
+    workers = _workers(log)
+    try:
+        assert r.returncode == 137, r.stderr  # the main process's code
+        assert "killed by SIGKILL (exit code 137)" in r.stdout
+        assert "processes (0 now, 3 seen)" in r.stdout
+        assert not any(psutil_alive(w) for w in workers)  # watched until they ended
+    finally:
+        _reap_workers(workers)
+
+
+def test_watch_pid_keeps_descendants_that_are_reparented(tmp_path):
+    import psutil
+
+    from gputop_diag.sources import RealClock, RealProcFS, run_real_command
+
+    sources = Sources(
+        nvml=None,
+        psutil=psutil,
+        procfs=RealProcFS(),
+        clock=RealClock(),
+        run_command=run_real_command,
+        hostname=lambda: "h",
+    )
+    # a parent that starts a sleeping child, then waits to be told to exit
+    code = (
+        "import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "print(c.pid, flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    p = subprocess.Popen([PY, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = int(p.stdout.readline())
+    try:
+        w = JobWatch.for_pid(sources, p.pid)
+        s1 = w.sample()
+        assert {p.pid, child} <= {q.pid for q in s1.processes}
+        p.stdin.close()
+        p.wait(5)
+        s2 = w.sample()
+        assert [q.pid for q in s2.processes] == [child] and s2.running
+        assert not w.finished
+        os.kill(child, signal.SIGKILL)
+        for _ in range(100):
+            if not psutil_alive(child):
+                break
+            time.sleep(0.02)
+        s3 = w.sample()
+        assert s3.processes == () and not s3.running and w.finished
+    finally:
+        _reap_workers([child])
+        p.kill()
+        p.wait()
+
+
+def psutil_alive(pid):
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -147,23 +147,47 @@ class TreeReader:
         self._gone = (psutil.NoSuchProcess, psutil.ZombieProcess)
         self._denied = psutil.AccessDenied
         self._cache: dict[int, _Proc] = {}
+        self.sessions: dict[int, int] = {}  # session id by pid, from the last `parents()`
 
     def parents(self) -> dict[int, int]:
-        """Parent pid by pid, from /proc/<pid>/stat of every process (one scan)."""
+        """Parent pid by pid, from /proc/<pid>/stat of every process (one scan); the session
+        ids go to `self.sessions`."""
         out: dict[int, int] = {}
+        self.sessions = {}
         try:
             pids = self.psutil.pids()
         except (OSError, self.psutil.Error):
             return out
         for pid in pids:
             try:
-                out[pid] = parse_ppid(self.procfs.read_text(f"/proc/{pid}/stat"))
+                stat = self.procfs.read_text(f"/proc/{pid}/stat")
+                out[pid] = parse_ppid(stat)
             except (OSError, ValueError):
                 continue
+            sid = _session_of(stat)
+            if sid is not None:
+                self.sessions[pid] = sid
         return out
 
-    def tree(self, roots: Sequence[int], now: float) -> tuple[JobProcess, ...]:
+    def tree(
+        self,
+        roots: Sequence[int],
+        now: float,
+        known: Sequence[int] = (),
+        session: int | None = None,
+    ) -> tuple[JobProcess, ...]:
+        """The processes under `roots`; with them, the processes of session `session` and the
+        `known` ones (seen under a root before, reparented since) that are still the same
+        processes."""
         parents = self.parents()
+        extra = [
+            pid
+            for pid in known
+            if pid in parents and pid in self._cache and self._same(self._cache[pid])
+        ]
+        if session is not None:
+            extra += sorted(pid for pid, sid in self.sessions.items() if sid == session)
+        roots = [*roots, *extra]
         kids: dict[int, list[int]] = {}
         for pid, ppid in parents.items():
             kids.setdefault(ppid, []).append(pid)
@@ -202,6 +226,13 @@ class TreeReader:
             if pid not in seen:
                 del self._cache[pid]
         return tuple(out)
+
+    def _same(self, c: _Proc) -> bool:
+        """The cached process is still the one it was (its pid not reused)."""
+        try:
+            return bool(c.proc.is_running())
+        except Exception:  # noqa: BLE001 - a fake psutil in tests, a vanished process
+            return False
 
     def _read(self, pid: int, ppid: int | None, depth: int, now: float) -> JobProcess | None:
         c = self._cache.get(pid)
@@ -351,12 +382,14 @@ class JobWatch:
         self.exit_code: int | None = None
         self.exit_signal: str | None = None
         self.detached = False
+        self.killed = False  # stop() needed SIGKILL
         self.reader = TreeReader(psutil or sources.psutil, sources.procfs)
         self.tail = OutputTail(log, log_from_start) if log else None
         self.steps = StepParser(step_regex)
         self.events: deque[OutputEvent] = deque(maxlen=MAX_EVENTS)
         self._explicit_log = log is not None
-        self._root_gone = False
+        self._root_gone = False  # no process of the job is left (--pid, a started command)
+        self._known: list[int] = []  # the job's processes at the last tick
         self._slurm_checked: float | None = None
 
     # -- the three ways in -------------------------------------------------------------------
@@ -451,8 +484,12 @@ class JobWatch:
 
     @property
     def running(self) -> bool:
+        """Some process of the job lives (for a started command: the main process, or one
+        that outlived it in its session)."""
         if self.popen is not None:
-            return self.exit_code is None and self.popen.poll() is None
+            if self.exit_code is None and self.popen.poll() is None:
+                return True
+            return not self._root_gone
         if self.target == "slurm":
             s = self.slurm
             return s is not None and s.state.upper() in S.ACTIVE_STATES
@@ -463,7 +500,7 @@ class JobWatch:
         """The job had ended at the last `sample()` (a started command exited and its output
         was read to the end, the process is gone, Slurm ended it)."""
         if self.popen is not None:
-            return self.exit_code is not None
+            return self.exit_code is not None and self._root_gone
         if self.target == "slurm":
             s = self.slurm
             return s is not None and s.state.upper() in S.ENDED_STATES
@@ -482,22 +519,30 @@ class JobWatch:
             self.exit_code = rc
 
     def send(self, sig: int) -> bool:
-        """Send `sig` to a started command's process group; False when it is gone."""
-        if self.popen is None or self.popen.poll() is not None:
+        """Send `sig` to a started command's process group (the main process and what it
+        started, even after the main process ended); False when none is left."""
+        if self.popen is None:
             return False
+        self.popen.poll()  # an ended main process is reaped: its zombie is not the group
         try:
             os.killpg(self.popen.pid, sig)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             return False
         return True
 
+    def _group_alive(self) -> bool:
+        return self.send(0)
+
     def stop(self, grace_s: float = 10.0) -> int | None:
-        """SIGTERM the started command's group, SIGKILL after `grace_s`; its exit code."""
+        """SIGTERM the started command's group, SIGKILL after `grace_s`; the main process's
+        exit code. `self.killed` says whether SIGKILL was needed."""
+        self.killed = False
         if self.send(signal.SIGTERM):
-            try:
-                self.popen.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                self.send(signal.SIGKILL)
+            deadline = time.monotonic() + grace_s
+            while self._group_alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self._group_alive():
+                self.killed = self.send(signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.popen.wait(5.0)
         self._reap()
@@ -558,9 +603,13 @@ class JobWatch:
                 problems.append(problem)
             if self.slurm_problem:
                 problems.append(self.slurm_problem)
-        procs = self.reader.tree(roots, now) if roots else ()
-        if self.target == "pid" and self.roots and not any(p.pid in self.roots for p in procs):
-            self._root_gone = True
+        if self.target == "slurm":
+            procs = self.reader.tree(roots, now) if roots else ()
+        else:  # what outlives its parent stays the job's: by session, and once seen
+            session = self.popen.pid if self.popen is not None else None
+            procs = self.reader.tree(roots, now, known=self._known, session=session)
+            self._known = [p.pid for p in procs]
+            self._root_gone = not procs
         if self.tail is not None:
             # stamped when read: the Slurm calls above may have taken seconds since `now`
             read_t = self.sources.clock.now() if snap is not None else now
@@ -600,6 +649,14 @@ class JobWatch:
             slurm=self.slurm,
             problem="; ".join(problems) or None,
         )
+
+
+def _session_of(stat: str) -> int | None:
+    """The session id in /proc/<pid>/stat (state, ppid, pgrp, session after the name)."""
+    try:
+        return int(stat[stat.rindex(")") + 1 :].split(None, 5)[3])
+    except (ValueError, IndexError):
+        return None
 
 
 def _slurm_job_of(environ: dict | None) -> str | None:

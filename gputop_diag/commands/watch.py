@@ -290,10 +290,16 @@ def _duration(s: float | None) -> str:
 
 def state_words(job: JobState) -> str:
     """How the job stands, in words: running, exited N, killed by SIG, Slurm's state."""
-    if job.exit_signal:
-        return f"killed by {job.exit_signal} (exit code {job.exit_code})"
     if job.exit_code is not None:
-        return f"exited with code {job.exit_code}"
+        how = (
+            f"killed by {job.exit_signal} (exit code {job.exit_code})"
+            if job.exit_signal
+            else f"exited with code {job.exit_code}"
+        )
+        if job.running and job.processes:  # processes it started outlive it
+            n = len(job.processes)
+            return f"the main process {how}; {n} of its processes still run{'s' if n == 1 else ''}"
+        return how
     s = job.slurm
     if s is not None:
         words = s.state
@@ -314,10 +320,6 @@ def state_words(job: JobState) -> str:
         if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
             words += "; the scheduler took its resources back"
         return words
-    if job.exit_signal:
-        return f"killed by {job.exit_signal} (exit code {job.exit_code})"
-    if job.exit_code is not None:
-        return f"exited with code {job.exit_code}"
     return "running" if job.running else "ended"
 
 

@@ -61,10 +61,15 @@ def _secs(s: float | None) -> str:
 
 
 def state_line(job: JobState) -> str:
-    if job.exit_signal:
-        return f"killed by {job.exit_signal} (exit code {job.exit_code})"
     if job.exit_code is not None:
-        return f"exited with code {job.exit_code}"
+        how = (
+            f"killed by {job.exit_signal} (exit code {job.exit_code})"
+            if job.exit_signal
+            else f"exited with code {job.exit_code}"
+        )
+        if job.running and job.processes:  # processes it started outlive it
+            return f"main process {how}; {len(job.processes)} of its processes still running"
+        return how
     s = job.slurm
     if s is not None:
         words = f"Slurm {s.state}"
@@ -81,10 +86,6 @@ def state_line(job: JobState) -> str:
         if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
             words += "; preempted: the scheduler took its resources back"
         return words
-    if job.exit_signal:
-        return f"killed by {job.exit_signal} (exit code {job.exit_code})"
-    if job.exit_code is not None:
-        return f"exited with code {job.exit_code}"
     return "running" if job.running else "ended"
 
 

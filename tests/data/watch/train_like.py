@@ -2,7 +2,8 @@
 stderr (redrawn with \r, as tqdm does), a CUDA error line, then an exit code.
 
 argv: STEPS STEP_SECONDS EXIT_CODE [SIGNAL]: with SIGNAL, it kills itself with that signal.
-Options (anywhere): --keep-workers leaves the workers sleeping when it ends; the options and
+Options (after those): --keep-workers[=SECONDS] leaves the workers running when it ends (they
+sleep SECONDS, default 60, from their start); the options and
 whatever follows are otherwise ignored (a command line's look only)."""
 
 import os
@@ -11,7 +12,8 @@ import subprocess
 import sys
 import time
 
-keep = "--keep-workers" in sys.argv
+keep = next((a for a in sys.argv if a.startswith("--keep-workers")), None)
+worker_s = float(keep.partition("=")[2] or 60) if keep else 60.0
 argv = list(sys.argv)
 for i, a in enumerate(argv):
     if a.startswith("--"):  # options follow the positional arguments
@@ -19,7 +21,8 @@ for i, a in enumerate(argv):
         break
 steps, pause, code = int(argv[1]), float(argv[2]), int(argv[3])
 workers = [
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)
+    subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({worker_s})"])
+    for _ in range(2)
 ]
 print(f"workers {' '.join(str(w.pid) for w in workers)}", flush=True)
 for i in range(1, steps + 1):
