@@ -230,3 +230,18 @@ def test_exporter_and_fleet_never_import_textual():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_exporter_stops_promptly_on_sigterm_and_sigint(sig):
+    p, port = _start("--demo", "comm-bound", "exporter", "--listen", "127.0.0.1:0")
+    try:
+        assert "DCGM_FI_DEV_GPU_UTIL" in _scrape(port)
+        p.send_signal(sig)
+        # a service manager waits for it: under a second (no half-second server poll)
+        assert p.wait(timeout=1.0) == 0
+        assert "Traceback" not in p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -115,8 +115,9 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
             _loop(monitor, metrics, feed, args.interval, stop)
         except KeyboardInterrupt:
             pass
-        server.shutdown()
-        server.server_close()
+        # No server.shutdown(): it waits out the server loop's half-second poll. The process
+        # ends now; its listening socket closes with it and the server thread is a daemon.
+        server.socket.close()
         return 0
     finally:
         monitor.close()
