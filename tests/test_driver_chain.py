@@ -26,7 +26,6 @@ from gputop_diag.diagnose.alerts import driver_chain_alerts
 from gputop_diag.diagnose.driver_compat import (
     ERR_INSUFFICIENT,
     ERR_MISMATCH,
-    MVC_FLOOR,
     TOOLKIT_MIN_DRIVER,
     ChainFacts,
     LoadedRuntime,
@@ -37,7 +36,6 @@ from gputop_diag.diagnose.driver_compat import (
     min_driver_for,
     runtime_verdict,
     status_of,
-    version_tuple,
 )
 from gputop_diag.sources import RealProcFS, Sources
 
@@ -151,22 +149,67 @@ def _ga_rows():
     return [(r.split()[0], d) for r, d in TOOLKIT_MIN_DRIVER if "GA" in r]
 
 
-@pytest.mark.parametrize(("cuda", "driver"), _ga_rows())
-def test_table_row_verdicts(cuda, driver):
+# NVIDIA's Table 3 (CUDA Toolkit Release Notes), GA rows, written out by hand: the test does not
+# read the table it checks.
+GA_MIN_DRIVER = [
+    ("11.0", "450.51.05"),
+    ("11.1", "455.23"),
+    ("11.2", "460.27.03"),
+    ("11.3", "465.19.01"),
+    ("11.4", "470.42.01"),
+    ("11.5", "495.29.05"),
+    ("11.6", "510.39.01"),
+    ("11.7", "515.43.04"),
+    ("11.8", "520.61.05"),
+    ("12.0", "525.60.13"),
+    ("12.1", "530.30.02"),
+    ("12.2", "535.54.03"),
+    ("12.3", "545.23.06"),
+    ("12.4", "550.54.14"),
+    ("12.5", "555.42.02"),
+    ("12.6", "560.28.03"),
+    ("12.8", "570.26"),
+    ("12.9", "575.51.03"),
+    ("13.0", "580.65.06"),
+    ("13.1", "590.44.01"),
+    ("13.2", "595.45.04"),
+]
+
+
+@pytest.mark.parametrize(("cuda", "driver"), GA_MIN_DRIVER)
+def test_table_rows(cuda, driver):
     c = cuda_tuple(cuda)
     assert min_driver_for(c) == driver
     assert max_cuda_for_driver(driver) == c  # the driver bundled with X.Y supports X.Y
     assert runtime_verdict(cuda, c, driver).status == "ok"
-    # a driver of the previous release: the same major runs under MVC when above the floor
-    older = [(cc, d) for cc, d in ((cuda_tuple(r.split()[0]), d) for r, d in _ga_rows()) if cc < c]
-    if older:
-        prev_c, prev_d = max(older)
-        v = runtime_verdict(cuda, prev_c, prev_d)
-        if prev_c[0] == c[0] and version_tuple(prev_d) >= version_tuple(MVC_FLOOR[c[0]]):
-            assert v.status == "mvc"
-        else:
-            assert v.status == "too_new"
-            assert runtime_verdict(cuda, prev_c, prev_d, forward_compat=True).status == "compat"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "driver", "status"),
+    [
+        # (runtime, installed driver) -> what CUDA does; the driver's maximum CUDA comes from
+        # the driver as NVIDIA's table pairs them (no pair a real machine cannot have)
+        ("12.4", "550.54.14", "ok"),
+        ("12.4", "535.104.05", "mvc"),  # a 12.2 driver, above the 12.x floor 525.60.13
+        ("12.8", "550.54.15", "mvc"),
+        ("12.2", "525.60.13", "mvc"),  # exactly the floor
+        ("12.0", "520.61.05", "too_new"),  # an 11.8 driver: another major
+        ("12.1", "520.61.05", "too_new"),
+        ("13.0", "570.124.06", "too_new"),
+        ("13.0", "580.65.06", "ok"),
+        ("13.2", "580.65.06", "mvc"),  # a 13.0 driver, at the 13.x floor (580)
+        ("11.8", "470.82.01", "mvc"),  # an 11.4 driver, above the 11.x floor 450.80.02
+        ("11.2", "450.51.05", "too_new"),  # an 11.0 driver below the 11.x floor
+        ("11.0", "450.51.05", "ok"),
+        ("11.8", "575.51.03", "ok"),  # an older major on a newer driver
+    ],
+)
+def test_runtime_on_driver_verdicts(runtime, driver, status):
+    assert runtime_verdict(runtime, max_cuda_for_driver(driver), driver).status == status
+    if status == "too_new":
+        assert runtime_verdict(runtime, max_cuda_for_driver(driver), driver, True).status == (
+            "compat"
+        )
 
 
 def test_table_covers_11_0_to_13_and_no_12_7():
@@ -184,7 +227,7 @@ def test_table_covers_11_0_to_13_and_no_12_7():
         ("13", (12, 8), "570.124.06", "too_new"),  # major only: still certain
         ("12", (12, 4), "550.54.15", "ok"),
         ("11.8", (12, 8), "570.124.06", "ok"),
-        ("12.1", (12, 0), "520.61.05", "too_new"),  # below the 12.x floor: no MVC
+        ("12.1", (12, 0), "525.60.13", "mvc"),  # at the 12.x floor
         ("12.1", (11, 8), "520.61.05", "too_new"),
         (None, (12, 8), "570.124.06", None),
     ],

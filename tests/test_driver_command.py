@@ -18,7 +18,7 @@ def test_this_machine_without_a_driver_shows_each_layer_and_exits_3(capsys):
     assert "not loaded" in out.out and "libnvidia-ml.so.* in the library directories: none" in (
         out.out
     )
-    assert "Check first: check first that this machine has an NVIDIA GPU" in out.out
+    assert "Check first: make sure this machine has an NVIDIA GPU" in out.out
     assert "NO DRIVER" in out.out and "no NVIDIA driver" in out.err
 
 

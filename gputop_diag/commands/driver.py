@@ -352,8 +352,8 @@ def render_text(doc: dict[str, Any]) -> str:
         f", {rt['unreadable']} not readable (other users': run as root)" if rt["unreadable"] else ""
     )
     lines.append(
-        f"4 CUDA runtimes      {len(procs)} process(es) with CUDA libraries "
-        f"(/proc/<pid>/maps of {rt['scanned']} processes{hidden})"
+        f"4 CUDA runtimes      {_count(len(procs), 'process', 'processes')} with CUDA libraries "
+        f"(/proc/<pid>/maps of {_count(rt['scanned'], 'process', 'processes')}{hidden})"
     )
     groups: dict[tuple, list[dict]] = {}
     for p in procs:  # the ranks of one job load the same libraries: one entry for them all
@@ -423,16 +423,16 @@ def render_text(doc: dict[str, Any]) -> str:
         lines += ["", f"Check first: {doc['check_first']}"]
     else:
         lines.append("Problems: none")
-    lines += [
-        "",
+    rows = doc["min_driver_table"].get("rows")
+    table = (
         "Minimum driver per CUDA toolkit (GA): "
-        + ", ".join(
-            f"{r['cuda'].split()[0]} {r['min_driver']}"
-            for r in doc["min_driver_table"].get("rows", [])
-            if "GA" in r["cuda"]
-        )
-        if doc["min_driver_table"].get("rows")
-        else "",
-        f"  source: {doc['min_driver_table']['source']}",
-    ]
+        + ", ".join(f"{r['cuda'].split()[0]} {r['min_driver']}" for r in rows if "GA" in r["cuda"])
+        if rows
+        else "Minimum driver per CUDA toolkit: not repeated here (`gputop-diag driver` prints it)"
+    )
+    lines += ["", table, f"  source: {doc['min_driver_table']['source']}"]
     return "\n".join(x for x in lines if x is not None)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"

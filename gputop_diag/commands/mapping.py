@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     elif args.json:
         print(json.dumps(to_json(mapping), indent=2))
     else:
-        print(render_text(mapping))
+        print(render_text(mapping, err.message if err is not None else None))
     if err is not None:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
@@ -298,7 +298,9 @@ def _short_key(key: str) -> str:
     return f"{gpu}:{mig}" if mig else gpu
 
 
-def render_text(m: DeviceMapping) -> str:
+def render_text(m: DeviceMapping, no_gpu_why: str | None = None) -> str:
+    """The mapping as text; `no_gpu_why` says why no GPU could be read (NVML missing, the
+    driver not loaded), when that is why the table is empty."""
     keys = {r.key: r for r in m.rows}
     lines = [
         f"Device mapping  {m.hostname}  {iso_time(m.timestamp)}",
@@ -353,7 +355,10 @@ def render_text(m: DeviceMapping) -> str:
                 f"GPU {r.nvml_index}: " + ", ".join(f"{k} {v}" for k, v in extra.items())
             )
     else:
-        lines += ["", "no GPU to map (NVML lists none)"]
+        lines += [
+            "",
+            f"no GPU to map: {no_gpu_why}" if no_gpu_why else "no GPU to map (NVML lists none)",
+        ]
     if m.processes:
         lines += [
             "",

@@ -248,7 +248,7 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
                 "no NVIDIA driver: neither the kernel module (/proc/driver/nvidia) nor the "
                 "user-space library libnvidia-ml.so.1 is present",
                 f"{ERR_NVML_MISSING} (pynvml); {ERR_NO_DRIVER_TORCH} (PyTorch)",
-                "check first that this machine has an NVIDIA GPU (`lspci | grep -i nvidia`), "
+                "make sure this machine has an NVIDIA GPU (`lspci | grep -i nvidia`), "
                 f"then install the driver ({DRIVER_DOWNLOAD} or the distribution's packages); "
                 "in a container, run it with the NVIDIA container toolkit (`--gpus all`)",
                 code="no_driver",
