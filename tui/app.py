@@ -39,7 +39,7 @@ from .filter_screen import FilterScreen
 from .hangup import TerminalGuard
 from .header import HeaderBar, HeaderFacts, ReplayFacts
 from .help import HelpScreen
-from .job_quit import DETACH, STOP, QuitJobScreen
+from .job_quit import DETACH, STOP, QuitJobScreen, StoppingJobScreen
 from .keys import BINDINGS, JOB, PANES, SHORT_TITLES, TITLES
 from .messages import CollectorFailed, ReportWritten, SnapshotReady
 from .panes.base import Pane, View
@@ -205,6 +205,8 @@ class GpuTopApp(ReplayMixin, App):
                 return
             self.exit()
             return
+        if isinstance(self.screen, StoppingJobScreen):  # being stopped: quits when done
+            return
         if isinstance(self.screen, QuitJobScreen):  # asked already: a second quit leaves it
             self._quit_answer(DETACH)
             return
@@ -215,11 +217,16 @@ class GpuTopApp(ReplayMixin, App):
     def _quit_answer(self, what: str | None) -> None:
         w = self.job_watch
         if what == STOP:
-            code = w.stop()
-            self.exit(return_code=code or 0)
+            # a job that ignores SIGTERM holds stop() for the grace period: not on this thread
+            self.push_screen(StoppingJobScreen(w.stop_grace_s))
+            self.run_worker(self._stop_job, thread=True, group="stop-job", exit_on_error=False)
         elif what == DETACH:
             w.detach()
             self.exit(return_code=0)
+
+    def _stop_job(self) -> None:
+        code = self.job_watch.stop()
+        self.call_from_thread(self.exit, return_code=code or 0)
 
     def exit(self, result=None, return_code: int = 0, message=None) -> None:
         self.guard.leave()  # from now on a SIGCONT never starts application mode again
