@@ -3,6 +3,7 @@ first (y stops it, d or q again leaves it running)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sys
 
@@ -116,3 +117,37 @@ async def test_quit_after_the_job_ended_does_not_ask(tmp_path):
         await pilot.press("q")
         await pilot.pause()
     assert not app.is_running and w.exit_code == 0
+
+
+async def test_quit_y_stops_a_job_that_ignores_sigterm_without_freezing_the_view(tmp_path):
+    s = sim.build("idle")
+    log = tmp_path / "j.log"
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('up', flush=True); time.sleep(30)"
+    )
+    w = JobWatch.for_command(s, [sys.executable, "-c", code], log_path=str(log))
+    w.stop_grace_s = 0.5
+    try:
+        for _ in range(250):  # its SIGTERM handler is in place
+            if log.read_text().startswith("up"):
+                break
+            await asyncio.sleep(0.02)
+        app = WatchApp(w, s)
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.feed(1)
+            await pilot.pause()
+            await pilot.press("q")
+            await pilot.pause()
+            await pilot.press("y")
+            await pilot.pause()
+            # the view still draws while the job is being stopped, and says what happens
+            assert "stopping the job (SIGTERM; SIGKILL in 0.5 s)" in screen_text(app)
+            for _ in range(200):
+                if not app.is_running:
+                    break
+                await pilot.pause(0.05)
+        assert w.popen.poll() is not None and w.exit_signal == "SIGKILL" and w.killed
+        assert app.return_code == 137
+    finally:
+        w.stop(grace_s=1)

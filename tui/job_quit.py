@@ -2,7 +2,8 @@
 
 y stops the job (SIGTERM to its process group, SIGKILL after a grace period) and quits; d — or
 q again — leaves it running (it has its own session and writes to its log file) and quits; n or
-Esc stays.
+Esc stays. While the job is being stopped (in a worker thread: a job that ignores SIGTERM keeps
+it for the grace period) the view says so and keeps drawing.
 """
 
 from __future__ import annotations
@@ -57,3 +58,22 @@ class QuitJobScreen(ModalScreen[str | None]):
 
     def action_choose(self, what: str) -> None:
         self.dismiss(what or None)
+
+
+def stopping_text(grace_s: float) -> str:
+    return f"stopping the job (SIGTERM; SIGKILL in {grace_s:g} s)…"
+
+
+class StoppingJobScreen(ModalScreen[None]):
+    """Shown while the job is being stopped; no keys (the app quits when it has stopped)."""
+
+    DEFAULT_CSS = QuitJobScreen.DEFAULT_CSS.replace("QuitJobScreen", "StoppingJobScreen")
+
+    def __init__(self, grace_s: float) -> None:
+        super().__init__()
+        self.grace_s = grace_s
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-job-box"):
+            yield Static("Quit", classes="pane-title", markup=False)
+            yield Static(stopping_text(self.grace_s), id="quit-job-text", markup=False)

@@ -45,6 +45,7 @@ BUSIEST_THREADS = 5
 READ_CHUNK = 1024 * 1024
 START_BACK = 64 * 1024  # a file watched from outside: read from this far before its end
 MAX_LINE = 2000  # characters of one output line kept
+STOP_GRACE_S = 10.0  # stopping a started command: SIGTERM, then SIGKILL this much later
 _CGROUP_JOB = re.compile(r"/job_(\d+)(?:/|$)")
 
 
@@ -383,6 +384,7 @@ class JobWatch:
         self.exit_signal: str | None = None
         self.detached = False
         self.killed = False  # stop() needed SIGKILL
+        self.stop_grace_s = STOP_GRACE_S  # SIGTERM, then SIGKILL this much later
         self.reader = TreeReader(psutil or sources.psutil, sources.procfs)
         self.tail = OutputTail(log, log_from_start) if log else None
         self.steps = StepParser(step_regex)
@@ -533,10 +535,11 @@ class JobWatch:
     def _group_alive(self) -> bool:
         return self.send(0)
 
-    def stop(self, grace_s: float = 10.0) -> int | None:
+    def stop(self, grace_s: float | None = None) -> int | None:
         """SIGTERM the started command's group, SIGKILL after `grace_s`; the main process's
         exit code. `self.killed` says whether SIGKILL was needed."""
         self.killed = False
+        grace_s = self.stop_grace_s if grace_s is None else grace_s
         if self.send(signal.SIGTERM):
             deadline = time.monotonic() + grace_s
             while self._group_alive() and time.monotonic() < deadline:
