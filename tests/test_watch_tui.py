@@ -12,6 +12,7 @@ from textual.widgets import ContentSwitcher
 
 from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch
+from gputop_diag.commands.watch import stop_note
 from gputop_diag.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
 from gputop_diag.tui.job_quit import QuitJobScreen
@@ -102,6 +103,7 @@ async def test_quit_y_stops_the_job_and_returns_its_code(tmp_path):
             await pilot.pause()
         assert w.popen.poll() is not None and w.exit_signal == "SIGTERM"
         assert app.return_code == 143
+        assert stop_note(w) == "the job ended on SIGTERM"
     finally:
         w.stop(grace_s=2)
 
@@ -149,5 +151,6 @@ async def test_quit_y_stops_a_job_that_ignores_sigterm_without_freezing_the_view
                 await pilot.pause(0.05)
         assert w.popen.poll() is not None and w.exit_signal == "SIGKILL" and w.killed
         assert app.return_code == 137
+        assert "it was killed with SIGKILL" in stop_note(w)
     finally:
         w.stop(grace_s=1)

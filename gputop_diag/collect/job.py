@@ -383,6 +383,7 @@ class JobWatch:
         self.exit_code: int | None = None
         self.exit_signal: str | None = None
         self.detached = False
+        self.stopped = False  # stop() was called
         self.killed = False  # stop() needed SIGKILL
         self.stop_grace_s = STOP_GRACE_S  # SIGTERM, then SIGKILL this much later
         self.reader = TreeReader(psutil or sources.psutil, sources.procfs)
@@ -538,7 +539,7 @@ class JobWatch:
     def stop(self, grace_s: float | None = None) -> int | None:
         """SIGTERM the started command's group, SIGKILL after `grace_s`; the main process's
         exit code. `self.killed` says whether SIGKILL was needed."""
-        self.killed = False
+        self.killed, self.stopped = False, True
         grace_s = self.stop_grace_s if grace_s is None else grace_s
         if self.send(signal.SIGTERM):
             deadline = time.monotonic() + grace_s

@@ -159,6 +159,9 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         from ..tui.app import run_app
 
         code = run_app(feed, interval=args.interval, sanitize=args.sanitize, job=watch)
+        note = stop_note(watch)
+        if note is not None:
+            print(f"gputop-diag: {note}", file=sys.stderr)
         if watch.started and watch.running and not getattr(args, "sanitize", False):
             print(
                 f"gputop-diag: left running: pid {watch.roots[0]}, output {watch.tail.path}",
@@ -166,6 +169,18 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
             )
         return _exit_code(watch, code)
     return headless(args, feed, watch)
+
+
+def stop_note(watch: JobWatch) -> str | None:
+    """After quitting with `y`: how the job was stopped."""
+    if not watch.stopped:
+        return None
+    if watch.killed:
+        return (
+            f"the job did not end within {watch.stop_grace_s:g} s of SIGTERM: it was killed "
+            "with SIGKILL"
+        )
+    return "the job ended on SIGTERM"
 
 
 def _exit_code(watch: JobWatch, fallback: int = 0) -> int:
