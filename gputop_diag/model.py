@@ -336,6 +336,7 @@ class JobState:
     steps: StepStats | None = None
     visible_gpus: str | None = None  # CUDA_VISIBLE_DEVICES (or SLURM_JOB_GPUS) of the job
     slurm: SchedulerEvidence | None = None
+    slurm_stale_s: float | None = None  # `slurm` is this old: Slurm stopped answering since
     problem: str | None = None  # why something could not be read, said for the user
 
 
