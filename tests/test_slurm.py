@@ -1,3 +1,4 @@
+import os
 import subprocess
 from datetime import timezone
 from pathlib import Path
@@ -213,3 +214,61 @@ def test_output_lines_are_stamped_when_read_not_before_a_slow_scontrol(tmp_path)
     # read at t0, +1, +2, +7 (after the slow call), +8
     assert st.output_events[-1].timestamp - t0 == pytest.approx(7.0, abs=1e-3)
     assert st.steps.step == 5 and st.steps.step_times_s == pytest.approx((5.0, 1.0), abs=1e-3)
+
+
+def _fake_scontrol(tmp_path, record: str) -> Path:
+    """An `scontrol` on the PATH that prints `record`, or hangs while the file `hang` exists."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (tmp_path / "record.txt").write_text(record)
+    script = bindir / "scontrol"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"if [ -e {tmp_path}/hang ]; then exec sleep 30; fi\n"
+        f'if [ "$1" = listpids ]; then echo "slurm_pid2jobid: no processes" >&2; exit 1; fi\n'
+        f"cat {tmp_path}/record.txt\n"
+    )
+    script.chmod(0o755)
+    return bindir
+
+
+def test_a_hung_scontrol_is_explained_with_the_hint(tmp_path, monkeypatch):
+    import gputop_diag.diagnose.slurm as S
+    from gputop_diag.sources import run_real_command
+
+    bindir = _fake_scontrol(tmp_path, "")
+    (tmp_path / "hang").touch()
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setattr(S, "SCONTROL_TIMEOUT_S", 0.3)
+    s = sim.build("idle")
+    s.run_command = run_real_command
+    found, problem = resolve_job(s, "17")
+    assert found is None
+    assert "scontrol did not answer in 0.3 s: the controller is slow or down" in problem
+    assert "is slurmctld up? `scontrol ping` says" in problem
+
+
+def test_a_state_repeated_after_the_controller_stopped_answering_says_how_old(
+    tmp_path, monkeypatch
+):
+    import gputop_diag.diagnose.slurm as S
+    from gputop_diag.commands.watch import state_words
+    from gputop_diag.sources import run_real_command
+
+    record = (WATCH_DATA / "slurm-running-gpus.txt").read_text()
+    bindir = _fake_scontrol(tmp_path, record.replace("\n   ", " "))
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setattr(S, "SCONTROL_TIMEOUT_S", 0.3)
+    s = sim.build("idle")
+    s.run_command = run_real_command
+    w = JobWatch.for_slurm(s, "48213")
+    st = w.sample()
+    assert st.slurm.state == "RUNNING" and "stopped answering" not in state_words(st)
+    (tmp_path / "hang").touch()  # the controller goes away
+    s.clock.sleep(95.0)
+    w.scheduler_evidence()
+    st = w.sample()
+    words = state_words(st)
+    assert words.startswith("RUNNING") and st.slurm_stale_s == pytest.approx(95, abs=1)
+    assert "as of 1:35 ago: the controller stopped answering" in words
+    assert "is slurmctld up?" in st.problem

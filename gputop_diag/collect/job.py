@@ -394,6 +394,7 @@ class JobWatch:
         self._root_gone = False  # no process of the job is left (--pid, a started command)
         self._known: list[int] = []  # the job's processes at the last tick
         self._slurm_checked: float | None = None
+        self._slurm_answered: float | None = None  # when Slurm last gave the job's record
 
     # -- the three ways in -------------------------------------------------------------------
     @classmethod
@@ -475,7 +476,7 @@ class JobWatch:
             unknown = problem is not None and problem.startswith("Slurm does not know")
             raise WatchError(problem or f"Slurm job {job_id} not found", code=2 if unknown else 1)
         w.slurm = found
-        w._slurm_checked = sources.clock.now()
+        w._slurm_checked = w._slurm_answered = sources.clock.now()
         if found.name:
             w.label = f"Slurm job {job_id} ({found.name})"
         return w
@@ -566,6 +567,7 @@ class JobWatch:
         self._slurm_checked = self.sources.clock.now()
         if found is not None:
             self.slurm, self.slurm_problem = found, None
+            self._slurm_answered = self._slurm_checked
         elif problem and problem.startswith("Slurm does not know") and self.slurm is not None:
             # known before, gone now: it ended and left the controller's memory (MinJobAge)
             self.slurm = _ended(self.slurm)
@@ -573,6 +575,12 @@ class JobWatch:
         else:
             self.slurm_problem = problem
         return [self.slurm] if self.slurm is not None else []
+
+    def _slurm_stale(self) -> float | None:
+        """How old the record shown is, when the last ask got no answer (None: it is fresh)."""
+        if self.slurm is None or not self.slurm_problem or self._slurm_answered is None:
+            return None
+        return max(0.0, self.sources.clock.now() - self._slurm_answered)
 
     def _slurm_pids(self) -> tuple[list[int], str | None]:
         s = self.slurm
@@ -651,6 +659,7 @@ class JobWatch:
             steps=self.steps.stats(),
             visible_gpus=visible,
             slurm=self.slurm,
+            slurm_stale_s=self._slurm_stale(),
             problem="; ".join(problems) or None,
         )
 

@@ -334,6 +334,8 @@ def state_words(job: JobState) -> str:
             words += f"; requeued {s.restarts} time{'s' if s.restarts > 1 else ''} (Restarts=)"
         if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
             words += "; the scheduler took its resources back"
+        if job.slurm_stale_s is not None:
+            words += f"; as of {_duration(job.slurm_stale_s)} ago: the controller stopped answering"
         return words
     return "running" if job.running else "ended"
 

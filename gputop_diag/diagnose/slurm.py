@@ -267,7 +267,10 @@ def _hung(prog: str, e: Exception) -> str:
     import subprocess
 
     if isinstance(e, subprocess.TimeoutExpired):
-        return f"{prog} did not answer in {SCONTROL_TIMEOUT_S:g} s: the controller is slow or down"
+        return (
+            f"{prog} did not answer in {SCONTROL_TIMEOUT_S:g} s: the controller is slow or down "
+            "(is slurmctld up? `scontrol ping` says)"
+        )
     return f"{prog} could not run: {type(e).__name__}: {e}"
 
 

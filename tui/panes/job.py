@@ -85,6 +85,8 @@ def state_line(job: JobState) -> str:
             words += f"; requeued {s.restarts}× (Restarts={s.restarts})"
         if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
             words += "; preempted: the scheduler took its resources back"
+        if job.slurm_stale_s is not None:
+            words += f"; as of {_dur(job.slurm_stale_s)} ago: the controller stopped answering"
         return words
     return "running" if job.running else "ended"
 
