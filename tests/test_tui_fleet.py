@@ -473,3 +473,21 @@ async def test_a_node_offers_only_what_prometheus_describes(prometheus):
         app.action_pane(PANES.index("driver"))
         assert app.query_one("#panes").current == "utilization"
         await pilot.press("q")
+
+
+async def test_a_node_told_apart_by_instance_shows_its_rows_pseudonym(prometheus):
+    from test_tui_support import screen_text
+
+    from gputop_diag.fleet_sanitize import FleetNames
+
+    names = FleetNames()
+    shown = names.node_of("node-b:9401", "node-b")  # several exporters on one host
+    feed = NodeFeed(query(prometheus.url), "node-b:9401", "node-b")
+    app = NodeApp(feed, names=names)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, lambda: app.latest is not None)
+        assert app.latest.snapshot.system.hostname == shown
+        screen = screen_text(app)
+        assert shown in screen.splitlines()[0] and "node-b" not in screen
+        assert names.s.hostname("node-b") not in screen  # not the shared host's pseudonym
+        await pilot.press("q")

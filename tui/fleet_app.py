@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -28,7 +28,7 @@ from ..fleet_sanitize import FleetNames
 from ..monitor import Monitor
 from ..prom_client import PrometheusError
 from .app import REPLAY_ONLY, GpuTopApp
-from .feed import Feeder
+from .feed import Feeder, Update
 from .fleet_table import SORTS, FleetTable, fleet_rows
 from .keys import PANES
 from .messages import CollectorFailed, SnapshotReady
@@ -314,7 +314,7 @@ class NodeApp(GpuTopApp):
             for snap in feed.snapshots():
                 if cancel.is_set():
                     return
-                self.post_message(SnapshotReady(snap, self.feeder.add(snap)))
+                self.post_message(SnapshotReady(snap, self._named(self.feeder.add(snap))))
                 self._extent()
         except PrometheusError as e:
             self.post_message(
@@ -324,6 +324,17 @@ class NodeApp(GpuTopApp):
             self.post_message(
                 CollectorFailed("prometheus", self._said(str(e)), "q goes back to the fleet")
             )
+
+    def _named(self, update: Update) -> Update:
+        """Under --sanitize, the node's host shown as its Fleet row names it: a node told
+        apart by its instance (several on one host) has that instance's pseudonym."""
+        if self.names is None or update.sampled is None:
+            return update
+        shown = self.names.node_of(self.node_feed.key, self.node_feed.hostname)
+        snap = update.snapshot
+        if snap.system.hostname == shown:
+            return update
+        return replace(update, snapshot=replace(snap, system=replace(snap.system, hostname=shown)))
 
     def _extent(self) -> None:
         count, first, last = self.node_feed.extent()
