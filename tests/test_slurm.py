@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import subprocess
 from datetime import timezone
@@ -21,6 +22,7 @@ from gputop_diag.diagnose.slurm import (
     parse_squeue,
     resolve_job,
 )
+from gputop_diag.sampler import Sampler
 from gputop_diag.sources import CommandResult
 
 
@@ -272,3 +274,36 @@ def test_a_state_repeated_after_the_controller_stopped_answering_says_how_old(
     assert words.startswith("RUNNING") and st.slurm_stale_s == pytest.approx(95, abs=1)
     assert "as of 1:35 ago: the controller stopped answering" in words
     assert "is slurmctld up?" in st.problem
+
+
+@pytest.mark.parametrize(
+    ("state", "exit_field", "code", "sig", "words"),
+    [
+        ("FAILED", "3:0", 3, None, "FAILED; exited with code 3; requeued 2 times (Restarts=)"),
+        (
+            "CANCELLED",
+            "0:9",
+            137,
+            "SIGKILL",
+            "CANCELLED; killed by SIGKILL (exit code 137); requeued 2 times (Restarts=)",
+        ),
+        ("COMPLETED", "0:0", 0, None, "COMPLETED; requeued 2 times (Restarts=)"),
+    ],
+)
+def test_an_ended_slurm_jobs_exit_code_is_kept(state, exit_field, code, sig, words):
+    from gputop_diag.commands.watch import _exit_code, state_words
+    from gputop_diag.diagnose.alerts import job_alerts
+
+    record = (WATCH_DATA / "slurm-running-gpus.txt").read_text()
+    record = record.replace("JobState=RUNNING", f"JobState={state}")
+    record = record.replace("ExitCode=0:0", f"ExitCode={exit_field}")
+    s = sim.build("idle")
+    s.run_command = lambda argv, timeout: CommandResult(0, record, "")
+    w = JobWatch.for_slurm(s, "48213")
+    st = w.sample()
+    assert (st.exit_code, st.exit_signal) == (code, sig) and w.finished
+    assert state_words(st) == words
+    assert _exit_code(w) == code  # ours follows the job's, as for a started command
+    snap = dataclasses.replace(Sampler(s, interval=1.0).sample(), job=st)
+    kinds = {a.kind for a in job_alerts(snap)}
+    assert bool(kinds & {"job_exit", "job_signal"}) == (code != 0)

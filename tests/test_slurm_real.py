@@ -203,3 +203,12 @@ def test_commands_missing_is_explained(cli):
     r = _watch(cli, "--slurm", "17", env={"PATH": "/nonexistent"})
     assert r.returncode == 1
     assert "not installed on this machine" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_failed_jobs_exit_code_is_ours(slurm, cli):
+    job = _sbatch("failed", "echo starting; exit 3")
+    _until(lambda: _run("scontrol", "show", "job", job).stdout.find("JobState=FAILED") >= 0)
+    r = _watch(cli, "--slurm", job)
+    assert r.returncode == 3, r.stderr  # the job's exit code, as for a started command
+    assert "state: FAILED; exited with code 3" in r.stdout
+    assert "the job exited with code 3" in r.stdout  # the alert

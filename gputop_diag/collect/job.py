@@ -576,6 +576,22 @@ class JobWatch:
             self.slurm_problem = problem
         return [self.slurm] if self.slurm is not None else []
 
+    def _slurm_exit(self) -> None:
+        """An ended Slurm job's ExitCode=CODE:SIGNAL as a started command's exit code would be
+        (a signal: 128 + its number)."""
+        s = self.slurm
+        if s is None or s.state.upper() not in S.ENDED_STATES or not s.exit_code:
+            return
+        code, _, sig = s.exit_code.partition(":")
+        try:
+            code_n, sig_n = int(code), int(sig or 0)
+        except ValueError:
+            return
+        if sig_n:
+            self.exit_signal, self.exit_code = signal_name(sig_n), 128 + sig_n
+        else:
+            self.exit_signal, self.exit_code = None, code_n
+
     def _slurm_stale(self) -> float | None:
         """How old the record shown is, when the last ask got no answer (None: it is fresh)."""
         if self.slurm is None or not self.slurm_problem or self._slurm_answered is None:
@@ -616,6 +632,7 @@ class JobWatch:
             if self.slurm_problem:
                 problems.append(self.slurm_problem)
         if self.target == "slurm":
+            self._slurm_exit()
             procs = self.reader.tree(roots, now) if roots else ()
         else:  # what outlives its parent stays the job's: by session, and once seen
             session = self.popen.pid if self.popen is not None else None

@@ -188,6 +188,8 @@ def _exit_code(watch: JobWatch, fallback: int = 0) -> int:
         watch._reap()
         if watch.exit_code is not None:
             return watch.exit_code
+    if watch.target == "slurm" and watch.finished and watch.exit_code is not None:
+        return watch.exit_code  # Slurm's ExitCode=, as a started command's
     return fallback
 
 
@@ -305,7 +307,7 @@ def _duration(s: float | None) -> str:
 
 def state_words(job: JobState) -> str:
     """How the job stands, in words: running, exited N, killed by SIG, Slurm's state."""
-    if job.exit_code is not None:
+    if job.exit_code is not None and job.target != "slurm":
         how = (
             f"killed by {job.exit_signal} (exit code {job.exit_code})"
             if job.exit_signal
@@ -330,6 +332,10 @@ def state_words(job: JobState) -> str:
             words += f" on {s.nodes or '?'} for {_duration(s.time_used_s)}, {limit}"
             if s.wait_s is not None:
                 words += f"; waited {_duration(s.wait_s)} in the queue"
+        if job.exit_signal:
+            words += f"; killed by {job.exit_signal} (exit code {job.exit_code})"
+        elif job.exit_code:
+            words += f"; exited with code {job.exit_code}"
         if s.restarts:
             words += f"; requeued {s.restarts} time{'s' if s.restarts > 1 else ''} (Restarts=)"
         if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):

@@ -61,7 +61,7 @@ def _secs(s: float | None) -> str:
 
 
 def state_line(job: JobState) -> str:
-    if job.exit_code is not None:
+    if job.exit_code is not None and job.target != "slurm":
         how = (
             f"killed by {job.exit_signal} (exit code {job.exit_code})"
             if job.exit_signal
@@ -81,6 +81,10 @@ def state_line(job: JobState) -> str:
                 words += f", {_dur(s.time_left_s)} left of {_dur(s.time_limit_s)}"
             if s.wait_s is not None:
                 words += f"; waited {_dur(s.wait_s)} in the queue"
+        if job.exit_signal:
+            words += f"; killed by {job.exit_signal} (exit code {job.exit_code})"
+        elif job.exit_code:
+            words += f"; exited with code {job.exit_code}"
         if s.restarts:
             words += f"; requeued {s.restarts}× (Restarts={s.restarts})"
         if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
