@@ -302,22 +302,36 @@ def _driver_chain(d: dict[str, Any]) -> list[str]:
     chain = " → ".join(
         f"{layer['layer']} {layer['version'] or 'n/a'}" for layer in d.get("layers") or ()
     )
+    tail = "" if d.get("problems") is not None else " → the CUDA runtime the framework bundles"
     out = [
-        f"{chain} → the CUDA runtime the framework bundles → the application's kernels.",
+        f"{chain}{tail} → the application's kernels.",
         "",
         f"Verdict: {_md(d['verdict'])}.",
         f"Next: {_md(d['next_step'])}.",
     ]
+    problems = d.get("problems") or []
+    if len(problems) > 1 or any(p.get("error_text") for p in problems):
+        out += ["", "Problems, host layer first:"]
+        out += [
+            f"- [{p['severity']}] {_md(p['layer'])}: {_md(p['text'])} Users see: "
+            f"{_code(p['error_text'])}."
+            for p in problems
+        ]
     return out
 
 
 def _mapping(m: dict[str, Any]) -> list[str]:
-    out = [
-        "Which GPU each process really uses, checked against what its `CUDA_VISIBLE_DEVICES` names:"
-    ]
-    out += [f"- {_md(c['text'])}" for c in m.get("checks") or ()] or ["- no process on a GPU"]
-    if m.get("facts"):
-        out += ["", *[f"- {_md(f)}" for f in m["facts"]]]
+    out = ["How it was mapped:", *[f"- {_md(x)}" for x in m.get("logic") or ()], ""]
+    out.append("Conclusions:")
+    out += [f"- {_md(c)}" for c in m.get("conclusions") or ()] or ["- no process on a GPU"]
+    if m.get("checks"):
+        out += ["", "By user:", *[f"- {_md(c['text'])}" for c in m["checks"]]]
+    if m.get("findings"):
+        out += ["", "Findings:"]
+        out += [
+            f"- [{f['severity']}] {_md(f['text'])}; next: {_md(f['next_step'])}"
+            for f in m["findings"]
+        ]
     shell = m.get("this_shell") or {}
     if shell:
         out += ["", "This shell: " + ", ".join(_code(f"{k}={v}") for k, v in shell.items()) + "."]

@@ -11,7 +11,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .collect.mapping import QUERY_COMMAND, ProcessMapping, collect_mapping
+from .commands.mapping import public_doc as mapping_public_doc
 from .diagnose import Diagnosis
+from .diagnose.driver_compat import facts_from_snapshot, judge_chain, status_of, version_tuple
 from .diagnose.xid_catalog import CAUSES, entry
 from .history import median, percentile, slope_per_s
 from .model import GIB, MIB, Snapshot
@@ -22,7 +25,16 @@ SPARK_WIDTH = 30
 SPARK = "▁▂▃▄▅▆▇█"
 COMMAND_MAX = 90
 # What the report says to run to confirm the mapping privately (the seed's command).
-MAPPING_COMMAND = "nvidia-smi --query-gpu=index,uuid,pci.bus_id,name --format=csv"
+MAPPING_COMMAND = QUERY_COMMAND
+# This shell's variables the mapping section shows (sanitized).
+SHELL_VARS = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "SLURM_JOB_GPUS",
+    "SLURM_STEP_GPUS",
+    "GPU_DEVICE_ORDINAL",
+    "SLURM_GPUS_ON_NODE",
+)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -248,6 +260,83 @@ def xid(snaps: Sequence[Snapshot]) -> dict[str, Any]:
 
 
 def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any]:
+    """The driver -> CUDA runtime chain as `gputop-diag driver` judges it (the snapshot carries
+    the chain: kernel module, library on disk, the runtimes processes loaded); before the chain
+    was read, what NVML said."""
+    sysinfo = last.system
+    facts = facts_from_snapshot(last)
+    if facts is None:  # a recording made before the chain was read, or one out of date
+        return _driver_from_nvml(last, diag, s)
+    chain = last.driver_chain
+    dmax = f"{facts.driver_max[0]}.{facts.driver_max[1]}" if facts.driver_max else None
+    runtimes = sorted(
+        {rt for p in facts.processes if (rt := p.framework_cuda or p.runtime)},
+        key=lambda v: version_tuple(v) or (),
+    )
+    layers = [
+        {
+            "layer": "kernel module",
+            "version": s.text(facts.module_version)
+            if facts.module_loaded
+            else ("not loaded" if facts.module_loaded is False else None),
+            "read_from": "/proc/driver/nvidia/version",
+        },
+        {
+            "layer": "NVML library",
+            "version": s.text(facts.library_version),
+            "read_from": "libnvidia-ml.so on disk, NVML",
+        },
+        {
+            "layer": "driver's CUDA limit",
+            "version": dmax,
+            "read_from": "NVML" if sysinfo.cuda_driver_version else "the minimum-driver table",
+        },
+        {
+            "layer": "CUDA runtimes loaded",
+            "version": ", ".join(runtimes) or None,
+            "read_from": f"/proc/<pid>/maps of {chain.scanned if chain else 0} processes",
+        },
+    ]
+    problems = judge_chain(facts)
+    status = status_of(problems)
+    out = [
+        {
+            "layer": p.layer,
+            "severity": p.severity,
+            "code": p.code,
+            "text": s.text(p.text),
+            "error_text": s.text(p.error_text),
+            "next_step": s.text(p.next_step),
+            "processes": len(p.pids),
+        }
+        for p in problems
+    ]
+    if out:
+        first = out[0]
+        verdict = f"{status}: {first['text']}"
+        next_step = first["next_step"]
+    elif dmax:
+        verdict = f"whole: the driver runs CUDA up to {dmax}" + (
+            f" and each runtime loaded ({', '.join(runtimes)}) fits it" if runtimes else ""
+        )
+        next_step = (
+            "nothing to fix; a framework built for a CUDA newer than "
+            f"{dmax} would fail to create a context here"
+        )
+    else:
+        verdict = "the driver did not say which CUDA version it supports"
+        next_step = "`nvidia-smi` shows the driver's CUDA version in its header"
+    return {
+        "layers": layers,
+        "status": status,
+        "verdict": verdict,
+        "next_step": next_step,
+        "problems": out,
+        "findings": [p["text"] for p in out],
+    }
+
+
+def _driver_from_nvml(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any]:
     sysinfo = last.system
     nvml_error = next((e for e in last.errors if e.source == "nvml" and e.gpu_index is None), None)
     layers = [
@@ -265,13 +354,11 @@ def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any
         next_step = s.text(nvml_error.next_step)
     elif findings:
         verdict = "broken: " + "; ".join(findings)
-        next_step = (
-            "debug from the host layer upward: driver, then the runtime the framework bundles"
-        )
+        next_step = "debug from the host layer upward: driver, then the runtime"
     elif sysinfo.driver_max_cuda:
         verdict = (
-            f"the driver answers and runs CUDA up to {sysinfo.driver_max_cuda}; a framework "
-            "built for a newer CUDA fails to create a context on it"
+            f"the driver answers and runs CUDA up to {sysinfo.driver_max_cuda}; the runtimes "
+            "the processes loaded were not read in this recording"
         )
         next_step = (
             "in the job's environment compare "
@@ -284,39 +371,6 @@ def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any
     return {"layers": layers, "verdict": verdict, "next_step": next_step, "findings": findings}
 
 
-def _resolve_cvd(value: str, last: Snapshot) -> tuple[set[int], str, bool]:
-    """(NVML indices the entries name, how they name them, whether an invalid entry hid the
-    rest). Indices are CUDA's order: NVML's order when the GPUs are one model (FASTEST_FIRST
-    breaks ties by PCI bus id) or CUDA_DEVICE_ORDER=PCI_BUS_ID."""
-    by_uuid = {(g.static.uuid or "").lower(): g.index for g in last.gpus if g.static.uuid}
-    by_mig = {(m.uuid or "").lower(): g.index for g in last.gpus for m in g.mig_instances if m.uuid}
-    out: set[int] = set()
-    kinds: set[str] = set()
-    count = len(last.gpus)
-    for raw in value.split(","):
-        e = raw.strip().lower()
-        if e.isdigit():
-            if int(e) >= count:
-                return out, "/".join(sorted(kinds | {"index"})), True
-            out.add(int(e))
-            kinds.add("index")
-        elif e.startswith("gpu-"):
-            hits = [i for u, i in by_uuid.items() if u.startswith(e)]
-            if len(hits) != 1:
-                return out, "/".join(sorted(kinds | {"UUID"})), True
-            out.add(hits[0])
-            kinds.add("UUID")
-        elif e.startswith("mig-"):
-            hits = [i for u, i in by_mig.items() if u == e]
-            if not hits:
-                return out, "/".join(sorted(kinds | {"MIG UUID"})), True
-            out.add(hits[0])
-            kinds.add("MIG UUID")
-        else:
-            return out, "/".join(sorted(kinds)) or "other", True
-    return out, "/".join(sorted(kinds)) or "empty", False
-
-
 # The conclusion per group of processes (verdict -> words); "one": consistent, one GPU named.
 _MAPPING_TEXT = {
     "unreadable": "environment not readable (another user's process): NVML's process list "
@@ -327,41 +381,51 @@ _MAPPING_TEXT = {
     "a GPU it names, checked by {how}",
     "outside": "NVML places them on a GPU their CUDA_VISIBLE_DEVICES does not name (checked "
     "by {how}): the job uses a GPU it was not given",
+    "unknown": "CUDA_VISIBLE_DEVICES names {n} device(s) in an order only CUDA knows: not checked",
 }
 
 
 def mapping(last: Snapshot, environ: dict[str, str], s: Sanitizer) -> dict[str, Any]:
-    """The mapping logic and its conclusion: which GPU each process really uses, checked
-    against what its CUDA_VISIBLE_DEVICES names; no per-node layout."""
-    on: dict[int, set[int]] = {}
-    for p in last.gpu_processes:
-        on.setdefault(p.pid, set()).add(p.gpu_index)
-    groups: dict[tuple, list[int]] = {}
-    for pid, gpus in sorted(on.items()):
-        info = last.process(pid)
-        user = s.user(info.user) if info and info.user else "another user"
-        if info is None or not info.environ_readable:
-            key = (user, "unreadable", "", "", 0)
-        elif info.cuda_visible_devices is None:
-            key = (user, "unset", "", "", 0)
+    """The mapping logic and its conclusion as `gputop-diag mapping --sanitize` gives them
+    (`collect_mapping` and its public document), with the processes grouped by user; no
+    per-node layout."""
+    m = collect_mapping(last, None, environ)
+    public = mapping_public_doc(m, s)
+    nvml_of = {r.key: r.nvml_index for r in m.rows}
+    groups: dict[tuple, list[ProcessMapping]] = {}
+    for p in m.processes:
+        user = s.user(p.user) if p.user else "another user"
+        v = p.visibility
+        if not p.env_readable or v is None:
+            key = (user, "unreadable", "", 0)
+        elif v.cvd is None:
+            key = (user, "unset", "", 0)
         else:
-            named, how, hidden = _resolve_cvd(info.cuda_visible_devices, last)
-            verdict = "consistent" if gpus <= named else "outside"
-            key = (user, verdict, how, "hidden" if hidden else "", len(named))
-        groups.setdefault(key, []).append(pid)
+            how = (
+                "UUID"
+                if any(e.text.upper().startswith(("GPU-", "MIG-")) for e in v.entries)
+                else "index"
+            )
+            named = {nvml_of[k] for k in v.visible if k in nvml_of}
+            if not v.order_known:
+                verdict = "unknown"
+            else:
+                verdict = "consistent" if set(p.gpus) <= named else "outside"
+            key = (user, verdict, how, len(v.visible))
+        groups.setdefault(key, []).append(p)
     checks = []
-    for (user, verdict, how, hidden, n_named), pids in groups.items():
-        who = f"{len(pids)} process{'es' if len(pids) > 1 else ''} of {user}"
-        gpus = sorted({i for p in pids for i in on[p]})
+    for (user, verdict, how, n_named), ps in groups.items():
+        who = f"{len(ps)} process{'es' if len(ps) > 1 else ''} of {user}"
+        gpus = sorted({i for p in ps for i in p.gpus})
         where = f"GPU {gpu_list(gpus)}"
         words = _MAPPING_TEXT["one" if verdict == "consistent" and n_named == 1 else verdict]
-        its = "its" if len(pids) == 1 else "each one's"
+        its = "its" if len(ps) == 1 else "each one's"
         text = f"{who} on {where}: " + words.format(how=how, n=n_named, where=where, its=its)
-        if hidden:
+        if any(p.visibility is not None and p.visibility.invalid for p in ps):
             text += "; an invalid entry in CUDA_VISIBLE_DEVICES hides every entry after it"
         checks.append(
             {
-                "processes": len(pids),
+                "processes": len(ps),
                 "user": user,
                 "gpus": gpus,
                 "verdict": verdict,
@@ -369,61 +433,19 @@ def mapping(last: Snapshot, environ: dict[str, str], s: Sanitizer) -> dict[str, 
                 "text": text,
             }
         )
-    shared = {}
-    for p in last.gpu_processes:
-        info = last.process(p.pid)
-        shared.setdefault(p.gpu_index, set()).add(
-            info.user if info and info.user else f"pid {p.pid}"
-        )
-    facts = []
-    multi = sorted(i for i, us in shared.items() if len(us) > 1)
-    if multi:
-        verb = "is" if len(multi) == 1 else "are"
-        facts.append(f"GPU {gpu_list(multi)} {verb} shared by more than one user's processes")
-    differ = sum(
-        1
-        for g in last.gpus
-        if g.static.minor_number is not None and g.static.minor_number != g.index
-    )
-    if differ:
-        facts.append(
-            f"on {differ} of {len(last.gpus)} GPUs the /dev/nvidiaN number is not the NVML index: "
-            "name GPUs by UUID, never by device node"
-        )
-    models = {g.static.name for g in last.gpus}
-    order = environ.get("CUDA_DEVICE_ORDER")
-    if len(models) > 1 and order != "PCI_BUS_ID":
-        facts.append(
-            "the GPUs are of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA's "
-            "FASTEST_FIRST order differs from nvidia-smi's, so an index means different GPUs"
-        )
     shell = {
         k: (s.cuda_visible_devices(v) if k.endswith("VISIBLE_DEVICES") else s.text(v))
         for k, v in sorted(environ.items())
-        if k
-        in (
-            "CUDA_VISIBLE_DEVICES",
-            "CUDA_DEVICE_ORDER",
-            "SLURM_JOB_GPUS",
-            "SLURM_STEP_GPUS",
-            "GPU_DEVICE_ORDINAL",
-            "SLURM_GPUS_ON_NODE",
-        )
+        if k in SHELL_VARS
     }
-    slurm = shell.get("SLURM_JOB_GPUS") or shell.get("SLURM_STEP_GPUS")
-    if slurm is not None and "CUDA_VISIBLE_DEVICES" in shell:
-        n_slurm = len([x for x in slurm.split(",") if x])
-        n_cvd = len([x for x in shell["CUDA_VISIBLE_DEVICES"].split(",") if x])
-        facts.append(
-            f"this shell is in a Slurm allocation of {n_slurm} GPU(s) (global ids) and "
-            f"CUDA_VISIBLE_DEVICES names {n_cvd} (ids local to the step)"
-            + ("" if n_slurm == n_cvd else ": they differ")
-        )
     return {
+        "logic": public["logic"],
+        "conclusions": public["conclusions"],
+        "findings": public["findings"],
         "checks": checks,
-        "facts": facts,
         "this_shell": shell,
         "confirm_privately": MAPPING_COMMAND,
+        "publish": public["confirm"]["publish"],
     }
 
 

@@ -243,7 +243,7 @@ def test_bad_seconds_and_unwritable_output(tmp_path):
 def test_no_driver_still_reports_and_exits_3():
     rc, out, err = run(sim.build("no-gpu"), "--seconds", "5")
     assert rc == 3 and "no NVIDIA driver" in err
-    assert "## Driver chain" in out and "broken at the host layer" in out
+    assert "## Driver chain" in out and "broken: no NVIDIA driver" in out
 
 
 def test_a_report_of_a_recording(tmp_path):
@@ -276,3 +276,30 @@ def test_the_report_command_does_not_import_textual(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0 []"
+
+
+def test_the_report_judges_the_driver_chain_as_the_driver_command_does():
+    snaps, diag, sources = window("driver-mismatch", 10)
+    r = make_report(
+        snaps, diag, source=ReportSource("simulator", "driver-mismatch"), environ=sources.environ
+    )
+    chain = r.doc["driver_chain"]
+    assert chain["status"] == "broken" and chain["problems"][0]["code"] == "runtime_too_new"
+    assert "CUDA driver version is insufficient for CUDA runtime version" in r.markdown
+    assert "kernel module 550.54.15" in r.markdown and "CUDA runtimes loaded 13.0" in r.markdown
+
+
+def test_the_report_maps_devices_as_the_mapping_command_does():
+    snaps, diag, sources = window("compute-bound", 5)
+    env = {
+        **sources.environ,
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_GPUS": "2,3",
+        "SLURM_STEP_GPUS": "2,3",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+    }
+    r = make_report(snaps, diag, source=ReportSource("simulator", "compute-bound"), environ=env)
+    [c] = [c for c in r.doc["mapping"]["conclusions"] if c.startswith("this shell's job")]
+    assert "cuda:0=GPU 2, cuda:1=GPU 3" in c and "ConstrainDevices" in c
+    assert "4242" not in r.markdown  # the job id is a pseudonym
+    assert {f["kind"] for f in r.doc["mapping"]["findings"]} >= {"minor_not_index", "shared_gpu"}

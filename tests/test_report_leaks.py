@@ -248,13 +248,14 @@ def test_no_identifier_reaches_the_report(planted):
     md, js = r.markdown, json.dumps(r.doc, ensure_ascii=False)
     assert leaked(md) == [] and leaked(js) == []
     assert "Xid 13" in md and "NVIDIA H100 80GB HBM3" in md  # what must survive does
-    # the mapping logic survives: the prefix in CUDA_VISIBLE_DEVICES still names GPU 0
+    # the mapping logic survives: the UUID prefix in CUDA_VISIBLE_DEVICES still resolves to
+    # GPU 0 (planted in MIG mode: CUDA shows no device for its own UUID, and the report says so)
     mapping = r.doc["mapping"]
     assert any(
-        c["checked_by"] == "UUID" and c["verdict"] == "consistent" and c["gpus"] == [0]
+        c["checked_by"] == "UUID" and c["verdict"] == "outside" and c["gpus"] == [0]
         for c in mapping["checks"]
     )
-    assert "cuda:0 is the GPU NVML places it on, checked by UUID" in md
+    assert "names a GPU in MIG mode" in md and "leaves no CUDA device visible" in md
     assert mapping["this_shell"]["CUDA_VISIBLE_DEVICES"].startswith("GPU-")
     # every class was counted in the summary
     classes = r.doc["redactions"]["classes"]

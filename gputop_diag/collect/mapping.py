@@ -376,6 +376,12 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
             if ok
             else f"NOT only on the GPU(s) {'it was' if len(ps) == 1 else 'they were'} given"
         )
+        if n == 0:
+            lines.append(
+                f"{who}: CUDA_VISIBLE_DEVICES leaves no CUDA device visible ({how}); NVML sees "
+                f"{'it' if len(ps) == 1 else 'them'} on GPU(s) {where}: {verdict}"
+            )
+            continue
         lines.append(
             f"{who}: CUDA_VISIBLE_DEVICES makes {_span(n)} {_labels(seen)} ({how}); NVML sees "
             f"{'it' if len(ps) == 1 else 'them'} on GPU(s) {where}: {verdict}"
