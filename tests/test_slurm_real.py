@@ -212,3 +212,31 @@ def test_a_failed_jobs_exit_code_is_ours(slurm, cli):
     assert r.returncode == 3, r.stderr  # the job's exit code, as for a started command
     assert "state: FAILED; exited with code 3" in r.stdout
     assert "the job exited with code 3" in r.stdout  # the alert
+
+
+def _slurm_up(env=None) -> subprocess.CompletedProcess:
+    if os.geteuid() != 0:
+        pytest.skip(".ci/slurm-up runs as root")
+    return _run(str(ROOT / ".ci" / "slurm-up"), timeout=90, env=env)
+
+
+def test_slurm_up_takes_a_busy_node_as_up(slurm):
+    job = _sbatch("busy", "sleep 30")
+    try:
+        _until(lambda: _state(job)[0] == "RUNNING")
+        r = _slurm_up()
+        assert r.returncode == 0, r.stderr
+        assert "already runs here" in r.stdout and "allocated" in r.stdout
+    finally:
+        _run("scancel", job)
+
+
+def test_slurm_up_leaves_a_sites_own_config_alone(slurm, tmp_path):
+    # a slurm.conf that .ci/slurm-up did not write, whose controller does not answer
+    site = "ClusterName=site\nSlurmctldHost=elsewhere\nSlurmctldPort=9\nMessageTimeout=1\n"
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(site)
+    env = {**os.environ, "SLURM_CONF": str(conf), "SLURM_UP_CONF_DIR": str(tmp_path)}
+    r = _slurm_up(env)
+    assert conf.read_text() == site  # not rewritten
+    assert r.returncode == 1 and "not written by .ci/slurm-up" in r.stderr
