@@ -250,7 +250,9 @@ def test_sanitize_leaves_no_paths_or_output_text(cli, tmp_path):
         "s3cr3tT0ken",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert str(tmp_path) not in r.stdout + r.stderr and "secret-run" not in r.stdout + r.stderr
+    assert str(tmp_path) not in r.stdout and "secret-run" not in r.stdout
+    # stderr is the user's own terminal: it says where the output goes, and names no argument
+    assert f"output: {log}" in r.stderr and "s3cr3tT0ken" not in r.stderr
     for secret in ("alice_secret", "s3cr3tT0ken"):
         assert secret not in r.stdout, secret
     doc = _json(r)
@@ -424,3 +426,42 @@ def psutil_alive(pid):
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_command_not_found_leaves_no_empty_log(cli, tmp_path):
+    log = tmp_path / "new.log"
+    r = watch(cli, tmp_path, "--output", str(log), "--", "no-such-command-here")
+    assert r.returncode == 127 and "command not found" in r.stderr
+    assert not log.exists()
+    log.write_text("earlier\n")  # a file that was there stays
+    r = watch(cli, tmp_path, "--output", str(log), "--", "no-such-command-here")
+    assert r.returncode == 127 and log.read_text() == "earlier\n"
+
+
+def test_one_line_is_one_line(cli, tmp_path):
+    r = watch(cli, tmp_path, "--output", str(tmp_path / "o.log"), "--", PY, "-c", "print('x')")
+    assert r.returncode == 0, r.stderr
+    assert "(1 line)" in r.stdout
+
+
+def test_ended_processes_are_capped_with_a_count():
+    from gputop_diag.commands.watch import MAX_ENDED_KEPT, SeenProcesses
+    from gputop_diag.model import JobProcess
+
+    seen = SeenProcesses()
+    main = JobProcess(pid=1)
+    for pid in range(100, 100 + MAX_ENDED_KEPT + 30):  # a short-lived process a tick
+        seen.update([main, JobProcess(pid=pid)])
+    seen.update([main])
+    assert len(seen.processes()) == 1 + MAX_ENDED_KEPT and seen.ended_not_kept == 30
+    assert seen.count == 1 + MAX_ENDED_KEPT + 30  # every process seen, listed or not
+    kept = {p.pid for p in seen.processes()}
+    assert 1 in kept and 100 + MAX_ENDED_KEPT + 29 in kept and 100 not in kept  # newest kept
+
+
+def test_durations_round_as_the_diagnosis_does():
+    from gputop_diag.commands.watch import _duration
+    from gputop_diag.tui.panes.job import _dur
+
+    assert _duration(4.6) == _dur(4.6) == "0:05"  # the evidence says "for 5 s"
+    assert _duration(59.5) == "1:00"

@@ -427,6 +427,7 @@ class JobWatch:
 
         if not argv:
             raise WatchError("watch -- CMD: no command given after --", code=2)
+        existed = os.path.exists(log_path)
         try:
             logf = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
             before = os.fstat(logf.fileno()).st_size  # an existing file is added to, not read
@@ -444,9 +445,12 @@ class JobWatch:
                     start_new_session=True,  # no SIGHUP or Ctrl-C from our terminal
                     env=environ,
                 )
-        except FileNotFoundError:
-            raise WatchError(f"watch: {argv[0]}: command not found", code=127) from None
-        except PermissionError:
+        except (FileNotFoundError, PermissionError) as e:
+            if not existed:  # nothing ran: no empty log left behind
+                with contextlib.suppress(OSError):
+                    os.unlink(log_path)
+            if isinstance(e, FileNotFoundError):
+                raise WatchError(f"watch: {argv[0]}: command not found", code=127) from None
             raise WatchError(f"watch: {argv[0]}: permission denied", code=126) from None
         w = cls(
             sources,

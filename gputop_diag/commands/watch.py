@@ -15,6 +15,7 @@ import json
 import shlex
 import signal
 import sys
+from collections.abc import Sequence
 
 from ..collect.job import JobWatch, WatchError, default_log_path
 from ..diagnose import render_text, to_json
@@ -32,6 +33,7 @@ from .snapshot import add_sanitize, sanitized_output
 EXIT_USAGE = 2
 STATUS_EVERY_S = 10.0
 MAX_SEEN = 512  # processes remembered for the summary
+MAX_ENDED_KEPT = 20  # of which ended ones listed (the newest); older ones are counted
 WATCH_SCHEMA = "gputop-diag.watch/1"
 DEMO_SECONDS = 300.0  # a simulated watch without --seconds stops after this much simulated time
 
@@ -150,10 +152,12 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     except WatchError as e:
         print(f"gputop-diag: {e}", file=sys.stderr)
         return e.code
-    if getattr(args, "sanitize", False):  # names and paths stay off the terminal too
-        print(f"gputop-diag: watching the job ({watch.target})", file=sys.stderr)
+    # stderr is the user's own terminal, not a shareable output: the log's path is said there
+    # even under --sanitize (the label, a command line, is not: it may be shown to others)
+    where = f"; output: {watch.tail.path}" if watch.tail is not None else ""
+    if getattr(args, "sanitize", False):
+        print(f"gputop-diag: watching the job ({watch.target}){where}", file=sys.stderr)
     else:
-        where = f"; output: {watch.tail.path}" if watch.tail is not None else ""
         print(f"gputop-diag: watching {watch.label}{where}", file=sys.stderr)
     if tui:
         from ..tui.app import run_app
@@ -162,7 +166,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         note = stop_note(watch)
         if note is not None:
             print(f"gputop-diag: {note}", file=sys.stderr)
-        if watch.started and watch.running and not getattr(args, "sanitize", False):
+        if watch.started and watch.running:  # stderr: the user's own terminal
             print(
                 f"gputop-diag: left running: pid {watch.roots[0]}, output {watch.tail.path}",
                 file=sys.stderr,
@@ -218,7 +222,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     start = clock.now()
     last_status = start
     interrupts = 0
-    seen: dict[int, JobProcess] = {}
+    seen = SeenProcesses()
     ended_by = None
     try:
         while True:
@@ -228,9 +232,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
                     writer.write(t.snapshot)
                 job = t.snapshot.job
                 if job is not None:
-                    for p in job.processes:
-                        if p.pid in seen or len(seen) < MAX_SEEN:
-                            seen[p.pid] = p
+                    seen.update(job.processes)
                 now = clock.now()
                 if now - last_status >= STATUS_EVERY_S and not feed.simulated:
                     last_status = now
@@ -264,7 +266,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         watch.detach()
     t = monitor.last
     snaps = monitor.history.snapshots()
-    job, diag, procs = t.snapshot.job, t.diagnosis, list(seen.values())
+    job, diag, procs = t.snapshot.job, t.diagnosis, seen.processes()
     sanitizer = None
     if getattr(args, "sanitize", False):
         from ..sanitize import Sanitizer
@@ -277,15 +279,17 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         diag = sanitizer.model(diag)
         procs = [sanitizer.model(p) for p in procs]
     if args.json:
-        text = json.dumps(rounded(summary_json(job, procs, snaps, diag, ended_by)), indent=2)
+        doc = summary_json(job, procs, snaps, diag, ended_by)
+        doc["processes_ended_not_listed"] = seen.ended_not_kept
+        text = json.dumps(rounded(doc), indent=2)
     else:
-        text = summary_text(job, procs, snaps, diag, ended_by)
+        text = summary_text(job, procs, snaps, diag, ended_by, seen.ended_not_kept)
     if sanitizer is not None:
         text = sanitized_output(text, sanitizer)
         if text is None:
             return 1
     print(text)
-    if ended_by != "ended" and watch.started and not getattr(args, "sanitize", False):
+    if ended_by != "ended" and watch.started:  # stderr: the user's own terminal
         print(
             f"gputop-diag: left running: pid {watch.roots[0]}, output {watch.tail.path}",
             file=sys.stderr,
@@ -293,11 +297,44 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     return _exit_code(watch, 0)
 
 
+class SeenProcesses:
+    """The job's processes over the watch, for the summary: every live one (at most `MAX_SEEN`)
+    and the `MAX_ENDED_KEPT` that ended last; older ended ones are only counted (a Slurm step
+    or a shell loop may start thousands of short-lived ones)."""
+
+    def __init__(self) -> None:
+        self._procs: dict[int, JobProcess] = {}
+        self._ended: dict[int, None] = {}  # ended pids, oldest first
+        self.ended_not_kept = 0
+
+    @property
+    def count(self) -> int:
+        return len(self._procs) + self.ended_not_kept
+
+    def update(self, now: Sequence[JobProcess]) -> None:
+        alive = set()
+        for p in now:
+            alive.add(p.pid)
+            self._ended.pop(p.pid, None)
+            if p.pid in self._procs or len(self._procs) < MAX_SEEN:
+                self._procs[p.pid] = p
+        for pid in sorted(self._procs.keys() - alive - self._ended.keys()):
+            self._ended[pid] = None
+        while len(self._ended) > MAX_ENDED_KEPT:
+            pid = next(iter(self._ended))
+            del self._ended[pid]
+            del self._procs[pid]
+            self.ended_not_kept += 1
+
+    def processes(self) -> list[JobProcess]:
+        return list(self._procs.values())
+
+
 # -- words ------------------------------------------------------------------------------------
 def _duration(s: float | None) -> str:
     if s is None:
         return "?"
-    s = int(max(0, s))
+    s = round(max(0, s))  # as the diagnosis's "for 5 s"
     h, r = divmod(s, 3600)
     m, sec = divmod(r, 60)
     if h >= 24:
@@ -394,6 +431,7 @@ def summary_text(
     snaps: list,
     diagnosis,
     ended_by: str | None,
+    ended_not_listed: int = 0,
 ) -> str:
     lines = [f"watch: {job.label}", f"  state: {state_words(job)}"]
     if ended_by == "seconds":
@@ -401,12 +439,15 @@ def summary_text(
     elif ended_by == "interrupted":
         lines.append("  (watching stopped by Ctrl-C; the job goes on)")
     if job.log_path:
-        lines.append(f"  output: {job.log_path} ({job.output_lines} lines)")
+        n = job.output_lines
+        lines.append(f"  output: {job.log_path} ({n} line{'' if n == 1 else 's'})")
     if job.problem:
         lines.append(f"  note: {job.problem}")
     alive = {p.pid for p in job.processes}
-    lines.append(f"processes ({len(alive)} now, {len(procs)} seen):")
+    lines.append(f"processes ({len(alive)} now, {len(procs) + ended_not_listed} seen):")
     lines.extend(_tree_lines(procs, {p.pid for p in procs} - alive) or ["  none"])
+    if ended_not_listed:
+        lines.append(f"  … and {ended_not_listed} more that ended (the newest ended are listed)")
     if job.visible_gpus is not None:
         lines.append(f"GPUs visible to the job: CUDA_VISIBLE_DEVICES={job.visible_gpus}")
     for m in gpu_memory(snaps):

@@ -38,7 +38,7 @@ MAX_TREE = 40  # processes listed
 def _dur(s: float | None) -> str:
     if s is None:
         return "?"
-    s = int(max(0, s))
+    s = round(max(0, s))  # as the diagnosis's "for 5 s"
     h, r = divmod(s, 3600)
     m, sec = divmod(r, 60)
     if h >= 24:
