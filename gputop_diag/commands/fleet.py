@@ -15,10 +15,11 @@ EXIT_PROMETHEUS = 4  # Prometheus is down, too slow, or refuses the query
 REPLAY = False
 DEFAULT_WINDOW = "5m"
 DEFAULT_TIMEOUT_S = 10.0
-# Ours: a window holds at least two scrape intervals (three samples) to judge anything; the
-# scrape interval is read off at least 150 s (a shorter window holds too few samples to tell).
+# Ours: a window holds at least two scrape intervals (three samples) to judge anything; a
+# window under 30 s is checked against the interval read off the last 30 s (a shorter span
+# holds too few samples to tell it).
 MIN_WINDOW_STEPS = 2
-MIN_DETECT_SPAN_S = 150.0
+MIN_DETECT_SPAN_S = 30.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
@@ -189,16 +190,11 @@ def run(args: argparse.Namespace, sources=None) -> int:
     try:
         if at is None:
             at = time.time()
-        if step is None:  # the scrape interval, read off a span no shorter than 150 s
-            step = detect_step(prom, args.match, max(window, MIN_DETECT_SPAN_S), at)
-        if window < MIN_WINDOW_STEPS * step:
-            print(
-                f"gputop-diag: --window {args.window} is shorter than {MIN_WINDOW_STEPS} steps "
-                f"of {step:g} s ({'--step' if args.step else 'the scrape interval here'}): "
-                f"give at least --window {_duration_text(MIN_WINDOW_STEPS * step)}",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
+        least = step
+        if least is None and window < MIN_DETECT_SPAN_S:  # too short to read the interval off
+            least = detect_step(prom, args.match, MIN_DETECT_SPAN_S, at)
+        if least is not None and window < MIN_WINDOW_STEPS * least:
+            return _window_too_short(args, least)
         data = read_fleet(
             prom, window_s=window, step_s=step, match=args.match, at=at, group_by=group_by
         )
@@ -212,6 +208,8 @@ def run(args: argparse.Namespace, sources=None) -> int:
             file=sys.stderr,
         )
         return EXIT_NO_GPU
+    if window < MIN_WINDOW_STEPS * data.step_s:
+        return _window_too_short(args, data.step_s)
     verdict = judge_fleet(data)
     if getattr(args, "sanitize", False):
         return _print_sanitized(verdict, args, group_by, prom.url)
@@ -221,6 +219,16 @@ def run(args: argparse.Namespace, sources=None) -> int:
     else:
         print(render_fleet_text(verdict))
     return 0
+
+
+def _window_too_short(args: argparse.Namespace, step: float) -> int:
+    print(
+        f"gputop-diag: --window {args.window} is shorter than {MIN_WINDOW_STEPS} steps "
+        f"of {step:g} s ({'--step' if args.step else 'the scrape interval here'}): "
+        f"give at least --window {_duration_text(MIN_WINDOW_STEPS * step)}",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE
 
 
 def _print_sanitized(verdict, args: argparse.Namespace, group_by: str, url: str) -> int:
