@@ -182,7 +182,9 @@ def make_sources(args: argparse.Namespace, realtime: bool):
     if args.demo:
         from . import sim
 
-        return sim.build(args.demo, realtime=realtime)
+        # the shell's CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER and Slurm variables reach the
+        # simulated shell, so their forms can be tried on the simulator
+        return sim.build(args.demo, realtime=realtime, host_env=os.environ)
     return Sources.real()
 
 

@@ -3,6 +3,8 @@ forms can be tried on the simulator); everything else of the shell stays simulat
 
 from __future__ import annotations
 
+import os
+
 from gputop_diag import sim
 from gputop_diag.cli import main
 
@@ -16,7 +18,7 @@ def test_device_variables_pass_through_to_the_simulated_shell(monkeypatch, capsy
     monkeypatch.setenv("SLURM_JOB_GPUS", "0,1")
     monkeypatch.setenv("GPU_DEVICE_ORDINAL", "1,0")
     monkeypatch.setenv("HOME", "/home/somebody-real")
-    env = sim.build("compute-bound").environ
+    env = sim.build("compute-bound", host_env=os.environ).environ
     assert env["CUDA_VISIBLE_DEVICES"] == "1,0" and env["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
     assert env["SLURM_JOB_ID"] == "4242" and env["SLURM_JOB_GPUS"] == "0,1"
     assert env["GPU_DEVICE_ORDINAL"] == "1,0"
@@ -33,6 +35,13 @@ def test_without_them_the_simulated_shell_is_the_scenarios(monkeypatch):
     env = sim.build("compute-bound").environ
     assert "CUDA_VISIBLE_DEVICES" not in env and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert not [k for k in env if k.startswith("SLURM_")]
-    # an explicit host environment (tests, benchmarks) wins over the process's
+    # sim.build alone (tests, benchmarks, the panes' tests) never reads the real shell: only
+    # the CLI's --demo passes it
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-    assert "CUDA_VISIBLE_DEVICES" not in sim.build("compute-bound", host_env={}).environ
+    assert "CUDA_VISIBLE_DEVICES" not in sim.build("compute-bound").environ
+    assert (
+        sim.build("compute-bound", host_env={"CUDA_VISIBLE_DEVICES": "3"}).environ[
+            "CUDA_VISIBLE_DEVICES"
+        ]
+        == "3"
+    )

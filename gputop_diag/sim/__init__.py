@@ -74,9 +74,9 @@ def build(
     `clock.sleep()` (headless commands, tests); `gpu_count`/`process_count` override the
     scenario's (benchmarks); `driver` names a driver profile (`drivers.DRIVERS`; default: the
     scenario's driver, or $GPUTOP_DIAG_SIM_DRIVER); `faults` (default $GPUTOP_DIAG_SIM_FAULTS)
-    injects faults as `apply_faults` reads them; `host_env` (default: this process's
-    environment) gives the device-choosing variables of the simulated shell (`PASSED_ENV` and
-    `SLURM_*`); the rest of that shell is simulated.
+    injects faults as `apply_faults` reads them; `host_env` (the CLI's `--demo` passes its
+    environment; default: none) gives the device-choosing variables of the simulated shell
+    (`PASSED_ENV` and `SLURM_*`); the rest of that shell is simulated.
     """
     if name not in SCENARIOS:
         raise UnknownScenario(name)
@@ -99,7 +99,7 @@ def build(
         "LANG": "C.UTF-8",
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
     }
-    real = os.environ if host_env is None else host_env
+    real = host_env or {}
     environ.update(
         {k: v for k, v in real.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIX)}
     )
