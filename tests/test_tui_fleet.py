@@ -434,9 +434,11 @@ async def test_a_node_that_stopped_reporting_says_how_old_its_last_scrape_is(pro
 
 @pytest.mark.parametrize(
     ("opts", "least"),
-    [(["--window", "1s"], None), (["--window", "30s", "--step", "20s"], "40")],
+    [(["--window", "1s"], "2"), (["--window", "30s", "--step", "20s"], "40")],
 )
 def test_a_window_of_under_two_scrapes_is_a_usage_error(prometheus, opts, least):
+    t0 = max(max(s.times) for s in prometheus.series)  # judged where the series are
+    opts = [*opts, "--at", f"{t0:.3f}"]
     r = subprocess.run(
         [sys.executable, "-m", "gputop_diag", "fleet", "--prometheus", prometheus.url, *opts],
         capture_output=True,
@@ -445,10 +447,10 @@ def test_a_window_of_under_two_scrapes_is_a_usage_error(prometheus, opts, least)
         check=False,
     )
     assert r.returncode == 2, (r.stdout, r.stderr)
-    # the scrape interval is read off the data (1 s; coarser once the stand-in's series age)
+    # the scrape interval read off the data (one sample a second), or --step
     m = re.search(r"give at least --window (\d+)s$", r.stderr.strip())
     assert m and r.stdout == "", r.stderr
-    assert m.group(1) == least if least else int(m.group(1)) >= 2
+    assert m.group(1) == least
 
 
 async def test_a_node_offers_only_what_prometheus_describes(prometheus):
