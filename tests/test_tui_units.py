@@ -29,6 +29,7 @@ from gputop_diag.tui.side_panel import (
     gpu_list,
     material,
     render_full,
+    render_strip,
     seconds_to_verdict,
     verdict_note,
     wrap_words,
@@ -148,6 +149,28 @@ def test_no_verdict_counts_down_and_has_no_confidence_figure():
     assert seconds_to_verdict(nodriver, 1.0) is None
     assert "%" not in verdict_note(nodriver, 1.0)
     assert verdict_note(Diagnosis("compute", 0.85), 1.0) == "85% confident"
+
+
+def test_a_critical_alert_wins_the_last_line_of_a_short_strip():
+    from gputop_diag.diagnose.types import Alert
+
+    d = Diagnosis(
+        "idle",
+        0.9,
+        evidence=(Evidence("busy", 0, 50, "GPUs idle 100 % of the time", ""),),
+        checks=("Is the job running? ps -u $USER",),
+        alerts=(
+            Alert("power", "warning", "GPU 0 power at its limit", 0),
+            Alert("driver_chain", "critical", "driver chain broken: runtime 13.0 too new", None),
+        ),
+    )
+    short = render_strip(d, lines=3).plain
+    assert "driver chain broken" in short and "next:" not in short
+    assert len(short.splitlines()) == 3
+    tall = render_strip(d, lines=6).plain
+    assert "next: Is the job" in tall and "driver chain broken" in tall.splitlines()[-1]
+    calm = render_strip(Diagnosis("idle", 0.9, evidence=d.evidence, checks=d.checks), lines=3)
+    assert "next: Is the job" in calm.plain  # without a critical alert the check stays
 
 
 def test_panel_wraps_at_spaces_and_after_punctuation_never_mid_word():

@@ -279,14 +279,18 @@ def render_strip(
     tail = 2 if lines > 3 else 1  # the next check, and the first alert when there is room
     for e in d.evidence[: max(1, lines - used - tail)]:
         t.append(f"• {e.text}\n")
-    if d.checks:
+    # the most severe alert first; with room for one line only, a critical alert wins over the
+    # next check (a broken driver chain matters more than how to tune the verdict)
+    alerts = sorted(d.alerts, key=lambda a: a.severity != "critical")
+    critical = alerts[0] if alerts and alerts[0].severity == "critical" else None
+    if d.checks and (tail > 1 or critical is None):
         t.append(f"next: {d.checks[0]}" + ("\n" if tail > 1 else ""))
-    if tail < 2:
+    if tail < 2 and critical is None:
         t.rstrip()
         return t
-    if d.alerts:
-        a = d.alerts[0]
-        more = f"  (+{len(d.alerts) - 1} more, p)" if len(d.alerts) > 1 else ""
+    if alerts:
+        a = alerts[0]
+        more = f"  (+{len(alerts) - 1} more, p)" if len(alerts) > 1 else ""
         t.append(
             f"{SEVERITY_MARK.get(a.severity, '   ')}{a.text}{more}",
             style="bold" if a.severity == "critical" else "",
