@@ -266,6 +266,7 @@ def every_field_snapshot() -> Snapshot:
                 "0:0",
                 "/tmp/o",
             ),
+            slurm_stale_s=95.0,
             problem="no output file",
         ),
         kernel_ooms=(
