@@ -34,6 +34,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -515,7 +516,10 @@ class Sanitizer:
 
     def _walk(self, v: Any, key: str | None, parent: str | None) -> Any:
         if isinstance(v, dict):
-            return {k: self._walk(x, k, key or parent) for k, x in v.items()}
+            out = {k: self._walk(x, k, key or parent) for k, x in v.items()}
+            if key == "job" and v.get("target") == "command" and isinstance(v.get("label"), str):
+                out["label"] = self._command_label(v["label"])  # a command line, as cmdlines are
+            return out
         if isinstance(v, list):
             if key == "cmdline" and all(isinstance(x, str) for x in v):
                 return self.argv(v)
@@ -543,6 +547,15 @@ class Sanitizer:
         if key == "name" and parent == "scheduler_jobs":
             return self.pseudonym("job_name", v)
         return self.text(v)
+
+    def _command_label(self, label: str) -> str:
+        """A watched command's label (its command line, shell-quoted) sanitized as a command
+        line: the program's name kept, its arguments replaced."""
+        try:
+            args = shlex.split(label)
+        except ValueError:  # unbalanced quotes: every word an argument all the same
+            args = label.split()
+        return shlex.join(self.argv(args) or [])
 
     def model(self, obj: Any) -> Any:
         """A sanitized copy of a model object (a Snapshot, a Diagnosis): the same type, every

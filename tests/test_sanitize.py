@@ -208,6 +208,20 @@ def test_command_lines_keep_the_program_and_the_safe_options():
     assert "alice" not in shown and shown.startswith("run_user-")
 
 
+def test_a_watched_commands_label_is_sanitized_as_a_command_line():
+    """A recording of `watch -- CMD` holds the job's label, its command line as one string."""
+    s = Sanitizer()
+    label = "python3 train.py --data=/tmp/x/alice_data --token s3cr3tT0ken --lr 3e-4"
+    doc = {"job": {"target": "command", "label": label, "root_pids": [4242]}}
+    s.learn_document(doc)
+    out = s.document(doc)["job"]["label"]
+    assert out.startswith("python3 arg-") and "--lr 3e-4" in out
+    for secret in ("alice_data", "s3cr3tT0ken", "train.py"):
+        assert secret not in out
+    pid = s.document({"job": {"target": "pid", "label": "pid 4242"}})
+    assert pid["job"]["label"] == "pid 4242"  # not a command line: left as it is
+
+
 def test_cuda_visible_devices_keeps_its_shape():
     s = Sanitizer()
     s.seed_gpu_uuid(UUID)
