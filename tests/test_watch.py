@@ -364,7 +364,7 @@ def test_watching_goes_on_until_the_last_worker_ends(cli, tmp_path):
     log = tmp_path / "job.log"
     r = watch(
         cli, tmp_path, "--output", str(log), "--seconds", "30",
-        "--", PY, TRAIN, "2", "0.01", "0", "SIGKILL", "--keep-workers=1",
+        "--", PY, TRAIN, "2", "0.01", "0", "SIGKILL", "--keep-workers=3",
     )  # fmt: skip
     workers = _workers(log)
     try:
