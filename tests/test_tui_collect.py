@@ -162,8 +162,15 @@ with open(sys.argv[1], "w") as f:
 """
 
 
+# The same, with SIGHUP blocked in the child: the hang-up comes without a signal, as it does under
+# a session leader that catches HUP (`bash -c 'trap … HUP; gputop-diag'`, `tmux kill-session`).
+LAUNCH_NO_HUP = (
+    "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGHUP]); " + LAUNCH
+)
+
+
 class PtyChild:
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, launch: str = LAUNCH) -> None:
         import pty
 
         self.master, slave = pty.openpty()
@@ -171,7 +178,7 @@ class PtyChild:
         os.close(slave)
         env = dict(os.environ, TERM="xterm-256color", COLUMNS="80", LINES="24", NO_COLOR="1")
         self.p = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, path, *args], env=env, stdin=subprocess.DEVNULL
+            [sys.executable, "-c", launch, path, *args], env=env, stdin=subprocess.DEVNULL
         )
 
     def read_until(self, needle: bytes, timeout: float = 30.0) -> bytes:
@@ -237,6 +244,23 @@ def test_a_terminal_that_hangs_up_ends_the_program():
     """The terminal itself goes away: the kernel sends SIGHUP and SIGCONT, and every later
     write fails; nothing may wait for the dead terminal."""
     child = PtyChild("-m", "gputop_diag", "--demo", "compute-bound")
+    try:
+        assert b"COMPUTE" in child.read_until(b"COMPUTE")
+        t0 = time.time()
+        child.hang_up()
+        rc = child.drain_until_exit(15)
+        assert rc == 0, rc
+        assert time.time() - t0 < EXIT_BOUND_S
+    finally:
+        child.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks here")
+def test_a_terminal_that_goes_away_without_sighup_ends_the_program():
+    """The terminal is hung up but no SIGHUP arrives (blocked here; caught by the session leader
+    in real life): the input thread only reads end of input. The program must still leave, by
+    the app's own exit (0), not the last guard (129) nor never."""
+    child = PtyChild("-m", "gputop_diag", "--demo", "compute-bound", launch=LAUNCH_NO_HUP)
     try:
         assert b"COMPUTE" in child.read_until(b"COMPUTE")
         t0 = time.time()

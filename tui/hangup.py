@@ -14,6 +14,13 @@ only after the app's own suspend (Ctrl-Z), never while leaving; on SIGHUP a term
 gone gets no more writes (a sink stands in for the writer thread) and the app exits. A last
 guard, armed by `run_app` only, ends the process with `HANGUP_EXIT` if it is still alive
 `HANGUP_GRACE_S` after the hang-up (nobody is left to stop it by hand).
+
+A hang-up may come without SIGHUP: the kernel signals only the session leader and the
+foreground group, and a session leader that catches HUP (`bash -c 'trap … HUP; gputop-diag'`
+under `tmux kill-session`) passes nothing on. Textual's input thread then reads end of input
+(read returns 0) in a busy loop and nothing ever leaves. So a small daemon thread looks at the
+terminal every `WATCH_S` (one `tcgetattr`, which fails with EIO once the terminal is hung up)
+and, when it is gone, takes the same path as SIGHUP.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 
 HANGUP_GRACE_S = 8.0
 WRITER_WAIT_S = 2.0  # leaving: how long output may wait for a terminal that does not read
+WATCH_S = 0.5  # how often the watcher looks at the terminal
 HANGUP_EXIT = 128 + getattr(signal, "SIGHUP", 1)  # 129: what a shell reports for a hang-up
 
 
@@ -113,6 +121,16 @@ def terminal_gone(fd: int) -> bool:
     return False
 
 
+def _driver_fd(driver: Any) -> int:
+    """The terminal the driver writes to, or -1."""
+    out = getattr(driver, "_file", None)
+    try:
+        fd = out.fileno() if out is not None else driver.fileno
+    except (OSError, ValueError, AttributeError):
+        return -1
+    return fd if isinstance(fd, int) else -1
+
+
 def mute(driver: Any) -> bool:
     """Send no more output to the terminal: the driver's writer thread gets a sink in its place,
     and the old one is told to end (its queue emptied first, so a write already waiting for
@@ -156,6 +174,8 @@ class TerminalGuard:
         self._done = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._previous: dict[int, Any] = {}
+        self._stop_watch = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     # -- installing ------------------------------------------------------------------------------
     def install(self) -> bool:
@@ -174,11 +194,41 @@ class TerminalGuard:
                 self._previous[sig] = signal.signal(sig, handler)
             except (ValueError, OSError):
                 continue
+        self._watch(driver)
         return True
+
+    def _watch(self, driver: Any) -> None:
+        """Start the watcher on the terminal the driver reads and writes (a real one only)."""
+        if driver is None or getattr(driver, "is_headless", False):
+            return
+        fds: list[int] = []
+        for fd in (_driver_fd(driver), 0):
+            try:
+                if fd >= 0 and fd not in fds and os.isatty(fd):
+                    fds.append(fd)
+            except (OSError, ValueError):
+                continue
+        if not fds:
+            return
+        self._stop_watch.clear()
+        self._watcher = threading.Thread(
+            target=self._watch_loop, args=(fds,), name="gputop-tty-watch", daemon=True
+        )
+        self._watcher.start()
+
+    def _watch_loop(self, fds: list[int]) -> None:
+        while not self._stop_watch.wait(WATCH_S):
+            if self.hung_up:
+                return
+            if any(terminal_gone(fd) for fd in fds):
+                # no SIGHUP came (or it is blocked): the same exit, from this thread
+                self._hangup(getattr(signal, "SIGHUP", 1), None)
+                return
 
     def uninstall(self) -> None:
         """Give SIGHUP back; SIGTSTP and SIGCONT get their default (the driver that set them
         is closing: a late SIGCONT must not start it again)."""
+        self._stop_watch.set()
         for sig, previous in self._previous.items():
             try:
                 if sig == signal.SIGHUP:
@@ -204,7 +254,7 @@ class TerminalGuard:
         """The app has exited: the last guard stands down."""
         self._done.set()
 
-    # -- the handlers (the main thread, between two bytecodes of whatever it was doing) -----------
+    # -- the handlers (the main thread, between two bytecodes; `_hangup` also from the watcher) --
     def _suspend(self, signum: int, frame: Any) -> None:
         driver = self.app._driver
         if self.leaving or driver is None:
@@ -227,11 +277,7 @@ class TerminalGuard:
         self.leave()
         driver = self.app._driver
         if driver is not None:
-            out = getattr(driver, "_file", None)
-            try:
-                fd = out.fileno() if out is not None else driver.fileno
-            except (OSError, ValueError, AttributeError):
-                fd = -1
+            fd = _driver_fd(driver)
             if fd < 0 or terminal_gone(fd):
                 self.muted = mute(driver)
         if self.armed:
