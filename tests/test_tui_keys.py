@@ -171,14 +171,18 @@ async def test_the_command_shows_the_script_not_the_interpreters_path():
         assert "train_ddp.py" in screen_text(app)  # visible at 80 columns
 
 
-async def test_low_bandwidth_draws_ascii_only():
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_low_bandwidth_draws_ascii_only(size):
     app = FedApp("xid-79", low_bandwidth=True, interval=2.0)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         app.feed(100)
         await pilot.pause()
         for key in ("1", "2", "3", "4", "5", "h"):
             await pilot.press(key)
             await pilot.pause()
+            if key == "4" and size == (200, 50):  # the Xid event's triage, rule and all, on screen
+                triage = app.query_one("#xid-triage").region
+                assert triage.height > 1 and triage.bottom <= size[1], triage
             text = "\n".join(line for line in screen_lines(app))
             odd = {ch for ch in text if not ch.isascii()}
             assert not odd, (key, sorted(odd))
