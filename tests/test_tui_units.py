@@ -3,6 +3,7 @@ material-change rule and wrapping, sweeping traces, ASCII spelling, where `s` wr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 
@@ -15,9 +16,11 @@ from gputop_diag.tui.holds import PERCENT, WATTS, Holds
 from gputop_diag.tui.procs import (
     FilterError,
     ProcessFilter,
+    ProcRow,
     SortOrder,
     command_text,
     matches,
+    nearly_sorted,
     ordered,
     parse_filter,
     process_rows,
@@ -256,3 +259,48 @@ def test_save_reports_when_no_directory_takes_it(tmp_path):
     missing = tmp_path / "no" / "such"
     saved = write_json({}, [str(missing)])
     assert saved.path is None and "No such file" in saved.problems[0]
+
+
+def _cpu_row(pid: int, cpu: float | None, gpu: int = 0) -> ProcRow:
+    return ProcRow(
+        key=f"{gpu}:{pid}",
+        gpu_index=gpu,
+        gpu_label=str(gpu),
+        pid=pid,
+        user="u",
+        command="python",
+        gpu_mem_bytes=1 << 30,
+        share_pct=1.0,
+        sm_pct=None,
+        cpu_pct=cpu,
+        rss_bytes=None,
+    )
+
+
+def test_nearly_sorted_measures_against_the_exact_order_not_the_neighbour():
+    down = SortOrder("cpu")
+    assert down.descending
+    # each neighbour within the 10-point slack, but 50 sits where 68 belongs
+    steps = [_cpu_row(1, 50.0), _cpu_row(2, 59.0), _cpu_row(3, 68.0)]
+    assert not nearly_sorted(steps, down, None)
+    # a single swap within the slack may stay
+    assert nearly_sorted([_cpu_row(1, 59.0), _cpu_row(2, 60.0), _cpu_row(3, 20.0)], down, None)
+    assert not nearly_sorted([_cpu_row(1, 49.0), _cpu_row(2, 60.0)], down, None)
+    # ascending: the same rows in the order they came are sorted
+    assert nearly_sorted(steps, down.flipped(), None)
+    # rows without the figure last
+    assert nearly_sorted([_cpu_row(1, 5.0), _cpu_row(2, None)], down, None)
+    assert not nearly_sorted([_cpu_row(2, None), _cpu_row(1, 5.0)], down, None)
+    # the selected GPU's processes first, compared within the exact order of both groups
+    mixed = [_cpu_row(1, 10.0, gpu=1), _cpu_row(2, 90.0, gpu=0)]
+    assert nearly_sorted(mixed, down, 1)
+    assert not nearly_sorted(mixed, down, 0)
+
+
+def test_nearly_sorted_has_no_slack_for_names_and_pids():
+    a, b = _cpu_row(1, 1.0), _cpu_row(2, 1.0)
+    b = dataclasses.replace(b, command="zsh")
+    assert nearly_sorted([a, b], SortOrder("command"), None)
+    assert not nearly_sorted([b, a], SortOrder("command"), None)
+    assert nearly_sorted([a, b], SortOrder("pid"), None)
+    assert not nearly_sorted([b, a], SortOrder("pid"), None)
