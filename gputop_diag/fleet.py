@@ -318,7 +318,7 @@ def render_fleet_text(fv: FleetVerdict, *, width: int = 100) -> str:
     ]
     key_w = max([4, *(len(v.node.key) for v in fv.nodes)])
     lines.append(f"{'NODE':<{key_w}}  {'CLASS':<17} {'CONF':>4}  {'ALERTS':<14} EVIDENCE")
-    order = sorted(fv.nodes, key=lambda v: (_severity(v), natural_key(v.node.key)))
+    order = sorted(fv.nodes, key=lambda v: (severity_rank(v), natural_key(v.node.key)))
     for v in order:
         d = v.diagnosis
         label, conf = class_and_confidence(v)
@@ -357,7 +357,7 @@ def stale_text(stale_s: float) -> str:
     return f"no scrape for {stale_s:.0f} s (its exporter or Prometheus' scrape of it stopped)"
 
 
-def _severity(v: NodeVerdict) -> int:
+def severity_rank(v: NodeVerdict) -> int:
     """The order the table lists nodes in: stale first (what it says is old), then faults,
     critical alerts, other alerts, the rest."""
     d = v.diagnosis

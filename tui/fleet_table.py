@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from textual.widgets import DataTable
 
 from ..diagnose.types import ALL_PRIMARY
-from ..fleet import FleetVerdict, NodeVerdict, class_and_confidence, natural_key, stale_text
+from ..fleet import (
+    FleetVerdict,
+    class_and_confidence,
+    natural_key,
+    severity_rank,
+    stale_text,
+)
 from ..fleet_sanitize import FleetNames
 
 SORTS = ("alerts", "class", "node")
@@ -33,21 +39,6 @@ class FleetRow:
     busy: str
     gpus: str
     evidence: str
-
-
-def severity(v: NodeVerdict) -> int:
-    """-1 stale (what it says is old: first), 0 a fault, 1 a critical alert, 2 an alert,
-    3 none."""
-    d = v.diagnosis
-    if v.stale_s is not None:
-        return -1
-    if d.faults:
-        return 0
-    if any(a.severity == "critical" for a in d.alerts):
-        return 1
-    if d.alerts:
-        return 2
-    return 3
 
 
 def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[FleetRow]:
@@ -73,7 +64,7 @@ def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[Fle
                 label=label,
                 confidence=confidence,
                 alerts=",".join(sorted({a.kind for a in d.alerts})) or "-",
-                severity=severity(v),
+                severity=severity_rank(v),
                 busy="-" if v.busy_pct is None else f"{v.busy_pct:.0f} %",
                 gpus=str(max((len(s.gpus) for s in v.node.snapshots), default=0)),
                 evidence=ev if names is None else names.text(ev),
