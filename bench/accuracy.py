@@ -21,7 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gputop_diag.diagnose import ALL_PRIMARY, classify, judge  # noqa: E402
+from gputop_diag.diagnose.classify import (
+    classify,
+    judge,  # noqa: E402
+)
+from gputop_diag.diagnose.types import ALL_PRIMARY
 from gputop_diag.sim.heldout import HELDOUT_SEEDS, TUNING_SEEDS, cases  # noqa: E402
 
 ABBREV = {

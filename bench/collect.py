@@ -25,7 +25,7 @@ import psutil
 
 from gputop_diag import sim
 from gputop_diag.collect.procs import ProcessCollector
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.sources import RealClock, RealProcFS
 
 TICKS = 30

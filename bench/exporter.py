@@ -23,8 +23,8 @@ import psutil
 from prometheus_client import CollectorRegistry, generate_latest
 
 from gputop_diag import sim
-from gputop_diag.monitor import Monitor
-from gputop_diag.prom_export import TickMetrics, window_of
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.prometheus.export import TickMetrics, window_of
 
 TARGET_MS = 20.0
 

@@ -33,8 +33,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from gputop_diag import sim
-from gputop_diag.monitor import Monitor
-from gputop_diag.prom_export import SlurmJobs, TickMetrics, window_of
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.prometheus.export import SlurmJobs, TickMetrics, window_of
 
 SCENARIOS = (
     "compute-bound",

@@ -1,4 +1,10 @@
-"""The `gputop-diag` entry point. Headless subcommands never import Textual."""
+"""The `gputop-diag` entry point. Headless subcommands never import Textual.
+
+Start-up: building the parser imports no command. The subcommands are named from the static
+`COMMANDS` table; a command's own options are added (its module imported) only when argparse
+reaches that command, so `gputop-diag --help` and `--version` import nothing of ours beyond this
+module and `commands.options`, and `gputop-diag snapshot ...` imports the snapshot command alone.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,11 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .recording import Recording, RecordingError
+from .commands.options import add_access_arguments
+
+# Not imported here, for start-up time: `model` (its package builds every snapshot dataclass),
+# `recording`, any command module. `main` imports what the command line asks for once it has
+# parsed.
 
 # subcommand -> (module under gputop_diag.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -37,8 +47,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "list the simulator scenarios (--list)"),
 }
 DEFAULT_DEMO = "tour"
-EXIT_USAGE = 2
-EXIT_NO_GPU = 3
 
 
 def _add_common(p: argparse.ArgumentParser, top: bool) -> None:
@@ -61,7 +69,9 @@ def _add_common(p: argparse.ArgumentParser, top: bool) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(full: bool = False) -> argparse.ArgumentParser:
+    """The whole command line. A command's own options are added when it is parsed; `full`
+    adds every command's now (importing every command module)."""
     p = argparse.ArgumentParser(
         prog="gputop-diag",
         description="What limits this GPU workload right now: live memory, utilization, "
@@ -104,14 +114,37 @@ def build_parser() -> argparse.ArgumentParser:
         "`gputop-diag exporter`'s): the Fleet pane, Enter opens a node; TLS and tokens as for "
         "`fleet` (--bearer-token-file, --ca-file, ...)",
     )
-    importlib.import_module(".commands.fleet", __package__).add_access_arguments(p)
+    add_access_arguments(p)
     _add_live_view(p)
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, helptext) in COMMANDS.items():
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", action=_LazyCommands)
+    for name, (_, helptext) in COMMANDS.items():
         sp = sub.add_parser(name, help=helptext, description=helptext)
         _add_common(sp, top=False)
-        importlib.import_module(f".commands.{module}", __package__).add_arguments(sp)
+    if full:
+        for name in COMMANDS:
+            sub.add_command_arguments(name)
     return p
+
+
+class _LazyCommands(argparse._SubParsersAction):
+    """The subcommands, each with the common options only until argparse reaches it: then its
+    module is imported and its `add_arguments` adds the rest, before its arguments (or its
+    `--help`) are parsed."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._complete: set[str] = set()
+
+    def add_command_arguments(self, name: str) -> None:
+        if name in self._complete or name not in COMMANDS:
+            return
+        module = importlib.import_module(f".commands.{COMMANDS[name][0]}", __package__)
+        module.add_arguments(self.choices[name])
+        self._complete.add(name)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        self.add_command_arguments(values[0])
+        super().__call__(parser, namespace, values, option_string)
 
 
 def _numbers(text: str) -> list[int]:
@@ -192,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = _fix_bare_demo(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .model.exits import EXIT_USAGE
+
     try:
         if args.command == "demo":
             from .commands import demo
@@ -219,29 +254,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error(f"{args.command} does not read recordings (--replay)")
         try:
             if args.replay is not None:
+                from .recording.store import Recording
+
                 feed = Recording.open(args.replay)
             else:
                 feed = make_sources(args, realtime=args.command is None)
-        except (ValueError, RecordingError) as e:  # an unknown scenario, a bad recording
+        except (ValueError, _recording_error()) as e:  # an unknown scenario, a bad recording
             print(f"gputop-diag: {e}", file=sys.stderr)
             return EXIT_USAGE
+        if module is None and not sys.stdout.isatty():
+            from .commands.snapshot import print_one_snapshot
+
+            return print_one_snapshot(feed, args.sanitize)
         if module is None:
             from .tui import run_app
 
             interval = max(args.interval, 2.0) if args.low_bandwidth else args.interval
+            replaying = args.replay is not None  # then `feed` is the Recording
             return run_app(
-                None if isinstance(feed, Recording) else feed,
+                None if replaying else feed,
                 interval=interval,
                 sanitize=args.sanitize,
                 low_bandwidth=args.low_bandwidth,
-                replay=feed if isinstance(feed, Recording) else None,
+                replay=feed if replaying else None,
                 save_dir=args.save_dir,
                 only_gpus=[g for part in args.live_gpus for g in part],
                 users=[u for part in args.live_users for u in part],
                 pids=[n for part in args.live_pids for n in part],
             )
         return module.run(args, feed)
-    except RecordingError as e:  # a recording damaged past its header
+    except _recording_error() as e:  # a recording damaged past its header
         print(f"gputop-diag: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -258,6 +300,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as e:  # noqa: BLE001 - never a raw traceback without a message
         return _unexpected(e, args.debug)
+
+
+class _NotRaised(Exception):
+    """What `_recording_error()` names while no recording code is loaded: nothing raises it."""
+
+
+def _recording_error() -> type[Exception]:
+    """`RecordingError`, once `recording.store` is loaded (only its code raises it); evaluated
+    when an exception reaches the `except`, so a run that reads no recording never imports
+    it (it brings the sanitizer along)."""
+    store = sys.modules.get(f"{__package__}.recording.store")
+    return _NotRaised if store is None else store.RecordingError
 
 
 # What writing the output can meet on a sane machine: a full disk (/dev/full), a quota, a

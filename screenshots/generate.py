@@ -13,7 +13,7 @@ import asyncio
 import pathlib
 
 from gputop_diag import sim
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
 from gputop_diag.tui.feed import Feeder
 from gputop_diag.tui.keys import PANES

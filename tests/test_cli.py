@@ -121,7 +121,7 @@ def test_help_lists_commands_and_exit_codes(cli):
 
 
 def test_redacted_snapshot_scrubs_identifiers_in_free_text():
-    from gputop_diag.export import redact_snapshot_json
+    from gputop_diag.sanitize.snapshot import redact_snapshot_json
 
     doc = {
         "system": {"hostname": "gpu-node-07"},

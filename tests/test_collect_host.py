@@ -6,7 +6,7 @@ import psutil
 
 from gputop_diag import sim
 from gputop_diag.collect.host import HostCollector, parse_pressure
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.sources import RealClock, RealProcFS
 
 

@@ -6,7 +6,7 @@ import pynvml
 import pytest
 
 from gputop_diag import sim
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 
 ALL_CODES = sorted(pynvml.NVMLError._valClassMapping)
 

@@ -13,14 +13,10 @@ from dataclasses import replace
 import pytest
 
 from gputop_diag import sim
-from gputop_diag.diagnose import (
-    ALL_PRIMARY,
-    BOTTLENECK_CLASSES,
-    classify,
-    collect_scheduler_evidence,
-    judge,
-)
-from gputop_diag.sampler import Sampler
+from gputop_diag.collect.slurm import collect_scheduler_evidence
+from gputop_diag.diagnose.classify import classify, judge
+from gputop_diag.diagnose.types import ALL_PRIMARY, BOTTLENECK_CLASSES
+from gputop_diag.monitor.sampler import Sampler
 
 SCENARIOS = {s.name: s for s in sim.list_scenarios()}
 # The tour loops through several classes on purpose; its declared class is no single window's

@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 from gputop_diag import sim
-from gputop_diag.diagnose import classify, to_json
-from gputop_diag.sampler import Sampler
+from gputop_diag.diagnose.classify import classify
+from gputop_diag.diagnose.render import to_json
+from gputop_diag.monitor.sampler import Sampler
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "diagnosis.md"
 

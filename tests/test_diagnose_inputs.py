@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from datetime import timezone
 
-from gputop_diag.diagnose import collect_oom_kills, collect_scheduler_evidence, parse_oom_kills
-from gputop_diag.diagnose.slurm import parse_duration, parse_slurm_time, parse_squeue
+from gputop_diag.collect.kernlog.oom import collect_oom_kills
+from gputop_diag.collect.slurm import (
+    collect_scheduler_evidence,
+    parse_duration,
+    parse_slurm_time,
+    parse_squeue,
+)
 from gputop_diag.sources import CommandResult
+from gputop_diag.xid.oom import parse_oom_kills
 
 UTC = timezone.utc
 

@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 from test_diagnose_rules import T0, gpu, snap
 
-from gputop_diag.diagnose import classify, judge, render_text, to_json
+from gputop_diag.diagnose.classify import classify, judge
+from gputop_diag.diagnose.render import render_text, to_json
 from gputop_diag.model import ChildInfo, GpuProcess, OomKill, ProcessInfo, Snapshot, ThreadInfo
 
 BUSY = dict(util=100, sm=93, occ=40, memctl=60, power=0.8)

@@ -5,16 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from gputop_diag.diagnose import (
-    BOTTLENECK_CLASSES,
-    OomKill,
-    SchedulerEvidence,
-    classify,
-    judge,
-    render_text,
-    to_json,
-)
 from gputop_diag.diagnose import thresholds as T
+from gputop_diag.diagnose.classify import classify, judge
+from gputop_diag.diagnose.render import render_text, to_json
+from gputop_diag.diagnose.types import BOTTLENECK_CLASSES
 from gputop_diag.model import (
     GIB,
     ChildInfo,
@@ -24,7 +18,9 @@ from gputop_diag.model import (
     GpuState,
     GpuStatic,
     HostState,
+    OomKill,
     ProcessInfo,
+    SchedulerEvidence,
     Snapshot,
     SystemInfo,
     ThreadInfo,
@@ -397,7 +393,8 @@ def test_the_package_imports_without_textual():
 
     code = (
         "import sys\n"
-        "from gputop_diag.diagnose import classify, Diagnosis\n"
+        "from gputop_diag.diagnose.classify import classify\n"
+        "from gputop_diag.diagnose.types import Diagnosis\n"
         "import gputop_diag.commands.diagnose\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))\n"
     )

@@ -21,9 +21,9 @@ from gputop_diag.collect.cuda_libs import (
     read_chain,
     scan_processes,
 )
-from gputop_diag.commands.snapshot import _sample
+from gputop_diag.commands.common import sample_once as _sample
 from gputop_diag.diagnose.alerts import driver_chain_alerts
-from gputop_diag.diagnose.driver_compat import (
+from gputop_diag.driver.compat import (
     ERR_INSUFFICIENT,
     ERR_MISMATCH,
     TOOLKIT_MIN_DRIVER,
@@ -402,7 +402,7 @@ def test_the_monitors_memo_reads_a_process_again_only_after_a_while():
 
 
 def test_a_chain_read_before_the_driver_changed_is_not_judged():
-    from gputop_diag.diagnose.driver_compat import current_chain
+    from gputop_diag.driver.compat import current_chain
 
     _, snap = _snap("compute-bound")
     assert current_chain(snap) is snap.driver_chain

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gputop_diag.cli import main
-from gputop_diag.diagnose.driver_compat import ChainFacts, LoadedRuntime, judge_chain
+from gputop_diag.driver.compat import ChainFacts, LoadedRuntime, judge_chain
 
 TORCH_CU130 = LoadedRuntime(52011, "python", "13", "13.0")
 

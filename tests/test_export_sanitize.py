@@ -14,8 +14,9 @@ from test_report_leaks import contains_word
 from gputop_diag import sim
 from gputop_diag.cli import _add_common
 from gputop_diag.commands import diagnose, snapshot
-from gputop_diag.export import redact_snapshot_json, sanitized_snapshot_json, snapshot_to_json
-from gputop_diag.monitor import Monitor
+from gputop_diag.model.codec import snapshot_to_json
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.sanitize.snapshot import redact_snapshot_json, sanitized_snapshot_json
 
 SECRETS = ("gpu-node-07", "alice", "bob", "/home/", "train.py", "llama-7b")
 
@@ -112,7 +113,7 @@ def test_the_old_entry_point_sanitizes_partial_documents():
 def test_one_sanitizer_keeps_its_pseudonyms_across_documents():
     m = Monitor(sim.build("capacity"))
     m.run_for(3)
-    from gputop_diag.sanitize import Sanitizer
+    from gputop_diag.sanitize.sanitizer import Sanitizer
 
     s = Sanitizer()
     a = sanitized_snapshot_json(m.history.snapshots()[0], s)

@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_diag import sim
 from gputop_diag.commands.exporter import parse_listen
-from gputop_diag.monitor import Monitor
-from gputop_diag.prom_export import SlurmJobs, TickMetrics, window_of
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.prometheus.export import SlurmJobs, TickMetrics, window_of
 
 PROMTOOL = shutil.which("promtool")
 GPUTOP_DIAG = [sys.executable, "-m", "gputop_diag"]  # the installed entry point
@@ -225,7 +225,7 @@ def test_exporter_and_fleet_never_import_textual():
     code = (
         "import sys\n"
         "import gputop_diag.commands.exporter, gputop_diag.commands.fleet\n"
-        "import gputop_diag.prom_export, gputop_diag.fleet, gputop_diag.fleet_read\n"
+        "import gputop_diag.prometheus.export, gputop_diag.fleet.judge, gputop_diag.fleet.read\n"
         "assert 'textual' not in sys.modules, 'textual imported'\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)

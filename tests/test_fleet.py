@@ -14,11 +14,11 @@ import pytest
 
 from gputop_diag import sim
 from gputop_diag.commands.fleet import parse_duration, parse_time
-from gputop_diag.fleet import correlated_dips, judge_fleet, render_fleet_text, to_fleet_json
-from gputop_diag.fleet_query import selector
-from gputop_diag.fleet_read import FleetData, NodeData
-from gputop_diag.monitor import Monitor
-from gputop_diag.prom_client import Prometheus, PrometheusError
+from gputop_diag.fleet.judge import correlated_dips, judge_fleet, render_fleet_text, to_fleet_json
+from gputop_diag.fleet.query import selector
+from gputop_diag.fleet.read import FleetData, NodeData
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.prometheus.client import Prometheus, PrometheusError
 
 GPUTOP_DIAG = [sys.executable, "-m", "gputop_diag"]  # the installed entry point
 
@@ -235,7 +235,7 @@ def test_a_node_that_stopped_reporting_is_marked_stale():
 def test_scrape_interval_from_sample_counts_in_closed_ranges(true):
     """A range [t - W, t] holds W/step or W/step + 1 samples; the finest span's estimate,
     as detect_step takes it, is the scrape interval either way."""
-    from gputop_diag.fleet_query import _step_of, step_spans
+    from gputop_diag.fleet.query import _step_of, step_spans
 
     for extra in (0, 1):
         got = [_step_of(w, w // true + extra) for w in step_spans(300.0) if w // true + extra]
@@ -243,7 +243,7 @@ def test_scrape_interval_from_sample_counts_in_closed_ranges(true):
 
 
 def test_timeouts_are_sent_in_a_form_prometheus_parses():
-    from gputop_diag.prom_client import api_duration
+    from gputop_diag.prometheus.client import api_duration
 
     # Prometheus' API refuses "2.5s" (model.ParseDuration takes whole units only)
     assert api_duration(10) == "10s" and api_duration(2.5) == "2500ms"
@@ -251,7 +251,7 @@ def test_timeouts_are_sent_in_a_form_prometheus_parses():
 
 
 def test_each_refusal_gets_its_own_next_step():
-    from gputop_diag.prom_client import refusal_hint
+    from gputop_diag.prometheus.client import refusal_hint
 
     said = 'invalid parameter "timeout": cannot parse "2.5s" to a valid duration'
     assert "--timeout" in refusal_hint(said) and "--match" not in refusal_hint(said)
@@ -266,7 +266,7 @@ def test_each_refusal_gets_its_own_next_step():
 def test_nodes_sort_in_natural_order():
     from dataclasses import replace
 
-    from gputop_diag.fleet import natural_key
+    from gputop_diag.fleet.judge import natural_key
     from gputop_diag.tui.fleet_table import FleetRow, sort_rows
 
     names = ["gpu10", "gpu2", "GPU3", "10.0.0.10:9400", "10.0.0.9:9400", "gpu1"]

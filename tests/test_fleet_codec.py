@@ -13,15 +13,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_diag import sim
-from gputop_diag.dcgm_fields import FIELDS
-from gputop_diag.diagnose import judge
+from gputop_diag.diagnose.classify import judge
 from gputop_diag.diagnose.features import extract
-from gputop_diag.fleet import judge_fleet
-from gputop_diag.fleet_read import assemble
+from gputop_diag.fleet.judge import judge_fleet
+from gputop_diag.fleet.read import assemble
 from gputop_diag.model import MIB
-from gputop_diag.monitor import Monitor
-from gputop_diag.prom_client import Series
-from gputop_diag.prom_export import SlurmJobs, TickMetrics, window_of
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.prometheus.client import Series
+from gputop_diag.prometheus.dcgm_fields import FIELDS
+from gputop_diag.prometheus.export import SlurmJobs, TickMetrics, window_of
 
 SECONDS = 30
 
@@ -299,7 +299,7 @@ def test_a_full_mig_instance_read_back_is_capacity():
 
 def test_a_replaying_monitor_told_the_tick_judges_scrapes_as_the_fleet_does():
     """The live view's node pane feeds a node's scrapes through Monitor(None, tick_s=step)."""
-    from gputop_diag.monitor import Monitor as Replaying
+    from gputop_diag.monitor.core import Monitor as Replaying
 
     series, snaps, _ = scrape_series("comm-bound", seconds=300, step=15.0)
     node = next(iter(fleet_of(series, snaps, step=15.0).nodes.values()))

@@ -7,15 +7,17 @@ classifier to 90 % on the held-out seeds 1000-1599.
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
 
-from gputop_diag.diagnose import judge
+from gputop_diag.diagnose.classify import judge
 from gputop_diag.model import Snapshot
 from gputop_diag.sim.heldout import BASE_CLASSES, HELDOUT_SEEDS, Case, generate
+from gputop_diag.sim.heldout.cache import cache_dir, cached_cases, read_case
 
 FAULT_XIDS = {48, 79, 94, 95}
 
@@ -254,7 +256,9 @@ def _remap_failed(snap: Snapshot, gpu: int | None) -> bool:
 
 @pytest.fixture(scope="module")
 def heldout() -> list[Summary]:
-    return [summarize(generate(seed)) for seed in HELDOUT_SEEDS]
+    # generated once per source version and kept in the user's cache (sim/heldout/cache.py);
+    # the classifier runs on them afresh every time
+    return [summarize(case) for case in cached_cases(HELDOUT_SEEDS)]
 
 
 def by_label(summaries: list[Summary], label: str) -> list[Summary]:
@@ -269,6 +273,20 @@ def test_generate_is_deterministic_per_seed() -> None:
         a, b = generate(seed), generate(seed)
         assert (a.name, a.label, a.accept, a.window) == (b.name, b.label, b.accept, b.window)
     assert generate(1001).window != generate(1002).window
+
+
+def test_a_cached_case_is_the_generated_one(heldout) -> None:
+    """The cache the `heldout` fixture read or wrote gives back exactly what `generate` makes:
+    equal, every field of the same type (repr), params included."""
+    for seed in (HELDOUT_SEEDS[0], HELDOUT_SEEDS[317]):
+        cached = read_case(seed, HELDOUT_SEEDS)
+        if cached is None:
+            where = cache_dir()
+            assert not os.access(where, os.W_OK), f"no cache entry in {where}"
+            pytest.skip(f"{where} is not writable: nothing was kept")
+        fresh = generate(seed)
+        assert cached == fresh and cached.params == fresh.params
+        assert repr(cached) == repr(fresh)
 
 
 def test_cases_are_sixty_seconds_oldest_first() -> None:

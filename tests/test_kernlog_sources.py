@@ -20,10 +20,10 @@ from types import SimpleNamespace
 import pytest
 
 from gputop_diag.cli import main
-from gputop_diag.diagnose import xid_scan
-from gputop_diag.diagnose.logfiles import Budget, rotated
-from gputop_diag.diagnose.xid_scan import scan
-from gputop_diag.diagnose.xid_sources import read_dmesg, read_file, read_journal
+from gputop_diag.collect.kernlog import scan as xid_scan
+from gputop_diag.collect.kernlog.files import Budget, rotated
+from gputop_diag.collect.kernlog.scan import scan
+from gputop_diag.collect.kernlog.sources import read_dmesg, read_file, read_journal
 from gputop_diag.sources import CommandResult, RealClock, run_real_command
 
 JOURNAL_REMOTE = next(
@@ -468,7 +468,7 @@ def test_real_dmesg_when_allowed():
 
 
 def test_the_live_view_follows_kern_log_when_journal_and_dmesg_refuse(tmp_path, monkeypatch):
-    from gputop_diag.diagnose import kernlog_watch
+    from gputop_diag.collect.kernlog import watch as kernlog_watch
 
     log = tmp_path / "kern.log"
     log.write_text(f"Jan 15 10:12:00 node7 kernel: {XID}\n")

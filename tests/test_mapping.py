@@ -13,8 +13,8 @@ import pytest
 from gputop_diag import sim
 from gputop_diag.cli import main
 from gputop_diag.collect.mapping import collect_mapping, parse_information
-from gputop_diag.commands.snapshot import _sample
-from gputop_diag.diagnose.mapping_checks import (
+from gputop_diag.commands.common import sample_once as _sample
+from gputop_diag.mapping.checks import (
     ProcView,
     expand_hostlist,
     minor_findings,
@@ -24,7 +24,7 @@ from gputop_diag.diagnose.mapping_checks import (
     slurm_gpus,
     visibility_findings,
 )
-from gputop_diag.diagnose.ordinals import BusId, Device, parse_bus_id, resolve
+from gputop_diag.mapping.ordinals import BusId, Device, parse_bus_id, resolve
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_diag.diagnose.mapping_checks import visibility_findings
-from gputop_diag.diagnose.ordinals import Device, resolve
+from gputop_diag.mapping.checks import visibility_findings
+from gputop_diag.mapping.ordinals import Device, resolve
 
 U = [f"GPU-{k}{k}aa{k}bcd-0000-1111-2222-33334444555{k}" for k in range(4)]
 SAME = [Device(f"gpu{k}", k, "NVIDIA H100", U[k]) for k in range(4)]
@@ -64,7 +64,7 @@ def test_a_process_that_sees_no_device_is_said_so():
 
     from gputop_diag import sim
     from gputop_diag.collect.mapping import collect_mapping
-    from gputop_diag.commands.snapshot import _sample
+    from gputop_diag.commands.common import sample_once as _sample
 
     src = sim.build("compute-bound", host_env={})
     rank = src.sim.by_gpu[2][0]

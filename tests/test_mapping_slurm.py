@@ -10,8 +10,8 @@ import pytest
 
 from gputop_diag import sim
 from gputop_diag.collect.mapping import collect_mapping
+from gputop_diag.commands.common import sample_once as _sample
 from gputop_diag.commands.mapping import render_text, to_json
-from gputop_diag.commands.snapshot import _sample
 
 
 @pytest.fixture(autouse=True)

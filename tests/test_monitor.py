@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from gputop_diag import monitor as monitor_module
 from gputop_diag import sim
-from gputop_diag.monitor import SLOW_SOURCES_EVERY_S, Monitor, run
+from gputop_diag.monitor import core as monitor_module
+from gputop_diag.monitor.core import SLOW_SOURCES_EVERY_S, Monitor, run
 from gputop_diag.sources import CommandResult
 
 
@@ -151,7 +151,7 @@ def test_run_stops_on_ctrl_c_with_what_it_saw():
 
 def test_the_monitor_imports_no_textual():
     code = (
-        "import sys, gputop_diag.monitor, gputop_diag.recording\n"
+        "import sys, gputop_diag.monitor.core, gputop_diag.recording.store\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,9 +10,8 @@ import pytest
 
 from gputop_diag import sim
 from gputop_diag.collect.usable import no_usable_gpu, usable_gpus
-from gputop_diag.sampler import Sampler
-
-EXIT_NO_GPU = 3
+from gputop_diag.model.exits import EXIT_NO_GPU
+from gputop_diag.monitor.sampler import Sampler
 
 
 def run(cli, *args, faults="", driver=""):

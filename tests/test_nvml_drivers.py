@@ -11,8 +11,8 @@ import pynvml
 import pytest
 
 from gputop_diag import sim
-from gputop_diag.collect.nvml_compat import NvmlCompat
-from gputop_diag.sampler import Sampler
+from gputop_diag.collect.nvml.compat import NvmlCompat
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.sim.drivers import DRIVERS, SYMBOL_SINCE, profile_for_version
 from gputop_diag.sim.fake_libnvml import FakeLib
 from gputop_diag.sim.fake_nvml import FakeNvml

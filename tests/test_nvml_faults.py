@@ -11,10 +11,10 @@ import pynvml
 import pytest
 
 from gputop_diag import sim
-from gputop_diag.collect import nvml_errors
-from gputop_diag.collect.nvml import HANDLE_RETRY_S, RECOUNT_AFTER_S, REINIT_AFTER_S
-from gputop_diag.monitor import Monitor
-from gputop_diag.sampler import Sampler
+from gputop_diag.collect.nvml import errors as nvml_errors
+from gputop_diag.collect.nvml.collector import HANDLE_RETRY_S, RECOUNT_AFTER_S, REINIT_AFTER_S
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.monitor.sampler import Sampler
 
 ALL_CODES = sorted(pynvml.NVMLError._valClassMapping)
 LOST = pynvml.NVML_ERROR_GPU_IS_LOST

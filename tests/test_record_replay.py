@@ -19,7 +19,6 @@ import pytest
 
 from gputop_diag import model, sim
 from gputop_diag.cli import main
-from gputop_diag.export import from_jsonable, jsonable
 from gputop_diag.model import (
     ChildInfo,
     CollectorError,
@@ -42,8 +41,9 @@ from gputop_diag.model import (
     ThreadInfo,
     XidEvent,
 )
-from gputop_diag.monitor import Monitor
-from gputop_diag.recording import (
+from gputop_diag.model.codec import from_jsonable, jsonable
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.recording.store import (
     RECORDING_SCHEMA,
     Recording,
     RecordingError,

@@ -18,13 +18,15 @@ from pathlib import Path
 import pytest
 from test_report_leaks import contains_word
 
-from gputop_diag import __version__, report, report_sections, sim
+from gputop_diag import __version__, sim
 from gputop_diag.cli import _add_common
 from gputop_diag.commands import report as report_cmd
-from gputop_diag.monitor import Monitor
-from gputop_diag.recording import Recording, write_recording
-from gputop_diag.report import REPORT_SCHEMA, SECTIONS, ReportSource, make_report
-from gputop_diag.sanitize import Sanitizer
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.recording.store import Recording, write_recording
+from gputop_diag.report import build as report
+from gputop_diag.report import sections as report_sections
+from gputop_diag.report.build import REPORT_SCHEMA, SECTIONS, ReportSource, make_report
+from gputop_diag.sanitize.sanitizer import Sanitizer
 
 
 @pytest.fixture(autouse=True)

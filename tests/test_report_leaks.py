@@ -16,8 +16,7 @@ import stat
 import pytest
 
 from gputop_diag import sim
-from gputop_diag.diagnose import to_json
-from gputop_diag.export import sanitized_snapshot_json
+from gputop_diag.diagnose.render import to_json
 from gputop_diag.model import (
     ChildInfo,
     CollectorError,
@@ -27,11 +26,12 @@ from gputop_diag.model import (
     ThreadInfo,
     XidEvent,
 )
-from gputop_diag.monitor import Monitor
-from gputop_diag.recording import write_recording
-from gputop_diag.report import ReportSource, make_report
-from gputop_diag.sanitize import Sanitizer
-from gputop_diag.sanitize_rules import PSEUDONYM_PREFIXES
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.recording.store import write_recording
+from gputop_diag.report.build import ReportSource, make_report
+from gputop_diag.sanitize.rules import PSEUDONYM_PREFIXES
+from gputop_diag.sanitize.sanitizer import Sanitizer
+from gputop_diag.sanitize.snapshot import sanitized_snapshot_json
 
 # -- the corpus --------------------------------------------------------------------------------
 

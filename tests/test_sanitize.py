@@ -9,11 +9,11 @@ import re
 import pytest
 
 from gputop_diag import sim
-from gputop_diag.diagnose import to_json
-from gputop_diag.diagnose.xid_catalog import XID_CATALOG
-from gputop_diag.monitor import Monitor
-from gputop_diag.sanitize import Sanitizer
-from gputop_diag.sanitize_rules import expand_nodelist
+from gputop_diag.diagnose.render import to_json
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.sanitize.rules import expand_nodelist
+from gputop_diag.sanitize.sanitizer import Sanitizer
+from gputop_diag.xid.catalog import XID_CATALOG
 
 UUID = "GPU-8a47641b-dff6-f09f-618c-c3eb58fb430d"
 

@@ -9,7 +9,7 @@ import pytest
 
 from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch, TreeReader
-from gputop_diag.diagnose.slurm import (
+from gputop_diag.collect.slurm import (
     collect_scheduler_evidence,
     evidence_from_scontrol,
     explain_failure,
@@ -22,7 +22,7 @@ from gputop_diag.diagnose.slurm import (
     parse_squeue,
     resolve_job,
 )
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.sources import CommandResult
 
 
@@ -235,7 +235,7 @@ def _fake_scontrol(tmp_path, record: str) -> Path:
 
 
 def test_a_hung_scontrol_is_explained_with_the_hint(tmp_path, monkeypatch):
-    import gputop_diag.diagnose.slurm as S
+    import gputop_diag.collect.slurm as S
     from gputop_diag.sources import run_real_command
 
     bindir = _fake_scontrol(tmp_path, "")
@@ -253,8 +253,8 @@ def test_a_hung_scontrol_is_explained_with_the_hint(tmp_path, monkeypatch):
 def test_a_state_repeated_after_the_controller_stopped_answering_says_how_old(
     tmp_path, monkeypatch
 ):
-    import gputop_diag.diagnose.slurm as S
-    from gputop_diag.commands.watch import state_words
+    import gputop_diag.collect.slurm as S
+    from gputop_diag.job.state import state_words
     from gputop_diag.sources import run_real_command
 
     record = (WATCH_DATA / "slurm-running-gpus.txt").read_text()
@@ -291,8 +291,9 @@ def test_a_state_repeated_after_the_controller_stopped_answering_says_how_old(
     ],
 )
 def test_an_ended_slurm_jobs_exit_code_is_kept(state, exit_field, code, sig, words):
-    from gputop_diag.commands.watch import _exit_code, state_words
+    from gputop_diag.commands.watch import _exit_code
     from gputop_diag.diagnose.alerts import job_alerts
+    from gputop_diag.job.state import state_words
 
     record = (WATCH_DATA / "slurm-running-gpus.txt").read_text()
     record = record.replace("JobState=RUNNING", f"JobState={state}")

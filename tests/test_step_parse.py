@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gputop_diag.diagnose.alerts import job_alerts
-from gputop_diag.diagnose.job_output import EVIDENCE_OF, classify_line
 from gputop_diag.diagnose.step_split import PROFILER_COMMANDS, estimate
-from gputop_diag.diagnose.steps import (
+from gputop_diag.job.output import EVIDENCE_OF, classify_line
+from gputop_diag.job.steps import (
     StepParser,
     StepRegexError,
     compile_step_regex,

@@ -8,11 +8,11 @@ import pytest
 from test_tui_support import FedApp, screen_text
 from textual.widgets import ContentSwitcher, DataTable
 
-from gputop_diag.diagnose.xid_catalog import describe
 from gputop_diag.tui import SnapshotReady
 from gputop_diag.tui.header import HeaderBar
 from gputop_diag.tui.panes.utilization import UtilizationPane
 from gputop_diag.tui.side_panel import SidePanel
+from gputop_diag.xid.catalog import describe
 
 SIZES = [(80, 24), (200, 50)]
 IDS = ["80x24", "200x50"]
@@ -277,20 +277,6 @@ async def test_a_failing_collector_shows_a_banner_and_the_view_keeps_its_figures
         assert not app.query_one("#banner").display
 
 
-async def test_resize_down_to_40x12_does_not_crash():
-    app = FedApp()
-    async with app.run_test(size=(200, 50)) as pilot:
-        app.feed(5)
-        await pilot.pause()
-        for key in "12345":
-            await pilot.press(key)
-            for size in ((80, 24), (40, 12), (99, 30), (200, 50)):
-                await pilot.resize_terminal(*size)
-                app.feed(1)
-                await pilot.pause()
-        assert "COMPUTE" in text_of(app, "#side-text")
-
-
 async def test_narrow_terminal_puts_a_strip_below_and_p_shows_all_of_it():
     app = FedApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -524,7 +510,7 @@ async def test_no_color_keeps_every_state_in_words(monkeypatch):
 async def test_sanitize_covers_ticks_from_a_feed_without_the_sanitizer():
     """A feed of another kind (a node read from Prometheus) posts updates its own Feeder made:
     the view sanitizes them itself."""
-    from gputop_diag.monitor import Monitor
+    from gputop_diag.monitor.core import Monitor
     from gputop_diag.tui.feed import Feeder
 
     app = FedApp("compute-bound", sanitize=True)

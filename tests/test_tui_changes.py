@@ -13,7 +13,7 @@ import pytest
 from test_tui_support import FedApp, screen_lines, screen_text
 
 from gputop_diag import sim
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui import SnapshotReady
 
 SIZES = [(80, 24), (120, 40), (200, 50)]

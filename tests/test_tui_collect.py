@@ -15,7 +15,7 @@ import pytest
 from test_tui_support import FedApp
 
 from gputop_diag import sim
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui import GpuTopApp
 
 
@@ -316,7 +316,7 @@ async def test_messages_that_arrive_while_the_view_closes_are_dropped():
 def test_the_report_does_not_wait_for_a_hung_tick():
     """`s` reads the history between two ticks; a tick stuck in the driver makes it give up
     with a reason instead of waiting with it."""
-    from gputop_diag.monitor import Monitor
+    from gputop_diag.monitor.core import Monitor
     from gputop_diag.tui.feed import Feeder, TickStuck
 
     src = sim.build("compute-bound", gpu_count=2)

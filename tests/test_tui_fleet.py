@@ -22,8 +22,8 @@ import urllib.parse
 import pytest
 from test_fleet_codec import scrape_series
 
-from gputop_diag.fleet_live import FleetQuery, FleetWatch, NodeFeed, node_matcher
-from gputop_diag.prom_client import Prometheus
+from gputop_diag.fleet.live import FleetQuery, FleetWatch, NodeFeed, node_matcher
+from gputop_diag.prometheus.client import Prometheus
 from gputop_diag.tui.fleet_app import FleetApp, FleetViewState, NodeApp
 from gputop_diag.tui.fleet_table import FleetTable, fleet_rows, sort_rows
 
@@ -121,8 +121,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def prometheus():
     """Three simulated nodes (a Slurm job of two), 40 s at one scrape a second, ending now."""
-    from gputop_diag.prom_client import Series
-    from gputop_diag.prom_export import SlurmJobs
+    from gputop_diag.prometheus.client import Series
+    from gputop_diag.prometheus.export import SlurmJobs
 
     series = []
     for host, scenario in NODES.items():
@@ -160,7 +160,7 @@ def test_rows_sort_by_alerts_class_and_node(prometheus):
     assert [r.node for r in sort_rows(rows, "node")] == ["node-a", "node-b", "node-c"]
     by_class = [r.primary for r in sort_rows(rows, "class")]
     assert by_class == ["compute", "input_pipeline", "communication"]  # the classes' order
-    from gputop_diag.fleet_sanitize import FleetNames
+    from gputop_diag.fleet.sanitize import FleetNames
 
     names = FleetNames()
     shown = {r.key: r.node for r in fleet_rows(fv, names=names)}
@@ -348,7 +348,7 @@ def test_fleet_sanitize_leaves_no_name_address_or_url(prometheus, where, fmt):
 async def test_sanitized_node_panes_name_no_host_address_or_key(prometheus):
     from test_tui_support import screen_text
 
-    from gputop_diag.fleet_sanitize import FleetNames
+    from gputop_diag.fleet.sanitize import FleetNames
     from gputop_diag.tui.keys import PANES
 
     q = query(prometheus.url, step_s=STEP)  # the stand-in's series age as the tests run
@@ -388,7 +388,7 @@ def _stale_fleet(prometheus):
 
 
 def test_a_stale_node_says_stale_in_its_class_and_sorts_first(prometheus):
-    from gputop_diag.fleet import render_fleet_text
+    from gputop_diag.fleet.judge import render_fleet_text
 
     fv = _stale_fleet(prometheus)
     rows = fleet_rows(fv)
@@ -481,7 +481,7 @@ async def test_a_node_offers_only_what_prometheus_describes(prometheus):
 async def test_a_node_told_apart_by_instance_shows_its_rows_pseudonym(prometheus):
     from test_tui_support import screen_text
 
-    from gputop_diag.fleet_sanitize import FleetNames
+    from gputop_diag.fleet.sanitize import FleetNames
 
     names = FleetNames()
     shown = names.node_of("node-b:9401", "node-b")  # several exporters on one host

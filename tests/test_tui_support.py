@@ -6,7 +6,7 @@ Not a test module of its own: the TUI tests import `FedApp` from here.
 from __future__ import annotations
 
 from gputop_diag import sim
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from gputop_diag import sim
 from gputop_diag.diagnose.types import Diagnosis, Evidence
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui.holds import PERCENT, WATTS, Holds
 from gputop_diag.tui.procs import (
     FilterError,

@@ -9,9 +9,9 @@ import pynvml
 import pytest
 
 from gputop_diag import sim
-from gputop_diag.collect.nvml import NvmlCollector
-from gputop_diag.collect.nvml_extras import MAX_BUSY_SAMPLES_PER_TICK
-from gputop_diag.sampler import Sampler
+from gputop_diag.collect.nvml.collector import NvmlCollector
+from gputop_diag.collect.nvml.extras import MAX_BUSY_SAMPLES_PER_TICK
+from gputop_diag.monitor.sampler import Sampler
 
 UTIL = pynvml.NVML_GPU_UTILIZATION_SAMPLES
 

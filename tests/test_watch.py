@@ -461,8 +461,7 @@ def test_ended_processes_are_capped_with_a_count():
 
 
 def test_durations_round_as_the_diagnosis_does():
-    from gputop_diag.commands.watch import _duration
-    from gputop_diag.tui.panes.job import _dur
+    from gputop_diag.model.formats import clock
 
-    assert _duration(4.6) == _dur(4.6) == "0:05"  # the evidence says "for 5 s"
-    assert _duration(59.5) == "1:00"
+    assert clock(4.6) == "0:05"  # the evidence says "for 5 s"
+    assert clock(59.5) == "1:00"

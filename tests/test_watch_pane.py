@@ -18,7 +18,7 @@ from gputop_diag.model import (
     SystemInfo,
     ThreadInfo,
 )
-from gputop_diag.monitor import Monitor
+from gputop_diag.monitor.core import Monitor
 from gputop_diag.tui.panes.base import View
 from gputop_diag.tui.panes.job import render, state_line
 
@@ -99,14 +99,16 @@ def test_render_plain_glyphs_and_narrow():
 def test_state_line_slurm_forms():
     pend = SchedulerEvidence("7", "PENDING", "Resources", 95.0)
     assert state_line(JobState("slurm", "x", slurm=pend)) == (
-        "Slurm PENDING, reason Resources, in the queue for 1:35"
+        "Slurm PENDING (reason Resources), in the queue for 1:35"
     )
     run = SchedulerEvidence("7", "RUNNING", None, 60.0, 7200.0, 6600.0, nodes="n1", restarts=2)
     line = state_line(JobState("slurm", "x", slurm=run))
-    assert "on n1 for 1:50:00, 10:00 left of 2:00:00; waited 1:00" in line
-    assert "requeued 2× (Restarts=2)" in line
+    assert "on n1 for 1:50:00, 10:00 left of 2:00:00; waited 1:00 in the queue" in line
+    assert "requeued 2 times (Restarts=)" in line
     pre = SchedulerEvidence("7", "PREEMPTED")
-    assert "preempted" in state_line(JobState("slurm", "x", slurm=pre))
+    assert state_line(JobState("slurm", "x", slurm=pre)) == (
+        "Slurm PREEMPTED; the scheduler took its resources back"
+    )
     assert state_line(JobState("command", "x", exit_code=137, exit_signal="SIGKILL")) == (
         "killed by SIGKILL (exit code 137)"
     )

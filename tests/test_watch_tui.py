@@ -13,7 +13,7 @@ from textual.widgets import ContentSwitcher
 from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch
 from gputop_diag.commands.watch import stop_note
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
 from gputop_diag.tui.job_quit import QuitJobScreen
 

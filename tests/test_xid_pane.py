@@ -4,8 +4,8 @@ table, plain kernel text, and --sanitize."""
 from __future__ import annotations
 
 from gputop_diag import sim
-from gputop_diag.monitor import Monitor
-from gputop_diag.sampler import Sampler
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
 from gputop_diag.tui.feed import Feeder
 

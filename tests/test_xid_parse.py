@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop_diag.diagnose.kernel_events import canonical_pci, parse_lines
-from gputop_diag.diagnose.kernlog import ParseStats, clean_line, split_prefix
+from gputop_diag.xid.events import canonical_pci, parse_lines
+from gputop_diag.xid.kernlog import ParseStats, clean_line, split_prefix
 
 DATA = Path(__file__).parent / "data" / "kernlog"
 

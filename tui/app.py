@@ -11,10 +11,8 @@ instead, at the recorded pace times the replay speed, through a replaying Monito
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,11 +24,11 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import ContentSwitcher, DataTable, Footer
 
 from ..collect.job import JobWatch
-from ..monitor import Monitor
-from ..recording import Recording
-from ..report import ReportSource
-from ..sampler import Sampler
-from ..sanitize import Sanitizer
+from ..monitor.core import Monitor
+from ..monitor.sampler import Sampler
+from ..recording.store import Recording
+from ..report.build import ReportSource
+from ..sanitize.sanitizer import Sanitizer
 from ..sources import Sources
 from .banner import Banner
 from .collector import Collector
@@ -683,20 +681,6 @@ class GpuTopApp(ReplayMixin, App):
             self.push_screen(HelpScreen())
 
 
-def print_once(sources: Sources | None, replay: Recording | None, sanitize: bool = False) -> int:
-    """No terminal to draw on (`gputop-diag --demo > file`): print one snapshot as
-    `gputop-diag snapshot [--sanitize]` does, say so on stderr, and exit; the exit code."""
-    from ..commands import snapshot
-
-    print(
-        "gputop-diag: not a terminal: printing one snapshot and exiting (the live view needs "
-        "a terminal; `gputop-diag snapshot --json` for JSON)",
-        file=sys.stderr,
-    )
-    feed = replay if replay is not None else sources
-    return snapshot.run(argparse.Namespace(json=False, sanitize=sanitize), feed)
-
-
 def run_app(
     sources: Sources | None,
     *,
@@ -711,10 +695,8 @@ def run_app(
     job: JobWatch | None = None,
 ) -> int:
     """Run the live view (or play `replay`) until the user quits or the terminal hangs up;
-    the exit code. Without a terminal on stdout, print one snapshot instead. `job`: watch it
-    (`gputop-diag watch`), the view opened on the Job pane."""
-    if not sys.stdout.isatty():
-        return print_once(sources, replay, sanitize)
+    the exit code (where stdout is no terminal the caller prints one snapshot instead). `job`:
+    watch it (`gputop-diag watch`), the view opened on the Job pane."""
     app = GpuTopApp(
         sources,
         interval=interval,

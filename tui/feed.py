@@ -1,6 +1,6 @@
 """What one tick hands the screen: the snapshot, the diagnosis and the histories, all frozen.
 
-The collector thread builds an `Update` right after the Monitor's tick (`monitor.py`: sample,
+The collector thread builds an `Update` right after the Monitor's tick (`monitor/core.py`: sample,
 slow sources, classify), so the UI thread never iterates the live history while the thread
 appends to it. A replay feeds recorded snapshots through a replaying Monitor the same way;
 with the collectors off (tests, screenshots) the app feeds snapshots into a `Feeder` of its own
@@ -18,12 +18,12 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from ..diagnose import Diagnosis
-from ..history import History, slope_per_s
+from ..diagnose.history import History, slope_per_s
+from ..diagnose.types import Diagnosis
 from ..model import MIB, GpuState, Snapshot, XidEvent
-from ..monitor import WINDOW_S, Monitor, Tick
-from ..sampler import Sampler
-from ..sanitize import Sanitizer, seed_from_sources
+from ..monitor.core import WINDOW_S, Monitor, Tick
+from ..monitor.sampler import Sampler
+from ..sanitize.sanitizer import Sanitizer, seed_from_sources
 
 HISTORY_POINTS = 240  # samples kept for the history lines (wider than any pane)
 MAX_XID_EVENTS = 500

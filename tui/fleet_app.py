@@ -21,12 +21,13 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import get_current_worker
 
-from ..fleet import FleetVerdict, render_fleet_text
-from ..fleet_live import FleetQuery, FleetWatch, NodeFeed
-from ..fleet_read import NoFleetData
-from ..fleet_sanitize import FleetNames
-from ..monitor import Monitor
-from ..prom_client import PrometheusError
+from ..fleet.judge import FleetVerdict, render_fleet_text
+from ..fleet.live import FleetQuery, FleetWatch, NodeFeed
+from ..fleet.read import NoFleetData
+from ..fleet.sanitize import FleetNames
+from ..model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS
+from ..monitor.core import Monitor
+from ..prometheus.client import PrometheusError
 from .app import REPLAY_ONLY, GpuTopApp
 from .feed import Feeder, Update
 from .fleet_table import SORTS, FleetTable, fleet_rows
@@ -34,8 +35,6 @@ from .keys import PANES
 from .messages import CollectorFailed, SnapshotReady
 from .replaying import ReplayExtent
 
-EXIT_NO_GPU = 3
-EXIT_PROMETHEUS = 4
 # The panes that read the machine the view runs on, not the node: left out of a node's view.
 NOT_FROM_PROMETHEUS = ("mapping", "driver")
 
@@ -161,7 +160,7 @@ class FleetApp(App):
         self.query_one("#fleet-head", Static).update(text)
 
     def _show(self, fv: FleetVerdict) -> None:
-        from ..export import iso_time
+        from ..model.codec import iso_time
 
         data = fv.data
         self.query_one("#fleet-problem").display = self.state.problem is not None

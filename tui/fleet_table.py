@@ -13,14 +13,8 @@ from dataclasses import dataclass
 from textual.widgets import DataTable
 
 from ..diagnose.types import ALL_PRIMARY
-from ..fleet import (
-    FleetVerdict,
-    class_and_confidence,
-    natural_key,
-    severity_rank,
-    stale_text,
-)
-from ..fleet_sanitize import FleetNames
+from ..fleet.judge import FleetVerdict, class_and_confidence, natural_key, severity_rank, stale_text
+from ..fleet.sanitize import FleetNames
 
 SORTS = ("alerts", "class", "node")
 COLUMNS = ("NODE", "CLASS", "CONF", "ALERTS", "BUSY", "GPUS", "EVIDENCE")

@@ -12,7 +12,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from ..recording import RecordingError
+from ..recording.store import RecordingError
 from .messages import CollectorFailed, SnapshotReady
 
 

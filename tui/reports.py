@@ -1,6 +1,6 @@
 """What the live view's `s` and `S` write.
 
-`s`: the sanitized report (`report.py`, as `gputop-diag report` writes it) of the snapshots the
+`s`: the sanitized report (`report/`, as `gputop-diag report` writes it) of the snapshots the
 view holds (its last ten minutes) and the diagnosis of the last one: Markdown and JSON, safe to
 paste into a public issue. Built in a worker thread; under `--sanitize` its pseudonyms are the
 ones on screen (the session's key), otherwise a report has a key of its own.
@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..diagnose import Diagnosis
-from ..export import jsonable, snapshot_to_json
+from ..diagnose.types import Diagnosis
 from ..model import Snapshot
-from ..report import Report, ReportSource, make_report, save_report
-from ..sanitize import Sanitizer, leak_note, seed_from_sources
+from ..model.codec import jsonable, snapshot_to_json
+from ..report.build import Report, ReportSource, make_report, save_report
+from ..sanitize.sanitizer import Sanitizer, leak_note, seed_from_sources
 from .feed import Update
 from .saving import Saved, write_into
 

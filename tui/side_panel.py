@@ -20,9 +20,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
-from ..diagnose import Diagnosis
 from ..diagnose.render import confidence_text
-from ..diagnose.types import Evidence
+from ..diagnose.types import Diagnosis, Evidence
 from ..widgets import DiffText
 
 SEVERITY_MARK = {"critical": "!! ", "warning": "!  ", "info": "i  "}

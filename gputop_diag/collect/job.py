@@ -6,8 +6,8 @@
   CUDA_VISIBLE_DEVICES from its environment where readable;
 - new lines of its output (the file a started command writes to, `--log FILE`, the file the
   watched process's stdout is, or the Slurm job's StdOut=), kept as a ring buffer, scanned for
-  failure lines (`diagnose/job_output.py`) and step times (`diagnose/steps.py`);
-- for a Slurm job, its scheduler record (`diagnose/slurm.py`: scontrol, squeue), and its local
+  failure lines (`job/output.py`) and step times (`job/steps.py`);
+- for a Slurm job, its scheduler record (`collect/slurm.py`: scontrol, squeue), and its local
   processes: `scontrol listpids`, else cgroup membership (/proc/<pid>/cgroup naming job_<id>),
   else SLURM_JOB_ID in a process's environment.
 
@@ -29,10 +29,10 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from ..diagnose import slurm as S
-from ..diagnose.job_output import event_of
-from ..diagnose.steps import StepParser
+from ..job.output import event_of
+from ..job.steps import StepParser
 from ..model import JobProcess, JobState, OutputEvent, SchedulerEvidence, Snapshot, ThreadInfo
+from . import slurm as S
 from .procs import parse_ppid
 
 TAIL_LINES = 200  # the ring buffer of output lines

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ..diagnose.mapping_checks import (
+from ..mapping.checks import (
     Finding,
     JobGres,
     ProcView,
@@ -25,13 +25,13 @@ from ..diagnose.mapping_checks import (
     slurm_visibility,
     visibility_findings,
 )
-from ..diagnose.ordinals import BusId, Device, Visibility, devices_of, parse_bus_id, resolve
+from ..mapping.ordinals import BusId, Device, Visibility, devices_of, parse_bus_id, resolve
 from ..model import Snapshot
 from ..sources import Sources
 
 SCONTROL_TIMEOUT_S = 5.0
 MAX_JOBS_ASKED = 8
-# The seed's two commands a user runs to confirm the mapping (the second, in a private runbook
+# The two commands a user runs to confirm the mapping (the second, in a private runbook
 # only: it prints the per-node layout).
 QUERY_COMMAND = "nvidia-smi --query-gpu=index,uuid,pci.bus_id,name --format=csv"
 LOOP_COMMAND = """for i in $(nvidia-smi --query-gpu=index --format=csv,noheader); do

@@ -6,17 +6,17 @@ import argparse
 import json
 import sys
 
-from ..diagnose import render_text, to_json
-from ..export import jsonable
-from ..monitor import StopSampling, Tick
-from ..monitor import run as run_monitor
-from ..recording import Recording
+from ..diagnose.render import render_text, to_json
+from ..model.codec import jsonable
+from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..monitor.core import StopSampling, Tick
+from ..monitor.core import run as run_monitor
+from ..recording.store import Recording
 from ..sources import Sources
+from .common import add_sanitize, no_driver_error, sanitized_output
+from .common import render_snapshot as render_snapshot
 from .options import capped, time_problem
-from .snapshot import EXIT_NO_GPU, add_sanitize, no_driver_error, sanitized_output
-from .snapshot import render_text as render_snapshot
 
-EXIT_USAGE = 2
 DEFAULT_SECONDS = 30.0
 REPLAY = True  # reads `--replay FILE`
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     err = no_driver_error(snap)
     sanitizer = None
     if getattr(args, "sanitize", False):
-        from ..sanitize import Sanitizer
+        from ..sanitize.sanitizer import Sanitizer
 
         sanitizer = Sanitizer()
         sanitizer.learn_document(jsonable([s for s in monitor.history.snapshots()]))

@@ -25,7 +25,7 @@ from ..collect.cuda_libs import (
     read_chain,
     read_nvcc,
 )
-from ..diagnose.driver_compat import (
+from ..driver.compat import (
     ERR_MISMATCH,
     TABLE_SOURCE,
     TOOLKIT_MIN_DRIVER,
@@ -36,11 +36,13 @@ from ..diagnose.driver_compat import (
     runtime_verdict,
     status_of,
 )
-from ..export import iso_time
 from ..model import Snapshot
-from ..recording import Recording
+from ..model.codec import iso_time
+from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..recording.store import Recording
 from ..sources import Sources
-from .snapshot import EXIT_NO_GPU, EXIT_USAGE, _sample, add_sanitize, no_driver_error
+from .common import add_sanitize, no_driver_error
+from .common import sample_once as _sample
 
 REPLAY = True  # `--replay FILE`: the chain the recording's last snapshot holds
 SCHEMA = "gputop-diag.driver/1"
@@ -96,8 +98,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             probe = probe_python(feed, args.probe_python, args.timeout)
     doc = build(snap, scan, toolkit, toolkit_prog, probe)
     if getattr(args, "sanitize", False):
-        from ..sanitize import Sanitizer
-        from .snapshot import sanitized_output
+        from ..sanitize.sanitizer import Sanitizer
+        from .common import sanitized_output
 
         sanitizer = Sanitizer()
         doc = sanitize_doc(doc, sanitizer, snap)

@@ -13,11 +13,11 @@ import sys
 import threading
 import time
 
-from ..monitor import Monitor
+from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..monitor.core import Monitor
 from ..sources import Sources
-from .snapshot import EXIT_NO_GPU, no_driver_error
+from .common import no_driver_error
 
-EXIT_USAGE = 2
 DEFAULT_LISTEN = ":9401"  # dcgm-exporter listens on :9400; both can run on one node
 REPLAY = False
 
@@ -66,7 +66,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 def run(args: argparse.Namespace, feed: Sources) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from ..prom_export import SlurmJobs, TickMetrics, window_of
+    from ..prometheus.export import SlurmJobs, TickMetrics, window_of
 
     try:
         addr, port = parse_listen(args.listen)

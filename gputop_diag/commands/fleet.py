@@ -9,9 +9,9 @@ import sys
 import time
 from datetime import datetime
 
-EXIT_USAGE = 2
-EXIT_NO_GPU = 3  # Prometheus answers, but no GPU series match
-EXIT_PROMETHEUS = 4  # Prometheus is down, too slow, or refuses the query
+from ..model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS, EXIT_USAGE
+from .options import add_access_arguments
+
 REPLAY = False
 DEFAULT_WINDOW = "5m"
 DEFAULT_TIMEOUT_S = 10.0
@@ -76,42 +76,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print one JSON document (schema gputop-diag.fleet/1, see docs/fleet.md)",
     )
-    from .snapshot import add_sanitize
+    from .common import add_sanitize
 
     add_sanitize(p)
 
 
-def add_access_arguments(p: argparse.ArgumentParser) -> None:
-    """How to reach a Prometheus behind TLS or a proxy that checks a token (the names of
-    Prometheus' own http_config: bearer token file, CA file, client certificate and key,
-    insecure_skip_verify)."""
-    p.add_argument(
-        "--bearer-token-file",
-        metavar="FILE",
-        help="send the token in FILE as 'Authorization: Bearer' (a proxy in front of "
-        "Prometheus checks it); the token is never printed",
-    )
-    p.add_argument(
-        "--ca-file",
-        metavar="FILE",
-        help="PEM certificates of the CA that signed Prometheus' TLS certificate (https://)",
-    )
-    p.add_argument(
-        "--cert-file",
-        metavar="FILE",
-        help="a client certificate (PEM) for mutual TLS, its key in it or in --key-file",
-    )
-    p.add_argument("--key-file", metavar="FILE", help="the client certificate's key (PEM)")
-    p.add_argument(
-        "--insecure-skip-verify",
-        action="store_true",
-        help="do not verify Prometheus' TLS certificate (a self-signed test setup)",
-    )
-
-
 def access_of(args: argparse.Namespace):
     """The `prom_client.Access` the options ask for."""
-    from ..prom_client import Access
+    from ..prometheus.client import Access
 
     return Access(
         bearer_token_file=getattr(args, "bearer_token_file", None),
@@ -124,8 +96,8 @@ def access_of(args: argparse.Namespace):
 
 def run_live(args: argparse.Namespace) -> int:
     """`gputop-diag --prometheus URL`: the live view's Fleet pane (Textual, imported here)."""
-    from ..fleet_live import FleetQuery
-    from ..prom_client import Prometheus
+    from ..fleet.live import FleetQuery
+    from ..prometheus.client import Prometheus
 
     try:
         prom = Prometheus(args.prometheus, timeout=DEFAULT_TIMEOUT_S, access=access_of(args))
@@ -168,11 +140,11 @@ def parse_time(text: str) -> float:
 
 
 def run(args: argparse.Namespace, sources=None) -> int:
-    from ..dcgm_fields import JOB_LABEL
-    from ..fleet import judge_fleet, render_fleet_text, to_fleet_json
-    from ..fleet_query import detect_step
-    from ..fleet_read import NoFleetData, read_fleet
-    from ..prom_client import Prometheus, PrometheusError
+    from ..fleet.judge import judge_fleet, render_fleet_text, to_fleet_json
+    from ..fleet.query import detect_step
+    from ..fleet.read import NoFleetData, read_fleet
+    from ..prometheus.client import Prometheus, PrometheusError
+    from ..prometheus.dcgm_fields import JOB_LABEL
 
     group_by = args.group_by or JOB_LABEL
     try:
@@ -234,9 +206,9 @@ def _window_too_short(args: argparse.Namespace, step: float) -> int:
 def _print_sanitized(verdict, args: argparse.Namespace, group_by: str, url: str) -> int:
     """The fleet with pseudonyms for nodes, instances, job labels, UUIDs and bus ids, and no
     Prometheus address or selector; nothing at all where a leak check still finds a name."""
-    from ..fleet import render_fleet_text, to_fleet_json
-    from ..fleet_sanitize import FleetNames
-    from .snapshot import sanitized_output
+    from ..fleet.judge import render_fleet_text, to_fleet_json
+    from ..fleet.sanitize import FleetNames
+    from .common import sanitized_output
 
     names = FleetNames()
     shown = names.verdict(verdict)

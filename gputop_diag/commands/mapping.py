@@ -24,15 +24,17 @@ from ..collect.mapping import (
     ProcessMapping,
     collect_mapping,
 )
-from ..diagnose.mapping_checks import GLOBAL_CAVEAT, Finding, SlurmGpus
-from ..diagnose.ordinals import Visibility
-from ..export import iso_time
-from ..recording import Recording
+from ..mapping.checks import GLOBAL_CAVEAT, SlurmGpus
+from ..mapping.ordinals import Visibility
+from ..model.codec import iso_time
+from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..recording.store import Recording
+from ..report.mapping import SCHEMA, finding_doc, public_doc, render_public
 from ..sources import Sources
-from .snapshot import EXIT_NO_GPU, EXIT_USAGE, _sample, add_sanitize, no_driver_error
+from .common import add_sanitize, no_driver_error
+from .common import sample_once as _sample
 
 REPLAY = True  # `--replay FILE`: the mapping of the recording's last snapshot (no files read)
-SCHEMA = "gputop-diag.mapping/1"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,8 +54,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         mapping = collect_mapping(snap, feed)
     err = no_driver_error(snap)
     if getattr(args, "sanitize", False):
-        from ..sanitize import Sanitizer
-        from .snapshot import sanitized_output
+        from ..sanitize.sanitizer import Sanitizer
+        from .common import sanitized_output
 
         sanitizer = Sanitizer()
         _seed(sanitizer, mapping, snap)
@@ -133,17 +135,6 @@ def _slurm(s: SlurmGpus | None) -> dict[str, Any] | None:
     }
 
 
-def _finding(f: Finding, public: bool = False) -> dict[str, Any]:
-    return {
-        "kind": f.kind,
-        "severity": f.severity,
-        "text": f.public_text if public and f.public_text else f.text,
-        "next_step": f.next_step,
-        "gpus": list(f.gpus),
-        "pids": list(f.pids),
-    }
-
-
 def to_json(m: DeviceMapping) -> dict[str, Any]:
     keys = {r.key: r for r in m.rows}
     return {
@@ -196,7 +187,7 @@ def to_json(m: DeviceMapping) -> dict[str, Any]:
             }
             for j in m.jobs
         ],
-        "findings": [_finding(f) for f in m.findings],
+        "findings": [finding_doc(f) for f in m.findings],
         "conclusions": list(m.conclusions),
         "confirm": {
             "query": QUERY_COMMAND,
@@ -211,59 +202,6 @@ TIE_NOTE = (
     "FASTEST_FIRST on one GPU model: CUDA's order usually follows the PCI bus id, as shown "
     "(the usual behaviour, not promised by NVIDIA); CUDA_DEVICE_ORDER=PCI_BUS_ID makes it sure"
 )
-LOGIC = (
-    "NVML and nvidia-smi number GPUs by PCI bus id and ignore CUDA_VISIBLE_DEVICES",
-    "CUDA numbers only the devices CUDA_VISIBLE_DEVICES leaves visible, from 0, in "
-    "CUDA_DEVICE_ORDER (FASTEST_FIRST by default: fastest model first, ties usually but not "
-    "by promise in PCI bus id order; PCI_BUS_ID agrees with nvidia-smi)",
-    "/dev/nvidiaN carries the minor number, which need not be the NVML index",
-    "each CUDA device was matched to its NVML device by UUID, and NVML's process list placed "
-    "each process on its GPU",
-)
-
-
-def public_doc(m: DeviceMapping, sanitizer) -> dict[str, Any]:
-    """The logic and the conclusions only: what may be published."""
-    clean = sanitizer.text
-    logic = list(LOGIC)
-    if m.shell_slurm.in_job or any(p.slurm and p.slurm.in_job for p in m.processes):
-        logic.append(GLOBAL_CAVEAT)
-    return {
-        "schema": SCHEMA,
-        "sanitized": True,
-        "gpus": len([r for r in m.rows if r.mig_index is None]),
-        "mig_instances": len([r for r in m.rows if r.mig_index is not None]),
-        "cuda_device_order": m.shell.order,
-        "logic": logic,
-        "conclusions": [clean(c) for c in m.conclusions],
-        "findings": [
-            {**_finding(f, public=True), "text": clean(f.public_text or f.text)} for f in m.findings
-        ],
-        "confirm": {"query": QUERY_COMMAND, "publish": PUBLIC_PATTERN},
-    }
-
-
-def render_public(doc: dict[str, Any]) -> str:
-    lines = [
-        f"Device mapping (sanitized: the logic and the conclusions only): {doc['gpus']} GPU(s), "
-        f"{doc['mig_instances']} MIG instance(s), CUDA_DEVICE_ORDER {doc['cuda_device_order']}",
-        "",
-        "How it was mapped:",
-        *(f"  - {x}" for x in doc["logic"]),
-        "",
-        "Conclusions:",
-        *(f"  - {c}" for c in doc["conclusions"] or ["nothing runs on a GPU"]),
-    ]
-    if doc["findings"]:
-        lines += ["", "Findings:"]
-        for f in doc["findings"]:
-            lines += [f"  [{f['severity']}] {f['text']}", f"    next: {f['next_step']}"]
-    lines += [
-        "",
-        f"Confirm: {doc['confirm']['query']}",
-        f"Publish: {doc['confirm']['publish']}",
-    ]
-    return "\n".join(lines)
 
 
 # -- text ---------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""The checks every command makes on its time options: a clear usage error, never a traceback."""
+"""The checks every command makes on its time options: a clear usage error, never a traceback;
+and the options both the top level and `fleet` take (how to reach Prometheus). Light: the entry
+point reads this module to build its parser, before any command is chosen."""
 
 from __future__ import annotations
 
+import argparse
 import math
 
 # Ours: a simulated run advances its clock instantly, one tick per interval; past a day of
@@ -26,3 +29,31 @@ def capped(seconds: float | None, simulated: bool) -> tuple[float | None, str | 
             "simulated time"
         )
     return seconds, None
+
+
+def add_access_arguments(p: argparse.ArgumentParser) -> None:
+    """How to reach a Prometheus behind TLS or a proxy that checks a token (the names of
+    Prometheus' own http_config: bearer token file, CA file, client certificate and key,
+    insecure_skip_verify)."""
+    p.add_argument(
+        "--bearer-token-file",
+        metavar="FILE",
+        help="send the token in FILE as 'Authorization: Bearer' (a proxy in front of "
+        "Prometheus checks it); the token is never printed",
+    )
+    p.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        help="PEM certificates of the CA that signed Prometheus' TLS certificate (https://)",
+    )
+    p.add_argument(
+        "--cert-file",
+        metavar="FILE",
+        help="a client certificate (PEM) for mutual TLS, its key in it or in --key-file",
+    )
+    p.add_argument("--key-file", metavar="FILE", help="the client certificate's key (PEM)")
+    p.add_argument(
+        "--insecure-skip-verify",
+        action="store_true",
+        help="do not verify Prometheus' TLS certificate (a self-signed test setup)",
+    )

@@ -14,14 +14,14 @@ import signal
 import sys
 import threading
 
-from ..monitor import Tick
-from ..monitor import run as run_monitor
-from ..recording import Recording, RecordingError, RecordingWriteError, RecordingWriter
+from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..monitor.core import Tick
+from ..monitor.core import run as run_monitor
+from ..recording.store import Recording, RecordingError, RecordingWriteError, RecordingWriter
 from ..sources import Sources
+from .common import no_driver_error
 from .options import capped, time_problem
-from .snapshot import EXIT_NO_GPU, no_driver_error
 
-EXIT_USAGE = 2
 REPLAY = True  # reads `--replay FILE`: writes its (first N seconds of) snapshots again
 
 

@@ -8,13 +8,13 @@ import json
 import os
 import sys
 
-from ..monitor import run as run_monitor
-from ..recording import Recording
-from ..report import ReportSource, make_report
+from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..monitor.core import run as run_monitor
+from ..recording.store import Recording
+from ..report.build import ReportSource, make_report
 from ..sources import Sources
-from .snapshot import EXIT_NO_GPU, no_driver_error
+from .common import no_driver_error
 
-EXIT_USAGE = 2
 DEFAULT_SECONDS = 30.0
 REPLAY = True  # reads `--replay FILE`
 

@@ -18,19 +18,20 @@ import sys
 from collections.abc import Sequence
 
 from ..collect.job import JobWatch, WatchError, default_log_path
-from ..diagnose import render_text, to_json
-from ..diagnose.job_figures import gpu_memory, gpus_used_in, throughput
-from ..diagnose.job_output import LABELS
+from ..diagnose.render import render_text, to_json
 from ..diagnose.step_split import PROFILER_COMMANDS, estimate
-from ..diagnose.steps import StepRegexError, compile_step_regex
-from ..export import jsonable, rounded
+from ..job.figures import gpu_memory, gpus_used_in, throughput
+from ..job.output import LABELS
+from ..job.state import state_words
+from ..job.steps import StepRegexError, compile_step_regex
 from ..model import JobProcess, JobState
-from ..monitor import Monitor
+from ..model.codec import jsonable, rounded
+from ..model.exits import EXIT_USAGE
+from ..monitor.core import Monitor
 from ..sources import Sources
+from .common import add_sanitize, sanitized_output
 from .options import capped, time_problem
-from .snapshot import add_sanitize, sanitized_output
 
-EXIT_USAGE = 2
 STATUS_EVERY_S = 10.0
 MAX_SEEN = 512  # processes remembered for the summary
 MAX_ENDED_KEPT = 20  # of which ended ones listed (the newest); older ones are counted
@@ -209,7 +210,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     monitor = Monitor(feed, interval=args.interval, job=watch)
     writer = None
     if args.record:
-        from ..recording import RecordingError, RecordingWriter
+        from ..recording.store import RecordingError, RecordingWriter
 
         try:
             writer = RecordingWriter(
@@ -269,7 +270,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     job, diag, procs = t.snapshot.job, t.diagnosis, seen.processes()
     sanitizer = None
     if getattr(args, "sanitize", False):
-        from ..sanitize import Sanitizer
+        from ..sanitize.sanitizer import Sanitizer
 
         sanitizer = Sanitizer()
         sanitizer.learn_document(jsonable(snaps))
@@ -331,58 +332,6 @@ class SeenProcesses:
 
 
 # -- words ------------------------------------------------------------------------------------
-def _duration(s: float | None) -> str:
-    if s is None:
-        return "?"
-    s = round(max(0, s))  # as the diagnosis's "for 5 s"
-    h, r = divmod(s, 3600)
-    m, sec = divmod(r, 60)
-    if h >= 24:
-        return f"{h // 24}d {h % 24}h"
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
-
-
-def state_words(job: JobState) -> str:
-    """How the job stands, in words: running, exited N, killed by SIG, Slurm's state."""
-    if job.exit_code is not None and job.target != "slurm":
-        how = (
-            f"killed by {job.exit_signal} (exit code {job.exit_code})"
-            if job.exit_signal
-            else f"exited with code {job.exit_code}"
-        )
-        if job.running and job.processes:  # processes it started outlive it
-            n = len(job.processes)
-            return f"the main process {how}; {n} of its processes still run{'s' if n == 1 else ''}"
-        return how
-    s = job.slurm
-    if s is not None:
-        words = s.state
-        if s.pending:
-            words += f" (reason {s.reason or 'none given'}), in the queue for {_duration(s.wait_s)}"
-        elif s.state.upper() == "RUNNING":
-            left = s.time_left_s
-            limit = (
-                "no time limit"
-                if s.time_limit_s is None
-                else (f"{_duration(left)} left of {_duration(s.time_limit_s)}")
-            )
-            words += f" on {s.nodes or '?'} for {_duration(s.time_used_s)}, {limit}"
-            if s.wait_s is not None:
-                words += f"; waited {_duration(s.wait_s)} in the queue"
-        if job.exit_signal:
-            words += f"; killed by {job.exit_signal} (exit code {job.exit_code})"
-        elif job.exit_code:
-            words += f"; exited with code {job.exit_code}"
-        if s.restarts:
-            words += f"; requeued {s.restarts} time{'s' if s.restarts > 1 else ''} (Restarts=)"
-        if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
-            words += "; the scheduler took its resources back"
-        if job.slurm_stale_s is not None:
-            words += f"; as of {_duration(job.slurm_stale_s)} ago: the controller stopped answering"
-        return words
-    return "running" if job.running else "ended"
-
-
 def status_line(snap) -> str:
     job = snap.job
     if job is None:

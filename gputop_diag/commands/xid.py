@@ -20,17 +20,19 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from ..diagnose.logfiles import Budget
-from ..diagnose.xid_scan import XidScan, scan
-from ..diagnose.xid_triage import TriageContext, gpu_refs, map_gpus, sanitized, triage
-from ..monitor import run as run_monitor
-from ..recording import Recording
+from ..collect.kernlog.files import Budget
+from ..collect.kernlog.scan import XidScan, scan
+from ..model.exits import EXIT_FAILURE as EXIT_UNREADABLE
+from ..model.exits import EXIT_USAGE
+from ..monitor.core import run as run_monitor
+from ..recording.store import Recording
 from ..sources import Sources
+from ..xid.triage import triage
+from ..xid.types import TriageContext, gpu_refs, map_gpus, sanitized
 from .xid_render import render_text, to_json
 
 REPLAY = True  # `--replay FILE`: the recording's Xid events, joined with its sampled history
-EXIT_UNREADABLE = 1
-EXIT_USAGE = 2
+
 DEFAULT_SINCE = "7d"
 WARMUP_S = 0.25
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from ..diagnose.kernel_events import KernelEvent
-from ..diagnose.logfiles import human_bytes
-from ..diagnose.xid_scan import XidScan
-from ..diagnose.xid_sources import SourceReport
-from ..diagnose.xid_triage import XidTriage, gpu_name, span, title_of
-from ..export import iso_time
+from ..collect.kernlog.files import human_bytes
+from ..collect.kernlog.scan import XidScan
+from ..collect.kernlog.sources import SourceReport
+from ..model.codec import iso_time
+from ..xid.events import KernelEvent
+from ..xid.types import XidTriage, gpu_name, span, title_of
 
 XID_SCHEMA = "gputop-diag.xid/1"
 NOT_A_CAUSE = "an Xid is a classification step, not a root cause"

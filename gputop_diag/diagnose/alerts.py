@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..model import OomKill, SchedulerEvidence
+from ..xid.catalog import describe
 from . import thresholds as T
 from .features import Features
-from .oom import OomKill
-from .slurm import SchedulerEvidence
 from .types import Alert
-from .xid_catalog import describe
 
 
 def alerts_for(
@@ -301,7 +300,7 @@ def driver_chain_alerts(snap) -> tuple[Alert, ...]:
     is newer than the driver (it never reaches a GPU, so no other figure shows it), a kernel
     module that is not the user-space library's version, a libcuda from another driver; each
     with the error text the user sees and the next step."""
-    from .driver_compat import facts_from_snapshot, judge_chain
+    from ..driver.compat import facts_from_snapshot, judge_chain
 
     facts = facts_from_snapshot(snap)
     if facts is None:

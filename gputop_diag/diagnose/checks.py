@@ -1,4 +1,4 @@
-"""The next checks per class: the seed's checks, made concrete where a command helps."""
+"""The next checks per class (docs/diagnosis.md), made concrete where a command helps."""
 
 from __future__ import annotations
 

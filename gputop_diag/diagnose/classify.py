@@ -13,15 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..model import Snapshot
+from ..model import OomKill, SchedulerEvidence, Snapshot
 from . import limits, rules
 from . import thresholds as T
-from .alerts import alerts_for, faults_of
+from .alerts import alerts_for, driver_chain_alerts, faults_of, job_alerts
 from .checks import MISSING_CHECKS, checks_for
 from .features import Features, extract
-from .oom import OomKill
 from .rules import Verdict, ev
-from .slurm import SchedulerEvidence
 from .types import BOTTLENECK_CLASSES, Diagnosis, RuledOut
 
 # The GPU classes in order of precedence (the scheduler and idle are decided before them).
@@ -224,7 +222,7 @@ def _blind_evidence(f: Features):
 
 
 def _memory_symptom(f: Features, primary: str):
-    """The seed's question: is nearly full memory the limit, or a symptom of waiting?"""
+    """Capacity's first question: is nearly full memory the limit, or a symptom of waiting?"""
     used = f.mem_used_pct_max
     if used is None or used < T.MEMORY_SYMPTOM_PCT or primary not in _WAIT_CLASSES:
         return None
@@ -305,9 +303,10 @@ def classify(
     flips the verdict. `scheduler` is the user's Slurm jobs (`collect_scheduler_evidence`),
     `kernel_oom` the OOM kills from the kernel log (`collect_oom_kills`); when left `None` both
     are read from the newest snapshot (`Snapshot.scheduler_jobs`, `Snapshot.kernel_ooms`), which
-    is how the Monitor and a replayed recording pass them. `tick_s` is the seconds between
-    samples coarser than one a second (Prometheus scrapes): each window keeps its number of
-    samples (`thresholds.PROFILING_DIP_MAX_TICK_S`).
+    is how the Monitor and a replayed recording pass them. Every alert is attached here: the
+    driver chain's (first) and the watched job's (last) from the newest snapshot. `tick_s` is
+    the seconds between samples coarser than one a second (Prometheus scrapes): each window
+    keeps its number of samples (`thresholds.PROFILING_DIP_MAX_TICK_S`).
     """
     scheduler, kernel_oom = _slow_sources(window, scheduler, kernel_oom)
     f = extract(window, tick_s)
@@ -326,4 +325,7 @@ def classify(
     primary = previous.primary if keep else raw
     held = keep and primary in verdicts and not verdicts[primary].fires
     d = build(f, verdicts, primary, scheduler, oom, held=held)
+    if window:  # a broken driver chain leads; the watched job's own failures close the list
+        last = window[-1]
+        d = replace(d, alerts=driver_chain_alerts(last) + d.alerts + job_alerts(last))
     return replace(d, candidate=raw, candidate_streak=streak)

@@ -10,9 +10,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..history import median, percentile
 from ..model import GpuState, Snapshot, XidEvent
 from . import thresholds as T
+from .history import median, percentile
 from .host_figures import host_figures
 from .memory_figures import memory_figures
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from ..history import median
 from ..model import Snapshot
 from . import thresholds as T
+from .history import median
 
 MAIN_THREAD = "pt_main_thread"  # torch/csrc/Module.cpp names the main thread so
 # Names input pipelines give their workers (prefixes of /proc/<pid>/comm, 15 characters at

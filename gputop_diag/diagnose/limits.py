@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..model import SchedulerEvidence, formats
 from . import thresholds as T
 from .features import Features
 from .rules import Verdict, ev, pct
-from .slurm import SchedulerEvidence
 
-
-def _gib(b) -> str:
-    return f"{b / 2**30:.1f} GiB"
+_gib = formats.gib_unit
 
 
 def capacity(f: Features) -> Verdict:
@@ -132,10 +130,4 @@ def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
 
 
 def _duration(s: float | None) -> str:
-    if s is None:
-        return "no"
-    if s >= 3600:
-        return f"{s / 3600:.1f} h"
-    if s >= 60:
-        return f"{s / 60:.0f} min"
-    return f"{s:.0f} s"
+    return formats.span(s, none="no")

@@ -7,9 +7,9 @@ import statistics
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..history import slope_per_s
 from ..model import MIB, GpuState, Snapshot
 from . import thresholds as T
+from .history import slope_per_s
 
 
 class _MemoryUnit(NamedTuple):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..export import iso_time, rounded
+from ..model.codec import iso_time, rounded
 from .types import Alert, Diagnosis, Evidence
 
 DIAGNOSIS_SCHEMA = "gputop-diag.diagnosis/1"

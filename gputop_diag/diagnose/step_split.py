@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import mean
 
+from ..job.steps import step_median
 from ..model import Snapshot, StepStats
-from .steps import step_median
 
 PARTS = ("t_input", "t_host", "t_transfer", "t_gpu", "t_sync", "t_comm")
 # The class whose evidence a wait is attributed to -> the part of the step it is.

@@ -1,12 +1,12 @@
 """Every threshold the classifier uses, with where it comes from. Percentages are 0-100.
 
-Sources named below: the seed (the domain note), the DCGM user guide's profiling metrics
-(docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html), the PyTorch profiler
-TensorBoard plugin's recommendation rules (pytorch/kineto tb_plugin `RunProfileData.analyze`,
-"TB-plugin"), the Amazon SageMaker Debugger profiler rules (awslabs/sagemaker-debugger
-`smdebug/profiler/analysis/rules`, "SageMaker"), Nsight Systems' expert rules ("nsys") and
-PyTorch's thread names (torch/utils/data/_utils/worker.py). "Ours" marks a cut-off we chose where
-no source gives one; each says why.
+Sources named below: the diagnostic model in docs/diagnosis.md ("the model"), the DCGM user guide's
+profiling metrics (docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html), the
+PyTorch profiler TensorBoard plugin's recommendation rules (pytorch/kineto tb_plugin
+`RunProfileData.analyze`, "TB-plugin"), the Amazon SageMaker Debugger profiler rules
+(awslabs/sagemaker-debugger `smdebug/profiler/analysis/rules`, "SageMaker"), Nsight Systems' expert
+rules ("nsys") and PyTorch's thread names (torch/utils/data/_utils/worker.py). "Ours" marks a
+cut-off we chose where no source gives one; each says why.
 """
 
 # -- windows -----------------------------------------------------------------------------------
@@ -45,7 +45,7 @@ CAPACITY_MEM_PCT = 95.0
 # window and flag a rise of at least 30 MiB/min that adds up to at least 100 MiB (ours: below that
 # the allocator's cache growing after start-up looks the same)...
 GROWTH_MIB_PER_MIN = 30.0
-# Ours: memory this full beside a waiting GPU is named as a symptom, not the limit (the seed:
+# Ours: memory this full beside a waiting GPU is named as a symptom, not the limit (the model:
 # "is memory the limit, or a symptom of input/sync/comm stalls?").
 MEMORY_SYMPTOM_PCT = 80.0
 GROWTH_MIN_MIB = 100.0
@@ -67,7 +67,7 @@ GAP_REL = 0.5
 GAPPY_FRACTION = 0.15
 # Ours: GPUs that are idle a quarter of the time wait for something, whatever the amplitude or
 # period of the stalls (a busy GPU in a compute- or bandwidth-bound loop idles under 10 %; the
-# seed: utilization is a symptom, t_step = t_input + t_host + ... + t_gpu).
+# model: utilization is a symptom, t_step = t_input + t_host + ... + t_gpu).
 WAIT_SHARE = 0.25
 # NVML gives its ~1/6 s busy samples through nvmlDeviceGetSamples; under this many in the recent
 # window (old drivers, vGPU) the tick figures judge the shape.
@@ -140,7 +140,7 @@ INTERCONNECT_DIP_RATIO = 3.0
 # its SMs wait, so busy time that stays above 50 % through SM dips is the collective's shape.
 COMM_BUSY_IN_DIPS_PCT = 50.0
 
-# -- scheduler (Slurm; reference/diagnosis.md §3) ----------------------------------------------
+# -- scheduler (Slurm; slurm.schedmd.com/squeue.html, "JOB REASON CODES") ------------------------
 # Ours: a job pending five minutes is waiting on the queue, not on start-up; a running job with
 # less than ten minutes of its time limit left will be ended by the scheduler.
 PENDING_WAIT_S = 300.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The seven bottleneck classes of the seed, plus the three states that are not a bottleneck.
+# The seven bottleneck classes (docs/diagnosis.md), plus the three states that are not a bottleneck.
 BOTTLENECK_CLASSES = (
     "capacity",
     "bandwidth",

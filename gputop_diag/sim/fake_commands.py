@@ -90,7 +90,7 @@ class FakeCommands:
         and whether it initialises CUDA on this driver, with PyTorch's warning when it cannot."""
         import json
 
-        from ..diagnose.driver_compat import (
+        from ..driver.compat import (
             ERR_NO_DRIVER_TORCH,
             ERR_TORCH_TOO_OLD,
             cuda_tuple,

@@ -22,6 +22,24 @@ import pynvml as _real
 
 from .drivers import SYMBOL_SINCE
 
+# pynvml wrapper -> the C symbol it calls, where the two names differ (pynvml 13.x; a test reads
+# pynvml's source and checks this table). A callable picks the symbol from the call's arguments.
+C_SYMBOLS: dict = {
+    "nvmlInit": "nvmlInitWithFlags",
+    "nvmlDeviceGetCount": "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex": "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetPciInfo": "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetHandleByPciBusId": "nvmlDeviceGetHandleByPciBusId_v2",
+    "nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGraphicsRunningProcesses": "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    "nvmlEventSetWait": "nvmlEventSetWait_v2",
+    "nvmlDeviceGetMemoryInfo": lambda args, kwargs: (
+        "nvmlDeviceGetMemoryInfo_v2"
+        if (args[1] if len(args) > 1 else kwargs.get("version"))
+        else "nvmlDeviceGetMemoryInfo"
+    ),
+}
+
 NA = 0xFFFFFFFF
 
 
@@ -73,8 +91,6 @@ _PROCESS_SYMBOLS = {
 
 
 def _wrapped_symbols() -> frozenset[str]:
-    from .fake_nvml_base import C_SYMBOLS
-
     return frozenset(v for v in C_SYMBOLS.values() if isinstance(v, str)) | {
         "nvmlDeviceGetMemoryInfo_v2"
     }

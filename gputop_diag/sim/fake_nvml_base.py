@@ -13,6 +13,7 @@ import inspect
 
 import pynvml as _real
 
+from .fake_libnvml import C_SYMBOLS, FakeLib
 from .machine import HANG_CAP_S, SimGpu, SimMachine
 
 ERR = _real.NVMLError
@@ -35,23 +36,6 @@ def _constants() -> dict:
 CONSTANTS = _constants()
 
 
-# pynvml wrapper -> the C symbol it calls, where the two names differ (pynvml 13.x; a test reads
-# pynvml's source and checks this table). A callable picks the symbol from the call's arguments.
-C_SYMBOLS: dict = {
-    "nvmlInit": "nvmlInitWithFlags",
-    "nvmlDeviceGetCount": "nvmlDeviceGetCount_v2",
-    "nvmlDeviceGetHandleByIndex": "nvmlDeviceGetHandleByIndex_v2",
-    "nvmlDeviceGetPciInfo": "nvmlDeviceGetPciInfo_v3",
-    "nvmlDeviceGetHandleByPciBusId": "nvmlDeviceGetHandleByPciBusId_v2",
-    "nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
-    "nvmlDeviceGetGraphicsRunningProcesses": "nvmlDeviceGetGraphicsRunningProcesses_v3",
-    "nvmlEventSetWait": "nvmlEventSetWait_v2",
-    "nvmlDeviceGetMemoryInfo": lambda args, kwargs: (
-        "nvmlDeviceGetMemoryInfo_v2"
-        if (args[1] if len(args) > 1 else kwargs.get("version"))
-        else "nvmlDeviceGetMemoryInfo"
-    ),
-}
 # Wrappers marked `@throwOnVersionMismatch` in pynvml: a missing symbol raises
 # NVMLLibraryMismatchError (not an NVMLError) from them.
 VERSION_CHECKED = frozenset(
@@ -94,9 +78,7 @@ class NvmlBase:
                 self._by_addr[self._addr(mh)] = (i, k)
         self._gpm: dict[int | None, tuple[int | None, float]] = {}
         self._event_sets: dict[int | None, dict] = {}
-        from .fake_libnvml import FakeLib  # the C side of this stand-in
-
-        self._lib = FakeLib(self)
+        self._lib = FakeLib(self)  # the C side of this stand-in
 
     @staticmethod
     def _addr(h) -> int | None:

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from ...model import GIB
+from ...model import formats
 from ...widgets import DiffText
 from ..feed import Update
 from ..procs import ProcessFilter, SortOrder
@@ -88,8 +88,7 @@ def sync_rows(
         table.sort(key=lambda values: sort_key(tuple(str(v) for v in values)), reverse=reverse)
 
 
-def gib(b: int | float | None) -> str:
-    return "n/a" if b is None else f"{b / GIB:.1f}"
+gib = formats.gib
 
 
 def pct(v: float | None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from ...diagnose.driver_compat import (
+from ...driver.compat import (
     current_chain,
     facts_from_snapshot,
     judge_chain,

@@ -20,10 +20,11 @@ from collections import deque
 from rich.text import Text
 from textual.app import ComposeResult
 
-from ...diagnose.job_figures import JobGpuMemory, gpu_memory, throughput, used_gpus
-from ...diagnose.job_output import LABELS, classify_line
 from ...diagnose.step_split import PROFILER_COMMANDS, estimate
-from ...model import JobState, Snapshot
+from ...job.figures import JobGpuMemory, gpu_memory, throughput, used_gpus
+from ...job.output import LABELS, classify_line
+from ...job.state import state_words
+from ...model import JobState, Snapshot, formats
 from ...widgets import DiffText
 from ...widgets.glyphs import history
 from ..feed import Update
@@ -35,23 +36,11 @@ SHORT_OUTPUT_LINES = 5
 MAX_TREE = 40  # processes listed
 
 
-def _dur(s: float | None) -> str:
-    if s is None:
-        return "?"
-    s = round(max(0, s))  # as the diagnosis's "for 5 s"
-    h, r = divmod(s, 3600)
-    m, sec = divmod(r, 60)
-    if h >= 24:
-        return f"{h // 24}d {h % 24}h"
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+_dur = formats.clock
 
 
 def _gib(b: int | None) -> str:
-    if b is None:
-        return "—"
-    if b < 2**30:
-        return f"{b / 2**20:.0f} MiB"
-    return f"{b / 2**30:.1f} GiB"
+    return formats.size(b, none="—")
 
 
 def _secs(s: float | None) -> str:
@@ -61,38 +50,8 @@ def _secs(s: float | None) -> str:
 
 
 def state_line(job: JobState) -> str:
-    if job.exit_code is not None and job.target != "slurm":
-        how = (
-            f"killed by {job.exit_signal} (exit code {job.exit_code})"
-            if job.exit_signal
-            else f"exited with code {job.exit_code}"
-        )
-        if job.running and job.processes:  # processes it started outlive it
-            return f"main process {how}; {len(job.processes)} of its processes still running"
-        return how
-    s = job.slurm
-    if s is not None:
-        words = f"Slurm {s.state}"
-        if s.pending:
-            words += f", reason {s.reason or 'none given'}, in the queue for {_dur(s.wait_s)}"
-        elif s.state.upper() == "RUNNING":
-            words += f" on {s.nodes or '?'} for {_dur(s.time_used_s)}"
-            if s.time_limit_s is not None:
-                words += f", {_dur(s.time_left_s)} left of {_dur(s.time_limit_s)}"
-            if s.wait_s is not None:
-                words += f"; waited {_dur(s.wait_s)} in the queue"
-        if job.exit_signal:
-            words += f"; killed by {job.exit_signal} (exit code {job.exit_code})"
-        elif job.exit_code:
-            words += f"; exited with code {job.exit_code}"
-        if s.restarts:
-            words += f"; requeued {s.restarts}× (Restarts={s.restarts})"
-        if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
-            words += "; preempted: the scheduler took its resources back"
-        if job.slurm_stale_s is not None:
-            words += f"; as of {_dur(job.slurm_stale_s)} ago: the controller stopped answering"
-        return words
-    return "running" if job.running else "ended"
+    """The job's state (`job.state.state_words`), named as Slurm's where Slurm gives it."""
+    return ("Slurm " if job.slurm is not None else "") + state_words(job)
 
 
 def render(

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable
 
 from ...collect.mapping import DeviceMapping, collect_mapping
-from ...diagnose.ordinals import row_key
+from ...mapping.ordinals import row_key
 from ...widgets import CellTable, DiffText
 from ..feed import Update
 from .base import Pane, View, pane_width, sync_rows

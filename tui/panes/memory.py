@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable
 
-from ...model import GpuState, Snapshot
+from ...model import GpuState, Snapshot, formats
 from ...widgets import CellTable, DiffLine, MemoryBar
 from ..feed import GpuSeries, Update
 from ..holds import Holds, Step
@@ -105,7 +105,7 @@ def figures(g: GpuState, s: GpuSeries | None, short: bool | str = False) -> tupl
 
 
 def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.0f}"
+    return formats.pct(v, unit=False)
 
 
 def row_cells(r: ProcRow, columns: tuple[str, ...]) -> tuple[Text, ...]:

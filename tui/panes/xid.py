@@ -1,6 +1,6 @@
 """Pane 4, Xid: every Xid, SXid and driver error — this run's (NVML and the kernel log) and the
 kernel log's before it — newest first; the selected one's meaning, next question and action;
-below, the triage: the route, the seed's patterns and the follow-up chains.
+below, the triage: the route, the patterns and the follow-up chains.
 
 The triage is the Monitor's (`diagnose.xid_triage`, the same result the `xid` command prints);
 the kernel log before the run is read once in the background the first time the pane is shown.
@@ -19,11 +19,12 @@ from textual.app import ComposeResult
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
-from ...diagnose.kernel_events import KernelEvent
-from ...diagnose.xid_catalog import DRIVER_MESSAGES, entry, sxid_entry
-from ...diagnose.xid_live import HISTORY_SINCE_S
-from ...diagnose.xid_triage import TriageContext, XidTriage, gpu_refs, triage
+from ...monitor.xid_live import HISTORY_SINCE_S
 from ...widgets import DiffText
+from ...xid.catalog import DRIVER_MESSAGES, entry, sxid_entry
+from ...xid.events import KernelEvent
+from ...xid.triage import triage
+from ...xid.types import TriageContext, XidTriage, gpu_refs
 from ..feed import Update
 from .base import Pane, View, set_text, sync_rows
 

@@ -1,0 +1,106 @@
+"""The live view's kernel-log source: each Monitor poll reads the last window of this boot's
+kernel messages from the first source that answers — the journal (one `journalctl -k` call),
+else dmesg, else the lines appended to kern.log / syslog / messages since the last poll — and
+remembers which one did. Every failure is a `SourceReport` the Monitor turns into a visible
+state with the way to get access.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ...xid.events import ParsedLog, parse_lines
+from .files import Budget, LogRead, access_hint, candidates
+from .sources import SYSTEM_LOGS, SourceReport, boot_time_of, read_dmesg, read_journal, report_of
+
+LIVE_BUDGET = Budget(
+    seconds=5.0, bytes_per_file=1024 * 1024, lines_per_source=5000, journal_entries=5000
+)
+
+
+class KernelLogWatch:
+    """The Monitor's kernel-log source: each poll reads the last window of this boot's kernel
+    messages from the first source that answers — the journal (one `journalctl -k` call), else
+    dmesg, else the new lines of kern.log / syslog / messages — and remembers which one did."""
+
+    def __init__(self, sources) -> None:
+        self.sources = sources
+        self.reports: tuple[SourceReport, ...] = ()  # the last poll's, failures included
+        self._order = ["journal", "dmesg", "files"]
+        self._offsets: dict[str, tuple[int, int]] = {}  # path -> (inode, bytes read)
+
+    @property
+    def readable(self) -> bool:
+        return any(r.usable for r in self.reports)
+
+    def poll(self, since: float) -> ParsedLog:
+        deadline = time.monotonic() + LIVE_BUDGET.seconds
+        reports = []
+        for kind in list(self._order):
+            parsed, report = self._read(kind, since, deadline)
+            reports.append(report)
+            if report.usable:
+                self._order.remove(kind)
+                self._order.insert(0, kind)  # ask it first next time
+                self.reports = tuple(reports)
+                parsed.events = [
+                    e for e in parsed.events if e.timestamp is None or e.timestamp >= since
+                ]
+                parsed.ooms = [
+                    k for k in parsed.ooms if k.timestamp is None or k.timestamp >= since
+                ]
+                return parsed
+        self.reports = tuple(reports)
+        return ParsedLog()
+
+    def _read(self, kind: str, since: float, deadline: float):
+        if kind == "journal":
+            return read_journal(
+                self.sources.run_command, since, LIVE_BUDGET, deadline, this_boot=True
+            )
+        if kind == "dmesg":
+            return read_dmesg(self.sources.run_command, boot_time_of(self.sources), deadline)
+        if self.sources.simulated:
+            return ParsedLog(), SourceReport(
+                "kernel log files", "file", "missing", message="not simulated"
+            )
+        parsed = ParsedLog()
+        reports = []
+        for base in SYSTEM_LOGS:
+            p, rep = self._follow(base, since, deadline)
+            parsed.events += p.events
+            parsed.ooms += p.ooms
+            reports.append(rep)
+        usable = [r for r in reports if r.usable]
+        if usable:
+            return parsed, usable[0]
+        return parsed, (next((r for r in reports if r.status == "denied"), reports[0]))
+
+    def _follow(self, path: str, since: float, deadline: float):
+        """The lines appended to `path` since the last poll (a rotated file starts over)."""
+        parsed = ParsedLog()
+        try:
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                inode, offset = self._offsets.get(path, (st.st_ino, None))
+                if offset is None or inode != st.st_ino or offset > st.st_size:
+                    offset = max(0, st.st_size - LIVE_BUDGET.bytes_per_file)
+                    if offset:  # start at a whole line
+                        f.seek(offset)
+                        offset += len(f.readline())
+                f.seek(offset)
+                data = f.read(min(st.st_size - offset, 16 * LIVE_BUDGET.bytes_per_file))
+        except FileNotFoundError:
+            return parsed, SourceReport(path, "file", "missing", message="not present")
+        except PermissionError:
+            return parsed, SourceReport(
+                path, "file", "denied", message="permission denied", next_step=access_hint(path)
+            )
+        except OSError as e:
+            return parsed, SourceReport(path, "file", "error", message=str(e))
+        cut = data.rfind(b"\n") + 1  # a line still being written waits for the next poll
+        self._offsets[path] = (st.st_ino, offset + cut)
+        r = LogRead(lines=candidates(data[:cut]), bytes_read=cut, size=st.st_size)
+        parse_lines(r.lines, path, ref_time=st.st_mtime, parsed=parsed)
+        return parsed, report_of(path, "file", r, parsed)

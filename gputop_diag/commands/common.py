@@ -1,0 +1,158 @@
+"""What the headless commands share: `--sanitize` and the leak check before printing, the
+one-sample warm-up, the no-driver check, and a snapshot as text.
+
+Start-up: `snapshot`, `mapping` and `driver` import this module. The warm-up needs only the
+collectors (the Sampler), not the Monitor's classifier, Xid triage, kernel log and Slurm, so
+`monitor.core` is not imported here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+
+from ..collect.nvml.extras import GPM_MIN_INTERVAL_S
+from ..collect.usable import no_usable_gpu
+from ..model import Snapshot, formats
+from ..model.codec import iso_time
+from ..monitor.sampler import Sampler
+from ..sources import Sources
+
+# Rates (CPU %, NVLink, GPM) need two readings; GPM needs them at least 0.1 s apart.
+WARMUP_S = GPM_MIN_INTERVAL_S + 0.01
+
+
+SANITIZE_HELP = (
+    "show pseudonyms instead of the host and user names, GPU UUIDs, serials, PCI bus ids, "
+    "paths and command-line arguments; no minor numbers or raw kernel-log text (also "
+    "accepted before the command)"
+)
+
+
+def add_sanitize(p: argparse.ArgumentParser) -> None:
+    """`--sanitize` after the command; before it, the top-level option sets the same name."""
+    p.add_argument("--sanitize", action="store_true", default=argparse.SUPPRESS, help=SANITIZE_HELP)
+
+
+def sanitized_output(text: str, sanitizer) -> str | None:
+    """`text` if nothing in it still looks like an identifier; None (and why, on stderr)
+    otherwise: a sanitized command prints nothing rather than a leak."""
+    from ..sanitize.sanitizer import leak_note
+
+    found = sanitizer.leaks(text)
+    if not found:
+        return text
+    print(
+        f"gputop-diag: the output could not be sanitized with confidence ({leak_note(found)} "
+        "left); nothing printed. Please report this (without the output).",
+        file=sys.stderr,
+    )
+    return None
+
+
+def is_recording(feed) -> bool:
+    """`feed` is a `recording.store.Recording`. Asked without importing that module (it brings
+    the sanitizer along): a Recording exists only once its module is loaded."""
+    store = sys.modules.get(f"{__package__.rsplit('.', 1)[0]}.recording.store")
+    return store is not None and isinstance(feed, store.Recording)
+
+
+def no_driver_error(snap: Snapshot):
+    """Why no GPU is usable (no driver, none found, every GPU lost or unavailable), or None."""
+    return no_usable_gpu(snap)
+
+
+def sample_once(feed: Sources, fast: bool) -> Snapshot:
+    """One snapshot after the warm-up, holding every Xid event and error seen during it.
+
+    What the Monitor's tick gives without the slow sources (`Monitor(feed, slow_sources=False)`
+    returns the Sampler's snapshot as collected): two readings `WARMUP_S` apart (`fast`: one).
+    Ctrl-C after the first reading ends the warm-up with it, as `monitor.core.run` does."""
+    sampler = Sampler(feed, interval=WARMUP_S)
+    try:
+        if fast:
+            return sampler.collect()
+        snaps = [sampler.collect()]
+        try:
+            feed.clock.sleep(WARMUP_S)
+            snaps.append(sampler.collect())
+        except KeyboardInterrupt:
+            pass
+    finally:
+        sampler.close()
+    xids, errors = [], {}
+    for snap in snaps:
+        xids.extend(snap.xid_events)
+        for e in snap.errors:
+            errors.setdefault((e.source, e.gpu_index, e.message), e)
+    return replace(snaps[-1], xid_events=tuple(dict.fromkeys(xids)), errors=tuple(errors.values()))
+
+
+def _n(v, fmt="{:.0f}", none="n/a") -> str:
+    return none if v is None else fmt.format(v)
+
+
+_gib = formats.gib
+
+
+def render_snapshot(snap: Snapshot) -> str:
+    s = snap.system
+    lines = [
+        f"{s.hostname}  driver {s.driver_version or 'n/a'}  max CUDA {s.driver_max_cuda or 'n/a'}"
+        f"  NVML {s.nvml_version or 'n/a'}  {len(snap.gpus)} GPU(s)  {iso_time(snap.timestamp)}"
+    ]
+    if snap.gpus:
+        lines.append("")
+        lines.append(
+            f"{'GPU':>3}  {'Name':<24} {'Memory GiB':>15} {'Mem%':>5} {'Util':>5} {'MemCtl':>6}"
+            f" {'Power W':>11} {'Temp':>5} {'SM MHz':>7}  Clock events"
+        )
+        for g in snap.gpus:
+            name = (g.static.name or "?")[:24]
+            if g.lost:
+                lines.append(f"{g.index:>3}  {name:<24} LOST: the GPU stopped answering (Xid 79?)")
+                continue
+            mem = f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}"
+            pw = f"{_n(g.power_w)}/{_n(g.static.power_limit_w)}"
+            reasons = ", ".join(r for r in g.clock_event_reasons if r != "gpu_idle") or "-"
+            lines.append(
+                f"{g.index:>3}  {name:<24} {mem:>15} {_n(g.mem_used_pct):>4}% "
+                f"{_n(g.util_gpu_pct, '{:.0f}%'):>5} {_n(g.util_mem_pct, '{:.0f}%'):>6} {pw:>11} "
+                f"{_n(g.temperature_c, '{:.0f}C'):>5} {_n(g.sm_clock_mhz):>7}  {reasons}"
+            )
+            for m in g.mig_instances:
+                lines.append(
+                    f"{'':>3}  MIG {m.mig_index}: {(m.name or '?')[-28:]:<28}"
+                    f" {_gib(m.memory_used_bytes)}/{_gib(m.memory_total_bytes)} GiB"
+                )
+    if snap.gpu_processes:
+        lines += ["", f"{'PID':>8} {'USER':<10} {'GPU':>3} {'GPU MiB':>9} {'CPU%':>6}  COMMAND"]
+        for gp in sorted(snap.gpu_processes, key=lambda p: (p.gpu_index, p.pid)):
+            info = snap.process(gp.pid)
+            user = (info.user if info and info.user else "?")[:10]
+            cpu = _n(info.cpu_pct if info else None)
+            if info and info.cmdline:
+                cmd = " ".join(info.cmdline)
+            else:
+                cmd = (info.name if info else None) or "(not readable)"
+            mib = _n(None if gp.used_memory_bytes is None else gp.used_memory_bytes / 2**20)
+            lines.append(f"{gp.pid:>8} {user:<10} {gp.gpu_index:>3} {mib:>9} {cpu:>6}  {cmd[:60]}")
+    for x in snap.xid_events:
+        lines.append(f"Xid {x.xid} on GPU {x.gpu_index if x.gpu_index is not None else '?'}")
+    h = snap.host
+    if h is not None:
+        load = " ".join(f"{v:.2f}" for v in h.load_avg) if h.load_avg else "n/a"
+        io = h.pressure.get("io")
+        lines += [
+            "",
+            f"host: CPU {h.cpu_pct:.0f}% of {h.cpu_count} cores"
+            f"  iowait {_n(h.iowait_pct, '{:.1f}')}%"
+            f"  load {load}  memory {_gib(h.mem_used_bytes)}/{_gib(h.mem_total_bytes)} GiB"
+            f"  swap {_gib(h.swap_used_bytes)}/{_gib(h.swap_total_bytes)} GiB"
+            + (f"  io pressure {io.some_avg10:.1f}%" if io else ""),
+        ]
+    for e in snap.errors:
+        where = f" (GPU {e.gpu_index})" if e.gpu_index is not None else ""
+        lines.append(f"! {e.source}{where}: {e.message}")
+        lines.append(f"  next: {e.next_step}")
+    return "\n".join(lines)

@@ -1,0 +1,256 @@
+"""What the fleet reader asks Prometheus: the range queries, and their answers as columns on
+one time grid.
+
+Every query runs on the grid `start - step, start, ..., end` (one step before the window, the
+baseline that counters and "last value" series need), a few at a time in threads, and each
+answer becomes one `Column` per series (a value or None per grid point) as soon as it arrives,
+so the raw JSON of 60 queries over a 2,000-GPU fleet is never held at once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from ..prometheus.client import Prometheus, PrometheusError, Series
+from ..prometheus.dcgm_fields import BY_NAME, CLOCK_REASONS_ALIASES, XID_FIELD
+
+OWN = "gputop_diag_"
+QUERY_THREADS = 4
+USUAL_SCRAPE_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300)
+# The series that say a GPU reports at all (MIG mode has no GPU_UTIL; FB_USED is always there).
+PRESENCE = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED")
+# The dcgm-exporter fields the classifier reads (the others are exported for dashboards and
+# alert rules, and fetching them would only cost time): busy time, memory, power and clocks,
+# temperature and clock reasons, PCIe and NVLink throughput, profiling, ECC and row remapping.
+READ_FIELDS = (
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_RESERVED",
+    "DCGM_FI_DEV_FB_TOTAL",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_MAX_SM_CLOCK",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_PROF_PCIE_RX_BYTES",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_PROF_SM_OCCUPANCY",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_DEV_ROW_REMAP_PENDING",
+)  # and the clock reasons (either name) and DCGM_FI_DEV_XID_ERRORS
+# Our own series the reader uses (the verdict and the alerts it recomputes itself).
+OWN_SERIES = (
+    "gpu_lost",
+    "xid_events_total",
+    "host_cpu_percent",
+    "host_iowait_percent",
+    "host_cpus",
+    "host_pressure_percent",
+    "process_gpu_memory_bytes",
+    "process_thread_cpu_percent",
+    "process_child_cpu_percent",
+)
+
+
+assert all(n in BY_NAME for n in READ_FIELDS)
+
+
+class NoFleetData(Exception):
+    """Prometheus answers, but no GPU series match."""
+
+
+@dataclass(slots=True)
+class Column:
+    """One series on the grid: its labels and a value (or None) per grid point."""
+
+    labels: dict[str, str]
+    values: list[float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """The time points `start + k * step`, k = 0 .. n-1; point 0 is the baseline before the
+    window."""
+
+    start: float
+    step: float
+    n: int
+
+    @classmethod
+    def for_window(cls, end: float, window_s: float, step: float) -> Grid:
+        points = int(round(window_s / step)) + 1  # the window's own points
+        return cls(end - points * step, step, points + 1)
+
+    @property
+    def end(self) -> float:
+        return self.start + (self.n - 1) * self.step
+
+    def time(self, k: int) -> float:
+        return self.start + k * self.step
+
+    def from_raw(self, entry: dict) -> Column:
+        """A range-query result entry (`{"metric": ..., "values": [[t, "v"], ...]}`)."""
+        values = entry["values"]
+        start, step, n = self.start, self.step, self.n
+        if len(values) == n and abs(values[0][0] - start) < 1e-3 * step:
+            # a series present at every point (most of them): no index arithmetic
+            return Column(entry["metric"], [None if v == "NaN" else float(v) for _, v in values])
+        col: list[float | None] = [None] * n
+        for t, v in values:
+            k = int((t - start) / step + 0.5)
+            if 0 <= k < n and v != "NaN":
+                col[k] = float(v)
+        return Column(entry["metric"], col)
+
+    def from_series(self, s: Series) -> Column:
+        col: list[float | None] = [None] * self.n
+        for t, v in zip(s.times, s.values, strict=True):
+            k = int((t - self.start) / self.step + 0.5)
+            if 0 <= k < self.n:
+                col[k] = v
+        return Column(s.labels, col)
+
+
+def selector(name: str | None, match: str) -> str:
+    """`{__name__="name", <match>}` with the user's --match matchers (braces optional)."""
+    inner = match.strip()
+    if inner.startswith("{") and inner.endswith("}"):
+        inner = inner[1:-1].strip()
+    parts = [f'__name__="{name}"'] if name else []
+    if inner:
+        parts.append(inner)
+    return "{" + ", ".join(parts) + "}"
+
+
+# Ours: the scrape interval is also counted over the last two minutes and the last 30 s, so
+# series younger than the window (exporters started a minute ago) do not read as sparse.
+RECENT_STEP_SPANS_S = (120.0, 30.0)
+
+
+def detect_step(prom: Prometheus, match: str, window_s: float, end: float) -> float:
+    """The scrape interval, from how many samples the densest GPU series has in the window
+    and in its last two minutes and 30 s (the finest)."""
+    spans = step_spans(window_s)
+    steps = []
+    for span in spans:
+        w = int(math.ceil(span))
+        n = 0.0
+        for name in PRESENCE:  # one at a time: count_over_time drops the name, labels collide
+            res = prom.query(f"max(count_over_time({selector(name, match)}[{w}s]))", at=end)
+            n = max(n, res[0][1] if res else 0.0)
+        if n:
+            steps.append(_step_of(span, n))
+    if not steps:
+        raise NoFleetData(
+            f"no dcgm-exporter series ({' or '.join(PRESENCE)}) "
+            + (f"match {match!r} " if match.strip() else "")
+            + f"in the {window_s:g} s before {time.strftime('%H:%M:%S', time.localtime(end))}"
+        )
+    return min(steps)
+
+
+def step_spans(window_s: float) -> list[float]:
+    return sorted({window_s, *(min(window_s, s) for s in RECENT_STEP_SPANS_S)})
+
+
+def _step_of(span: float, n: float) -> float:
+    # n samples one interval apart in a range that includes both ends: the interval lies in
+    # (W/(n+1), W/(n-1)]; take the largest usual scrape interval in that range (fewer samples
+    # than the span holds only ever make it coarser, and detect_step takes the finest span's),
+    # else its middle
+    lo = span / (n + 1)
+    hi = span / (n - 1) if n > 1 else max(USUAL_SCRAPE_S)
+    usual = [s for s in USUAL_SCRAPE_S if lo + 1e-6 < s <= hi + 1e-6]
+    return float(usual[-1]) if usual else max(1.0, float(round((lo + hi) / 2)))
+
+
+def node_exporter_queries(r: str) -> dict[str, str]:
+    """node-exporter's figures per instance, as the host collector computes them."""
+    ncpu = 'count by (instance) (node_cpu_seconds_total{mode="idle"})'
+    idle = f'sum by (instance) (irate(node_cpu_seconds_total{{mode=~"idle|iowait"}}[{r}]))'
+    iowait = f'sum by (instance) (irate(node_cpu_seconds_total{{mode="iowait"}}[{r}]))'
+    out = {
+        "cpus": ncpu,
+        "cpu_pct": f"100 * (1 - {idle} / {ncpu})",
+        "iowait_pct": f"100 * {iowait} / {ncpu}",
+    }
+    for res, some, full in (
+        ("cpu", "node_pressure_cpu_waiting_seconds_total", None),
+        ("io", "node_pressure_io_waiting_seconds_total", "node_pressure_io_stalled_seconds_total"),
+        (
+            "memory",
+            "node_pressure_memory_waiting_seconds_total",
+            "node_pressure_memory_stalled_seconds_total",
+        ),
+    ):
+        out[f"psi_{res}_some"] = f"100 * irate({some}[{r}])"
+        if full:
+            out[f"psi_{res}_full"] = f"100 * irate({full}[{r}])"
+    return out
+
+
+def _queries(grid: Grid, match: str) -> dict[str, tuple[str, str]]:
+    """key -> (kind, PromQL): "series" answers name themselves (__name__), "node" answers are
+    node-exporter figures by key."""
+    inner = match.strip().strip("{}").strip()
+    jobs: dict[str, tuple[str, str]] = {}
+    for name in READ_FIELDS:
+        jobs[name] = ("series", selector(name, match))
+    clock = "|".join(CLOCK_REASONS_ALIASES)
+    jobs["clock_reasons"] = (
+        "series",
+        "{" + f'__name__=~"{clock}"' + (", " + inner if inner else "") + "}",
+    )
+    jobs[XID_FIELD.name] = ("series", selector(XID_FIELD.name, match))
+    for s in OWN_SERIES:
+        jobs[OWN + s] = ("series", selector(OWN + s, match))
+    r = f"{int(max(3 * grid.step, 2))}s"
+    for key, q in node_exporter_queries(r).items():
+        jobs[key] = ("node", q)
+    jobs["uname"] = ("node", "node_uname_info")
+    return jobs
+
+
+def fetch(
+    prom: Prometheus, grid: Grid, match: str
+) -> tuple[list[Column], dict[str, list[Column]], int]:
+    """(GPU and gputop_diag_* columns, node-exporter columns by key, queries made)."""
+    jobs = _queries(grid, match)
+
+    def one(promql: str) -> list[Column]:
+        raw = prom.query_range_raw(promql, grid.start, grid.end, grid.step)
+        return [grid.from_raw(e) for e in raw]
+
+    columns: list[Column] = []
+    node: dict[str, list[Column]] = {}
+    errors: list[PrometheusError] = []
+    with ThreadPoolExecutor(QUERY_THREADS) as pool:
+        futures = {key: (kind, pool.submit(one, q)) for key, (kind, q) in jobs.items()}
+        for key, (kind, fut) in futures.items():
+            try:
+                answer = fut.result()
+            except PrometheusError as e:
+                if kind != "node" or e.kind != "query":
+                    errors.append(e)
+                answer = []  # node-exporter's PromQL refused: treated as absent
+            if kind == "node":
+                node[key] = answer
+            else:
+                columns += answer
+    if errors:
+        raise errors[0]
+    return columns, node, len(jobs)

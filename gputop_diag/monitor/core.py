@@ -1,0 +1,363 @@
+"""The one Monitor: the tick every view runs — sample, attach the slow sources, classify.
+
+Each tick samples the machine (the Sampler), attaches the latest answer of the slow sources
+(Slurm's queue and the kernel log, asked every `SLOW_SOURCES_EVERY_S`, not every tick) to the
+snapshot *before* it enters the history, classifies the last `WINDOW_S` seconds with the previous
+verdict for hysteresis, and returns a frozen `Tick`. One read of the kernel log
+(`KernelLogWatch`: the journal, else dmesg, else kern.log) gives both the OOM kills and the Xid
+lines: an Xid NVML did not already report joins the snapshot's `xid_events` (source
+"kernel-log"), so the alerts, the Xid pane and a recording see it; a kernel log nobody may read
+is an error on the snapshot with the way to get access. `xid_triage` is the Xid triage
+(`diagnose.xid_triage`) of everything seen, joined with the sampled history, and of the kernel
+log before the run once `xid_history()` has read it (in the background: the Xid pane asks).
+The live view, the headless commands and `record` all run this one loop, so they see the same
+numbers and verdicts; and because the evidence rides inside each snapshot, a replayed recording
+(`Monitor(None)` fed the recorded snapshots) reaches the same diagnosis.
+
+No Textual here: the live view wraps a Monitor in `tui/feed.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..collect.cuda_libs import ChainMemo, read_chain
+from ..collect.kernlog.files import TUI_BUDGET
+from ..collect.kernlog.scan import XidScan, scan
+from ..collect.kernlog.watch import KernelLogWatch
+from ..collect.slurm import collect_scheduler_evidence
+from ..diagnose.classify import classify
+from ..diagnose.history import History
+from ..diagnose.types import Diagnosis
+from ..model import CollectorError, DriverChain, OomKill, SchedulerEvidence, Snapshot, XidEvent
+from ..recording.store import Recording
+from ..sources import Sources
+from ..xid.types import XidTriage
+from .sampler import Sampler
+from .xid_live import HISTORY_SINCE_S, kernel_xid_events, live_triage, unreadable_error
+
+if TYPE_CHECKING:
+    from ..collect.job import JobWatch
+
+WINDOW_S = 60.0  # what classify() reads: the last minute
+# squeue is a round trip to the controller and journalctl reads the journal: every 10 s.
+SLOW_SOURCES_EVERY_S = 10.0
+HISTORY_S = 600.0  # what the history keeps (the views draw from it)
+MAX_XID_EVENTS = 500  # the Xid events of this run the triage keeps (the newest)
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """What one tick produced."""
+
+    snapshot: Snapshot  # with the slow-source evidence attached
+    diagnosis: Diagnosis  # of the last WINDOW_S seconds, hysteresis applied
+    count: int  # ticks so far, this one included
+
+
+class Monitor:
+    """Sampler + slow sources + classifier, one tick at a time (thread-safe: one tick runs
+    at a time, so a collector thread restarted by the live view never races the last one).
+
+    `Monitor(sources)` samples `sources` on `tick()`; `feed(snapshot)` takes a snapshot made
+    elsewhere and attaches the slow sources itself unless the snapshot carries them.
+    `Monitor(None)` replays: it only takes `feed()`, queries nothing and uses the evidence
+    recorded in each snapshot. `tick_s` is for snapshots coarser than one a second (a node read
+    back from Prometheus' scrapes): the window judged and the history kept stretch with it, and
+    the classifier is told the tick.
+    """
+
+    def __init__(
+        self,
+        sources: Sources | None,
+        *,
+        interval: float = 1.0,
+        sampler: Sampler | None = None,
+        slow_sources: bool = True,
+        history_s: float = HISTORY_S,
+        job: JobWatch | None = None,
+        tick_s: float = 1.0,
+    ) -> None:
+        self.tick_s = tick_s
+        history_s *= tick_s
+        self.sources = sampler.sources if sampler is not None else sources
+        self.slow_sources = slow_sources and self.sources is not None
+        self._sampler = sampler
+        self._interval = sampler.interval if sampler is not None else interval
+        self.history = sampler.history if sampler is not None else History(window_s=history_s)
+        self.diagnosis: Diagnosis | None = None
+        self.last: Tick | None = None
+        self.ticks = 0
+        self.interrupted = False  # set by `run()` when Ctrl-C ended the loop early
+        self._lock = threading.Lock()
+        self._slow_at: float | None = None
+        self._jobs: tuple[SchedulerEvidence, ...] | None = None
+        self._chain: DriverChain | None = None
+        self._chain_memo = ChainMemo()  # each process's maps: when new, then once a minute
+        self._ooms: tuple[OomKill, ...] | None = None
+        self._slow_errors: dict[str, CollectorError] = {}
+        self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
+        self._klog_seen: deque[tuple] = deque(maxlen=4 * MAX_XID_EVENTS)
+        self._xids: deque[XidEvent] = deque(maxlen=MAX_XID_EVENTS)  # every one this run
+        self.xid_triage: XidTriage | None = None  # frozen; replaced when something changes
+        self._history_scan: XidScan | None = None
+        self._history_thread: threading.Thread | None = None
+        # The watched job (`gputop-diag watch`): read each tick into `Snapshot.job`; a Slurm
+        # job's record is the scheduler evidence, asked with the slow sources.
+        self.job = job
+
+    @property
+    def replaying(self) -> bool:
+        return self.sources is None
+
+    @property
+    def sampler(self) -> Sampler:
+        """The Sampler, made on first use (a monitor that is only fed never opens NVML)."""
+        if self._sampler is None:
+            if self.sources is None:
+                raise RuntimeError("a replaying Monitor does not sample; use feed()")
+            self._sampler = Sampler(self.sources, interval=self._interval)
+            self._sampler.history = self.history
+        return self._sampler
+
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    @interval.setter
+    def interval(self, seconds: float) -> None:
+        self._interval = seconds
+        if self._sampler is not None:
+            self._sampler.interval = seconds
+
+    # -- one tick ------------------------------------------------------------------------------
+    def tick(self) -> Tick:
+        """Sample now, attach the slow sources, append, classify."""
+        with self._lock:
+            snap = self._attach(self.sampler.collect())
+            if self.job is not None:
+                snap = dataclasses.replace(snap, job=self._job_state(snap))
+            return self._add(snap)
+
+    def _job_state(self, snap: Snapshot):
+        try:
+            return self.job.sample(snap)
+        except Exception as e:  # noqa: BLE001 - a failing read of the job must not stop ticks
+            from ..model import JobState
+
+            return JobState(
+                target=self.job.target,
+                label=self.job.label,
+                problem=f"reading the job failed: {type(e).__name__}: {e}",
+            )
+
+    def feed(self, snap: Snapshot) -> Tick:
+        """Take a snapshot made elsewhere (a recording, a test): attach the slow sources unless
+        it carries them (or this monitor replays), append, classify."""
+        with self._lock:
+            if snap.slow_sources_at is None:
+                snap = self._attach(snap)
+            return self._add(snap)
+
+    def _attach(self, snap: Snapshot) -> Snapshot:
+        if not self.slow_sources:
+            return snap
+        at = self._slow_at
+        if at is None or not 0 <= snap.timestamp - at < SLOW_SOURCES_EVERY_S:
+            self._slow_at = snap.timestamp
+            if self.job is not None and self.job.slurm_id is not None:
+                query = self.job.scheduler_evidence  # the watched job, whoever's it is
+            else:
+                query = lambda: collect_scheduler_evidence(self.sources)  # noqa: E731
+            self._jobs = self._ask("slurm", query, self._jobs)
+            self._chain = self._driver_chain()
+            kernel_xids = self._kernel_log(snap)
+            if kernel_xids:
+                snap = dataclasses.replace(snap, xid_events=snap.xid_events + kernel_xids)
+        return dataclasses.replace(
+            snap,
+            scheduler_jobs=self._jobs,
+            kernel_ooms=self._ooms,
+            driver_chain=self._chain,
+            slow_sources_at=self._slow_at,
+            errors=snap.errors + tuple(self._slow_errors.values()),
+        )
+
+    def _driver_chain(self) -> DriverChain | None:
+        """The kernel module, the NVML library on disk and the CUDA runtimes every readable
+        process loaded (a runtime too new for the driver never reaches a GPU: only its maps
+        show it)."""
+        try:
+            chain = read_chain(self.sources, memo=self._chain_memo).chain()
+        except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
+            self._slow_errors["driver-chain"] = CollectorError(
+                source="driver-chain",
+                message=f"reading the driver chain failed: {type(e).__name__}: {e}",
+                next_step="`gputop-diag driver` shows each layer it can read",
+            )
+            return self._chain
+        self._slow_errors.pop("driver-chain", None)
+        return chain
+
+    def _kernel_log(self, snap: Snapshot) -> tuple[XidEvent, ...]:
+        """Read the last window of the kernel log once: its OOM kills become `self._ooms`, its
+        Xid lines that are new (and not already NVML's) are returned for this snapshot."""
+        try:
+            parsed = self._klog.poll(snap.timestamp - WINDOW_S)
+            new = kernel_xid_events(parsed.events, snap, self._xids, self._klog_seen)
+        except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
+            self._slow_errors["kernel-log"] = CollectorError(
+                source="kernel-log",
+                message=f"the kernel-log query failed: {type(e).__name__}: {e}",
+                next_step="the diagnosis goes on with the last answer; "
+                "report this with `gputop-diag report`",
+            )
+            self._ooms = self._ooms if self._ooms is not None else ()
+            return ()
+        if self._klog.readable:
+            self._slow_errors.pop("kernel-log", None)
+        else:
+            self._slow_errors["kernel-log"] = unreadable_error(self._klog.reports)
+        self._ooms = tuple(parsed.ooms)
+        return new
+
+    def _ask(self, source: str, query: Callable[[], list], before: tuple | None) -> tuple:
+        """A slow source's answer; on a failure the last answer stands and the snapshot says so
+        (the collectors return [] for the failures they expect; this guards the rest)."""
+        try:
+            answer = tuple(query())
+        except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
+            self._slow_errors[source] = CollectorError(
+                source=source,
+                message=f"the {source} query failed: {type(e).__name__}: {e}",
+                next_step="the diagnosis goes on with the last answer; "
+                "report this with `gputop-diag report`",
+            )
+            return before if before is not None else ()
+        self._slow_errors.pop(source, None)
+        return answer
+
+    def _add(self, snap: Snapshot) -> Tick:
+        self.history.append(snap)
+        self.diagnosis = classify(
+            self.history.snapshots(WINDOW_S * self.tick_s), self.diagnosis, tick_s=self.tick_s
+        )
+        self.ticks += 1
+        self._xids.extend(snap.xid_events)
+        if snap.xid_events or snap.slow_sources_at == snap.timestamp or self.xid_triage is None:
+            self.xid_triage = live_triage(
+                self._history_scan, tuple(self._xids), self.history.snapshots(), snap
+            )
+        self.last = Tick(snap, self.diagnosis, self.ticks)
+        return self.last
+
+    # -- the kernel log before this run -------------------------------------------------------
+    def xid_history(self, wait: float | None = None) -> XidScan | None:
+        """The kernel log's driver events of the last `HISTORY_SINCE_S` (before and during this
+        run), read once in a background thread started by the first call; None until it is
+        done (`wait`: seconds to wait for it), and always None when replaying."""
+        if self.sources is None:
+            return None
+        with self._lock:
+            if self._history_thread is None:
+                since = self.sources.clock.now() - HISTORY_SINCE_S
+                self._history_thread = threading.Thread(
+                    target=self._read_history, args=(since,), name="xid-history", daemon=True
+                )
+                self._history_thread.start()
+        if wait is not None:
+            self._history_thread.join(wait)
+        return self._history_scan
+
+    def _read_history(self, since: float) -> None:
+        try:
+            found = scan(self.sources, since=since, budget=TUI_BUDGET)
+        except Exception as e:  # noqa: BLE001 - said in the pane, never a dead thread
+            found = XidScan((), (), (), since, self.sources.clock.now(), 0.0, failure=str(e))
+        self._history_scan = found
+        with self._lock:  # the next tick would; a paused view should not wait for one
+            last = self.history.latest
+            if last is not None:
+                self.xid_triage = live_triage(
+                    found, tuple(self._xids), self.history.snapshots(), last
+                )
+
+    # -- headless loops ------------------------------------------------------------------------
+    def run_for(
+        self, seconds: float | None, on_tick: Callable[[Tick], None] | None = None
+    ) -> Tick | None:
+        """Tick now and every `interval` for `seconds` (None: until interrupted); instant under
+        the simulator. `diagnose` and `record` both run this loop."""
+        ticks = None if seconds is None else max(1, round(seconds / self.interval)) + 1
+        k = 0
+        while ticks is None or k < ticks:
+            if k:
+                self.sources.clock.sleep(self.interval)
+            t = self.tick()
+            if on_tick is not None:
+                on_tick(t)
+            k += 1
+        return self.last
+
+    def replay(
+        self,
+        snapshots: Iterable[Snapshot],
+        seconds: float | None = None,
+        on_tick: Callable[[Tick], None] | None = None,
+    ) -> Tick | None:
+        """Feed recorded snapshots, the first `seconds` of them (None: all)."""
+        start = None
+        for snap in snapshots:
+            if start is None:
+                start = snap.timestamp
+            if seconds is not None and snap.timestamp - start > seconds + 1e-6:
+                break
+            t = self.feed(snap)
+            if on_tick is not None:
+                on_tick(t)
+        return self.last
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+
+
+def run(
+    feed: Sources | Recording,
+    *,
+    interval: float,
+    seconds: float | None,
+    on_tick: Callable[[Tick], None] | None = None,
+    slow_sources: bool = True,
+    job: JobWatch | None = None,
+) -> Monitor:
+    """The headless commands' loop: sample `feed` for `seconds` (a `Recording`: replay its
+    first `seconds`). Ctrl-C ends it early with what was seen (`interrupted`); before the first
+    tick it propagates. The Monitor's `last` is the final tick (None: a recording without
+    snapshots)."""
+    if isinstance(feed, Recording):
+        monitor = Monitor(None)
+        loop = lambda: monitor.replay(feed.snapshots(), seconds, on_tick)  # noqa: E731
+    else:
+        monitor = Monitor(feed, interval=interval, slow_sources=slow_sources, job=job)
+        loop = lambda: monitor.run_for(seconds, on_tick)  # noqa: E731
+    try:
+        loop()
+    except StopSampling:
+        pass
+    except KeyboardInterrupt:
+        if monitor.last is None:
+            raise
+        monitor.interrupted = True
+    finally:
+        monitor.close()
+    return monitor
+
+
+class StopSampling(Exception):
+    """Raised by an `on_tick` callback to end `run` after that tick: nothing more to learn."""

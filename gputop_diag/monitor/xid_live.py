@@ -1,0 +1,99 @@
+"""The Xid triage as the Monitor keeps it for the live views: kernel-log Xid lines turned into
+the snapshot's `XidEvent`s (each once, and not when NVML already reported it), the triage of the
+run's events with the sampled history, and the error a kernel log nobody may read becomes."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from ..collect.kernlog.scan import XidScan
+from ..collect.kernlog.sources import SourceReport
+from ..model import CollectorError, Snapshot, XidEvent
+from ..xid.events import KernelEvent
+from ..xid.triage import triage
+from ..xid.types import NVML_MATCH_S, TriageContext, XidTriage, gpu_refs, map_gpus
+
+HISTORY_SINCE_S = 7 * 86400.0  # how far back the live view reads the kernel log
+NVML_MISMATCH = "NVMLError_LibRmVersionMismatch"
+FUTURE_SLACK_S = 1.0
+
+
+def kernel_xid_events(
+    events: Sequence[KernelEvent],
+    snap: Snapshot,
+    recent: Sequence[XidEvent],
+    seen: deque,
+) -> tuple[XidEvent, ...]:
+    """The Xid lines among `events` not attached before (`seen` remembers them) and not
+    already reported by NVML (in `recent` or this snapshot), as XidEvents; the driver's
+    "fallen off the bus" without an Xid 79 beside it counts as an Xid 79."""
+    mapped = map_gpus(events, gpu_refs(snap))
+    nvml = [x for x in (*recent, *snap.xid_events) if x.source == "nvml"]
+    out = []
+    for e in mapped:
+        if e.timestamp is None or e.timestamp > snap.timestamp + FUTURE_SLACK_S:
+            continue  # newer than the snapshot (a feed that lags the clock): a later tick's
+        if e.kind == "xid":
+            code = e.code
+        elif e.kind == "fallen_off_bus" and not any(
+            o.kind == "xid" and o.code == 79 and o.pci == e.pci for o in mapped
+        ):
+            code = 79
+        else:
+            continue
+        key = (round(e.timestamp, 3), code, e.pci, e.detail)
+        if key in seen:
+            continue
+        seen.append(key)
+        if any(
+            x.xid == code
+            and x.gpu_index is not None
+            and x.gpu_index == e.gpu_index
+            and abs(x.timestamp - e.timestamp) <= NVML_MATCH_S
+            for x in nvml
+        ):
+            continue
+        out.append(
+            XidEvent(
+                timestamp=e.timestamp,
+                xid=code,
+                gpu_index=e.gpu_index,
+                source="kernel-log",
+                pci_bus_id=e.pci,
+                pid=e.pid,
+                process_name=e.process_name,
+                message=e.detail,
+            )
+        )
+    return tuple(out)
+
+
+def live_triage(
+    history_scan: XidScan | None,
+    xids: Sequence[XidEvent],
+    snapshots: Sequence[Snapshot],
+    snap: Snapshot,
+) -> XidTriage:
+    """The triage of the run's Xid events (NVML's and the kernel log's) and, once read, of the
+    kernel log before the run, joined with the sampled history."""
+    ctx = TriageContext(
+        gpus=gpu_refs(snap),
+        history=snapshots,
+        module_version=history_scan.module_version if history_scan else None,
+        library_version=snap.system.driver_version,
+        nvml_mismatch=any(e.code == NVML_MISMATCH for e in snap.errors),
+    )
+    return triage(history_scan.events if history_scan else (), ctx, nvml_events=xids)
+
+
+def unreadable_error(reports: Sequence[SourceReport]) -> CollectorError:
+    """No kernel-log source answered: which ones were tried, and how to get access."""
+    tried = "; ".join(f"{r.name}: {r.message or r.status}" for r in reports) or "no source"
+    step = next((r.next_step for r in reports if r.status == "denied" and r.next_step), "")
+    return CollectorError(
+        source="kernel-log",
+        message=f"cannot read the kernel log ({tried}): Xid lines and OOM kills are not seen",
+        next_step=step
+        or "run on the GPU host itself (not in a container without /dev/kmsg), or with sudo",
+    )

@@ -1,0 +1,394 @@
+"""The exporter's core: the newest Monitor tick as Prometheus metric families.
+
+Per-GPU series carry dcgm-exporter's names, units and labels (`dcgm_fields.py`), so dashboards
+and alert rules written for dcgm-exporter read them unchanged; `gputop_diag_*` series carry what
+DCGM has no name for: the verdict, the job's host-side input pressure, its helpers' CPU (the
+dataloader), the GPU processes, the host figures the classifier reads, and Xid counts.
+
+`TickMetrics.update(tick)` runs once per tick on the exporter's loop and builds every family;
+a scrape (`collect()`) only hands the ready families to prometheus-client, so its cost does not
+grow with the history. No Textual, no I/O except the Slurm job id (`SlurmJobs`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from .. import __version__
+from ..diagnose.features import extract
+from ..diagnose.rules import input_pressure
+from ..model import GpuState, ProcessInfo, Snapshot
+from ..monitor.core import WINDOW_S, Tick
+from .dcgm_fields import (
+    FIELDS,
+    GPU_LABELS,
+    IDENTIFYING_LABELS,
+    JOB_LABEL,
+    MIG_FIELDS,
+    MIG_ID_LABEL,
+    MIG_PROFILE_LABEL,
+    MODEL_LABEL,
+    MODEL_LABEL_LINT_CLEAN,
+    XID_FIELD,
+    Field,
+    mig_profile,
+)
+
+PREFIX = "gputop_diag_"
+SLURM_JOB_ENV = "SLURM_JOB_ID"
+# Thread and helper names kept under --sanitize: the runtimes' own, among them every name the
+# classifier reads (the main thread `pt_main_thread`, the input pipelines' workers: PyTorch's
+# pt_data_worker / pt_pin_memory, tf.data, multiprocessing pools, DALI, Grain); any other
+# name becomes "other".
+SAFE_NAME_PREFIXES = (
+    "pt_",
+    "tf_",
+    "ForkPoolWorker",
+    "SpawnPoolWorker",
+    "dali",
+    "grain",
+    "NCCL",
+    "cuda",
+    "python",
+    "torch",
+)
+
+
+def _family(f: Field, labels: Sequence[str]) -> Metric:
+    if f.exposed_type == "gauge":
+        return GaugeMetricFamily(f.name, f.help, labels=labels)
+    # DCGM's counters go untyped under their exact names (promtool rejects a counter whose name
+    # does not end in _total); see dcgm_fields.py.
+    return Metric(f.name, f.help, "unknown")
+
+
+def _add(m: Metric, labels: Sequence[str], names: Sequence[str], value: float) -> None:
+    if isinstance(m, (GaugeMetricFamily, CounterMetricFamily)):
+        m.add_metric(list(labels), value)
+    else:
+        m.add_sample(m.name, dict(zip(names, labels, strict=True)), value)
+
+
+@dataclass
+class SlurmJobs:
+    """The Slurm job of each GPU: SLURM_JOB_ID in the environment of the processes on it, else
+    the exporter's own (run it inside the allocation: `srun --overlap gputop-diag exporter`).
+    A process's environment is read once (it does not change)."""
+
+    psutil: object | None
+    own_job: str | None = field(default_factory=lambda: os.environ.get(SLURM_JOB_ENV) or None)
+    _seen: dict[int, str | None] = field(default_factory=dict)
+
+    def of_pid(self, pid: int) -> str | None:
+        if pid not in self._seen:
+            job = None
+            try:
+                env = self.psutil.Process(pid).environ()  # type: ignore[union-attr]
+                job = env.get(SLURM_JOB_ENV) or None
+            except Exception:  # noqa: BLE001 - gone, another user's, or no psutil: no job id
+                job = None
+            self._seen[pid] = job
+        return self._seen[pid]
+
+    def by_gpu(self, snap: Snapshot) -> dict[int, str]:
+        live = {p.pid for p in snap.gpu_processes}
+        for pid in [p for p in self._seen if p not in live]:
+            del self._seen[pid]
+        jobs: dict[int, Counter] = {}
+        for p in snap.gpu_processes:
+            job = self.of_pid(p.pid) if self.psutil is not None else None
+            if job:
+                jobs.setdefault(p.gpu_index, Counter())[job] += 1
+        out = {i: c.most_common(1)[0][0] for i, c in jobs.items()}
+        if self.own_job:
+            for g in snap.gpus:
+                out.setdefault(g.index, self.own_job)
+        return out
+
+
+class TickMetrics:
+    """prometheus-client collector serving the families built from the newest tick."""
+
+    def __init__(
+        self,
+        *,
+        sanitize: bool = False,
+        dcgm_labels: bool = False,
+        jobs: SlurmJobs | None = None,
+        source: str = "nvml",
+        window: Callable[[], Sequence[Snapshot]] | None = None,
+    ) -> None:
+        self.sanitize = sanitize
+        self.gpu_label_names = (
+            GPU_LABELS
+            if dcgm_labels
+            else tuple(MODEL_LABEL_LINT_CLEAN if n == MODEL_LABEL else n for n in GPU_LABELS)
+        )
+        self.jobs = jobs
+        self.source = source
+        self.window = window  # the Monitor's recent snapshots (input pressure is judged on them)
+        self._families: list[Metric] = []
+        self._lock = threading.Lock()
+        self._last_xid: dict[int, int] = {}
+        self._xid_counts: Counter[tuple[int, int]] = Counter()
+
+    # -- prometheus-client -----------------------------------------------------------------------
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            return list(self._families)
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    # -- one tick ---------------------------------------------------------------------------------
+    def update(self, tick: Tick) -> None:
+        """Build every family from `tick` (the exporter's loop calls this once per tick)."""
+        snap = tick.snapshot
+        for x in snap.xid_events:
+            if x.gpu_index is not None:
+                self._last_xid[x.gpu_index] = x.xid
+                self._xid_counts[(x.gpu_index, x.xid)] += 1
+        families = self._build(tick)
+        with self._lock:
+            self._families = families
+
+    def _keep(self, names: Sequence[str]) -> list[str]:
+        if not self.sanitize:
+            return list(names)
+        return [n for n in names if n not in IDENTIFYING_LABELS]
+
+    def _build(self, tick: Tick) -> list[Metric]:
+        snap = tick.snapshot
+        host = snap.system.hostname
+        job_of = self.jobs.by_gpu(snap) if self.jobs is not None else {}
+        gpu_names = self._keep((*self.gpu_label_names, JOB_LABEL))
+        gpu_labels: dict[int, list[str]] = {}
+        for g in snap.gpus:
+            full = dict(zip(self.gpu_label_names, _gpu_label_values(g, host), strict=True))
+            full[JOB_LABEL] = job_of.get(g.index, "")
+            gpu_labels[g.index] = [full[n] for n in gpu_names]
+        out: list[Metric] = []
+        live = [g for g in snap.gpus if not g.lost]
+        for f in FIELDS:
+            m = _family(f, gpu_names)
+            for g in live:
+                v = f.get(g)
+                if v is not None:
+                    _add(m, gpu_labels[g.index], gpu_names, v)
+                mig = MIG_FIELDS.get(f.name)
+                if mig is not None and g.mig_instances:
+                    self._mig_samples(m, mig, g, gpu_names, gpu_labels[g.index])
+            if m.samples:
+                out.append(m)
+        xid = GaugeMetricFamily(XID_FIELD.name, XID_FIELD.help, labels=gpu_names)
+        for g in live:
+            xid.add_metric(gpu_labels[g.index], float(self._last_xid.get(g.index, 0)))
+        out.append(xid)
+        out += self._own_gpu(snap, gpu_names, gpu_labels)
+        node_names = self._keep(("Hostname", JOB_LABEL))
+        main_job = Counter(v for v in job_of.values() if v).most_common(1)
+        node_full = {"Hostname": host, JOB_LABEL: main_job[0][0] if main_job else ""}
+        node_labels = [node_full[n] for n in node_names]
+        out += self._verdict(tick, node_names, node_labels)
+        out += self._host(snap, node_names, node_labels)
+        out += self._processes(snap, node_names, node_labels, job_of)
+        return out
+
+    @staticmethod
+    def _mig_samples(m: Metric, get, g: GpuState, names: list[str], labels: list[str]) -> None:
+        """A MIG instance's sample: its parent GPU's labels plus GPU_I_PROFILE and GPU_I_ID,
+        as dcgm-exporter writes them."""
+        base = dict(zip(names, labels, strict=True))
+        for mi in g.mig_instances:
+            v = get(mi)
+            if v is None or mi.gpu_instance_id is None:
+                continue
+            lab = {
+                **base,
+                MIG_PROFILE_LABEL: mig_profile(mi),
+                MIG_ID_LABEL: str(mi.gpu_instance_id),
+            }
+            m.add_sample(m.name, lab, v)
+
+    def _own_gpu(self, snap: Snapshot, names: list[str], labels: dict[int, list[str]]):
+        lost = GaugeMetricFamily(
+            PREFIX + "gpu_lost",
+            "1 when the GPU fell off the bus (NVML: GPU is lost); its other series stop.",
+            labels=names,
+        )
+        replays = CounterMetricFamily(
+            PREFIX + "pcie_replays",
+            "PCIe replays (DCGM_FI_DEV_PCIE_REPLAY_COUNTER; renamed: promtool rejects a name "
+            "holding 'counter').",
+            labels=names,
+        )
+        xids = CounterMetricFamily(
+            PREFIX + "xid_events",
+            "Xid events seen since the exporter started, by Xid (DCGM_FI_DEV_XID_ERRORS keeps "
+            "only the last).",
+            labels=[*names, "xid"],
+        )
+        for g in snap.gpus:
+            lost.add_metric(labels[g.index], float(g.lost))
+            if not g.lost and g.pcie_replay_count is not None:
+                replays.add_metric(labels[g.index], float(g.pcie_replay_count))
+        for (gpu, code), n in sorted(self._xid_counts.items()):
+            if gpu in labels:
+                xids.add_metric([*labels[gpu], str(code)], float(n))
+        return [lost, replays, xids]
+
+    def _verdict(self, tick: Tick, names: list[str], labels: list[str]) -> list[Metric]:
+        d = tick.diagnosis
+        verdict = GaugeMetricFamily(
+            PREFIX + "bottleneck",
+            "The current bottleneck class (label class; secondary: a second class near its "
+            "limit) with its confidence 0-1 as the value (0: no verdict yet or undetermined).",
+            labels=[*names, "class", "secondary"],
+        )
+        verdict.add_metric([*labels, d.primary, d.secondary or ""], d.confidence)
+        alerts = GaugeMetricFamily(
+            PREFIX + "alerts",
+            "Alerts of the current diagnosis by kind and severity (Xid, thermal, memory growth, "
+            "lost GPU, ...).",
+            labels=[*names, "kind", "severity"],
+        )
+        for (kind, sev), n in sorted(Counter((a.kind, a.severity) for a in d.alerts).items()):
+            alerts.add_metric([*labels, kind, sev], float(n))
+        missing = GaugeMetricFamily(
+            PREFIX + "evidence_missing",
+            "1 for each kind of evidence the diagnosis lacks (it lowers the confidence).",
+            labels=[*names, "evidence"],
+        )
+        for e in d.missing_evidence:
+            missing.add_metric([*labels, e], 1.0)
+        pressure = GaugeMetricFamily(
+            PREFIX + "input_pressure",
+            "The job's host-side input pressure: each host figure over its threshold "
+            "(dataloader_worker_cpu % of a core, iowait %, io_pressure % stalled, host_cpu %).",
+            labels=[*names, "figure"],
+        )
+        if self.window is not None:
+            for e in input_pressure(extract(self.window())):
+                pressure.add_metric([*labels, e.metric], float(e.value))
+        info = GaugeMetricFamily(
+            PREFIX + "exporter_info",
+            "The exporter: version and what it reads (nvml, or simulator:SCENARIO).",
+            labels=["version", "source"],
+        )
+        info.add_metric([__version__, self.source], 1.0)
+        last = GaugeMetricFamily(
+            PREFIX + "last_tick_timestamp_seconds",
+            "When the exporter last sampled the machine (seconds since the epoch).",
+        )
+        last.add_metric([], tick.snapshot.timestamp)
+        return [verdict, alerts, missing, pressure, info, last]
+
+    def _host(self, snap: Snapshot, names: list[str], labels: list[str]) -> list[Metric]:
+        h = snap.host
+        if h is None:
+            return []
+        out = []
+        for name, help_, value in (
+            ("host_cpu_percent", "Host CPU busy, percent of all cores.", h.cpu_pct),
+            ("host_iowait_percent", "Host CPU time in iowait, percent.", h.iowait_pct),
+            ("host_cpus", "Logical CPUs of the host.", float(h.cpu_count)),
+        ):
+            if value is not None:
+                m = GaugeMetricFamily(PREFIX + name, help_, labels=names)
+                m.add_metric(labels, float(value))
+                out.append(m)
+        if h.pressure:
+            m = GaugeMetricFamily(
+                PREFIX + "host_pressure_percent",
+                "Pressure stall information (/proc/pressure/RESOURCE): percent of time some or "
+                "all tasks stalled, 10 s average.",
+                labels=[*names, "resource", "kind"],
+            )
+            for res, ps in sorted(h.pressure.items()):
+                m.add_metric([*labels, res, "some"], ps.some_avg10)
+                if ps.full_avg10 is not None:
+                    m.add_metric([*labels, res, "full"], ps.full_avg10)
+            out.append(m)
+        return out
+
+    def _processes(
+        self, snap: Snapshot, names: list[str], labels: list[str], job_of: dict[int, str]
+    ) -> list[Metric]:
+        gpu_mem = GaugeMetricFamily(
+            PREFIX + "process_gpu_memory_bytes",
+            "GPU memory a process holds on a GPU (NVML's process list; GPU_I_ID: its MIG "
+            "instance).",
+            labels=[*names, "gpu", "pid", MIG_ID_LABEL],
+        )
+        for p in snap.gpu_processes:
+            if p.used_memory_bytes is not None:
+                gi = "" if p.gpu_instance_id is None else str(p.gpu_instance_id)
+                gpu_mem.add_metric(
+                    [*labels, str(p.gpu_index), str(p.pid), gi], float(p.used_memory_bytes)
+                )
+        threads = GaugeMetricFamily(
+            PREFIX + "process_thread_cpu_percent",
+            "CPU of a GPU process's busiest threads, percent of a core (tid = pid: its main "
+            "thread).",
+            labels=[*names, "pid", "tid", "name"],
+        )
+        children = GaugeMetricFamily(
+            PREFIX + "process_child_cpu_percent",
+            "CPU of a GPU process's child processes (dataloader workers, ...), percent of a core.",
+            labels=[*names, "pid", "child", "name"],
+        )
+        loader = GaugeMetricFamily(
+            PREFIX + "dataloader_cpu_percent",
+            "CPU of a GPU process's helpers (child processes and every thread but the main "
+            "one), percent of a core: the input pipeline's work.",
+            labels=[*names, "pid"],
+        )
+        for p in snap.processes:
+            pid = str(p.pid)
+            for t in p.busiest_threads:
+                if t.cpu_pct is not None:
+                    threads.add_metric([*labels, pid, str(t.tid), self._name(t.name)], t.cpu_pct)
+            for c in p.children:
+                if c.cpu_pct is not None:
+                    children.add_metric([*labels, pid, str(c.pid), self._name(c.name)], c.cpu_pct)
+            helpers = _helpers_cpu(p)
+            if helpers is not None:
+                loader.add_metric([*labels, pid], helpers)
+        return [gpu_mem, threads, children, loader]
+
+    def _name(self, name: str | None) -> str:
+        if not name:
+            return ""
+        if self.sanitize and not name.startswith(SAFE_NAME_PREFIXES):
+            return "other"  # a script's or a user's own name could identify them
+        return name
+
+
+def _gpu_label_values(g: GpuState, host: str) -> tuple[str, ...]:
+    st = g.static
+    return (
+        str(g.index),
+        st.uuid or "",
+        st.pci_bus_id or "",
+        f"nvidia{g.index}",  # dcgm-exporter: "nvidia" + the GPU's index, not its minor number
+        st.name or "",
+        host,
+    )
+
+
+def _helpers_cpu(p: ProcessInfo) -> float | None:
+    """Children plus every thread but the main one (tid == pid), percent of a core."""
+    vals = [c.cpu_pct for c in p.children if c.cpu_pct is not None]
+    vals += [t.cpu_pct for t in p.busiest_threads if t.cpu_pct is not None and t.tid != p.pid]
+    return sum(vals) if vals else None
+
+
+def window_of(monitor) -> Callable[[], Sequence[Snapshot]]:
+    """What the classifier reads on `monitor`: its last WINDOW_S seconds."""
+    return lambda: monitor.history.snapshots(WINDOW_S)

@@ -1,0 +1,78 @@
+"""The device mapping as a document: the `gputop-diag.mapping/1` finding form, and the public
+form (the logic and the conclusions only) that `mapping --sanitize` and the report publish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..collect.mapping import PUBLIC_PATTERN, QUERY_COMMAND, DeviceMapping
+from ..mapping.checks import GLOBAL_CAVEAT, Finding
+
+SCHEMA = "gputop-diag.mapping/1"
+
+
+def finding_doc(f: Finding, public: bool = False) -> dict[str, Any]:
+    return {
+        "kind": f.kind,
+        "severity": f.severity,
+        "text": f.public_text if public and f.public_text else f.text,
+        "next_step": f.next_step,
+        "gpus": list(f.gpus),
+        "pids": list(f.pids),
+    }
+
+
+LOGIC = (
+    "NVML and nvidia-smi number GPUs by PCI bus id and ignore CUDA_VISIBLE_DEVICES",
+    "CUDA numbers only the devices CUDA_VISIBLE_DEVICES leaves visible, from 0, in "
+    "CUDA_DEVICE_ORDER (FASTEST_FIRST by default: fastest model first, ties usually but not "
+    "by promise in PCI bus id order; PCI_BUS_ID agrees with nvidia-smi)",
+    "/dev/nvidiaN carries the minor number, which need not be the NVML index",
+    "each CUDA device was matched to its NVML device by UUID, and NVML's process list placed "
+    "each process on its GPU",
+)
+
+
+def public_doc(m: DeviceMapping, sanitizer) -> dict[str, Any]:
+    """The logic and the conclusions only: what may be published."""
+    clean = sanitizer.text
+    logic = list(LOGIC)
+    if m.shell_slurm.in_job or any(p.slurm and p.slurm.in_job for p in m.processes):
+        logic.append(GLOBAL_CAVEAT)
+    return {
+        "schema": SCHEMA,
+        "sanitized": True,
+        "gpus": len([r for r in m.rows if r.mig_index is None]),
+        "mig_instances": len([r for r in m.rows if r.mig_index is not None]),
+        "cuda_device_order": m.shell.order,
+        "logic": logic,
+        "conclusions": [clean(c) for c in m.conclusions],
+        "findings": [
+            {**finding_doc(f, public=True), "text": clean(f.public_text or f.text)}
+            for f in m.findings
+        ],
+        "confirm": {"query": QUERY_COMMAND, "publish": PUBLIC_PATTERN},
+    }
+
+
+def render_public(doc: dict[str, Any]) -> str:
+    lines = [
+        f"Device mapping (sanitized: the logic and the conclusions only): {doc['gpus']} GPU(s), "
+        f"{doc['mig_instances']} MIG instance(s), CUDA_DEVICE_ORDER {doc['cuda_device_order']}",
+        "",
+        "How it was mapped:",
+        *(f"  - {x}" for x in doc["logic"]),
+        "",
+        "Conclusions:",
+        *(f"  - {c}" for c in doc["conclusions"] or ["nothing runs on a GPU"]),
+    ]
+    if doc["findings"]:
+        lines += ["", "Findings:"]
+        for f in doc["findings"]:
+            lines += [f"  [{f['severity']}] {f['text']}", f"    next: {f['next_step']}"]
+    lines += [
+        "",
+        f"Confirm: {doc['confirm']['query']}",
+        f"Publish: {doc['confirm']['publish']}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,449 @@
+"""Identifiers in free text: the shape rules of the sanitizer (`sanitize/sanitizer.py`), in order.
+
+`scrub(sanitizer, text, work)` runs every rule over `text`. A rule's replacement is parked
+behind a placeholder (`Work.keep`) so that no later rule sees a pseudonym, or re-replaces part
+of one; `Work.restore` fills the placeholders in at the end. Longer and compound identifiers
+come first (a MIG UUID before the GPU UUID in it, an FQDN before its short host name, a home
+path before the user name in it), then the seeded words (`Sanitizer.seed_*`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from . import rules as R
+from .rules import UUID, H
+
+if TYPE_CHECKING:
+    from .sanitizer import Sanitizer
+
+_OPEN, _CLOSE = "\ue000", "\ue001"
+_PH = re.compile("\ue000([\ue100-\ue1ff]+)\ue001")
+PRIVATE_USE = re.compile("[\ue000-\ue1ff]")  # never in input: placeholders are made of these
+
+
+def _ph(n: int) -> str:
+    digits = []
+    while True:
+        n, r = divmod(n, 256)
+        digits.append(chr(0xE100 + r))
+        if not n:
+            break
+    return _OPEN + "".join(digits) + _CLOSE
+
+
+def _ph_index(s: str) -> int:
+    return sum((ord(c) - 0xE100) * 256**i for i, c in enumerate(s))
+
+
+class Work:
+    """One text being sanitized: each replacement parked behind a placeholder, with the text it
+    replaced."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[str, str]] = []
+
+    def keep(self, s: str, original: str | None = None) -> str:
+        self.kept.append((s, s if original is None else original))
+        return _ph(len(self.kept) - 1)
+
+    def restore(self, text: str, original: bool = False) -> str:
+        """`text` with its placeholders filled in: the replacements, or (`original`) the text
+        they replaced."""
+        k = 1 if original else 0
+        for _ in range(4):  # a kept string may hold placeholders of its own
+            if _OPEN not in text:
+                break
+            text = _PH.sub(lambda m: self.kept[_ph_index(m.group(1))][k], text)
+        return text
+
+
+def only_placeholders(s: str) -> bool:
+    return bool(s) and not _PH.sub("", s).strip(",:;/ ")
+
+
+def boundary_re(words, *, left: str, right: str, flags: int = 0) -> re.Pattern[str] | None:
+    alts = sorted({w for w in words if w}, key=len, reverse=True)
+    if not alts:
+        return None
+    return re.compile(f"{left}(?:{'|'.join(map(re.escape, alts))}){right}", flags)
+
+
+WORD_L, WORD_R = r"(?<![A-Za-z0-9])", r"(?![A-Za-z0-9])"
+HOST_L, HOST_R = r"(?<![\w.-])", r"(?![\w-]|\.[A-Za-z0-9])"
+DIGIT_L, DIGIT_R = r"(?<!\d)", r"(?!\d)"
+ALLOWED_L, ALLOWED_R = r"(?<![\w.-])", r"(?![\w-]|\.\d)"
+
+
+def _public(host: str) -> bool:
+    host = host.lower()
+    return any(host == d or host.endswith("." + d) for d in R.PUBLIC_DOMAINS)
+
+
+def scrub(s: Sanitizer, t: str, w: Work) -> str:
+    """`t` with every identifier behind a placeholder."""
+    rules = s.compiled()
+    if rules["allowed"] is not None:
+        t = rules["allowed"].sub(lambda m: w.keep(m.group(0)), t)
+    for rx, handler in SHAPE_RULES:
+        t = rx.sub(lambda m, h=handler: h(s, m, w), t)
+    t = _FQDN.sub(lambda m: _fqdn(s, m, w), t)
+    rules = s.compiled()  # the shapes above may have seeded names
+    if rules["hosts"] is not None:
+        t = rules["hosts"].sub(lambda m: host(s, m.group(0), w), t)
+    if rules["stems"] is not None:
+        t = rules["stems"].sub(lambda m: host(s, m.group(0), w), t)
+    for cls, key in (("user", "users"), ("job", "jobs")):
+        if rules[key] is not None:
+            t = rules[key].sub(lambda m, c=cls: s.kept(w, c, m.group(0)), t)
+    for cls in ("job_name", "account", "partition", "serial", "project"):
+        if rules[cls] is not None:
+            t = rules[cls].sub(lambda m, c=cls: s.kept(w, c, m.group(0)), t)
+    return _TOKEN.sub(lambda m: s.kept(w, "secret", m.group(0)), t)
+
+
+# -- handlers -----------------------------------------------------------------------------------
+
+
+def host(s: Sanitizer, name: str, w: Work) -> str:
+    """A host name or FQDN: `host-x` or `host-x.domain-y` (the short name keeps its pseudonym
+    inside the FQDN); public documentation hosts and localhost are kept."""
+    low = name.lower().rstrip(".")
+    if low in R.ALLOWED_WORDS or _public(low):
+        return w.keep(name)
+    if "." in low:
+        first, domain = low.split(".", 1)
+        s.seed_hostname(first)
+        shown = f"{s.pseudonym('hostname', name, first)}.{s.pseudonym('domain', domain)}"
+        return w.keep(shown, name)
+    s.seed_hostname(name)
+    return s.kept(w, "hostname", name, low)
+
+
+def _fqdn(s: Sanitizer, m: re.Match, w: Work) -> str:
+    full = m.group(0)
+    low = full.lower()
+    if low.rsplit(".", 1)[-1] not in R.TLDS and low not in s.hosts:
+        return full
+    if _public(low):
+        return w.keep(full)
+    if low.count(".") == 1 and low.split(".")[0] not in s.hosts:
+        return s.kept(w, "domain", full, low)  # a bare domain: the site's name
+    return host(s, full, w)
+
+
+def _url(s: Sanitizer, m: re.Match, w: Work) -> str:
+    raw = w.restore(m.group(0), original=True)
+    url = raw.rstrip(".,;:")
+    tail = raw[len(url) :]
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname or ""
+    except ValueError:
+        return s.kept(w, "url", url) + tail
+    if any(hostname == d or hostname.endswith("." + d) for d in R.DOC_DOMAINS):
+        return w.keep(url) + tail
+    netloc = parts.netloc
+    shown = ""
+    if "@" in netloc:
+        cred, netloc = netloc.rsplit("@", 1)
+        shown = s.kept(w, "secret", cred) + "@"
+    shown = f"{parts.scheme}://{shown}{scrub(s, netloc, w)}"
+    rest = url[len(f"{parts.scheme}://{parts.netloc}") :]
+    if rest and rest != "/":
+        shown += "/" + s.kept(w, "url", rest)
+    return shown + tail
+
+
+def _email(s: Sanitizer, m: re.Match, w: Work) -> str:
+    if re.fullmatch(r"[a-z_][a-z0-9_.-]{1,31}", m.group(1)):
+        s.seed_user(m.group(1))
+    return s.kept(w, "email", m.group(0), m.group(0).lower())
+
+
+def _user_at_host(s: Sanitizer, m: re.Match, w: Work) -> str:
+    user, at_host = m.group(1), m.group(2)
+    if user in R.SYSTEM_USERS:
+        shown = w.keep(user)
+    else:
+        s.seed_user(user)
+        shown = s.kept(w, "user", user)
+    return f"{shown}@{host(s, at_host, w)}"
+
+
+def _secret_value(s: Sanitizer, m: re.Match, w: Work) -> str:
+    if only_placeholders(m.group(2)):
+        return m.group(0)
+    return m.group(1) + s.kept(w, "secret", w.restore(m.group(2), original=True))
+
+
+def _container(s: Sanitizer, m: re.Match, w: Work) -> str:
+    cid = m.group("cid")
+    start = m.start("cid") - m.start(0)
+    return m.group(0)[:start] + s.kept(w, "container", cid, cid.lower()[:12])
+
+
+def _uuid(s: Sanitizer, m: re.Match, w: Work) -> str:
+    return w.keep(s.uuid(m.group(0)), m.group(0))
+
+
+def _mac(s: Sanitizer, m: re.Match, w: Work) -> str:
+    raw = m.group(0)
+    canon = re.sub(r"[^0-9a-f]", "", raw.lower())
+    if re.fullmatch(rf"{H}{{4}}(?::{H}{{4}}){{3}}|0x{H}{{16}}", raw):
+        return s.kept(w, "ib_guid", raw, canon.removeprefix("0x")[-16:])
+    return s.kept(w, "mac", raw, canon)
+
+
+# A four-part number right after a library's name or "version" is a version (cuDNN 8.9.7.29,
+# TensorRT 10.0.1.6), not an address.
+_VERSION_BEFORE = re.compile(
+    r"(?i)(?:\bv|version|release|cudnn|tensorrt|trt|nccl|cuda|driver|torch|jax|tensorflow|"
+    r"==|>=|<=|~=)[\s:=_-]*\Z"
+)
+
+
+def _ip(s: Sanitizer, m: re.Match, w: Work) -> str:
+    addr = m.group("addr")
+    suffix = m.group(0)[len(addr) :]
+    if ":" in addr:
+        if not R.valid_ipv6(addr):
+            return m.group(0)
+        p = s.pseudonym("ipv6", addr, addr.split("%", 1)[0].lower())
+    elif not R.valid_ipv4(addr) or _VERSION_BEFORE.search(m.string, 0, m.start()):
+        return m.group(0)
+    else:
+        p = s.pseudonym("ipv4", addr)
+    return w.keep(p + suffix, m.group(0))  # the prefix length stays: it names no one
+
+
+def _pci(s: Sanitizer, m: re.Match, w: Work) -> str:
+    return w.keep(s.pci(m.group("bus")), m.group("bus"))
+
+
+def _serial(s: Sanitizer, m: re.Match, w: Work) -> str:
+    s.seed_word("serial", m.group(2))
+    return m.group(1) + s.kept(w, "serial", m.group(2))
+
+
+def _nodelist(s: Sanitizer, m: re.Match, w: Work) -> str:
+    for name in R.expand_nodelist(m.group(0)):
+        s.seed_hostname(name)
+    return s.kept(w, "nodelist", m.group(0))
+
+
+def _replace_group(s: Sanitizer, m: re.Match, w: Work, group: str, cls: str) -> str:
+    value = m.group(group)
+    a, b = m.start(group) - m.start(0), m.end(group) - m.start(0)
+    return m.group(0)[:a] + s.kept(w, cls, value) + m.group(0)[b:]
+
+
+def _job(s: Sanitizer, m: re.Match, w: Work) -> str:
+    group = "job" if m.group("job") else "job2"
+    s.seed_job(m.group(group))
+    return _replace_group(s, m, w, group, "job")
+
+
+def _user_ctx(s: Sanitizer, m: re.Match, w: Work) -> str:
+    name = m.group("name")
+    if name in R.SYSTEM_USERS:
+        return m.group(0)
+    s.seed_user(name)
+    return _replace_group(s, m, w, "name", "user")
+
+
+def _host_ctx(s: Sanitizer, m: re.Match, w: Work) -> str:
+    return m.group(1) + host(s, m.group(2), w)
+
+
+def _slurm_word(s: Sanitizer, m: re.Match, w: Work) -> str:
+    key = m.group(1).lower()
+    cls = "partition" if "partition" in key else "job_name" if "name" in key else "account"
+    s.seed_word(cls, m.group(3))
+    return m.group(1) + m.group(2) + s.kept(w, cls, m.group(3))
+
+
+def _env(s: Sanitizer, m: re.Match, w: Work) -> str:
+    name, value = m.group(1), m.group(2)
+    if not value or only_placeholders(value):
+        return m.group(0)
+    quote = value[0] if len(value) > 1 and value[0] in "'\"" and value[-1] == value[0] else ""
+    inner = value[1:-1] if quote else value
+    if name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        parts = [
+            p if _OPEN in p else w.keep(s.cuda_visible_devices(p) or "", p)
+            for p in inner.split(",")
+        ]
+        return f"{name}={quote}{','.join(parts)}{quote}"
+    scrubbed = scrub(s, inner, w)  # seeds what the value reveals, even when it is replaced
+    if name in R.SAFE_ENV or R.SAFE_VALUE.match(inner):
+        return f"{name}={quote}{scrubbed}{quote}"
+    return f"{name}={quote}{s.kept(w, 'env', w.restore(inner, original=True))}{quote}"
+
+
+def _path(s: Sanitizer, m: re.Match, w: Work) -> str:
+    raw = m.group(0)
+    kept = raw.rstrip(".,")
+    shown = s.path_pseudonym(w.restore(kept, original=True))
+    if shown is None:  # the system's: kept, its user and host names replaced later
+        return raw
+    return w.keep(shown, kept) + raw[len(kept) :]
+
+
+def _relpath(s: Sanitizer, m: re.Match, w: Work) -> str:
+    raw = m.group(0)
+    p = raw.rstrip(".,")
+    tail = raw[len(p) :]
+    first = p.split("/", 1)[0]
+    if "." in first and not first.startswith("."):
+        if _public(first):
+            return w.keep(p) + tail
+        if first.lower().rsplit(".", 1)[-1] in R.TLDS:  # host/path without a scheme
+            return host(s, first, w) + "/" + s.kept(w, "url", p[len(first) + 1 :]) + tail
+    # A file (with an extension), an explicit relative path, or directories with digits or
+    # separators in their names; "input/sync/comm" and "GPC/TPC/SM" are words, kept.
+    if not (
+        p.startswith(("./", "../"))
+        or re.search(r"\.[A-Za-z]\w{0,7}$", p)
+        or (p.count("/") >= 2 and re.search(r"[\d_-]", p))
+    ):
+        return raw
+    return s.kept(w, "path", w.restore(p, original=True)) + tail
+
+
+# -- the rules, in order ------------------------------------------------------------------------
+
+_FQDN = re.compile(
+    r"(?<![\w.@/-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]{1,62}"
+    r"(?![\w-]|\.[A-Za-z0-9])"
+)
+# A long run of letters and digits (a token, a key, a hash) with both in it.
+_TOKEN = re.compile(
+    r"(?<![\w/+=.~-])(?=[A-Za-z0-9_+=-]*\d)(?=[A-Za-z0-9_+=-]*[A-Za-z])"
+    r"[A-Za-z0-9_+=-]{32,}(?![\w/+=.-])"
+)
+
+
+def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
+    (_rx(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]{}]+"), _url),
+    (_rx(r"\b([\w.+-]+)@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,63}\b"), _email),
+    (
+        _rx(
+            r"(?i)(\b\w*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key)\w*"
+            r"\s*[=:]\s*)([^\s'\",;]+)"
+        ),
+        _secret_value,
+    ),
+    (
+        _rx(
+            r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|"
+            r"sk-[A-Za-z0-9_-]{20,}|xox[abpr]-[\w-]{10,}|AKIA[0-9A-Z]{16}|glpat-[\w-]{20,})"
+        ),
+        lambda s, m, w: s.kept(w, "secret", m.group(0)),
+    ),
+    (_rx(r"(?<![0-9a-fA-F])(?P<cid>[0-9a-f]{64})(?![0-9a-fA-F])"), _container),
+    (
+        _rx(
+            r"(?i)(?:docker|containerd|cri-containerd|crio|libpod|container(?:[ _-]?id)?)"
+            r"[-/:= ]+(?P<cid>[0-9a-f]{12,63})\b"
+        ),
+        _container,
+    ),
+    (_rx(rf"MIG-GPU-{UUID}/\d+/\d+|MIG-{UUID}|GPU-{UUID}"), _uuid),
+    (_rx(rf"\b(?:GPU|MIG)-{H}{{4,}}(?:-{H}+)*(?![\w-])"), _uuid),  # prefixes CUDA accepts
+    (_rx(rf"(?<![0-9a-fA-F-]){UUID}(?![0-9a-fA-F-])"), _uuid),
+    (
+        _rx(
+            rf"(?<![\w:-])(?:{H}{{2}}(?:[:-]{H}{{2}}){{19}}|{H}{{2}}(?::{H}{{2}}){{7}}|"
+            rf"{H}{{2}}(?:[:-]{H}{{2}}){{5}}|{H}{{4}}\.{H}{{4}}\.{H}{{4}})(?![\w-]|:{H})"
+        ),
+        _mac,
+    ),
+    (
+        _rx(
+            r"(?<![\w:.])(?P<addr>(?:[0-9A-Fa-f]{0,4}:){2,7}"
+            r"(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{0,4})(?:%[\w.]+)?)"
+            r"(?:/\d{1,3})?(?![\w:])"
+        ),
+        _ip,
+    ),
+    (_rx(rf"(?<![\w:]){H}{{4}}(?::{H}{{4}}){{3}}(?![\w:])|\b0x{H}{{16}}\b"), _mac),
+    (_rx(r"(?<![\w.])(?P<addr>(?:\d{1,3}\.){3}\d{1,3})(?:/\d{1,2})?(?![\w.]|\.\d)"), _ip),
+    (
+        _rx(
+            rf"(?<!\w)(?<!{H}:)(?P<bus>(?:{H}{{8}}|{H}{{4}}):{H}{{2}}:{H}{{2}}(?:\.[0-7])?)"
+            r"(?!\w|:[0-9a-fA-F])"
+        ),
+        _pci,
+    ),
+    (_rx(rf"(?<![\w:.])(?P<bus>{H}{{2}}:{H}{{2}}\.[0-7])(?![\w.]|:\d)"), _pci),  # lspci's
+    (
+        _rx(
+            r"(?i)(\b(?:gpu_)?serial(?:[ _-]?(?:number|no))?\s*[:=]\s*|\bboard\s*id\s*[:=]\s*)"
+            r"([A-Za-z0-9-]{4,})"
+        ),
+        _serial,
+    ),
+    (_rx(r"(?<![\w.-])[A-Za-z][\w.-]*\[[\d,\-]+\][\w.-]*"), _nodelist),
+    (
+        _rx(
+            r"(?i)\b(?:job_?id|SLURM_(?:ARRAY_)?JOB_?ID|job)(?:\s*[=:]\s*|[_ ]|\s+)"
+            r"(?P<job>\d{3,})(?!\d)|\b(?P<job2>\d{4,})(?=_\d+\b|\.(?:batch|extern|interactive)\b)"
+        ),
+        _job,
+    ),
+    (_rx(r"\bslurm-(?P<job>\d+)(?P<job2>)(?=\.out|\.err|_)"), _job),
+    (_rx(r"(?<=slurmstepd\.scope/)(?!job_)(?P<job>[A-Za-z0-9]{8,})(?P<job2>)"), _job),  # SLUID
+    (
+        _rx(
+            r"(?:\b(?:UserId|GroupId|User|Owner|USER|LOGNAME|SUDO_USER|SLURM_JOB_USER)=|"
+            r"\b[ug]id=\d+\(|\bgroups=(?:\d+\([^)]*\),)*\d+\()(?P<name>[A-Za-z_][\w.-]*)"
+        ),
+        _user_ctx,
+    ),
+    (
+        _rx(
+            r"\b((?:AllocNode:Sid|BatchHost|NodeList|ReqNodeList|ExcNodeList|SubmitHost|NodeName|"
+            r"NodeHostName|NodeAddr|SLURM_SUBMIT_HOST|SLURMD_NODENAME|SLURM_NODELIST|"
+            r"SLURM_JOB_NODELIST|SLURM_STEP_NODELIST|SLURM_TOPOLOGY_ADDR|HOSTNAME|MASTER_ADDR|"
+            r"node_desc)=|\bhostname\s*[:=]\s*)([A-Za-z][\w-]*(?:\.[A-Za-z0-9][\w-]*)*)"
+        ),
+        _host_ctx,
+    ),
+    (
+        _rx(
+            r"(\b(?:Account|account|SLURM_JOB_ACCOUNT|SBATCH_ACCOUNT|SLURM_ACCOUNT|Partition|"
+            r"partition|SLURM_JOB_PARTITION|SBATCH_PARTITION|JobName|SLURM_JOB_NAME|"
+            r"SBATCH_JOB_NAME|Reservation|SLURM_JOB_RESERVATION))(=|:\s*)([A-Za-z0-9_][\w.-]*)"
+        ),
+        _slurm_word,
+    ),
+    (_rx(r"(--account|--partition|--job-name)(=|\s+)([A-Za-z0-9_][\w.-]*)"), _slurm_word),
+    (
+        _rx(
+            r"\b([a-z_][a-z0-9_.-]{0,31})@(?=[\w.-]*[A-Za-z])([A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])"
+        ),
+        _user_at_host,
+    ),
+    (_rx(r"(?<![\w-])([A-Z][A-Z0-9_]{1,63})=(\"[^\"]*\"|'[^']*'|[^\s'\"]*)"), _env),
+    (
+        _rx(r"(?<![\w.~/-])~(?:[A-Za-z_][\w.-]*)?(?=/|\s|$|[,;)])(?:/[^\s'\"`,;|<>(){}\[\]=:]*)?"),
+        _path,
+    ),
+    (_rx(r"(?<![\w.~-])/[\w.~@+-][^\s'\"`,;|<>(){}\[\]=:]*"), _path),
+    (
+        _rx(
+            r"(?<![\w/.~@-])(?:\.{1,2}/[\w.-]*[A-Za-z][\w.-]*(?:/[\w.-]+)*|"
+            r"[\w.-]*[A-Za-z][\w.-]*(?:/[\w.-]+)+)/?"
+        ),
+        _relpath,
+    ),
+)
