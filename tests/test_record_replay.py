@@ -43,14 +43,8 @@ from gputop_diag.model import (
 )
 from gputop_diag.model.codec import from_jsonable, jsonable
 from gputop_diag.monitor.core import Monitor
-from gputop_diag.recording.store import (
-    RECORDING_SCHEMA,
-    Recording,
-    RecordingError,
-    RecordingWriter,
-    read_recording,
-    write_recording,
-)
+from gputop_diag.recording.store import RECORDING_SCHEMA, Recording, RecordingError, read_recording
+from gputop_diag.recording.writer import RecordingWriter, write_recording
 
 # -- helpers ---------------------------------------------------------------------------------
 

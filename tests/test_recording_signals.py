@@ -23,7 +23,7 @@ import pytest
 from gputop_diag import sim
 from gputop_diag.model import Snapshot
 from gputop_diag.monitor.core import Monitor
-from gputop_diag.recording import store
+from gputop_diag.recording import store, writer
 
 SUFFIXES = [".jsonl", ".jsonl.gz"]
 
@@ -73,7 +73,7 @@ def text_prefix(path: str) -> bytes:
 def line_ends(path: str, snaps: list[Snapshot]) -> tuple[list[int], int]:
     """Write `snaps` through the writer: (the file's size after each write, after close)."""
     sizes = []
-    with store.RecordingWriter(path, interval_s=1.0) as w:
+    with writer.RecordingWriter(path, interval_s=1.0) as w:
         for s in snaps:
             w.write(s)
             sizes.append(os.path.getsize(path))  # each line is in the file once write() returns
@@ -126,7 +126,7 @@ def test_a_damaged_gzip_end_is_read_with_a_warning(tmp_path):
     read up to the last whole line with a warning, for the reader and the command line."""
     snaps = idle_snapshots(5)
     path = str(tmp_path / "r.jsonl.gz")
-    store.write_recording(path, snaps)
+    writer.write_recording(path, snaps)
     data = open(path, "rb").read()
     for i in range(len(data) - 8, len(data)):  # the CRC and the length
         bad = bytearray(data)
@@ -141,8 +141,8 @@ def test_damage_with_readable_data_after_it_is_still_an_error(tmp_path):
     """A member damaged in the middle of a file of several is not a cut-off end."""
     snaps = idle_snapshots(6)
     a, b = str(tmp_path / "a.jsonl.gz"), str(tmp_path / "b.jsonl")
-    store.write_recording(a, snaps)
-    store.write_recording(b, snaps[3:])
+    writer.write_recording(a, snaps)
+    writer.write_recording(b, snaps[3:])
     first = bytearray(open(a, "rb").read())
     first[len(first) // 2] ^= 0xFF
     tail = open(b, "rb").read().split(b"\n", 1)[1]  # the snapshots, without a second header
@@ -157,7 +157,7 @@ def test_damage_with_readable_data_after_it_is_still_an_error(tmp_path):
 def test_a_file_of_several_gzip_members_reads_like_zcat(tmp_path):
     snaps = idle_snapshots(6)
     one = str(tmp_path / "one.jsonl")
-    store.write_recording(one, snaps)
+    writer.write_recording(one, snaps)
     lines = open(one, "rb").read().splitlines(keepends=True)
     path = str(tmp_path / "many.jsonl.gz")
     open(path, "wb").write(b"".join(gzip.compress(x) for x in lines) + b"\0" * 8)
@@ -198,7 +198,7 @@ class Interrupt:
         return self._step
 
 
-WRITER_FILES = {os.path.abspath(store.__file__), os.path.abspath(gzip.__file__)}
+WRITER_FILES = {os.path.abspath(writer.__file__), os.path.abspath(gzip.__file__)}
 
 
 def assert_whole_gzip(path: str) -> None:
@@ -218,7 +218,7 @@ def test_an_interrupted_write_leaves_a_whole_file_and_the_writer_goes_on(suffix,
     while True:
         k += 1
         path = str(tmp_path / f"w{k}{suffix}")
-        w = store.RecordingWriter(path, interval_s=1.0)
+        w = writer.RecordingWriter(path, interval_s=1.0)
         w.write(snaps[0])
         w.write(snaps[1])
         with Interrupt(k, WRITER_FILES) as i:
@@ -246,7 +246,7 @@ def test_an_interrupted_close_leaves_a_readable_file(suffix, tmp_path):
     while True:
         k += 1
         path = str(tmp_path / f"c{k}{suffix}")
-        w = store.RecordingWriter(path, interval_s=1.0)
+        w = writer.RecordingWriter(path, interval_s=1.0)
         for s in snaps:
             w.write(s)
         with Interrupt(k, WRITER_FILES) as i:

@@ -22,7 +22,8 @@ from gputop_diag import __version__, sim
 from gputop_diag.cli import _add_common
 from gputop_diag.commands import report as report_cmd
 from gputop_diag.monitor.core import Monitor
-from gputop_diag.recording.store import Recording, write_recording
+from gputop_diag.recording.store import Recording
+from gputop_diag.recording.writer import write_recording
 from gputop_diag.report import build as report
 from gputop_diag.report import sections as report_sections
 from gputop_diag.report.build import REPORT_SCHEMA, SECTIONS, ReportSource, make_report

@@ -27,7 +27,7 @@ from gputop_diag.model import (
     XidEvent,
 )
 from gputop_diag.monitor.core import Monitor
-from gputop_diag.recording.store import write_recording
+from gputop_diag.recording.writer import write_recording
 from gputop_diag.report.build import ReportSource, make_report
 from gputop_diag.sanitize.rules import PSEUDONYM_PREFIXES
 from gputop_diag.sanitize.sanitizer import Sanitizer

@@ -17,7 +17,8 @@ import threading
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import Tick
 from ..monitor.core import run as run_monitor
-from ..recording.store import Recording, RecordingError, RecordingWriteError, RecordingWriter
+from ..recording.store import Recording, RecordingError, RecordingWriteError
+from ..recording.writer import RecordingWriter
 from ..sources import Sources
 from .common import no_driver_error
 from .options import capped, time_problem

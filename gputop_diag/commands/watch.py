@@ -210,7 +210,8 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     monitor = Monitor(feed, interval=args.interval, job=watch)
     writer = None
     if args.record:
-        from ..recording.store import RecordingError, RecordingWriter
+        from ..recording.store import RecordingError
+        from ..recording.writer import RecordingWriter
 
         try:
             writer = RecordingWriter(

@@ -11,7 +11,7 @@ float reads back to the same float).
 
 Each line goes to the OS as it is written (for gzip, after a sync flush), and the file only ever
 grows by final bytes, so a recording stopped by any signal at any moment (SIGINT, SIGTERM,
-SIGHUP, SIGKILL) or a crash is readable up to its last whole line (see "writing" below). The
+SIGHUP, SIGKILL) or a crash is readable up to its last whole line (`writer.py` says how). The
 reader reads a gzip file member by member and stops, with a warning, where the data is cut off
 or damaged at its end; a damaged last line is skipped with a warning. Anything else a reader
 cannot use raises `RecordingError`, whose text is one line for the user.
@@ -22,12 +22,9 @@ from __future__ import annotations
 import io
 import json
 import os
-import select
-import stat
 import sys
 import threading
-import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -35,6 +32,7 @@ from .. import __version__
 from ..model import Snapshot
 from ..model.codec import field_names, from_jsonable, iso_time, jsonable
 from ..sanitize.sanitizer import Sanitizer, leak_note, strings_of
+from .gzip_stream import WHOLE, GzipMembers
 
 RECORDING_SCHEMA = "gputop-diag.recording/1"
 SCHEMA_PREFIX = "gputop-diag.recording/"
@@ -147,231 +145,6 @@ class RecordingHeader:
         return from_jsonable(cls, {"interval_s": float(interval), **known})
 
 
-# -- writing ---------------------------------------------------------------------------------
-#
-# Why the writer looks like this (a recording must stay readable whatever ends the process):
-#
-# A signal can end a recording at any moment. SIGKILL (the OOM killer, `kill -9`) ends the
-# process between two instructions; SIGINT, SIGHUP and SIGTERM raise KeyboardInterrupt (see
-# `commands/record.py` and `commands/watch.py`) between any two bytecodes of the writing code,
-# and the caller then closes the file, or, under `watch`, goes on writing. The gzip module's
-# GzipFile cannot be interrupted like that: its `write()` advances the compressor, hands the
-# bytes to the file, then updates its CRC and length, in separate steps, and `flush()` advances
-# the compressor before it writes. An interruption between two steps left a stream whose next
-# bytes (or whose end marker, written by `close()`) no longer fitted what was already in the
-# file: a bad CRC, or damage in the middle. That is the cause of the bad-CRC file that a SIGHUP
-# once left (tests/test_recording_signals.py interrupts the writer at every bytecode).
-#
-# So the file is only ever extended with bytes that are final, and every change to the
-# writer's state is one assignment (`self._state = …`), which an exception cannot split:
-#   - a line is compressed on a copy of the compressor, in memory, with a sync flush at its end
-#     (so every whole line can be decoded from what is in the file); then the new compressor,
-#     the bytes still to write, the offset they go to and the counts become the state at once.
-#     An interruption before that assignment leaves the state as it was (the line is dropped,
-#     nothing reached the file); one after it leaves bytes to write, which the next write or
-#     `close()` writes first.
-#   - those bytes are written with `os.pwrite` at their offset: writing them again after an
-#     interruption writes the same bytes to the same place, so it cannot double or misplace
-#     anything. A pipe or a terminal cannot seek: there `os.write` of at most PIPE_BUF bytes,
-#     which a pipe takes whole or not at all (a signal while it waits for room writes nothing),
-#     and the state advances after each; only an interruption in the instant between a write
-#     that went through and that assignment can repeat a piece.
-#   - `close()` writes what is left and then the gzip end marker (CRC and length, computed by
-#     zlib over exactly the bytes it compressed).
-# At every moment the file therefore holds the beginning of the final file. A process killed
-# at any point leaves a gzip stream without its end (or a plain file whose last line is cut);
-# the reader reads such a file up to its last whole line, with a warning (`was cut off`).
-#
-# Writing each line as its own gzip member was the other way considered: a kill between two
-# writes then leaves only whole members. It was not taken: a member per line compresses each
-# snapshot alone, which made a recording of the demo about 7 times larger (a snapshot is close
-# to the one before it; one stream compresses the repetition away), and a killed recording
-# would no longer say that it was cut off. The reader still reads a file of several members
-# (`cat a.gz b.gz`), as zcat does.
-
-GZIP_LEVEL = 9  # as GzipFile's default: a recording is written once and may be kept for long
-_PIPE_BUF = getattr(select, "PIPE_BUF", 512)
-
-
-@dataclass(frozen=True, slots=True)
-class _WriterState:
-    """All the writer knows, replaced whole (one assignment) at each step."""
-
-    offset: int = 0  # bytes of the file that are written and final
-    pending: bytes = b""  # the file's next bytes, from `offset`: written at the next chance
-    pending_lines: int = 0  # snapshot lines in `pending`
-    deflate: Any = None  # the zlib compressor after `pending` (gzip; None: plain or ended)
-    count: int = 0  # snapshot lines, those in `pending` included
-    first: float | None = None
-    last: float | None = None
-    header: RecordingHeader | None = None
-
-
-class RecordingWriter:
-    """Writes a recording line by line, each handed to the OS at once. The header goes out with
-    the first snapshot (it names the GPUs). A context manager; `close()` ends the gzip stream.
-    An interruption (KeyboardInterrupt from a signal) anywhere in `write()` or `close()` leaves
-    a readable file; the writer stays usable after one (see the comment above)."""
-
-    def __init__(self, path: str, *, interval_s: float, sanitize: bool = False) -> None:
-        self.path = path
-        self.interval_s = interval_s
-        self.sanitize = sanitize
-        self.withheld = 0  # sanitized snapshots not written: not safe with confidence
-        self._sanitizer = Sanitizer() if sanitize else None  # one key: one pseudonym per name
-        self._gzip = path.endswith(".gz")
-        self._fd = -1
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(path, flags, 0o666)
-        except OSError as e:
-            raise RecordingError(f"cannot write {path}: {e.strerror or e}") from None
-        self._fd = fd
-        try:
-            regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        except OSError:
-            regular = False
-        self._positional = regular and hasattr(os, "pwrite")  # else: a pipe, a terminal
-        deflate = None
-        if self._gzip:
-            deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        self._state = _WriterState(deflate=deflate)
-
-    # What the callers read. `count`: snapshots handed to the OS (a full disk keeps the rest).
-    @property
-    def count(self) -> int:
-        s = self._state
-        return s.count - s.pending_lines
-
-    @property
-    def first(self) -> float | None:
-        return self._state.first
-
-    @property
-    def last(self) -> float | None:
-        return self._state.last
-
-    @property
-    def header(self) -> RecordingHeader | None:
-        return self._state.header
-
-    def write(self, snap: Snapshot) -> None:
-        try:
-            line = snapshot_line(snap, self._sanitizer)
-        except UnsafeLine:  # fail closed: a gap in the recording, never a leak
-            self.withheld += 1
-            return
-        self._settle()  # what an interruption or a failed write left, first
-        s = self._state
-        if self._fd < 0:
-            raise RecordingWriteError(f"cannot write {self.path}: it is closed")
-        header, text = s.header, ""
-        if header is None:
-            header = RecordingHeader.first(snap, self.interval_s, self.sanitize)
-            text = json.dumps(header.to_json(), ensure_ascii=False) + "\n"
-        data, deflate = self._encode(s, (text + line + "\n").encode("utf-8"))
-        self._state = _WriterState(  # the commit: the line is the file's from here on
-            offset=s.offset,
-            pending=data,
-            pending_lines=1,
-            deflate=deflate,
-            count=s.count + 1,
-            first=snap.timestamp if s.first is None else s.first,
-            last=snap.timestamp,
-            header=header,
-        )
-        self._settle()
-
-    def _encode(self, s: _WriterState, data: bytes) -> tuple[bytes, Any]:
-        """The bytes that put `data` in the file, and the compressor after them. The state's
-        compressor is not touched: the copy becomes the state's only with the commit."""
-        if s.deflate is None:
-            return data, None
-        deflate = s.deflate.copy()
-        return deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH), deflate
-
-    def _settle(self) -> None:
-        """Write the pending bytes; raises RecordingWriteError (they stay pending)."""
-        s = self._state
-        if not s.pending or self._fd < 0:
-            return
-        try:
-            if self._positional:
-                done = 0
-                while done < len(s.pending):  # the same bytes at the same place: repeatable
-                    done += os.pwrite(self._fd, s.pending[done:], s.offset + done)
-                self._state = _WriterState(
-                    offset=s.offset + len(s.pending),
-                    deflate=s.deflate,
-                    count=s.count,
-                    first=s.first,
-                    last=s.last,
-                    header=s.header,
-                )
-                return
-            while s.pending:  # pieces a pipe takes whole or not at all (never a part)
-                n = os.write(self._fd, s.pending[:_PIPE_BUF])
-                rest = s.pending[n:]
-                s = _WriterState(
-                    offset=s.offset + n,
-                    pending=rest,
-                    pending_lines=s.pending_lines if rest else 0,
-                    deflate=s.deflate,
-                    count=s.count,
-                    first=s.first,
-                    last=s.last,
-                    header=s.header,
-                )
-                self._state = s
-        except OSError as e:
-            raise RecordingWriteError(f"cannot write {self.path}: {e.strerror or e}") from None
-
-    def close(self) -> None:
-        """Write what is pending and the gzip end marker, and close the file. A second call
-        does nothing; a failed write raises RecordingWriteError (the file is closed)."""
-        if self._fd < 0:
-            return
-        try:
-            self._settle()
-            s = self._state
-            if s.deflate is not None:
-                end = s.deflate.copy().flush(zlib.Z_FINISH)  # the CRC and length: the trailer
-                self._state = _WriterState(
-                    offset=s.offset,
-                    pending=end,
-                    count=s.count,
-                    first=s.first,
-                    last=s.last,
-                    header=s.header,
-                )
-                self._settle()
-        finally:
-            fd, self._fd = self._fd, -1  # before os.close: never closed twice
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError as e:
-                    raise RecordingWriteError(
-                        f"cannot write {self.path}: {e.strerror or e}"
-                    ) from None
-
-    def __enter__(self) -> RecordingWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def write_recording(
-    path: str, snapshots: Iterable[Snapshot], *, interval_s: float = 1.0, sanitize: bool = False
-) -> int:
-    """Write `snapshots` to `path`; the number written."""
-    with RecordingWriter(path, interval_s=interval_s, sanitize=sanitize) as w:
-        for s in snapshots:
-            w.write(s)
-        return w.count
-
-
 # -- reading ---------------------------------------------------------------------------------
 
 
@@ -388,125 +161,6 @@ class _CutOff:
 
 
 _CUT = _CutOff()
-_READ_CHUNK = 64 * 1024
-
-
-class _GzipEnd:
-    """How a gzip file ended: whole, cut off, or damaged (`why`; `at_end`: nothing readable
-    follows the damage, so it is the file's last member that is damaged)."""
-
-    def __init__(self, kind: str, why: str = "", at_end: bool = True) -> None:
-        self.kind, self.why, self.at_end = kind, why, at_end
-
-
-_WHOLE = _GzipEnd("whole")
-
-
-class _GzipMembers(io.RawIOBase):
-    """The text of a gzip file, member after member (as zcat reads `cat a.gz b.gz`), with zlib.
-
-    Unlike GzipFile it never raises part way: where the data ends early or is damaged it
-    returns what decoded before that point and then EOF, and `end` says how it ended. A member
-    cut off (the writer was killed) is read up to its last byte; a damaged one (a bad CRC, a bit
-    flip) up to the byte that is wrong."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        super().__init__()
-        self._raw = raw
-        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # one gzip member, header checked
-        self._in = b""  # compressed bytes read, not yet decoded
-        self._at = 0  # the file offset of self._in[0]
-        self._member_at = 0  # where the member being read starts
-        self._raw_eof = False
-        self._boundary = True  # between members: zero padding is skipped
-        self._out = b""  # decoded, not yet returned
-        self.end: _GzipEnd | None = None
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        while not self._out and self.end is None:
-            self._step(len(b))
-        n = min(len(b), len(self._out))
-        b[:n] = self._out[:n]
-        self._out = self._out[n:]
-        return n
-
-    def _step(self, limit: int) -> None:
-        if not self._in and not self._raw_eof:
-            chunk = self._raw.read(_READ_CHUNK)
-            if chunk:
-                self._in = chunk
-            else:
-                self._raw_eof = True
-        if self._boundary:
-            rest = self._in.lstrip(b"\0")  # padding after a member, as gzip allows
-            self._at += len(self._in) - len(rest)
-            self._in = rest
-            if not self._in:
-                if self._raw_eof:
-                    self.end = _WHOLE
-                return
-            self._boundary, self._member_at = False, self._at
-        d = self._d
-        before = d.copy()
-        try:
-            out = d.decompress(self._in, limit)
-        except zlib.error as e:
-            self._damaged(before, e)
-            return
-        if d.eof:  # the member's end: its CRC and length matched
-            rest = d.unused_data
-            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            self._boundary = True
-        else:
-            rest = d.unconsumed_tail
-        self._at += len(self._in) - len(rest)
-        self._in = rest
-        self._out = out
-        if not out and not self._in and self._raw_eof and not self._boundary:
-            self.end = _GzipEnd("cut")  # the file ends inside a member
-
-    def _damaged(self, d, e: zlib.error) -> None:
-        """Decode what precedes the bad byte (one byte at a time, from the state before the
-        failing call), and end there."""
-        out = []
-        for i in range(len(self._in)):
-            try:
-                out.append(d.decompress(self._in[i : i + 1]))
-            except zlib.error:
-                break
-        self._out = b"".join(out)
-        why = str(e).removeprefix("Error -3 while decompressing data: ")
-        self.end = _GzipEnd("damaged", why, not _gzip_member_after(self._raw, self._member_at))
-
-
-def _gzip_member_after(raw: IO[bytes], start: int) -> bool:
-    """Whether a gzip member that decodes begins after `start` (so damage at `start` is not at
-    the end of the file). Candidates are the gzip magic bytes; each must decode (to a line or to
-    its end) before it counts."""
-    at, tried = start + 1, 0
-    while tried < 256:
-        raw.seek(at)
-        data = raw.read(1024 * 1024)
-        i = data.find(b"\x1f\x8b\x08")
-        if i < 0:
-            if len(data) < 1024 * 1024:
-                return False
-            at += len(data) - 2
-            continue
-        tried += 1
-        raw.seek(at + i)
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out = d.decompress(raw.read(256 * 1024), 1024 * 1024)
-        except zlib.error:
-            out = None
-        if out is not None and (d.eof or b"\n" in out):
-            return True
-        at += i + 1
-    return False
 
 
 class Recording:
@@ -544,7 +198,7 @@ class Recording:
         self.warnings.append(text)
         self.on_warning(text)
 
-    def _open(self) -> tuple[IO[bytes], IO[bytes], _GzipMembers | None]:
+    def _open(self) -> tuple[IO[bytes], IO[bytes], GzipMembers | None]:
         """(the file, the stream to read: the file itself or its gzip text, the gzip reader)."""
         try:
             raw = open(self.path, "rb")  # noqa: SIM115 - closed by the caller
@@ -556,7 +210,7 @@ class Recording:
             raw.close()
             raise RecordingError(f"cannot read {self.path}: {e.strerror or e}") from None
         if magic == GZIP_MAGIC:
-            members = _GzipMembers(raw)
+            members = GzipMembers(raw)
             return raw, io.BufferedReader(members, 256 * 1024), members
         return raw, raw, None
 
@@ -577,7 +231,7 @@ class Recording:
                     ) from None
                 if len(raw) <= MAX_LINE_BYTES and not raw.endswith(b"\n") and gz is not None:
                     end = gz.end
-                    if end is not None and end is not _WHOLE:  # ends early: the cut line goes
+                    if end is not None and end is not WHOLE:  # ends early: the cut line goes
                         if end.kind == "damaged" and (n == 0 or not end.at_end):
                             where = "its start" if n == 0 else f"line {n}"
                             raise RecordingError(
