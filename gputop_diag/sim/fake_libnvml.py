@@ -42,6 +42,10 @@ C_SYMBOLS: dict = {
 
 NA = 0xFFFFFFFF
 
+# NVML's process-list structs (nvml.h), written here apart from the collector's copy in
+# collect/nvml/compat.py on purpose: a mistake there must not be mirrored by the stand-in it is
+# tested against. tests/test_nvml_structs.py checks both against NVIDIA's bindings.
+
 
 class ProcessInfoV1(ctypes.Structure):
     """nvmlProcessInfo_v1_t: drivers before R450."""
