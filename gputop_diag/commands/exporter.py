@@ -17,6 +17,7 @@ from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import Monitor
 from ..sources import Sources
 from .common import no_driver_error
+from .options import add_time_options
 
 DEFAULT_LISTEN = ":9401"  # dcgm-exporter listens on :9400; both can run on one node
 REPLAY = False
@@ -30,12 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"where to serve /metrics (default {DEFAULT_LISTEN}: every interface, port 9401; "
         "dcgm-exporter's own default is :9400); port 0 picks a free port and prints it",
     )
-    p.add_argument(
-        "--interval",
-        type=float,
-        default=argparse.SUPPRESS,  # falls back to the top-level --interval (default 1)
-        metavar="S",
-        help="seconds between samples (default 1); set Prometheus' scrape_interval to match",
+    add_time_options(
+        p,
+        None,
+        interval_help="seconds between samples (default 1); set Prometheus' scrape_interval "
+        "to match",
     )
     p.add_argument(
         "--dcgm-labels",

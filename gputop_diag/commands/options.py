@@ -12,6 +12,21 @@ import math
 MAX_SIMULATED_S = 24 * 3600.0
 
 
+INTERVAL_HELP = "seconds between samples (default 1)"
+
+
+def add_time_options(
+    p: argparse.ArgumentParser, seconds_help: str | None, interval_help: str = INTERVAL_HELP
+) -> None:
+    """`--seconds N` (left out where `seconds_help` is None) and `--interval S`, which falls back
+    to the top-level `--interval` (default 1) when not given after the command."""
+    if seconds_help is not None:
+        p.add_argument("--seconds", type=float, default=None, metavar="N", help=seconds_help)
+    p.add_argument(
+        "--interval", type=float, default=argparse.SUPPRESS, metavar="S", help=interval_help
+    )
+
+
 def time_problem(seconds: float | None, interval: float) -> str | None:
     """Why --seconds or --interval cannot be used, or None."""
     if not math.isfinite(interval) or interval <= 0:

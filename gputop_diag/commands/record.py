@@ -21,7 +21,7 @@ from ..recording.store import Recording, RecordingError, RecordingWriteError
 from ..recording.writer import RecordingWriter
 from ..sources import Sources
 from .common import no_driver_error
-from .options import capped, time_problem
+from .options import add_time_options, capped, time_problem
 
 REPLAY = True  # reads `--replay FILE`: writes its (first N seconds of) snapshots again
 
@@ -34,20 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write (JSON lines; gzip when FILE ends in .gz)",
     )
-    p.add_argument(
-        "--seconds",
-        type=float,
-        default=None,
-        metavar="N",
-        help="how long to record (default: until Ctrl-C; under --demo: the scenario's length; "
+    add_time_options(
+        p,
+        "how long to record (default: until Ctrl-C; under --demo: the scenario's length; "
         "with --replay: all of the recording)",
-    )
-    p.add_argument(
-        "--interval",
-        type=float,
-        default=argparse.SUPPRESS,  # falls back to the top-level --interval (default 1)
-        metavar="S",
-        help="seconds between samples (default 1)",
     )
     p.add_argument(
         "--sanitize",

@@ -14,26 +14,17 @@ from ..recording.store import Recording
 from ..report.build import ReportSource, make_report
 from ..sources import Sources
 from .common import no_driver_error
+from .options import add_time_options
 
 DEFAULT_SECONDS = 30.0
 REPLAY = True  # reads `--replay FILE`
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--seconds",
-        type=float,
-        default=None,
-        metavar="N",
-        help=f"how long to sample (default {DEFAULT_SECONDS:g}; instant under --demo); with "
+    add_time_options(
+        p,
+        f"how long to sample (default {DEFAULT_SECONDS:g}; instant under --demo); with "
         "--replay, the first N seconds of the recording (default: all of it)",
-    )
-    p.add_argument(
-        "--interval",
-        type=float,
-        default=argparse.SUPPRESS,  # falls back to the top-level --interval (default 1)
-        metavar="S",
-        help="seconds between samples (default 1)",
     )
     p.add_argument(
         "--format",

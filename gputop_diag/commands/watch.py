@@ -30,7 +30,7 @@ from ..model.exits import EXIT_USAGE
 from ..monitor.core import Monitor
 from ..sources import Sources
 from .common import add_sanitize, sanitized_output
-from .options import capped, time_problem
+from .options import add_time_options, capped, time_problem
 
 STATUS_EVERY_S = 10.0
 MAX_SEEN = 512  # processes remembered for the summary
@@ -67,19 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "or (?P<seconds>...) / (?P<ms>...) for the step time (default: tqdm, Lightning, Hugging "
         "Face Trainer, Megatron and `step N ... loss` lines)",
     )
-    p.add_argument(
-        "--seconds",
-        type=float,
-        default=None,
-        metavar="N",
-        help="stop watching after N seconds (the job keeps running); default: until it ends",
-    )
-    p.add_argument(
-        "--interval",
-        type=float,
-        default=argparse.SUPPRESS,
-        metavar="S",
-        help="seconds between samples (default 1)",
+    add_time_options(
+        p,
+        "stop watching after N seconds (the job keeps running); default: until it ends",
     )
     p.add_argument("--no-tui", action="store_true", help="watch headless even on a terminal")
     p.add_argument(
