@@ -18,7 +18,8 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from ..diagnose.history import History, slope_per_s
+from ..diagnose.history import History
+from ..model.stats import slope_per_s
 from ..diagnose.types import Diagnosis
 from ..model import MIB, GpuState, Snapshot, XidEvent
 from ..monitor.core import WINDOW_S, Monitor, Tick

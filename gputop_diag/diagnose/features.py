@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import GpuState, Snapshot, XidEvent
+from ..model.stats import median, percentile
 from . import thresholds as T
-from .history import median, percentile
 from .host_figures import host_figures
 from .memory_figures import memory_figures
 

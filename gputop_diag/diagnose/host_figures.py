@@ -7,8 +7,8 @@ import statistics
 from collections.abc import Sequence
 
 from ..model import Snapshot
+from ..model.stats import median
 from . import thresholds as T
-from .history import median
 
 MAIN_THREAD = "pt_main_thread"  # torch/csrc/Module.cpp names the main thread so
 # Names input pipelines give their workers (prefixes of /proc/<pid>/comm, 15 characters at

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..model import MIB, GpuState, Snapshot
+from ..model.stats import slope_per_s
 from . import thresholds as T
-from .history import slope_per_s
 
 
 class _MemoryUnit(NamedTuple):

@@ -24,11 +24,11 @@ from typing import Any
 
 from ..diagnose import thresholds as T
 from ..diagnose.classify import judge
-from ..diagnose.history import median, percentile
 from ..diagnose.render import to_json
 from ..diagnose.types import Diagnosis
 from ..model import Snapshot, formats
 from ..model.codec import iso_time
+from ..model.stats import median, percentile
 from .read import FleetData, NodeData
 
 FLEET_SCHEMA = "gputop-diag.fleet/1"

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import JobState, Snapshot
+from ..model.stats import slope_per_s
 from .steps import step_median, step_p95, steps_per_s
 
 
@@ -58,16 +59,9 @@ def gpu_memory(window: Sequence[Snapshot]) -> tuple[JobGpuMemory, ...]:
 
 
 def _slope(points: Sequence[tuple[float, int]]) -> float | None:
-    if len(points) < 3 or points[-1][0] - points[0][0] <= 0:
-        return None
-    n = len(points)
-    mt = sum(t for t, _ in points) / n
-    mb = sum(b for _, b in points) / n
-    var = sum((t - mt) ** 2 for t, _ in points)
-    if var <= 0:
-        return None
-    cov = sum((t - mt) * (b - mb) for t, b in points)
-    return 60.0 * cov / var
+    """Bytes per minute, least squares; None under 3 points or with no time between them."""
+    per_s = slope_per_s([t for t, _ in points], [b for _, b in points])
+    return None if per_s is None else 60.0 * per_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..collect.mapping import QUERY_COMMAND, ProcessMapping, collect_mapping
-from ..diagnose.history import median, percentile, slope_per_s
 from ..diagnose.types import Diagnosis
 from ..driver.compat import facts_from_snapshot, judge_chain, status_of, version_tuple
 from ..model import MIB, Snapshot, formats
+from ..model.stats import median, percentile, slope_per_s
 from ..sanitize.sanitizer import Sanitizer
 from ..xid.catalog import CAUSES, entry
 from .mapping import public_doc as mapping_public_doc
