@@ -465,3 +465,27 @@ def test_durations_round_as_the_diagnosis_does():
 
     assert clock(4.6) == "0:05"  # the evidence says "for 5 s"
     assert clock(59.5) == "1:00"
+
+
+def test_a_command_that_ends_before_the_first_sample_is_still_seen():
+    """On a loaded machine the main process may be gone before the first tick: it is the job's
+    root all the same, listed as ended, not missing (it once made "3 seen" read "2 seen")."""
+    from types import SimpleNamespace
+
+    from gputop_diag.commands.watch import SeenProcesses, _roots_known_at_start
+    from gputop_diag.model import JobProcess
+
+    watch = SimpleNamespace(target="command", argv=("/usr/bin/python3", "train.py"), roots=(41,))
+    seen = SeenProcesses()
+    seen.update(_roots_known_at_start(watch))
+    seen.update([JobProcess(42, ppid=1, depth=0, name="python3")])  # a worker, reparented
+    procs = seen.processes()
+    assert [p.pid for p in procs] == [41, 42] and seen.count == 2
+    assert procs[0].name == "python3" and procs[0].cmdline == watch.argv
+    # alive at the first tick: its sampled figures replace what was known at the start
+    seen = SeenProcesses()
+    seen.update(_roots_known_at_start(watch))
+    seen.update([JobProcess(41, depth=0, name="python3", rss_bytes=1 << 20)])
+    assert [(p.pid, p.rss_bytes) for p in seen.processes()] == [(41, 1 << 20)]
+    slurm = SimpleNamespace(target="slurm", argv=None, roots=())
+    assert _roots_known_at_start(slurm) == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shlex
 import signal
 import sys
@@ -215,6 +216,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     last_status = start
     interrupts = 0
     seen = SeenProcesses()
+    seen.update(_roots_known_at_start(watch))  # one that ends before the first tick is still seen
     ended_by = None
     try:
         while True:
@@ -320,6 +322,16 @@ class SeenProcesses:
 
     def processes(self) -> list[JobProcess]:
         return list(self._procs.values())
+
+
+def _roots_known_at_start(watch: JobWatch) -> list[JobProcess]:
+    """The processes the job is known by before any tick: the command we started, the pid we
+    were given. A command that ends before the first sample (a loaded machine, a fast failure)
+    is then listed as ended, not missing from the processes seen."""
+    if watch.target == "slurm":
+        return []
+    name = os.path.basename(watch.argv[0]) if watch.argv else None
+    return [JobProcess(pid, depth=0, name=name, cmdline=watch.argv) for pid in watch.roots]
 
 
 # -- words ------------------------------------------------------------------------------------
