@@ -1,5 +1,5 @@
 """Xid triage: the catalog, GPU mapping by UUID, groups and the route (question before action),
-the seed's four patterns, the follow-up chains, and what --sanitize leaves out."""
+the four history patterns, the follow-up chains, and what --sanitize leaves out."""
 
 from __future__ import annotations
 
@@ -223,7 +223,7 @@ def test_62_then_a_storm_of_45():
     assert any(c.then == "a storm of Xid 45" for c in triage(events).chains)
 
 
-# -- the seed's patterns -------------------------------------------------------------------------
+# -- the history patterns -------------------------------------------------------------------------
 
 
 def finding(out, evidence):

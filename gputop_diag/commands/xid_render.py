@@ -1,6 +1,6 @@
 """The `xid` command's output: human text (the route first) and the `gputop-diag.xid/1` JSON
 document. Under `--sanitize` neither holds kernel text, process names, pids, UUIDs or bus ids:
-codes, classes, counts and the route only, as the seed asks of public notes."""
+codes, classes, counts and the route only, as a public note should."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def render_text(
             + ")"
         )
     if result.findings:
-        out.append("\nPatterns (the seed's evidence → next question):")
+        out.append("\nPatterns (evidence → next question):")
         for f in result.findings:
             out.append(f" - {f.evidence} [{f.severity}]: {f.question}")
             out.append(f"   seen: {f.detail}")

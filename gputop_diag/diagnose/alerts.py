@@ -164,7 +164,7 @@ def _gpus(indices) -> str:
 
 # Faults that lead above the workload class: the GPU cannot be trusted until they are handled
 # (NVIDIA's Xid catalog: 48 double-bit ECC, 79 fallen off the bus, 94/95 contained/uncontained
-# ECC; 63/64 row-remap events are faults only with a remap failure; the seed: Xid first).
+# ECC; 63/64 row-remap events are faults only with a remap failure; an Xid is the first step).
 FAULT_XIDS = frozenset({48, 79, 94, 95})
 REMAP_XIDS = frozenset({63, 64})
 

@@ -1,7 +1,7 @@
 """The evidence → next-question table (docs/xid.md, "Patterns") read from an Xid history, and the
 follow-up chains between events. Pure; called by `triage.triage`.
 
-| evidence | next question (the seed) |
+| evidence | next question |
 |---|---|
 | repeated Xid on one device | same physical GPU, same job type, or same time window? |
 | Xid after driver update | driver/runtime compatibility or reboot/module state? |
