@@ -4,7 +4,7 @@
                           [--workdir DIR] [--keep]
 
 1. Ten simulator scenarios run for the whole span at one sample per --interval seconds
-   through the exporter's own collector (`prom_export.TickMetrics`): the series are exactly what
+   through the exporter's own collector (`TickMetrics`): the series are exactly what
    `gputop-diag exporter` serves. Each node takes one scenario's timeline (node i: scenario
    i mod 10) with its own host name, GPU UUIDs, instance and Slurm job (four nodes a job).
 2. The series are written as OpenMetrics and imported with

@@ -6,7 +6,8 @@
 For each pane asked for (default: Memory and Utilization), starts `gputop-diag --demo
 compute-bound` (8 GPUs, 1 s interval) in a 120x40 tmux pane whose output is piped to a file,
 shows the pane, and prints: time to the first painted frame, CPU used in steady state as a
-share of one core, peak RSS, and the bytes written to the terminal per minute in steady state
+share of one core, peak RSS, the time a resize to 200x50 takes to be painted (and the RSS after
+it), and the bytes written to the terminal per minute in steady state
 (after `--warmup` seconds; the default 15 s includes the Utilization pane's histories filling
 up, which costs more than the steady state after they are full: `--warmup 70` measures that).
 Targets: < 2 % of a core, < 120 MB RSS, first frame < 1.5 s, <= 20 KB of terminal output per
@@ -33,6 +34,23 @@ TARGET_KB_MIN = 20.0
 
 def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+
+
+def resize_s(width: int = 200, height: int = 50, timeout: float = 15.0) -> float | None:
+    """Resize the tmux window and time until the new layout is painted: the footer on the last
+    row and the side panel's border out past column 120 (None: not within `timeout`)."""
+    tmux("resize-window", "-t", SESSION, "-x", str(width), "-y", str(height))
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        lines = tmux("capture-pane", "-p", "-t", SESSION).splitlines()
+        if (
+            len(lines) >= height
+            and "quit" in lines[height - 1]
+            and any(len(line) > 120 and line[120:].strip() for line in lines[3:10])
+        ):
+            return time.monotonic() - t0
+        time.sleep(0.01)
+    return None
 
 
 def measure(args: argparse.Namespace, pane: str) -> dict:
@@ -64,6 +82,10 @@ def measure(args: argparse.Namespace, pane: str) -> dict:
     bytes1 = os.path.getsize(out)
     with open(f"/proc/{pid}/status") as f:
         hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
+    resized = resize_s()  # after the steady state: it does not count in the bytes above
+    time.sleep(1.0)
+    with open(f"/proc/{pid}/status") as f:
+        rss_after = next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
     # the program may be gone already (the session with it): leaving is not measured
     subprocess.run(["tmux", "send-keys", "-t", SESSION, "q"], capture_output=True, check=False)
     time.sleep(1.0)
@@ -74,6 +96,8 @@ def measure(args: argparse.Namespace, pane: str) -> dict:
         "cpu_pct": 100 * (cpu1 - cpu0) / steady,
         "cpu_s": cpu1,
         "rss_mb": hwm / 1024,
+        "resize_s": resized,
+        "rss_after_resize_mb": rss_after / 1024,
         "kb_min": (bytes1 - bytes0) / steady * 60 / 1024,
     }
 
@@ -119,6 +143,11 @@ def main() -> int:
             f"{r['cpu_s']:.1f} CPU s in all, start-up included"
         )
         print(f"  peak RSS              {r['rss_mb']:.0f} MB (target < 120 MB)")
+        rs = r["resize_s"]
+        print(
+            f"  resize to 200x50      {rs if rs is not None else float('nan'):.2f} s to repaint; "
+            f"RSS after it {r['rss_after_resize_mb']:.0f} MB"
+        )
         print(
             f"  terminal output       {r['kb_min']:.1f} KB/min in steady state "
             f"(target <= {TARGET_KB_MIN:.0f} KB)"

@@ -13,9 +13,7 @@ import asyncio
 import pathlib
 
 from gputop_diag import sim
-from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
-from gputop_diag.tui.feed import Feeder
 from gputop_diag.tui.keys import PANES
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -38,19 +36,21 @@ SHOTS = (
 
 
 async def shoot(scenario: str, seconds: int) -> list[str]:
-    sources = sim.build(scenario)
-    feeder = Feeder.over(Sampler(sources, interval=1.0))
-    update = feeder.tick()
-    for _ in range(seconds):
-        sources.clock.sleep(1.0)
-        update = feeder.tick()
     written = []
     for size, panes, suffix in SHOTS:
+        # the app's own Monitor ticks the simulated machine, as its collector thread would
+        sources = sim.build(scenario)
         app = GpuTopApp(sources, start_collectors=False)
+        update = app.feeder.tick()
+        for _ in range(seconds):
+            sources.clock.sleep(1.0)
+            update = app.feeder.tick()
+        app.monitor.xid_history(wait=30)  # the kernel log before the run, as the Xid pane shows
+        update = app.feeder.with_xid_history(update)
         async with app.run_test(size=size) as pilot:
             for pane in panes:
                 await pilot.press(str(PANES.index(pane) + 1))
-                app.post_message(SnapshotReady(update.snapshot, update))
+                app.post_message(SnapshotReady(update))
                 await pilot.pause()
                 name = f"{scenario}-{pane}{suffix}.svg"
                 app.save_screenshot(name, path=str(HERE))

@@ -117,16 +117,20 @@ E2E = [
 ]
 
 SLOW = [
+    "test_diagnose.py::test_a_change_of_class_is_followed_within_10_s",
+    "test_diagnose.py::test_alerts_of_the_scenarios",
+    "test_diagnose.py::test_other_simulator_seeds_give_the_same_verdict",
+    "test_diagnose.py::test_the_tour_is_followed_phase_by_phase",
     "test_driver_command.py::test_side_panel_alert_and_driver_pane",
     "test_export_sanitize.py::test_diagnose_sanitize_hides_job_ids_and_names[xid-app]",
     "test_exporter.py::test_verdict_input_pressure_and_dataloader_cpu",
     "test_heldout.py::test_cases_are_sixty_seconds_oldest_first",
+    "test_mapping_pane.py::test_mig_rows",
     "test_mapping_pane.py::test_pane_at_120_columns_rows_do_not_look_alike",
     "test_mapping_pane.py::test_pane_under_sanitize_hides_the_layout",
+    "test_monitor.py::test_a_feed_that_lags_the_clock_does_not_take_later_kernel_lines_for_new_events",  # noqa: E501
     "test_monitor.py::test_an_xid_nvml_reported_is_not_counted_again_from_the_kernel_log",
-    "test_nvml_drivers.py::test_every_driver_delivers_xid_events[R525]",
-    "test_nvml_drivers.py::test_every_driver_delivers_xid_events[R535.54]",
-    "test_nvml_drivers.py::test_every_driver_delivers_xid_events[R580]",
+    "test_nvml_drivers.py::test_every_driver_delivers_xid_events",
     "test_nvml_faults.py::test_a_monitor_closes_promptly_over_a_hung_call",
     "test_nvml_faults.py::test_close_waits_at_most_a_second_for_a_hung_tick_and_skips_shutdown",
     "test_nvml_faults.py::test_xid_events_attributed_by_bus_id_when_the_handle_is_unknown",
@@ -143,10 +147,13 @@ SLOW = [
     "test_report_leaks.py::test_no_identifier_reaches_the_other_sanitized_outputs",
     "test_startup.py::test_snapshot_still_reads_a_recording_and_sanitizes",
     "test_tui.py::test_a_failing_collector_shows_a_banner_and_the_view_keeps_its_figures",
+    "test_tui.py::test_a_snapshot_reaches_the_widgets",
     "test_tui.py::test_bracketed_text_in_a_command_line_is_shown_as_text_not_markup",
     "test_tui.py::test_brackets_select_the_gpu_everywhere",
     "test_tui.py::test_capacity_oom_kill_from_the_kernel_log_reaches_the_panel",
     "test_tui.py::test_capital_s_writes_the_snapshot_with_the_xid_history",
+    "test_tui.py::test_footer_shows_the_keys_at_80_columns",
+    "test_tui.py::test_header_fits_80_columns_with_every_state_shown",
     "test_tui.py::test_help_screen_lists_the_keys_and_q_quits",
     "test_tui.py::test_lost_gpu_mid_run_shows_the_banner_and_the_rest_goes_on",
     "test_tui.py::test_memory_leak_flags_a_growing_gpu",
@@ -156,7 +163,6 @@ SLOW = [
     "test_tui.py::test_number_keys_and_tab_switch_panes",
     "test_tui.py::test_only_the_visible_pane_renders",
     "test_tui.py::test_plus_minus_change_the_interval_and_say_so",
-    "test_tui.py::test_resize_down_to_40x12_does_not_crash",
     "test_tui.py::test_s_writes_the_sanitized_report_and_shows_its_path",
     "test_tui.py::test_sanitize_covers_ticks_from_a_feed_without_the_sanitizer",
     "test_tui.py::test_sanitize_hides_identifiers_on_every_pane_and_in_the_saved_files",
@@ -178,6 +184,7 @@ SLOW = [
     "test_tui_changes.py::test_xid_events_arriving_while_the_pane_is_hidden_show_when_it_is_shown",
     "test_tui_collect.py::test_a_new_interval_reaches_the_sampler",
     "test_tui_collect.py::test_a_tick_stuck_in_the_driver_is_said_on_the_banner",
+    "test_tui_collect.py::test_collectors_run_in_a_thread_and_stop_promptly_on_quit",
     "test_tui_collect.py::test_low_bandwidth_uses_plain_glyphs_and_slower_history_repaints",
     "test_tui_collect.py::test_messages_that_arrive_while_the_view_closes_are_dropped",
     "test_tui_collect.py::test_r_samples_now_without_waiting_for_the_interval",
@@ -195,7 +202,9 @@ SLOW = [
     "test_tui_keys.py::test_h_f1_and_question_mark_open_help_and_esc_closes_it",
     "test_tui_keys.py::test_help_wraps_to_the_width_and_lists_every_habit",
     "test_tui_keys.py::test_low_bandwidth_draws_ascii_only",
+    "test_tui_keys.py::test_q_f10_and_ctrl_c_quit",
     "test_tui_keys.py::test_sort_keys_and_the_selected_gpu_first",
+    "test_tui_keys.py::test_the_command_shows_the_script_not_the_interpreters_path",
     "test_tui_keys.py::test_the_footer_does_not_promise_the_job_pane",
     "test_tui_snapshots.py::test_gpu_lost_mid_run_memory_and_utilization_120x40",
     "test_tui_snapshots.py::test_low_bandwidth_utilization_80x24",
@@ -222,6 +231,9 @@ SLOW = [
 
 E2E_FIXTURES = {"cli", "slurm", "journal_file", "tls_prometheus"}
 SLOW_FIXTURES = {"heldout"}  # the 600 held-out cases, read or generated, then judged
+# Module fixtures too costly to build on every worker: their tests go to one worker under
+# `--dist loadgroup` (the README's command).
+XDIST_GROUPS = {"heldout": "heldout"}
 
 
 def _index(entries: list[str]) -> tuple[set[str], set[str]]:
@@ -245,6 +257,8 @@ def pytest_collection_modifyitems(config, items):
         base = f"{file}::{getattr(item, 'originalname', item.name)}"
         full = f"{file}::{item.name}"
         fixtures = set(getattr(item, "fixturenames", ()))
+        for fixture in sorted(fixtures & XDIST_GROUPS.keys()):
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[fixture]))
         for name, ((files, tests), by_fixture) in _MARKS.items():
             hit = [k for k in (file, base, full) if k in files or k in tests]
             if hit or fixtures & by_fixture:

@@ -102,7 +102,7 @@ def text_of(path) -> str:
 
 
 def every_field_snapshot() -> Snapshot:
-    """One snapshot with every dataclass of model.py and every field away from its default,
+    """One snapshot with every dataclass of the model and every field away from its default,
     with the shapes a codec gets wrong: ints in float fields, whole floats, None next to (),
     a dict of PressureStall, fixed-length tuples."""
     static = GpuStatic(
@@ -315,7 +315,7 @@ def test_every_model_dataclass_round_trips_with_every_field_set(tmp_path):
 
     walk(snap)
     every = {c for c in vars(model).values() if isinstance(c, type) and dataclasses.is_dataclass(c)}
-    assert set(seen) == every  # the example reaches every dataclass of model.py...
+    assert set(seen) == every  # the example reaches every dataclass of the model...
     for cls in every:  # ...with every field away from its default
         assert seen[cls] == {f.name for f in dataclasses.fields(cls)}, cls.__name__
     assert_identical(from_jsonable(Snapshot, json.loads(json.dumps(jsonable(snap)))), snap)
@@ -715,7 +715,7 @@ async def test_the_live_view_plays_a_recording_with_speed_pause_and_step(tmp_pat
         assert "REPLAY" in header and "play.jsonl.gz" in header and "1x" in header
         assert await _until(pilot, lambda: "/0:10" in app.query_one("#header").plain)
         await pilot.press("greater_than_sign", "greater_than_sign")
-        assert app.replay_speed == 4.0 and "4x" in app.query_one("#header").plain
+        assert app.player.pace.speed == 4.0 and "4x" in app.query_one("#header").plain
         await pilot.press("space")
         assert app.paused and "PAUSED" in app.query_one("#header").plain
         await pilot.pause(0.3)
@@ -727,10 +727,10 @@ async def test_the_live_view_plays_a_recording_with_speed_pause_and_step(tmp_pat
         await pilot.pause(0.4)
         assert _ticks(app) == held + 1 and app.paused  # one step, still paused
         await pilot.press("less_than_sign")
-        assert app.replay_speed == 2.0
-        app.replay_speed = 16.0
+        assert app.player.pace.speed == 2.0
+        app.player.pace.speed = 16.0
         await pilot.press("space")
-        assert await _until(pilot, lambda: app.replay_ended)
+        assert await _until(pilot, lambda: app.player.ended)
         assert _ticks(app) == 11  # every recorded tick, then the last frame stays
         header = app.query_one("#header").plain
         assert "END" in header and "0:10/0:10" in header
@@ -755,7 +755,7 @@ async def test_replay_keys_are_in_the_help_only_while_replaying(tmp_path):
         text = keys_text(live).plain
         assert "replay faster" not in text and "sample now" in text
         await pilot.press("greater_than_sign")
-        assert live.replay_speed == 1.0
+        assert live.player.pace.speed == 1.0
 
 
 def test_the_header_fits_replay_facts_into_80_columns():
@@ -778,20 +778,26 @@ def test_the_header_fits_replay_facts_into_80_columns():
 def test_replay_pace_waits_the_recorded_gap_over_the_speed():
     import threading
 
-    from gputop_diag.tui.feed import ReplayPace
+    from gputop_diag.tui.replaying import ReplayPace
 
     pace, cancel = ReplayPace(), threading.Event()
+    paused = []  # the Monitor's pause, as the replay reads it
+
+    def wait(gap_s):
+        return pace.wait(gap_s, cancel, lambda: bool(paused))
+
     pace.speed = 8.0
     t0 = time.monotonic()
-    assert pace.wait(1.6, cancel) is False
+    assert wait(1.6) is False
     assert 0.15 <= time.monotonic() - t0 < 1.0  # 1.6 recorded seconds at 8x: 0.2 s
     assert pace.change_speed(1) == 16.0 and pace.change_speed(1) == 16.0
     assert [pace.change_speed(-1) for _ in range(7)][-2:] == [0.25, 0.25]
+    paused.append(True)
     pace.step()  # paused, one tick let through at once
     t0 = time.monotonic()
-    assert pace.wait(30.0, cancel) is False and time.monotonic() - t0 < 0.2
+    assert wait(30.0) is False and time.monotonic() - t0 < 0.2
     done = []
-    waiter = threading.Thread(target=lambda: done.append(pace.wait(30.0, cancel)))
+    waiter = threading.Thread(target=lambda: done.append(wait(30.0)))
     waiter.start()
     time.sleep(0.2)
     assert not done  # paused: it waits

@@ -279,15 +279,15 @@ def test_a_state_repeated_after_the_controller_stopped_answering_says_how_old(
 @pytest.mark.parametrize(
     ("state", "exit_field", "code", "sig", "words"),
     [
-        ("FAILED", "3:0", 3, None, "FAILED; exited with code 3; requeued 2 times (Restarts=)"),
+        ("FAILED", "3:0", 3, None, "FAILED; exited with code 3; requeued 2 times (Restarts=2)"),
         (
             "CANCELLED",
             "0:9",
             137,
             "SIGKILL",
-            "CANCELLED; killed by SIGKILL (exit code 137); requeued 2 times (Restarts=)",
+            "CANCELLED; killed by SIGKILL (exit code 137); requeued 2 times (Restarts=2)",
         ),
-        ("COMPLETED", "0:0", 0, None, "COMPLETED; requeued 2 times (Restarts=)"),
+        ("COMPLETED", "0:0", 0, None, "COMPLETED; requeued 2 times (Restarts=2)"),
     ],
 )
 def test_an_ended_slurm_jobs_exit_code_is_kept(state, exit_field, code, sig, words):

@@ -170,7 +170,7 @@ def test_a_requeued_job_says_so(slurm, cli):
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
         assert doc["job"]["slurm"]["restarts"] == 1
-        assert "requeued 1 time (Restarts=)" in doc["state"]
+        assert "requeued 1 time (Restarts=1)" in doc["state"]
     finally:
         _run("scancel", job)
 

@@ -149,7 +149,7 @@ async def test_s_writes_the_sanitized_report_and_shows_its_path(tmp_path, size):
         assert json.loads(js.read_text())["schema"] == "gputop-diag.report/1"
         assert json.loads(js.read_text())["window"]["samples"] == 5  # what the view holds
         assert str(md.resolve()) in toasts(app) and js.name in toasts(app)
-        assert app.last_saved == str(md)
+        assert app.saver.last_saved == str(md)
         if size == (200, 50):
             assert str(md) in text_of(app, "#header")
 
@@ -188,7 +188,7 @@ async def test_capital_s_writes_the_snapshot_with_the_xid_history(tmp_path, size
         shown = app.latest.xid_events
         assert shown and [x["xid"] for x in doc["xid_events"]] == [x.xid for x in shown[::-1]]
         assert any(e["kind"] == "xid" and e["code"] == 79 for e in doc["xid_history"])
-        assert app.last_saved == str(files[0])
+        assert app.saver.last_saved == str(files[0])
         assert str(files[0].resolve()) in toasts(app)
         if size == (200, 50):
             assert str(files[0]) in text_of(app, "#header")
@@ -239,10 +239,17 @@ async def test_lost_gpu_mid_run_shows_the_banner_and_the_rest_goes_on():
         assert "Xid 79" in side and "GPU 3 is lost" in side
         await pilot.press("4")
         await pilot.pause()
+        app.monitor.xid_history(wait=10)  # the pane asked for the kernel log: let it be read
+        await pilot.pause()
         table = app.query_one("#xid-table", DataTable)
-        assert table.row_count == 1
-        row = [str(c) for c in table.get_row_at(0)]
-        assert row[2:5] == ["3", "79", "FALLEN_OFF_BUS"]
+        rows = [[str(c) for c in table.get_row_at(k)][2:6] for k in range(table.row_count)]
+        # NVML's Xid 79, also in the journal, and the driver's own "fallen off the bus" line
+        assert rows == [
+            ["3", "-", "GPU fell off the bus", "journal"],
+            ["3", "79", "FALLEN_OFF_BUS", "journal,nvml"],
+        ]
+        await pilot.press("down")
+        await pilot.pause()
         detail = text_of(app, "#xid-detail")
         step = describe(79)[2]  # the catalog's next step for Xid 79
         assert "Xid 79 FALLEN_OFF_BUS on GPU 3" in detail and f"next: {step[:30]}" in detail
@@ -373,7 +380,7 @@ async def test_sanitize_hides_identifiers_on_every_pane_and_in_the_saved_files(t
     async with app.run_test(size=(200, 50)) as pilot:
         app.feed(30)
         await pilot.pause()
-        secret = identifiers(app._history_feeder().window()[0][-1])  # as sampled
+        secret = identifiers(app.monitor.window()[0][-1])  # as sampled
         environ = app.sim_sources.environ
         secret |= {environ["USER"].lower(), environ["HOME"].lower()}
         assert "gpu-node-07" in secret and app.latest.snapshot.gpus
@@ -444,14 +451,15 @@ async def test_only_the_visible_pane_renders(monkeypatch):
 
 
 async def test_a_bare_snapshot_message_is_enough():
+    """One tick of the app's Monitor is all the screen needs: a diagnosis, the slow sources."""
     app = FedApp()
     async with app.run_test(size=(120, 40)) as pilot:
-        snap = app.test_sampler.sample()
-        app.post_message(SnapshotReady(snap))
+        app.post_message(SnapshotReady(app.feeder.tick()))
         await pilot.pause()
         assert app.latest.diagnosis is not None
+        snap = app.monitor.history.latest
         # the same tick, with the slow sources (Slurm, the kernel log) attached by the Monitor
-        assert app.latest.snapshot.timestamp == snap.timestamp
+        assert app.latest.snapshot.timestamp == snap.timestamp == app.sim_sources.clock.now()
         assert app.latest.snapshot.gpus == snap.gpus and app.latest.snapshot.slow_sources_at
         assert "/79.6 GiB" in text_of(app, "#mem-gpu0")
 
@@ -507,19 +515,19 @@ async def test_no_color_keeps_every_state_in_words(monkeypatch):
         assert "GPU 3 is lost" in svg.replace("&#160;", " ")
 
 
-async def test_sanitize_covers_ticks_from_a_feed_without_the_sanitizer():
-    """A feed of another kind (a node read from Prometheus) posts updates its own Feeder made:
-    the view sanitizes them itself."""
-    from gputop_diag.monitor.core import Monitor
-    from gputop_diag.tui.feed import Feeder
+async def test_sanitize_covers_ticks_from_a_feed_without_the_sanitizer(tmp_path, capsys):
+    """A feed of another kind (a recording made without --sanitize) is sanitized on its way
+    to the screen: the replay's Feeder carries the session's sanitizer."""
+    from gputop_diag.cli import main
+    from gputop_diag.recording.store import Recording
+    from gputop_diag.tui import GpuTopApp
 
-    app = FedApp("compute-bound", sanitize=True)
-    own = Feeder(Monitor(None))  # no sanitizer
+    f = str(tmp_path / "raw.jsonl")
+    assert main(["--demo", "compute-bound", "record", "-o", f, "--seconds", "2"]) == 0
+    app = GpuTopApp(None, replay=Recording.open(f), sanitize=True, start_collectors=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(3):
-            snap = app.test_sampler.sample()
-            app.sim_sources.clock.sleep(1.0)
-            app.post_message(SnapshotReady(snap, own.add(snap)))
+        for snap in app.replay.snapshots():  # what the replay's player posts, tick by tick
+            app.post_message(SnapshotReady(app.feeder.add(snap)))
         await pilot.pause()
         shown = everything_shown(app).lower()
         assert "host-" in shown

@@ -50,7 +50,7 @@ async def test_collectors_run_in_a_thread_and_stop_promptly_on_quit(monkeypatch)
         assert await wait_for(pilot, lambda: app.latest is not None)
         assert len(app.latest.snapshot.gpus) == 8
         assert on_main_thread == [False]
-        collector = app.collector
+        collector = app.sampling.collector
         assert collector.running and collector.thread.daemon
         t0 = time.monotonic()
         await pilot.press("q")
@@ -93,7 +93,7 @@ async def test_a_new_interval_reaches_the_sampler():
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: ticks(app) >= 1)
         await pilot.press("minus")
-        assert app.interval == 0.5 and app.sampler.interval == 0.5
+        assert app.interval == 0.5 and app.monitor.interval == 0.5  # the one interval
         n = ticks(app)
         assert await wait_for(pilot, lambda: ticks(app) >= n + 3, timeout=3.0)
 
@@ -316,29 +316,29 @@ async def test_messages_that_arrive_while_the_view_closes_are_dropped():
 def test_the_report_does_not_wait_for_a_hung_tick():
     """`s` reads the history between two ticks; a tick stuck in the driver makes it give up
     with a reason instead of waiting with it."""
-    from gputop_diag.monitor.core import Monitor
-    from gputop_diag.tui.feed import Feeder, TickStuck
+    from gputop_diag.monitor.core import Monitor, TickStuck
+    from gputop_diag.tui.feed import Feeder
 
     src = sim.build("compute-bound", gpu_count=2)
     feeder = Feeder(Monitor(src, slow_sources=False))
     feeder.tick()
-    assert len(feeder.window()[0]) == 1
+    assert len(feeder.monitor.window()[0]) == 1
     release = src.sim.hang("nvmlDeviceGetUtilizationRates")
     worker = threading.Thread(target=feeder.tick, daemon=True)
     worker.start()
     try:
         with pytest.raises(TickStuck, match="waiting for the driver"):
-            feeder.window(wait_s=0.3)
+            feeder.monitor.window(wait_s=0.3)
     finally:
         release.set()
         worker.join(10)
-    assert len(feeder.window()[0]) == 2
+    assert len(feeder.monitor.window()[0]) == 2
 
 
 async def test_a_tick_stuck_in_the_driver_is_said_on_the_banner(monkeypatch):
-    from gputop_diag.tui import app as tui_app
+    from gputop_diag.tui import collector
 
-    monkeypatch.setattr(tui_app, "STUCK_AFTER_S", 0.5)
+    monkeypatch.setattr(collector, "STUCK_AFTER_S", 0.5)
     src = sim.build("idle", realtime=True)
     app = GpuTopApp(src, interval=0.2)
     release = None

@@ -109,7 +109,7 @@ async def test_filter_by_user_gpu_and_pid_from_the_prompt_and_esc_clears():
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, FilterScreen)
-        assert app.process_filter.pids == {41232}  # Esc left the filter as it was
+        assert app.controls.filter.pids == {41232}  # Esc left the filter as it was
 
 
 async def test_g_shows_only_the_selected_gpu_and_its_processes():

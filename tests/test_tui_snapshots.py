@@ -24,6 +24,9 @@ def fed(scenario: str, seconds: int, *keys: str, **kw):
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
+        if "4" in keys:  # the Xid pane asked for the kernel log before the run: let it finish
+            app.monitor.xid_history(wait=10)
+            await pilot.pause()
         app.feed(1)
         await pilot.pause()
 

@@ -1,4 +1,6 @@
-"""Build the live view with the collectors off and feed it simulated ticks, deterministically.
+"""Build the live view with its collector thread off and tick it ourselves, deterministically:
+each tick goes through the app's own Monitor and Feeder and reaches the app as the same
+`SnapshotReady` message the collector thread posts.
 
 Not a test module of its own: the TUI tests import `FedApp` from here.
 """
@@ -6,25 +8,27 @@ Not a test module of its own: the TUI tests import `FedApp` from here.
 from __future__ import annotations
 
 from gputop_diag import sim
-from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.tui import GpuTopApp, SnapshotReady
 
 
+def tick(app: GpuTopApp) -> None:
+    """One tick as the collector thread takes it: the app's Monitor samples (through its
+    Feeder), the update is posted; then a simulated second passes."""
+    app.post_message(SnapshotReady(app.feeder.tick()))
+    app.sources.clock.sleep(1.0)
+
+
 class FedApp(GpuTopApp):
-    """The real app, with the collector thread replaced by ticks we post ourselves."""
+    """The real app, its collector thread replaced by ticks we take ourselves."""
 
     def __init__(self, scenario: str = "compute-bound", **kw) -> None:
         self.sim_sources = sim.build(scenario)
         super().__init__(self.sim_sources, start_collectors=False, **kw)
-        self.test_sampler = Sampler(self.sim_sources, interval=1.0)
 
     def feed(self, seconds: int = 1) -> None:
-        """Advance simulated time one second at a time and post each tick's snapshot, as
-        the collector thread would (the app derives its history and diagnosis from them)."""
+        """Tick once a simulated second, `seconds` times."""
         for _ in range(seconds):
-            snap = self.test_sampler.sample()
-            self.sim_sources.clock.sleep(1.0)
-            self.post_message(SnapshotReady(snap))
+            tick(self)
 
 
 def screen_lines(app) -> list[str]:

@@ -104,7 +104,7 @@ def test_state_line_slurm_forms():
     run = SchedulerEvidence("7", "RUNNING", None, 60.0, 7200.0, 6600.0, nodes="n1", restarts=2)
     line = state_line(JobState("slurm", "x", slurm=run))
     assert "on n1 for 1:50:00, 10:00 left of 2:00:00; waited 1:00 in the queue" in line
-    assert "requeued 2 times (Restarts=)" in line
+    assert "requeued 2 times (Restarts=2)" in line
     pre = SchedulerEvidence("7", "PREEMPTED")
     assert state_line(JobState("slurm", "x", slurm=pre)) == (
         "Slurm PREEMPTED; the scheduler took its resources back"

@@ -4,38 +4,29 @@ first (y stops it, d or q again leaves it running)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import sys
 
-from test_tui_support import screen_text
+from test_tui_support import screen_text, tick
 from textual.widgets import ContentSwitcher
 
 from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch
 from gputop_diag.commands.watch import stop_note
-from gputop_diag.monitor.sampler import Sampler
-from gputop_diag.tui import GpuTopApp, SnapshotReady
+from gputop_diag.tui import GpuTopApp
 from gputop_diag.tui.job_quit import QuitJobScreen
 
 
 class WatchApp(GpuTopApp):
-    """The real app watching `watch`, fed simulated ticks by the test."""
+    """The real app watching `watch` (its Monitor reads the job each tick), ticked by the
+    test."""
 
     def __init__(self, watch: JobWatch, sources) -> None:
         super().__init__(sources, start_collectors=False, job_watch=watch)
-        self.test_sampler = Sampler(sources, interval=1.0)
         self.w = watch
 
     def feed(self, seconds: int = 1) -> None:
         for _ in range(seconds):
-            snap = self.test_sampler.sample()
-            snap = dataclasses.replace(snap, job=self.w.sample(snap))
-            self.sim_clock.sleep(1.0)
-            self.post_message(SnapshotReady(snap))
-
-    @property
-    def sim_clock(self):
-        return self.sources.clock
+            tick(self)
 
 
 def _pane(app) -> str:

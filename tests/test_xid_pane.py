@@ -3,27 +3,13 @@ table, plain kernel text, and --sanitize."""
 
 from __future__ import annotations
 
-from gputop_diag import sim
-from gputop_diag.monitor.core import Monitor
-from gputop_diag.monitor.sampler import Sampler
+from test_tui_support import FedApp
+
+from gputop_diag.cli import main
+from gputop_diag.recording.store import Recording
 from gputop_diag.tui import GpuTopApp, SnapshotReady
-from gputop_diag.tui.feed import Feeder
 
-
-class MonitoredApp(GpuTopApp):
-    """The real app with a Monitor of its own (as the collector thread has), fed by hand."""
-
-    def __init__(self, scenario: str, **kw) -> None:
-        self.sim_sources = sim.build(scenario)
-        super().__init__(self.sim_sources, start_collectors=False, **kw)
-        self.feeder = Feeder(Monitor(self.sim_sources))
-        self._sampler = Sampler(self.sim_sources, interval=1.0)
-
-    def feed(self, seconds: int) -> None:
-        for _ in range(seconds):
-            snap = self._sampler.sample()
-            self.sim_sources.clock.sleep(1.0)
-            self.post_message(SnapshotReady(snap, self.feeder.add(snap)))
+MonitoredApp = FedApp  # the app's own Monitor ticked by the test, as its collector thread does
 
 
 def text_of(app, selector: str) -> str:
@@ -95,16 +81,34 @@ async def test_sanitize_hides_kernel_text_and_process_names():
             assert secret not in shown
 
 
-async def test_a_replay_says_the_log_before_it_is_not_read():
-    app = MonitoredApp("xid-79")
-    app.feeder = Feeder(Monitor(None))
-    live = Feeder(Monitor(app.sim_sources))
+async def test_a_replay_says_the_log_before_it_is_not_read(tmp_path, capsys):
+    f = str(tmp_path / "xid.jsonl")
+    assert main(["--demo", "xid-79", "record", "-o", f, "--seconds", "99"]) == 0
+    app = GpuTopApp(None, replay=Recording.open(f), start_collectors=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("4")
-        for _ in range(100):
-            snap = live.add(app._sampler.sample()).snapshot  # recorded with its evidence
-            app.sim_sources.clock.sleep(1.0)
-            app.post_message(SnapshotReady(snap, app.feeder.add(snap)))
+        for snap in app.replay.snapshots():  # what the replay's player posts, tick by tick
+            app.post_message(SnapshotReady(app.feeder.add(snap)))
         await pilot.pause()
         assert "a recording holds the Xid events it recorded" in text_of(app, "#xid-triage")
         assert "Xid 79 FALLEN_OFF_BUS on GPU 3" in text_of(app, "#xid-triage")
+
+
+async def test_the_log_before_the_run_shows_once_read_without_another_tick():
+    """Showing the pane asks the Monitor for the kernel log before the run; when the read
+    ends the pane shows it at once (a paused view does not wait for the next tick)."""
+    import asyncio
+
+    app = MonitoredApp("compute-bound")
+    with_history(app)
+    async with app.run_test(size=(140, 50)) as pilot:
+        app.feed(2)
+        await pilot.press("space", "4")  # paused: no tick will come
+        for _ in range(200):
+            await pilot.pause()
+            if "Kernel log read" in text_of(app, "#xid-triage"):
+                break
+            await asyncio.sleep(0.05)
+        assert app.latest.ticks == 2
+        assert "Kernel log read (journal), 2 driver event(s)" in text_of(app, "#xid-triage")
+        assert app.query_one("#xid-table").row_count == 2

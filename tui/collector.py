@@ -16,29 +16,27 @@ from collections.abc import Callable
 from .feed import Feeder, Update
 from .messages import CollectorFailed, SnapshotReady
 
+STUCK_AFTER_S = 5.0  # a tick this long is waiting for the driver: the banner says so
+
 
 class Collector:
-    """Sample through `feeder` every `interval()` seconds until `stop()`; post each tick.
+    """Sample through `feeder` every `interval` seconds of its Monitor until `stop()`; post
+    each tick.
 
-    `paused()` is read before each tick (a paused view samples only the first tick when
-    `sample_first`); `post` is the app's thread-safe `post_message`; `sleep(seconds, cancel)`
-    is the sources' clock (True when `cancel` was set while waiting)."""
+    The Monitor's `paused` is read before each tick (a paused view samples only the first tick
+    when `sample_first`); `post` is the app's thread-safe `post_message`; the sources' clock
+    sleeps (True when `cancel` was set while waiting)."""
 
     def __init__(
         self,
         feeder: Feeder,
         *,
         post: Callable[[object], object],
-        interval: Callable[[], float],
-        paused: Callable[[], bool],
-        sleep: Callable[[float, threading.Event], bool],
         sample_first: bool = True,
     ) -> None:
         self.feeder = feeder
+        self.monitor = feeder.monitor
         self._post = post
-        self._interval = interval
-        self._paused = paused
-        self._sleep = sleep
         self.cancelled = threading.Event()
         self.ticks = 0  # ticks this loop took
         self.tick_started: float | None = None  # monotonic time of the tick in flight
@@ -66,7 +64,7 @@ class Collector:
     def _run(self, take: bool) -> None:
         cancel = self.cancelled
         while not cancel.is_set():
-            if take or not self._paused():
+            if take or not self.monitor.paused:
                 update: Update | None = None
                 self.tick_started = time.monotonic()
                 try:
@@ -78,7 +76,7 @@ class Collector:
                         "the view keeps the last figures; r tries again",
                     )
                 else:
-                    message = SnapshotReady(update.snapshot, update)
+                    message = SnapshotReady(update)
                 finally:
                     self.tick_started = None
                 self.ticks += 1
@@ -86,5 +84,40 @@ class Collector:
                     break
                 self._post(message)
             take = False
-            if self._sleep(self._interval(), cancel):
+            if self.monitor.sources.clock.sleep(self.monitor.interval, cancel):
                 break
+
+
+class Sampling:
+    """The live view's sampling: one Collector loop at a time over `feeder`, restarted by
+    r, +/- and resume (the old loop ends on its cancel event; a tick in flight finishes first
+    and the Monitor's lock keeps the two from overlapping)."""
+
+    def __init__(self, feeder: Feeder, post: Callable[[object], object]) -> None:
+        self.feeder = feeder
+        self._post = post
+        self.collector: Collector | None = None  # the loop now running
+
+    def start(self, sample_first: bool = True) -> Collector:
+        self.stop()
+        self.collector = Collector(self.feeder, post=self._post, sample_first=sample_first)
+        return self.collector.start()
+
+    def stop(self) -> None:
+        if self.collector is not None:
+            self.collector.stop()
+
+    def stuck(self) -> CollectorFailed | None:
+        """A tick that has waited `STUCK_AFTER_S` for NVML: what the banner says (the figures
+        on screen are that old)."""
+        c = self.collector
+        waited = c.stuck_for() if c is not None else 0.0
+        if waited < STUCK_AFTER_S:
+            return None
+        return CollectorFailed(
+            "stuck",
+            f"the driver has not answered for {waited:.0f} s: a sample is waiting in an NVML "
+            "call (a GPU that stopped answering?); the figures shown are that old",
+            "nvidia-smi and the kernel log (journalctl -k | grep -i xid) say which GPU; "
+            "q quits without waiting",
+        )

@@ -31,6 +31,7 @@ from ..prometheus.client import PrometheusError
 from .app import REPLAY_ONLY, GpuTopApp
 from .feed import Feeder, Update
 from .fleet_table import SORTS, FleetTable, fleet_rows
+from .header import first_host
 from .keys import PANES
 from .messages import CollectorFailed, SnapshotReady
 from .replaying import ReplayExtent
@@ -243,9 +244,10 @@ class NodeApp(GpuTopApp):
         )
         if self.names is not None:
             # the session's sanitizer: the node's host shows the pseudonym its fleet row shows
-            self._key = self.names.key
+            self.saver.key = self.names.key
             self.sanitizer = self.names.s
-            self._host_alias = self._alias_of_host()
+            self.feeder = Feeder(Monitor(None, interval=self.interval), self.sanitizer)
+            self.host = first_host(None, feed, self.sanitizer)
         self.node_feed = feed
 
     # -- what a node read from Prometheus offers --------------------------------------------------
@@ -308,12 +310,14 @@ class NodeApp(GpuTopApp):
         try:
             feed.load()  # the step, hence the classifier's tick, comes with the window
             # under --sanitize the view only ever sees the session's pseudonyms
-            self.feeder = Feeder(Monitor(None, tick_s=feed.tick_s), self.sanitizer)
+            monitor = Monitor(None, interval=self.interval, tick_s=feed.tick_s)
+            monitor.paused = self.paused
+            self.feeder = Feeder(monitor, self.sanitizer)
             self._extent()
             for snap in feed.snapshots():
                 if cancel.is_set():
                     return
-                self.post_message(SnapshotReady(snap, self._named(self.feeder.add(snap))))
+                self.post_message(SnapshotReady(self._named(self.feeder.add(snap))))
                 self._extent()
         except PrometheusError as e:
             self.post_message(

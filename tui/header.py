@@ -21,6 +21,20 @@ class ReplayFacts:
     ended: bool = False
 
 
+def first_host(sources, replay, sanitizer) -> str:
+    """The host the header names before the first tick: the machine's, else the recording's
+    (under --sanitize, its pseudonym)."""
+    try:
+        name = sources.hostname() if sources is not None else None
+    except Exception:  # noqa: BLE001 - a name we cannot read is shown as no name
+        name = None
+    if name is None and replay is not None:
+        name = replay.header.hostname
+    if sanitizer is not None:
+        return sanitizer.hostname(name) if name else "host"
+    return name or "host0"
+
+
 def clock_text(seconds: float) -> str:
     """`1:05`, `12:00`, `1:02:03`."""
     s = max(0, int(seconds))

@@ -8,11 +8,16 @@ it for the grace period) the view says so and keeps drawing.
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
+from typing import TYPE_CHECKING
+
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from ..collect.job import JobWatch
 
 STOP, DETACH = "stop", "detach"
 
@@ -77,3 +82,45 @@ class StoppingJobScreen(ModalScreen[None]):
         with Vertical(id="quit-job-box"):
             yield Static("Quit", classes="pane-title", markup=False)
             yield Static(stopping_text(self.grace_s), id="quit-job-text", markup=False)
+
+
+class JobQuit:
+    """`q` for an app that watches a job: quit at once unless a job this view started still
+    runs; then ask, and stop it (in a worker thread) or leave it running."""
+
+    def __init__(self, app: App, watch: JobWatch | None, sanitize: bool) -> None:
+        self.app = app
+        self.watch = watch
+        self.sanitize = sanitize
+
+    def quit(self) -> None:
+        app, w = self.app, self.watch
+        if w is None or not w.started or w.detached or not w.running:
+            if w is not None and w.started:
+                w._reap()
+                app.exit(return_code=w.exit_code or 0)
+                return
+            app.exit()
+            return
+        if isinstance(app.screen, StoppingJobScreen):  # being stopped: quits when done
+            return
+        if isinstance(app.screen, QuitJobScreen):  # asked already: a second quit leaves it
+            self._answer(DETACH)
+            return
+        log = w.tail.path if w.tail is not None and not self.sanitize else None
+        label = "the job" if self.sanitize else w.label
+        app.push_screen(QuitJobScreen(label, log), self._answer)
+
+    def _answer(self, what: str | None) -> None:
+        w = self.watch
+        if what == STOP:
+            # a job that ignores SIGTERM holds stop() for the grace period: not on this thread
+            self.app.push_screen(StoppingJobScreen(w.stop_grace_s))
+            self.app.run_worker(self._stop, thread=True, group="stop-job", exit_on_error=False)
+        elif what == DETACH:
+            w.detach()
+            self.app.exit(return_code=0)
+
+    def _stop(self) -> None:
+        code = self.watch.stop()
+        self.app.call_from_thread(self.app.exit, return_code=code or 0)

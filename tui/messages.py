@@ -9,15 +9,20 @@ from .feed import Update
 
 
 class SnapshotReady(Message):
-    """One tick: the frozen snapshot, and what the collector thread derived from it.
+    """One tick, as a Feeder made it from the Monitor's frozen tick (the collector thread, a
+    replay, a Prometheus feed)."""
 
-    Post a bare snapshot (tests, replays) and the app derives the rest itself.
-    """
-
-    def __init__(self, snapshot: Snapshot, update: Update | None = None) -> None:
+    def __init__(self, update: Update) -> None:
         super().__init__()
-        self.snapshot = snapshot
         self.update = update
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self.update.snapshot
+
+
+class XidHistoryRead(Message):
+    """The Monitor has read the kernel log before the run (the Xid pane's history)."""
 
 
 class CollectorFailed(Message):

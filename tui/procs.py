@@ -279,3 +279,36 @@ def size_text(b: int | float | None) -> str:
     if b >= GIB:
         return f"{b / GIB:.1f}G"
     return f"{b / MIB:.0f}M"
+
+
+@dataclass
+class ProcessControls:
+    """What the keys change about the GPU processes shown: the filter (`f`, Esc, `g`), the sort
+    order (`o`, `O`, a click on a header) and how the histories move (`G`)."""
+
+    filter: ProcessFilter = field(default_factory=ProcessFilter)
+    sort: SortOrder = field(default_factory=SortOrder)
+    sweep: bool = True  # histories sweep (cheap over SSH); `G` makes them scroll
+
+    def only_gpu(self, selected: int | None) -> ProcessFilter | None:
+        """`g`: the filter for only the selected GPU, or every GPU again; None: no change."""
+        f = self.filter
+        if f.gpus:
+            return ProcessFilter(frozenset(), f.users, f.pids, f.text)
+        if selected is not None:
+            return ProcessFilter(frozenset({selected}), f.users, f.pids, f.text)
+        return None
+
+    def sort_by(self, column: str) -> bool:
+        """Sort by `column`; the same column again reverses the order. False: no such column."""
+        if column not in SORTS:
+            return False
+        self.sort = self.sort.flipped() if self.sort.column == column else SortOrder(column)
+        return True
+
+    def toggle_sweep(self) -> str:
+        """`G`; what the toast says."""
+        self.sweep = not self.sweep
+        if self.sweep:
+            return "histories sweep: the newest sample overwrites the oldest at the marker"
+        return "histories scroll: newest at the right (more bytes over SSH)"

@@ -1,19 +1,28 @@
-"""Playing a recording in the live view: the replay worker, its messages and its keys.
+"""Playing a recording in the live view: the pace (speed, single steps), the player thread and
+its messages.
 
-A mixin of `GpuTopApp`: the thread worker feeds the recorded snapshots through a replaying
-Monitor at the recorded pace times the speed, honouring pause and single steps; the last frame
-stays at the end.
+The player feeds the recorded snapshots through a replaying Monitor at the recorded pace times
+the speed, honouring the Monitor's pause and single steps; the last frame stays at the end. A
+Prometheus feed (`fleet_app.py`) plays through the same messages.
 """
 
 from __future__ import annotations
 
-from textual import work
-from textual.css.query import NoMatches
+import threading
+import time
+from collections.abc import Callable
+
+from textual.app import App
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from ..recording.store import RecordingError
+from ..recording.store import Recording, RecordingError
+from .feed import Feeder
 from .messages import CollectorFailed, SnapshotReady
+
+REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this
+REPLAY_POLL_S = 0.05  # how soon a replay notices pause, speed, step and quit
 
 
 class ReplayEnded(Message):
@@ -34,33 +43,81 @@ class ReplayExtent(Message):
         self.last = last
 
 
-class ReplayMixin:
-    """The replay side of the app (`self.replay`, `self.pace`, `self.feeder` are the app's).
+class ReplayPace:
+    """How a replay moves: its speed and single steps (the pause is the Monitor's). The UI
+    thread sets them; the replay thread calls `wait()` between two recorded ticks."""
 
-    Its handlers go by Textual's naming convention (`on_replay_extent`): `@on` decorators on a
-    class that is not a message pump are never registered."""
+    def __init__(self) -> None:
+        self.speed = 1.0
+        self._step = threading.Event()
 
-    @work(thread=True, exit_on_error=False, exclusive=True, group="collect", name="replay")
-    def play(self) -> None:
-        """Feed the recording through the replaying Monitor at the recorded pace (times the
-        speed), honouring pause and single steps; the last frame stays at the end."""
+    def change_speed(self, step: int) -> float:
+        """One notch faster (`step` 1) or slower (-1) on REPLAY_SPEEDS; the new speed."""
+        k = min(range(len(REPLAY_SPEEDS)), key=lambda i: abs(REPLAY_SPEEDS[i] - self.speed))
+        self.speed = REPLAY_SPEEDS[max(0, min(len(REPLAY_SPEEDS) - 1, k + step))]
+        return self.speed
+
+    def step(self) -> None:
+        """Let one more tick through while paused."""
+        self._step.set()
+
+    def wait(self, gap_s: float, cancel: threading.Event, paused: Callable[[], bool]) -> bool:
+        """Wait `gap_s` recorded seconds at the current speed, not while `paused()` (except
+        for a single step); True when `cancel` was set."""
+        due = min(max(gap_s, 0.0), REPLAY_MAX_GAP_S)
+        while not cancel.is_set():
+            if paused():
+                if self._step.is_set():
+                    self._step.clear()
+                    return False
+                cancel.wait(REPLAY_POLL_S)
+                continue
+            if due <= 0:
+                return False
+            speed = self.speed
+            t0 = time.monotonic()
+            cancel.wait(min(due / speed, REPLAY_POLL_S))
+            due -= (time.monotonic() - t0) * speed
+        return True
+
+
+class Player:
+    """A recording played into `app`: the thread workers, the pace, how far it got."""
+
+    def __init__(self, app: App, recording: Recording | None) -> None:
+        self.app = app
+        self.recording = recording
+        self.pace = ReplayPace()
+        self.ended = False
+        self.total_s: float | None = None  # the recording's length, once measured
+        if recording is not None:
+            recording.on_warning = lambda text: None  # kept in .warnings, shown at the end
+
+    def start(self, feeder: Feeder) -> None:
+        run = self.app.run_worker
+        run(lambda: self._play(feeder), thread=True, exit_on_error=False, exclusive=True,
+            group="collect", name="replay")  # fmt: skip
+        run(self._measure, thread=True, exit_on_error=False, group="replay-extent",
+            name="replay-extent")  # fmt: skip
+
+    def _play(self, feeder: Feeder) -> None:
         cancel = get_current_worker().cancelled_event
+        post = self.app.post_message
+        monitor = feeder.monitor
         previous: float | None = None
         try:
-            for snap in self.replay.snapshots():
-                if previous is not None and self.pace.wait(snap.timestamp - previous, cancel):
+            for snap in self.recording.snapshots():
+                gap = 0.0 if previous is None else snap.timestamp - previous
+                if previous is not None and self.pace.wait(gap, cancel, lambda: monitor.paused):
                     return
                 if cancel.is_set():
                     return
                 previous = snap.timestamp
-                update = self.feeder.add(snap)
-                self.post_message(SnapshotReady(snap, update))
+                post(SnapshotReady(feeder.add(snap)))
         except RecordingError as e:
-            self.post_message(
-                CollectorFailed("replay", str(e), "the view keeps the last frame; q quits")
-            )
+            post(CollectorFailed("replay", str(e), "the view keeps the last frame; q quits"))
         except Exception as e:  # noqa: BLE001 - shown as a banner, never a traceback
-            self.post_message(
+            post(
                 CollectorFailed(
                     "replay",
                     f"the replay failed: {type(e).__name__}: {e}",
@@ -68,50 +125,26 @@ class ReplayMixin:
                 )
             )
         if not cancel.is_set():
-            self.post_message(ReplayEnded(tuple(self.replay.warnings)))
+            post(ReplayEnded(tuple(self.recording.warnings)))
 
-    @property
-    def replay_speed(self) -> float:
-        return self.pace.speed
+    def _measure(self) -> None:
+        count, first, last = self.recording.extent(get_current_worker().cancelled_event)
+        self.app.post_message(ReplayExtent(count, first, last))
 
-    @replay_speed.setter
-    def replay_speed(self, speed: float) -> None:
-        self.pace.speed = speed
+    def extent(self, message: ReplayExtent) -> bool:
+        """The recording's length is known: True when the header should show it."""
+        start = self.recording.header.started or message.first
+        if start is None or message.last is None:
+            return False
+        self.total_s = message.last - start
+        return True
 
-    @work(thread=True, exit_on_error=False, group="replay-extent", name="replay-extent")
-    def measure_replay(self) -> None:
-        count, first, last = self.replay.extent(get_current_worker().cancelled_event)
-        self.post_message(ReplayExtent(count, first, last))
-
-    def on_replay_extent(self, message: ReplayExtent) -> None:
-        start = self.replay.header.started if self.replay.header.started else message.first
-        if start is not None and message.last is not None:
-            self.replay_total_s = message.last - start
-            try:
-                self._render_header()
-            except NoMatches:  # measured while the app closes
-                pass
-
-    def on_replay_ended(self, message: ReplayEnded) -> None:
-        self.replay_ended = True
-        try:
-            self._render_header()
-        except NoMatches:  # the end arrived while the app closes
-            return
+    def end(self, message: ReplayEnded, anything_shown: bool) -> None:
+        self.ended = True
+        notify = self.app.notify
         for text in message.warnings:
-            self.notify(text, severity="warning", timeout=15)
-        if self.latest is None:
-            self.notify(f"{self.replay.path} holds no snapshots", severity="error", timeout=15)
+            notify(text, severity="warning", timeout=15)
+        if not anything_shown:
+            notify(f"{self.recording.path} holds no snapshots", severity="error", timeout=15)
         else:
-            self.notify("end of the recording: the last frame stays; q quits", timeout=10)
-
-    def action_replay_speed(self, step: int) -> None:
-        self.pace.change_speed(step)
-        self._render_header()
-
-    def action_replay_step(self) -> None:
-        """Pause, and show the next recorded tick."""
-        self.pace.step()
-        if not self.paused:
-            self.paused = True
-            self._render_header()
+            notify("end of the recording: the last frame stays; q quits", timeout=10)

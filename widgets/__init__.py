@@ -3,13 +3,14 @@
 from .cell_table import CellTable
 from .diff_line import DiffLine, changed_spans
 from .diff_text import DiffText
-from .glyphs import BLOCKS, history, level, stacked_bar, to_ascii
+from .glyphs import ASCII_CLASS, BLOCKS, history, level, stacked_bar, to_ascii
 from .history_line import HistoryLine
 from .memory_bar import MemoryBar
 from .parts_line import PartsLine
 from .trace import Ruler, Trace, sweep_cells
 
 __all__ = [
+    "ASCII_CLASS",
     "BLOCKS",
     "CellTable",
     "DiffLine",

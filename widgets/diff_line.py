@@ -17,7 +17,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .glyphs import to_ascii
+from .glyphs import inside_ascii, to_ascii
 
 Run = tuple[str, str]
 """A piece of the line: its text and the component class that styles it ("" = plain)."""
@@ -91,11 +91,8 @@ class DiffLine(Widget):
 
     @property
     def ascii_only(self) -> bool:
-        """The app asked for ASCII only (`ascii_only`, --low-bandwidth)."""
-        try:
-            return bool(getattr(self.app, "ascii_only", False))
-        except Exception:  # noqa: BLE001 - no app yet (built outside one)
-            return False
+        """ASCII only: the line sits inside a node with the `-ascii` class (`ASCII_CLASS`)."""
+        return inside_ascii(self)
 
     def set_runs(self, runs: Sequence[Run]) -> None:
         if self.ascii_only:

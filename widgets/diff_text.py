@@ -16,14 +16,15 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .glyphs import to_ascii
+from .glyphs import inside_ascii, to_ascii
 
 Cell = tuple[str, Style | None]
 
 
 class DiffText(Widget):
     """Multi-line text; `update` repaints only what changed. `wrap=False` clips each line
-    with an ellipsis instead of wrapping it."""
+    with an ellipsis instead of wrapping it. Inside a node with the `-ascii` class
+    (`ASCII_CLASS`) it draws ASCII only."""
 
     DEFAULT_CSS = """
     DiffText {
@@ -62,7 +63,7 @@ class DiffText(Widget):
 
     def update(self, text: Text | str) -> None:
         text = text if isinstance(text, Text) else Text(text)
-        if getattr(self.app, "ascii_only", False) and not text.plain.isascii():
+        if inside_ascii(self) and not text.plain.isascii():
             text = Text.assemble(
                 *((to_ascii(seg.text), seg.style) for seg in text.render(self.app.console))
             )
@@ -79,7 +80,7 @@ class DiffText(Widget):
             lines = self._text.split("\n", allow_blank=True)
             for line in lines:
                 line.truncate(max(1, width), overflow="ellipsis")
-        ascii_only = bool(getattr(self.app, "ascii_only", False))
+        ascii_only = inside_ascii(self)
         out: list[list[Cell]] = []
         for line in lines:
             cells: list[Cell] = []

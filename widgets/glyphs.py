@@ -76,3 +76,12 @@ def to_ascii(text: str) -> str:
         return text
     out = text.translate(ASCII_SPELLING)
     return out if out.isascii() else "".join(ch if ch.isascii() else "?" for ch in out)
+
+
+ASCII_CLASS = "-ascii"
+"""A CSS class: DiffLine and DiffText inside a node that carries it draw ASCII only."""
+
+
+def inside_ascii(node) -> bool:
+    """`node` or one above it carries `ASCII_CLASS` (the app does under --low-bandwidth)."""
+    return any(n.has_class(ASCII_CLASS) for n in node.ancestors_with_self)

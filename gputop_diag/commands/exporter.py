@@ -1,7 +1,7 @@
 """`gputop-diag exporter`: serve what the Monitor sees to Prometheus, in dcgm-exporter's names.
 
 The Monitor ticks every --interval seconds (sample, slow sources, classify, as every view does);
-each tick rebuilds the metric families (`prom_export.TickMetrics`) and a scrape serves the
+each tick rebuilds the metric families (`prometheus.export.TickMetrics`) and a scrape serves the
 newest. Headless: no Textual.
 """
 

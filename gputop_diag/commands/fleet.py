@@ -82,7 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def access_of(args: argparse.Namespace):
-    """The `prom_client.Access` the options ask for."""
+    """The `prometheus.client.Access` the options ask for."""
     from ..prometheus.client import Access
 
     return Access(

@@ -16,7 +16,7 @@ def _getter(f):
 
 
 class History:
-    """The last `window_s` seconds of snapshots, newest last. Owned by the Sampler."""
+    """The last `window_s` seconds of snapshots, newest last. Owned by the Monitor."""
 
     def __init__(self, window_s: float = 600.0, max_len: int = 100_000) -> None:
         self.window_s = window_s

@@ -1,6 +1,6 @@
 """The fleet's diagnosis: the same classifier per node, and what only several nodes show.
 
-Each node's snapshots (`fleet/read.py`) are judged by `diagnose.judge`, the single-node
+Each node's snapshots (`fleet/read.py`) are judged by `diagnose.classify.judge`, the single-node
 classifier without hysteresis (the window is judged as a whole). A multi-node job (nodes that
 share the --group-by label, the Slurm job by default) adds two findings no single node can see:
 

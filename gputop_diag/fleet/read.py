@@ -105,7 +105,7 @@ def assemble(
     group_by: str = JOB_LABEL,
 ) -> FleetData:
     """Per-node snapshots of the window start .. end from range-query series (each naming
-    itself in `__name__`) and node-exporter's figures by `fleet_query.node_exporter_queries`
+    itself in `__name__`) and node-exporter's figures by `query.node_exporter_queries`
     key (and "uname")."""
     grid = Grid.for_window(end, end - start, step)
     columns = [grid.from_series(s) for s in series]

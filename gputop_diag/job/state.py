@@ -39,7 +39,8 @@ def state_words(job: JobState) -> str:
         elif job.exit_code:
             words += f"; exited with code {job.exit_code}"
         if s.restarts:
-            words += f"; requeued {s.restarts} time{'s' if s.restarts > 1 else ''} (Restarts=)"
+            times = "time" if s.restarts == 1 else "times"
+            words += f"; requeued {s.restarts} {times} (Restarts={s.restarts})"
         if s.state.upper() in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD"):
             words += "; the scheduler took its resources back"
         if job.slurm_stale_s is not None:

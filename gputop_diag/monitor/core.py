@@ -8,13 +8,18 @@ verdict for hysteresis, and returns a frozen `Tick`. One read of the kernel log
 lines: an Xid NVML did not already report joins the snapshot's `xid_events` (source
 "kernel-log"), so the alerts, the Xid pane and a recording see it; a kernel log nobody may read
 is an error on the snapshot with the way to get access. `xid_triage` is the Xid triage
-(`diagnose.xid_triage`) of everything seen, joined with the sampled history, and of the kernel
+(`xid.triage`) of everything seen, joined with the sampled history, and of the kernel
 log before the run once `xid_history()` has read it (in the background: the Xid pane asks).
 The live view, the headless commands and `record` all run this one loop, so they see the same
 numbers and verdicts; and because the evidence rides inside each snapshot, a replayed recording
 (`Monitor(None)` fed the recorded snapshots) reaches the same diagnosis.
 
-No Textual here: the live view wraps a Monitor in `tui/feed.py`.
+The Monitor is the one owner of a run's state: the history, the interval, whether the view is
+paused, the run's Xid events (`MAX_XID_EVENTS`, newest kept). Every `Tick` it returns is frozen;
+`tick(series=True)` also cuts the histories the live view draws (`monitor/series.py`) under the
+same lock, so no reader ever iterates the history while a tick appends to it.
+
+No Textual here: the live view turns each Tick into what it shows in `tui/feed.py`.
 """
 
 from __future__ import annotations
@@ -34,11 +39,20 @@ from ..collect.slurm import collect_scheduler_evidence
 from ..diagnose.classify import classify
 from ..diagnose.history import History
 from ..diagnose.types import Diagnosis
-from ..model import CollectorError, DriverChain, OomKill, SchedulerEvidence, Snapshot, XidEvent
+from ..model import (
+    CollectorError,
+    DriverChain,
+    JobState,
+    OomKill,
+    SchedulerEvidence,
+    Snapshot,
+    XidEvent,
+)
 from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.types import XidTriage
 from .sampler import Sampler
+from .series import Series, cut_series
 from .xid_live import HISTORY_SINCE_S, kernel_xid_events, live_triage, unreadable_error
 
 if TYPE_CHECKING:
@@ -51,6 +65,13 @@ HISTORY_S = 600.0  # what the history keeps (the views draw from it)
 MAX_XID_EVENTS = 500  # the Xid events of this run the triage keeps (the newest)
 
 
+WINDOW_WAIT_S = 5.0  # how long `window()` waits for a tick in flight before it gives up
+
+
+class TickStuck(RuntimeError):
+    """A tick did not end in time: the history cannot be read between two ticks."""
+
+
 @dataclass(frozen=True, slots=True)
 class Tick:
     """What one tick produced."""
@@ -58,6 +79,10 @@ class Tick:
     snapshot: Snapshot  # with the slow-source evidence attached
     diagnosis: Diagnosis  # of the last WINDOW_S seconds, hysteresis applied
     count: int  # ticks so far, this one included
+    xid_events: tuple[XidEvent, ...] = ()  # this run's, newest first (MAX_XID_EVENTS at most)
+    xid_triage: XidTriage | None = None  # the triage of them (and of the log before the run)
+    xid_scan: XidScan | None = None  # the kernel log before the run, once read
+    series: Series | None = None  # the histories the live view draws (`tick(series=True)`)
 
 
 class Monitor:
@@ -77,7 +102,6 @@ class Monitor:
         sources: Sources | None,
         *,
         interval: float = 1.0,
-        sampler: Sampler | None = None,
         slow_sources: bool = True,
         history_s: float = HISTORY_S,
         job: JobWatch | None = None,
@@ -85,11 +109,12 @@ class Monitor:
     ) -> None:
         self.tick_s = tick_s
         history_s *= tick_s
-        self.sources = sampler.sources if sampler is not None else sources
+        self.sources = sources
         self.slow_sources = slow_sources and self.sources is not None
-        self._sampler = sampler
-        self._interval = sampler.interval if sampler is not None else interval
-        self.history = sampler.history if sampler is not None else History(window_s=history_s)
+        self._sampler: Sampler | None = None
+        self.interval = interval  # seconds between two ticks (the live view's + and - set it)
+        self.paused = False  # the live view's space: no tick until resumed (r still ticks)
+        self.history = History(window_s=history_s)  # the one history of this run
         self.diagnosis: Diagnosis | None = None
         self.last: Tick | None = None
         self.ticks = 0
@@ -103,7 +128,10 @@ class Monitor:
         self._slow_errors: dict[str, CollectorError] = {}
         self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
         self._klog_seen: deque[tuple] = deque(maxlen=4 * MAX_XID_EVENTS)
-        self._xids: deque[XidEvent] = deque(maxlen=MAX_XID_EVENTS)  # every one this run
+        # every Xid event of this run (the newest MAX_XID_EVENTS), with the tick that brought it
+        self._xids: deque[tuple[int, XidEvent]] = deque(maxlen=MAX_XID_EVENTS)
+        self._xids_newest_first: tuple[XidEvent, ...] = ()
+        self._on_xid_history: Callable[[], None] | None = None
         self.xid_triage: XidTriage | None = None  # frozen; replaced when something changes
         self._history_scan: XidScan | None = None
         self._history_thread: threading.Thread | None = None
@@ -121,48 +149,60 @@ class Monitor:
         if self._sampler is None:
             if self.sources is None:
                 raise RuntimeError("a replaying Monitor does not sample; use feed()")
-            self._sampler = Sampler(self.sources, interval=self._interval)
-            self._sampler.history = self.history
+            self._sampler = Sampler(self.sources)  # collects only: the history is ours
         return self._sampler
 
     @property
-    def interval(self) -> float:
-        return self._interval
+    def xid_events(self) -> tuple[XidEvent, ...]:
+        """This run's Xid events, newest first (a later tick's first; within a tick, by time)."""
+        return self._xids_newest_first
 
-    @interval.setter
-    def interval(self, seconds: float) -> None:
-        self._interval = seconds
-        if self._sampler is not None:
-            self._sampler.interval = seconds
+    @property
+    def xid_scan(self) -> XidScan | None:
+        """The kernel log before the run, once `xid_history()` has read it."""
+        return self._history_scan
 
     # -- one tick ------------------------------------------------------------------------------
-    def tick(self) -> Tick:
-        """Sample now, attach the slow sources, append, classify."""
+    def tick(self, *, series: bool = False) -> Tick:
+        """Sample now, attach the slow sources, append, classify (`series`: and cut the
+        histories the live view draws)."""
         with self._lock:
             snap = self._attach(self.sampler.collect())
             if self.job is not None:
                 snap = dataclasses.replace(snap, job=self._job_state(snap))
-            return self._add(snap)
+            return self._add(snap, series)
 
     def _job_state(self, snap: Snapshot):
         try:
             return self.job.sample(snap)
         except Exception as e:  # noqa: BLE001 - a failing read of the job must not stop ticks
-            from ..model import JobState
-
             return JobState(
                 target=self.job.target,
                 label=self.job.label,
                 problem=f"reading the job failed: {type(e).__name__}: {e}",
             )
 
-    def feed(self, snap: Snapshot) -> Tick:
+    def feed(self, snap: Snapshot, *, series: bool = False) -> Tick:
         """Take a snapshot made elsewhere (a recording, a test): attach the slow sources unless
         it carries them (or this monitor replays), append, classify."""
         with self._lock:
             if snap.slow_sources_at is None:
                 snap = self._attach(snap)
-            return self._add(snap)
+            return self._add(snap, series)
+
+    def window(self, wait_s: float = WINDOW_WAIT_S) -> tuple[list[Snapshot], Diagnosis | None]:
+        """The snapshots held (oldest first) and the diagnosis of the last one, read between
+        two ticks. TickStuck when a tick has not ended within `wait_s` (an NVML call that does
+        not return)."""
+        if not self._lock.acquire(timeout=wait_s):
+            raise TickStuck(
+                f"a tick has been waiting for the driver for over {wait_s:g} s (a GPU that "
+                "stopped answering?); try again once the view updates"
+            )
+        try:
+            return list(self.history.snapshots()), self.diagnosis
+        finally:
+            self._lock.release()
 
     def _attach(self, snap: Snapshot) -> Snapshot:
         if not self.slow_sources:
@@ -209,7 +249,7 @@ class Monitor:
         Xid lines that are new (and not already NVML's) are returned for this snapshot."""
         try:
             parsed = self._klog.poll(snap.timestamp - WINDOW_S)
-            new = kernel_xid_events(parsed.events, snap, self._xids, self._klog_seen)
+            new = kernel_xid_events(parsed.events, snap, self._run_xids(), self._klog_seen)
         except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
             self._slow_errors["kernel-log"] = CollectorError(
                 source="kernel-log",
@@ -242,28 +282,51 @@ class Monitor:
         self._slow_errors.pop(source, None)
         return answer
 
-    def _add(self, snap: Snapshot) -> Tick:
+    def _add(self, snap: Snapshot, series: bool = False) -> Tick:
         self.history.append(snap)
         self.diagnosis = classify(
             self.history.snapshots(WINDOW_S * self.tick_s), self.diagnosis, tick_s=self.tick_s
         )
         self.ticks += 1
-        self._xids.extend(snap.xid_events)
+        if snap.xid_events:
+            self._xids.extend((self.ticks, x) for x in snap.xid_events)
+            self._xids_newest_first = tuple(
+                x
+                for _, x in sorted(
+                    self._xids, key=lambda tx: (tx[0], tx[1].timestamp), reverse=True
+                )
+            )
         if snap.xid_events or snap.slow_sources_at == snap.timestamp or self.xid_triage is None:
             self.xid_triage = live_triage(
-                self._history_scan, tuple(self._xids), self.history.snapshots(), snap
+                self._history_scan, self._run_xids(), self.history.snapshots(), snap
             )
-        self.last = Tick(snap, self.diagnosis, self.ticks)
+        self.last = Tick(
+            snap,
+            self.diagnosis,
+            self.ticks,
+            self._xids_newest_first,
+            self.xid_triage,
+            self._history_scan,
+            cut_series(self.history, self.diagnosis, WINDOW_S) if series else None,
+        )
         return self.last
 
+    def _run_xids(self) -> tuple[XidEvent, ...]:
+        return tuple(x for _, x in self._xids)
+
     # -- the kernel log before this run -------------------------------------------------------
-    def xid_history(self, wait: float | None = None) -> XidScan | None:
+    def xid_history(
+        self, wait: float | None = None, on_read: Callable[[], None] | None = None
+    ) -> XidScan | None:
         """The kernel log's driver events of the last `HISTORY_SINCE_S` (before and during this
         run), read once in a background thread started by the first call; None until it is
-        done (`wait`: seconds to wait for it), and always None when replaying."""
+        done (`wait`: seconds to wait for it), and always None when replaying. `on_read` is
+        called (in that thread) once the read is done and the triage holds it."""
         if self.sources is None:
             return None
         with self._lock:
+            if on_read is not None:
+                self._on_xid_history = on_read
             if self._history_thread is None:
                 since = self.sources.clock.now() - HISTORY_SINCE_S
                 self._history_thread = threading.Thread(
@@ -284,8 +347,11 @@ class Monitor:
             last = self.history.latest
             if last is not None:
                 self.xid_triage = live_triage(
-                    found, tuple(self._xids), self.history.snapshots(), last
+                    found, self._run_xids(), self.history.snapshots(), last
                 )
+            on_read = self._on_xid_history
+        if on_read is not None:
+            on_read()
 
     # -- headless loops ------------------------------------------------------------------------
     def run_for(

@@ -1,4 +1,6 @@
-"""The Sampler: owns the collectors and the history; the Monitor (`monitor/core.py`) drives it."""
+"""The Sampler: owns the collectors; the Monitor (`monitor/core.py`) drives it with `collect()` and
+keeps the run's one history itself. `sample()` (collect and append to a history of the Sampler's
+own) is for code that reads the collectors without a Monitor."""
 
 from __future__ import annotations
 

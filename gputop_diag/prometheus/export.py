@@ -64,7 +64,7 @@ def _family(f: Field, labels: Sequence[str]) -> Metric:
     if f.exposed_type == "gauge":
         return GaugeMetricFamily(f.name, f.help, labels=labels)
     # DCGM's counters go untyped under their exact names (promtool rejects a counter whose name
-    # does not end in _total); see dcgm_fields.py.
+    # does not end in _total); see `dcgm_fields.py`.
     return Metric(f.name, f.help, "unknown")
 
 

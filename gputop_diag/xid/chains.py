@@ -1,7 +1,7 @@
 """Follow-up chains between driver events: one event leading to another on the same GPU, as the
 Xid catalog describes them — 48/94/95 then 63 (remap pending) or 64 (remap failed), 62 then a
 storm of 45, 154 after its trigger, 79 then NVML's lost GPU (or a GPU gone from NVML), PCIe AER
-just before a 79, 43/45 after the Xid they clean up. Pure; called by `xid_triage.triage`.
+just before a 79, 43/45 after the Xid they clean up. Pure; called by `triage.triage`.
 """
 
 from __future__ import annotations

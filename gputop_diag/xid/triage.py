@@ -2,7 +2,7 @@
 table, and the route (question first, then the action). Pure: data in, data out.
 
 An Xid is the first classification step, not a root cause. So every group leads with
-the question that confirms its cause (`xid_catalog`), and the history is read for four
+the question that confirms its cause (`catalog.py`), and the history is read for four
 patterns — repeated on one device (the same GPU by UUID, since indexes move across reboots),
 after a driver update, during high utilization (joined with the sampled history: power, thermal,
 memory, the process that ran), across many devices — and for the chains the catalog describes

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from ...model import formats
@@ -29,18 +30,22 @@ class View:
     sort: SortOrder = field(default_factory=SortOrder)  # the process table's order
     short: bool = False  # a short terminal (under 30 rows): legends give way to rows
     sweep: bool = True  # histories sweep (the newest sample overwrites the oldest) or scroll
+    job: str | None = None  # the job watched (`gputop-diag watch`), before its first sample
 
 
 class Pane(VerticalScroll):
     """A pane of the main screen. `show` is called for the visible pane only, once per tick."""
+
+    class Resized(Message):
+        """A pane was laid out at a new size: the app draws the visible pane again."""
 
     def show(self, u: Update, view: View) -> None:
         raise NotImplementedError
 
     def on_resize(self) -> None:
         # A pane just switched to has no size until it is laid out: draw again once it has.
-        if self.display and getattr(self.app, "latest", None) is not None:
-            self.app.call_later(self.app.repaint_visible)
+        if self.display:
+            self.post_message(self.Resized())
 
 
 def set_text(widget: Static | DiffText, content: str | Text) -> None:

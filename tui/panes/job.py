@@ -9,13 +9,11 @@ GPU memory its processes hold on each GPU over time with the trend; the process 
 RSS, threads, GPU memory) and the busiest threads by name; the last lines of its output, the
 failure lines (CUDA OOM, NCCL timeout, CUDA errors) marked `!` and in bold.
 
-The pane records every tick (`record`, called by the app whether or not the pane shows), so its
-histories have no holes when it was not on screen.
+Its histories are the Monitor's (`Update.job_window`: every tick of the last ten minutes that
+carries the job), so they have no holes when the pane was not on screen.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -30,13 +28,9 @@ from ...widgets.glyphs import history
 from ..feed import Update
 from .base import Pane, View
 
-KEEP_S = 600.0  # the histories drawn
 OUTPUT_LINES = 12  # of the job's output shown (fewer on a short terminal)
 SHORT_OUTPUT_LINES = 5
 MAX_TREE = 40  # processes listed
-
-
-_dur = formats.clock
 
 
 def _gib(b: int | None) -> str:
@@ -211,28 +205,11 @@ def _output_line(t: Text, line: str, width: int) -> None:
 
 
 class JobPane(Pane):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.window: deque[Snapshot] = deque()
-
     def compose(self) -> ComposeResult:
         yield DiffText(id="job-text")
 
-    def record(self, snap: Snapshot) -> None:
-        """Keep a tick for the histories (every tick, shown or not)."""
-        if snap.job is None:
-            return
-        self.window.append(snap)
-        while self.window and snap.timestamp - self.window[0].timestamp > KEEP_S:
-            self.window.popleft()
-
     def show(self, u: Update, view: View) -> None:
-        snap = u.snapshot
-        if snap.job is not None and (not self.window or self.window[-1] is not snap):
-            self.record(snap)
-        job = snap.job if snap.job is not None else None
         primary = u.diagnosis.primary if u.diagnosis is not None else None
         width = max(40, (self.size.width or 80) - 2)
-        label = getattr(self.app, "job", None)
-        text = render(job, list(self.window), primary, view, width, label)
+        text = render(u.snapshot.job, list(u.job_window), primary, view, width, view.job)
         self.query_one("#job-text", DiffText).update(text)

@@ -2,7 +2,7 @@
 
 NVML numbers GPUs by PCI bus id; CUDA numbers the devices CUDA_VISIBLE_DEVICES leaves visible,
 in CUDA_DEVICE_ORDER; /dev/nvidiaN carries the minor number. The three need not agree. The
-computation is the core's (`diagnose.ordinals`, `collect.mapping`), the same `gputop-diag
+computation is the core's (`mapping.ordinals`, `collect.mapping`), the same `gputop-diag
 mapping` prints. Under --sanitize the pane shows the mapping logic and the conclusions only: no
 minor numbers, device nodes, bus ids or UUIDs.
 """

@@ -8,11 +8,13 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import DataTable
 
 from ...model import GpuState, Snapshot, formats
+from ...monitor.series import GpuSeries
 from ...widgets import CellTable, DiffLine, MemoryBar
-from ..feed import GpuSeries, Update
+from ..feed import Update
 from ..holds import Holds, Step
 from ..procs import (
     SORTS,
@@ -127,6 +129,13 @@ def row_cells(r: ProcRow, columns: tuple[str, ...]) -> tuple[Text, ...]:
 
 
 class MemoryPane(Pane):
+    class SortBy(Message):
+        """A click on a column's header: sort the processes by `column` (again: reverse)."""
+
+        def __init__(self, column: str) -> None:
+            super().__init__()
+            self.column = column
+
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self._bars: dict[str, MemoryBar] = {}
@@ -268,4 +277,4 @@ class MemoryPane(Pane):
         if key == "share":
             key = "gpu_mem"
         if key in SORTS:
-            self.app.sort_by(key)
+            self.post_message(self.SortBy(key))

@@ -12,8 +12,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
 from ...model import GpuState, Snapshot
+from ...monitor.series import HISTORY_POINTS, GpuSeries
 from ...widgets import BLOCKS, DiffLine, HistoryLine, PartsLine, Ruler
-from ..feed import HISTORY_POINTS, GpuSeries, Update
+from ..feed import Update
 from ..holds import CELSIUS, EXACT, LOAD, MHZ, PERCENT, RATE, WATTS, Holds
 from .base import Pane, View, pane_width, pct
 

@@ -2,8 +2,9 @@
 kernel log's before it — newest first; the selected one's meaning, next question and action;
 below, the triage: the route, the patterns and the follow-up chains.
 
-The triage is the Monitor's (`diagnose.xid_triage`, the same result the `xid` command prints);
-the kernel log before the run is read once in the background the first time the pane is shown.
+The triage is the Monitor's (`xid.triage`, the same result the `xid` command prints),
+handed down in each update; the first time the pane is shown it asks (`HistoryWanted`) for the
+kernel log before the run, which the Monitor reads once in the background.
 Kernel-log text is shown as plain text, never parsed as markup; under `--sanitize` it is not
 shown at all, nor process names.
 """
@@ -17,14 +18,15 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.coordinate import Coordinate
+from textual.message import Message
 from textual.widgets import DataTable
 
+from ...collect.kernlog.scan import XidScan
 from ...monitor.xid_live import HISTORY_SINCE_S
 from ...widgets import DiffText
 from ...xid.catalog import DRIVER_MESSAGES, entry, sxid_entry
 from ...xid.events import KernelEvent
-from ...xid.triage import triage
-from ...xid.types import TriageContext, XidTriage, gpu_refs
+from ...xid.types import XidTriage
 from ..feed import Update
 from .base import Pane, View, set_text, sync_rows
 
@@ -67,6 +69,10 @@ def _key(e: KernelEvent) -> str:
 
 
 class XidPane(Pane):
+    class HistoryWanted(Message):
+        """The pane is shown live: read the kernel log before the run (once, in the
+        background)."""
+
     DEFAULT_CSS = """
     XidPane #xid-triage {
         height: auto;
@@ -79,6 +85,7 @@ class XidPane(Pane):
         self._events: dict[str, KernelEvent] = {}
         self._triage: XidTriage | None = None
         self._sanitize = False
+        self._asked = False
 
     def compose(self) -> ComposeResult:
         table = DataTable(id="xid-table", cursor_type="row")
@@ -95,20 +102,14 @@ class XidPane(Pane):
         yield DiffText(id="xid-detail")
         yield DiffText(id="xid-triage")
 
-    def _monitor(self):
-        feeder = getattr(self.app, "feeder", None)
-        return feeder.monitor if feeder is not None else None
-
     def show(self, u: Update, view: View) -> None:
         self._sanitize = view.sanitize
-        monitor = self._monitor()
-        scan_state = None
-        if monitor is not None and monitor.xid_triage is not None:
-            if not monitor.replaying:
-                scan_state = monitor.xid_history()  # starts the background read once
-            result = monitor.xid_triage
-        else:  # snapshots posted without a Monitor of the app's (tests): this run's events
-            result = triage((), TriageContext(gpus=gpu_refs(u.snapshot)), u.xid_events)
+        if not u.replaying and u.xid_scan is None and not self._asked:
+            self._asked = True
+            self.post_message(self.HistoryWanted())
+        result = u.xid_triage
+        if result is None:  # before the Monitor's first tick
+            return
         self._triage = result
         ordered = sorted(result.events, key=lambda e: (e.timestamp is None, e.timestamp or 0.0))
         rows, events = {}, {}
@@ -127,7 +128,7 @@ class XidPane(Pane):
         table = self.query_one("#xid-table", DataTable)
         sync_rows(table, rows, COLUMNS, lambda cells: int(cells[0]), reverse=True)
         self.show_detail()
-        self._show_triage(result, monitor, scan_state)
+        self._show_triage(result, u.replaying, u.xid_scan)
 
     @on(DataTable.RowHighlighted, "#xid-table")
     def _highlighted(self) -> None:
@@ -189,13 +190,12 @@ class XidPane(Pane):
         )
         return t
 
-    def _show_triage(self, result: XidTriage, monitor, scan_state) -> None:
+    def _show_triage(self, result: XidTriage, replaying: bool, scan_state: XidScan | None) -> None:
         t = Text()
-        if monitor is None or monitor.replaying:
+        if replaying:
             t.append(
-                "The kernel log before this run is not read here"
-                + (" (a recording holds the Xid events it recorded)" if monitor else "")
-                + ": `gputop-diag xid` reads it.\n",
+                "The kernel log before this run is not read here (a recording holds the Xid "
+                "events it recorded): `gputop-diag xid` reads it.\n",
                 style="dim",
             )
         elif scan_state is None:

@@ -3,7 +3,7 @@
 - `NOT_SUPPORTED` / `FUNCTION_NOT_FOUND` (and pynvml's `NVMLLibraryMismatchError`, which its
   `@throwOnVersionMismatch` wrappers raise instead): the field is `None`, and the (GPU, function)
   pair is remembered so it is not asked again every tick (a device does not gain a feature at run
-  time). `Query.first` tries older forms of a call in turn (driver skew, see `nvml_compat`).
+  time). `Query.first` tries older forms of a call in turn (driver skew, see `compat.py`).
 - `NO_PERMISSION` and other per-field failures: `None` this tick; asked again next tick.
 - Codes a call names as `absent` (e.g. `NOT_FOUND`: no new samples): `None`, not an error.
 - `GPU_IS_LOST`: raises `GpuLost`, so the collector marks the whole GPU lost.

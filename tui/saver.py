@@ -1,0 +1,130 @@
+"""The live view's `s` (the sanitized report, built in a worker thread) and `S` (the last
+snapshot as JSON): what they write (`reports.py`), where (`saving.py`), and the toast that says
+where it went."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from textual.app import App
+from textual.css.query import NoMatches
+
+from ..monitor.core import Monitor, TickStuck
+from ..recording.store import Recording
+from ..report.build import ReportSource
+from ..sources import Sources
+from .feed import Update
+from .messages import ReportWritten
+from .reports import NotSafe, build_report, snapshot_document, write_report
+from .saving import Saved, save_dirs, write_json
+
+
+@dataclass
+class Saver:
+    """Saves for one app: `save_dir` (None: the current directory, then the fallbacks), the
+    session's `key` under --sanitize; `last_saved` is the path the header shows."""
+
+    app: App
+    sources: Sources | None
+    replay: Recording | None
+    key: bytes | None
+    save_dir: str | None = None
+    on_saved: Callable[[], None] = lambda: None  # the header shows `last_saved`
+    last_saved: str | None = None
+
+    def _source(self, interval: float) -> ReportSource:
+        if self.replay is not None:
+            return ReportSource("recording", interval_s=self.replay.header.interval_s)
+        if self.sources.simulated:
+            return ReportSource("simulator", self.sources.scenario, interval)
+        return ReportSource("live", interval_s=interval)
+
+    def save_report(self, latest: Update | None, monitor: Monitor) -> None:
+        """`s`: the sanitized report of what the view holds, written in a worker thread."""
+        if latest is None:
+            self.app.notify("nothing sampled yet", severity="warning")
+            return
+        self.app.notify("writing the sanitized report…", timeout=3)
+        self.app.run_worker(
+            lambda: self._write_report(monitor),
+            thread=True,
+            exit_on_error=False,
+            group="report",
+            name="report",
+        )
+
+    def _write_report(self, monitor: Monitor) -> None:
+        try:
+            snaps, diagnosis = monitor.window()
+            report = build_report(
+                snaps,
+                diagnosis,
+                source=self._source(monitor.interval),
+                environ=self.sources.environ if self.sources is not None else None,
+                sources=self.sources,
+                key=self.key,
+            )
+            saved = write_report(report, save_dirs(self.save_dir))
+        except TickStuck as e:
+            self.app.post_message(ReportWritten(None, str(e)))
+            return
+        except Exception as e:  # noqa: BLE001 - said in a toast, never a traceback
+            self.app.post_message(ReportWritten(None, f"{type(e).__name__}: {e}"))
+            return
+        self.app.post_message(ReportWritten(saved, None, report.left_out))
+
+    def report_written(self, message: ReportWritten) -> None:
+        saved = message.saved
+        if saved is None:
+            self.app.notify(f"could not build the report: {message.error}", severity="error")
+            return
+        left = ", ".join(x["section"] for x in message.left_out)
+        note = f"; left out as not safe to share: {left}" if left else ""
+        self._said("sanitized report", saved, f"{note}; read it once before you share it")
+
+    def save_snapshot(self, latest: Update | None) -> None:
+        """`S`: the last snapshot as JSON, with the Xid history the Xid pane shows."""
+        if latest is None:
+            self.app.notify("nothing sampled yet", severity="warning")
+            return
+        triage = latest.xid_triage
+        events: Any = triage.events if triage is not None else ()
+        try:
+            doc = snapshot_document(latest, events, self.key, self.sources)
+        except NotSafe as e:
+            self.app.notify(
+                f"snapshot not written: it could not be sanitized with confidence ({e} left)",
+                severity="error",
+                timeout=15,
+            )
+            return
+        self._said("snapshot", write_json(doc, save_dirs(self.save_dir)))
+
+    def _said(self, what: str, saved: Saved, note: str = "") -> None:
+        """A toast saying where `what` went (and where it could not go), or why nowhere."""
+        notify = self.app.notify
+        try:
+            if saved.path is None:
+                notify(
+                    f"could not write the {what} anywhere: " + "; ".join(saved.problems),
+                    severity="error",
+                    timeout=15,
+                )
+                return
+            self.last_saved = saved.path
+            where = os.path.abspath(saved.path)
+            also = "".join(f" and {os.path.basename(p)}" for p in saved.also)
+            if saved.problems:
+                notify(
+                    f"{what} written to {where}{also} (not to {'; '.join(saved.problems)}){note}",
+                    severity="warning",
+                    timeout=15,
+                )
+            else:
+                notify(f"{what} written to {where}{also}{note}", timeout=10)
+            self.on_saved()
+        except NoMatches:  # written while the app closes
+            pass
