@@ -29,6 +29,7 @@ from gputop_diag.model import (
 from gputop_diag.monitor.core import Monitor
 from gputop_diag.recording.writer import write_recording
 from gputop_diag.report.build import ReportSource, make_report
+from gputop_diag.report.private_map import write_private_map
 from gputop_diag.sanitize.rules import PSEUDONYM_PREFIXES
 from gputop_diag.sanitize.sanitizer import Sanitizer
 from gputop_diag.sanitize.snapshot import sanitized_snapshot_json
@@ -335,7 +336,7 @@ def test_the_private_map_is_0600_and_reverses_every_pseudonym(planted, tmp_path)
     os.chmod(path, 0o644)
     old = os.umask(0)
     try:
-        r.sanitizer.write_private_map(str(path))
+        write_private_map(r.sanitizer, str(path))
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

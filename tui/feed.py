@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..collect.identity import read_machine_names
 from ..collect.kernlog.scan import XidScan
 from ..diagnose.types import Diagnosis
 from ..model import Snapshot, XidEvent
 from ..monitor.core import Monitor, Tick
 from ..monitor.series import GpuSeries, Series
-from ..sanitize.sanitizer import Sanitizer, seed_from_sources
+from ..sanitize.sanitizer import Sanitizer
 from ..xid.types import XidTriage
 
 
@@ -49,7 +50,9 @@ class Feeder:
         self._seeded_pids: set[int] = set()
         self._xids: tuple[tuple[XidEvent, ...], tuple[XidEvent, ...]] = ((), ())
         if sanitizer is not None and monitor.sources is not None:
-            seed_from_sources(sanitizer, monitor.sources)  # the machine's names, this shell
+            sanitizer.seed_machine(
+                read_machine_names(monitor.sources)
+            )  # the machine's names, this shell
 
     def tick(self) -> Update:
         """Sample once through the Monitor; the update."""

@@ -18,11 +18,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..collect.identity import read_machine_names
 from ..diagnose.types import Diagnosis
 from ..model import Snapshot
 from ..model.codec import jsonable, snapshot_to_json
 from ..report.build import Report, ReportSource, make_report, save_report
-from ..sanitize.sanitizer import Sanitizer, leak_note, seed_from_sources
+from ..sanitize.sanitizer import Sanitizer, leak_note
 from .feed import Update
 from .saving import Saved, write_into
 
@@ -78,7 +79,7 @@ def snapshot_document(
         return doc
     s = Sanitizer(key)
     if sources is not None:
-        seed_from_sources(s, sources)
+        s.seed_machine(read_machine_names(sources))
     raw = snapshot_to_json(update.sampled or update.snapshot)
     s.learn_document(raw)
     s.learn_document({"xid_history": history})

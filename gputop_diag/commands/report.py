@@ -12,6 +12,7 @@ from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import run as run_monitor
 from ..recording.store import Recording
 from ..report.build import ReportSource, make_report
+from ..report.private_map import write_private_map
 from ..sources import Sources
 from .common import no_driver_error
 from .options import add_time_options
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(f"gputop-diag: {_left_out(report.left_out).lstrip('; ')}", file=sys.stderr)
     if private is not None:
         try:
-            report.sanitizer.write_private_map(private)
+            write_private_map(report.sanitizer, private)
         except OSError as e:
             print(f"gputop-diag: cannot write {private}: {e.strerror or e}", file=sys.stderr)
             return 1

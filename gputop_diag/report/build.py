@@ -27,11 +27,12 @@ from datetime import datetime
 from typing import Any
 
 from .. import __version__
+from ..collect.identity import read_machine_names
 from ..diagnose.render import to_json
 from ..diagnose.types import Diagnosis
 from ..model import Snapshot
 from ..model.codec import iso_time, jsonable
-from ..sanitize.sanitizer import Sanitizer, leak_note, seed_from_sources
+from ..sanitize.sanitizer import Sanitizer, leak_note
 from . import sections
 
 REPORT_SCHEMA = "gputop-diag.report/1"
@@ -199,7 +200,9 @@ def _seed(
     doc["gpus"] = [{"static": g} for g in doc["gpus"]]
     s.seed_environ(environ)
     if sources is not None:
-        seed_from_sources(s, sources, sorted({p.pid for p in snaps[-1].gpu_processes}))
+        s.seed_machine(
+            read_machine_names(sources, sorted({p.pid for p in snaps[-1].gpu_processes}))
+        )
     s.learn_document(doc)
     s.learn_document(to_json(diagnosis))
 

@@ -6,7 +6,7 @@ It replaces identifiers with pseudonyms that stay the same within one report (`h
 prefix and a keyed hash (HMAC-SHA256) of the identifier under a random key made for each
 `Sanitizer` (one per report, per recording, per live `--sanitize` session). The key is never
 written, so nothing in a report reverses a pseudonym; `private_map()` is the reverse map for
-the person who made the report (`write_private_map` writes it mode 0600).
+the person who made the report (`report/private_map.py` writes it mode 0600).
 
 Identifiers are found three ways (`sanitize/rules.py` holds the shapes and allow-lists as data,
 `sanitize/text.py` the free-text rules):
@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import base64
 import hmac
-import json
-import os
 import re
 import secrets
 import shlex
@@ -143,25 +141,6 @@ class Sanitizer:
             },
         }
 
-    def write_private_map(self, path: str) -> None:
-        """Write the reverse map to `path`, readable by its owner only (mode 0600 from the
-        first byte); an existing file is replaced. OSError when it cannot be written."""
-        tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.fchmod(fd, 0o600)  # whatever the umask, and if the file was there before
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.private_map(), f, indent=2, ensure_ascii=False)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-
-    # -- seeds ---------------------------------------------------------------------------------
     def _changed(self) -> None:
         self._cache.clear()
         self._compiled = None
@@ -244,6 +223,17 @@ class Sanitizer:
             if hexpart not in self._gpu_uuids:
                 self._gpu_uuids.add(hexpart)
                 self._changed()
+
+    def seed_machine(self, names: Any) -> None:
+        """Seed what the machine knows (`collect.identity.read_machine_names`): its host names,
+        this shell's environment, the job's working directories, the accounts of people."""
+        for h in names.hostnames:
+            self.seed_hostname(h)
+        self.seed_environ(names.environ)
+        for cwd in names.cwds:
+            self.seed_cwd(cwd)
+        for u in names.users:
+            self.seed_user(u)
 
     def seed_environ(self, environ: dict[str, str]) -> None:
         """A process environment: the user, home, Slurm's job, nodes, account and partition."""
@@ -639,35 +629,3 @@ def strings_of(doc: Any) -> list[str]:
 def leak_note(found: Counter[str]) -> str:
     """Words for what a leak check found; never the leaked text itself."""
     return ", ".join(f"{n} × {CLASSES[c].label}" for c, n in found.items())
-
-
-def seed_from_sources(sanitizer: Sanitizer, sources: Any, pids: Iterable[int] = ()) -> None:
-    """Seed what the machine itself knows and a snapshot does not hold: its own names, the
-    environment of this shell, the working directories of `pids` (the job's processes) and,
-    on a real machine, the accounts in `pwd`."""
-    try:
-        sanitizer.seed_hostname(sources.hostname())
-    except Exception:  # noqa: BLE001 - a name we cannot read is not in the output either
-        pass
-    sanitizer.seed_environ(getattr(sources, "environ", None) or {})
-    for pid in pids:
-        try:
-            sanitizer.seed_cwd(sources.psutil.Process(pid).cwd())
-        except Exception:  # noqa: BLE001 - vanished, another user's, not supported
-            continue
-    if getattr(sources, "simulated", False):
-        return
-    import pwd
-    import socket
-
-    try:
-        sanitizer.seed_hostname(socket.getfqdn())
-    except OSError:
-        pass
-    try:
-        sanitizer.seed_user(pwd.getpwuid(os.getuid()).pw_name)
-        for entry in pwd.getpwall():
-            if entry.pw_uid >= 1000 and entry.pw_name != "nobody":
-                sanitizer.seed_user(entry.pw_name)
-    except (KeyError, OSError):
-        pass

@@ -99,11 +99,14 @@ def module_version(sources) -> str | None:
     return m.group(1) if m else None
 
 
-def read_stdin(stream, budget: Budget, deadline: float) -> tuple[ParsedLog, SourceReport]:
-    """`--log -`: lines piped in (`dmesg | gputop-diag xid --log -`), the newest kept."""
+def read_stdin(
+    stream, budget: Budget, deadline: float, now: float | None = None
+) -> tuple[ParsedLog, SourceReport]:
+    """`--log -`: lines piped in (`dmesg | gputop-diag xid --log -`), the newest kept; a
+    syslog time without a year is read as the latest such time not after `now`."""
     parsed = ParsedLog()
     r = read_stream(stream, budget, deadline)
-    parse_lines(r.lines, "stdin", parsed=parsed)
+    parse_lines(r.lines, "stdin", ref_time=now if now is not None else time.time(), parsed=parsed)
     return parsed, report_of("stdin", "file", r, parsed)
 
 
@@ -146,7 +149,7 @@ def scan(
     for f in logs:
         if f == "-":
             if not late("stdin", "file"):
-                found.append(read_stdin(stdin, budget, deadline))
+                found.append(read_stdin(stdin, budget, deadline, now))
         elif not late(f, "file"):
             found.append(read_file(f, since, budget, deadline))
     if system and sources is not None:
