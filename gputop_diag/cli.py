@@ -78,7 +78,8 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
         "device mapping and Xid events, with the current bottleneck, its evidence and the "
         "next checks. Run with no command for the live view.",
         epilog="Exit codes: 0 success, 1 unexpected failure, 2 usage error, "
-        "3 no usable NVIDIA driver or GPU.",
+        "3 no usable NVIDIA driver or GPU, 4 fleet: no answer from Prometheus; "
+        "watch -- CMD exits with the command's own code.",
     )
     p.add_argument("--version", action="version", version=f"gputop-diag {__version__}")
     p.add_argument(
