@@ -117,6 +117,7 @@ E2E = [
 ]
 
 SLOW = [
+    "test_collect_nvml.py::test_xid_app_events_arrive_once_each",
     "test_diagnose.py::test_a_change_of_class_is_followed_within_10_s",
     "test_diagnose.py::test_alerts_of_the_scenarios",
     "test_diagnose.py::test_other_simulator_seeds_give_the_same_verdict",
@@ -124,6 +125,7 @@ SLOW = [
     "test_driver_command.py::test_side_panel_alert_and_driver_pane",
     "test_export_sanitize.py::test_diagnose_sanitize_hides_job_ids_and_names[xid-app]",
     "test_exporter.py::test_verdict_input_pressure_and_dataloader_cpu",
+    "test_fleet.py::test_the_odd_node_out_of_a_waiting_job_is_the_straggler",
     "test_heldout.py::test_cases_are_sixty_seconds_oldest_first",
     "test_mapping_pane.py::test_mig_rows",
     "test_mapping_pane.py::test_pane_at_120_columns_rows_do_not_look_alike",
@@ -226,6 +228,7 @@ SLOW = [
     "test_xid_cli.py::test_replay_joins_the_recorded_history",
     "test_xid_pane.py::test_a_replay_says_the_log_before_it_is_not_read",
     "test_xid_pane.py::test_sanitize_hides_kernel_text_and_process_names",
+    "test_xid_pane.py::test_the_log_before_the_run_shows_once_read_without_another_tick",
     "test_xid_pane.py::test_the_pane_shows_the_log_before_the_run_and_the_triage",
 ]
 
@@ -234,6 +237,22 @@ SLOW_FIXTURES = {"heldout"}  # the 600 held-out cases, read or generated, then j
 # Module fixtures too costly to build on every worker: their tests go to one worker under
 # `--dist loadgroup` (the README's command).
 XDIST_GROUPS = {"heldout": "heldout"}
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: -n auto
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` is one worker more than the CPUs this process may use (xdist's default is the
+    physical cores). About a fifth of the suite's time is waiting (on a subprocess, a pty, a
+    timer), not computing; with two workers on 2 cores a core sat idle for 95 s of a 4 m 45 s
+    run, with three the whole run took 4 m 10 s to 4 m 30 s. PYTEST_XDIST_AUTO_NUM_WORKERS, and
+    `-n logical`, still decide where given."""
+    if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return cpus + 1
 
 
 def _index(entries: list[str]) -> tuple[set[str], set[str]]:
