@@ -234,9 +234,10 @@ SLOW = [
 
 E2E_FIXTURES = {"cli", "slurm", "journal_file", "tls_prometheus"}
 SLOW_FIXTURES = {"heldout"}  # the 600 held-out cases, read or generated, then judged
-# Module fixtures too costly to build on every worker: their tests go to one worker under
-# `--dist loadgroup` (the README's command).
-XDIST_GROUPS = {"heldout": "heldout"}
+# Module fixtures whose tests share one worker under `--dist loadgroup` (the README's command):
+# the held-out cases (too costly to build on every worker), and the one real Slurm cluster (each
+# worker's fixture cancels the test jobs it finds, the other workers' included).
+XDIST_GROUPS = {"heldout": "heldout", "slurm": "slurm"}
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: -n auto
