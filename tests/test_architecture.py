@@ -26,26 +26,30 @@ ALLOWED: dict[str, set[str]] = {
     "driver": _BASE,
     "job": _BASE,
     "sanitize": _BASE,
-    "diagnose": _BASE | _JUDGE - {"sanitize"},
+    # the memory planner: the seed's formulas over a model's shape, pure
+    "planner": _BASE,
+    "diagnose": _BASE | _JUDGE - {"sanitize"} | {"planner"},
+    # runs inside the user's job: the standard library (and torch) only, nothing of ours
+    "probe": set(),
     # every read of the machine; it may use the pure parsers of what it reads
-    "collect": _BASE | {"sources"} | _JUDGE - {"sanitize"},
+    "collect": _BASE | {"sources", "probe", "planner"} | _JUDGE - {"sanitize"},
     "recording": _BASE | {"sanitize"},
     # the simulated machine behind the same interfaces; it shares the domain's tables
     "sim": _BASE | {"sources"} | _JUDGE,
     # composes collect and judgement: the one tick every view runs
-    "monitor": _BASE | {"sources", "collect", "recording", "diagnose"} | _JUDGE,
+    "monitor": _BASE | {"sources", "collect", "recording", "diagnose", "planner"} | _JUDGE,
     # presenters
-    "report": _BASE | {"sources", "monitor", "diagnose", "collect"} | _JUDGE,
+    "report": _BASE | {"sources", "monitor", "diagnose", "collect", "planner"} | _JUDGE,
     "prometheus": _BASE | {"sources", "collect", "monitor", "diagnose", "sanitize"},
     "fleet": _BASE | {"prometheus", "recording", "diagnose", "monitor"} | _JUDGE,
     "widgets": set(),
     "commands": _BASE
     | {"sources", "collect", "recording", "sim", "monitor", "diagnose", "report"}
-    | {"prometheus", "fleet", "tui"}
+    | {"prometheus", "fleet", "tui", "planner", "probe"}
     | _JUDGE,
     "tui": _BASE
     | {"sources", "collect", "recording", "sim", "monitor", "diagnose", "report"}
-    | {"prometheus", "fleet", "widgets"}
+    | {"prometheus", "fleet", "widgets", "planner"}
     | _JUDGE,
     "cli": {"sources", "commands", "sim", "tui", "recording", "model"},
     "__main__": {"cli"},

@@ -1,0 +1,1 @@
+"""The memory planner: where a model's memory goes, and what would make it fit."""

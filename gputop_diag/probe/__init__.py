@@ -1,0 +1,1 @@
+"""The probe: measures a training or inference job from inside its own process."""
