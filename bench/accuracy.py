@@ -2,7 +2,7 @@
 
     python bench/accuracy.py [--seeds 1000-1599] [--tuning] [--verbose]
 
-Generates the cases (`gputop_diag.sim.heldout`, an independent generator labelled by
+Generates the cases (`tests/heldout`, an independent generator labelled by
 construction), runs `judge(window)` on each and prints the confusion matrix (rows: label,
 columns: the primary named), the accuracy (primary among the acceptable answers), secondary
 accuracy where a case expects one, fault and alert recall, every miss, and the classifier's
@@ -20,13 +20,15 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the held-out generator
+
+from heldout import HELDOUT_SEEDS, TUNING_SEEDS, cases  # noqa: E402
 
 from gputop_diag.diagnose.classify import (
     classify,
     judge,  # noqa: E402
 )
 from gputop_diag.diagnose.types import ALL_PRIMARY
-from gputop_diag.sim.heldout import HELDOUT_SEEDS, TUNING_SEEDS, cases  # noqa: E402
 
 ABBREV = {
     "capacity": "cap",

@@ -1,4 +1,4 @@
-"""The held-out case generator (gputop_diag.sim.heldout) and the classifier's accuracy on it.
+"""The held-out case generator (heldout) and the classifier's accuracy on it.
 
 The generator tests check that each case's figures say what its label says (physics, not the
 classifier's rules) and that the cases vary in structure. `test_heldout_accuracy` holds the
@@ -13,11 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from heldout import BASE_CLASSES, HELDOUT_SEEDS, Case, generate
+from heldout.cache import cache_dir, cached_cases, read_case
 
 from gputop_diag.diagnose.classify import judge
 from gputop_diag.model import Snapshot
-from gputop_diag.sim.heldout import BASE_CLASSES, HELDOUT_SEEDS, Case, generate
-from gputop_diag.sim.heldout.cache import cache_dir, cached_cases, read_case
 
 FAULT_XIDS = {48, 79, 94, 95}
 
@@ -256,7 +256,7 @@ def _remap_failed(snap: Snapshot, gpu: int | None) -> bool:
 
 @pytest.fixture(scope="module")
 def heldout() -> list[Summary]:
-    # generated once per source version and kept in the user's cache (sim/heldout/cache.py);
+    # generated once per source version and kept in the user's cache (tests/heldout/cache.py);
     # the classifier runs on them afresh every time
     return [summarize(case) for case in cached_cases(HELDOUT_SEEDS)]
 

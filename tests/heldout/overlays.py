@@ -3,7 +3,8 @@ Slurm jobs that must not move the label."""
 
 from __future__ import annotations
 
-from ...model import OomKill, SchedulerEvidence
+from gputop_diag.model import OomKill, SchedulerEvidence
+
 from .host import Entity, quiet_process
 from .plan import USERS, Plan
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...model import (
+from gputop_diag.model import (
     MIB,
     CollectorError,
     GpuProcess,
@@ -14,6 +14,7 @@ from ...model import (
     SystemInfo,
     XidEvent,
 )
+
 from .gpus import gpu_state, lost_state, static_for
 from .host import HostSim
 from .plan import Plan

@@ -7,7 +7,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from ...model import OomKill, SchedulerEvidence
+from gputop_diag.model import OomKill, SchedulerEvidence
+
 from .gpus import GpuModel, Reading
 from .host import FRAMEWORKS, HostPlan, Pids, Proc, job_process
 from .timeline import SPAN_S, Activity, StepFn, cyclic, timeline

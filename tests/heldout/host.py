@@ -15,7 +15,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from ...model import GIB, ChildInfo, HostState, PressureStall, ProcessInfo, ThreadInfo
+from gputop_diag.model import GIB, ChildInfo, HostState, PressureStall, ProcessInfo, ThreadInfo
 
 FRAMEWORKS = (
     "torch2",

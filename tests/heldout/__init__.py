@@ -16,7 +16,8 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ...model import Snapshot
+from gputop_diag.model import Snapshot
+
 from . import overlays
 from .assemble import snapshots
 from .classes import RECIPES, WEIGHTS

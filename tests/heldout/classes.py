@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 
-from ...model import SchedulerEvidence
+from gputop_diag.model import SchedulerEvidence
+
 from . import kernels
 from .host import THREAD_LOADERS, job_process, quiet_process
 from .jobs import (

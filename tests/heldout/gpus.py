@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ...model import MIB, GpmMetrics, GpuState, GpuStatic, MigInstance
+from gputop_diag.model import MIB, GpmMetrics, GpuState, GpuStatic, MigInstance
+
 from .timeline import Tick
 
 GB_S_AS_KIB_S = 1e9 / 1024  # NVLink counters read KiB/s

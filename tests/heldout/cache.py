@@ -35,13 +35,15 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import gputop_diag
+
 from . import Case, generate
 
 __all__ = ["cache_dir", "cache_path", "cached_cases", "dumps_case", "loads_case", "read_case"]
 
 FORMAT = 1  # bump when the file layout or the blob encoding changes
 KEEP = 3  # entries kept per directory (other checkouts, other branches); older ones go
-_PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the directory holding gputop_diag/
+_PACKAGE_ROOT = Path(gputop_diag.__file__).resolve().parent.parent  # holds gputop_diag/
 
 
 def cache_dir() -> Path:
