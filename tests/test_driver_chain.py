@@ -21,7 +21,7 @@ from gputop_diag.collect.cuda_libs import (
     read_chain,
     scan_processes,
 )
-from gputop_diag.commands.common import sample_once as _sample
+from gputop_diag.commands.common import sample_once
 from gputop_diag.diagnose.alerts import driver_chain_alerts
 from gputop_diag.driver.compat import (
     ERR_INSUFFICIENT,
@@ -283,7 +283,7 @@ def test_chain_verdicts():
 # -- the simulator ------------------------------------------------------------------------------
 def _snap(scenario: str, faults: str = ""):
     src = sim.build(scenario, faults=faults)
-    snap = _sample(src, True)
+    snap = sample_once(src, True)
     return src, dataclasses.replace(snap, driver_chain=read_chain(src).chain())
 
 
@@ -331,10 +331,24 @@ def test_module_not_loaded_and_no_driver():
 
 
 # -- --probe-python -----------------------------------------------------------------------------
-def test_probe_python_real_subprocess_without_torch():
-    p = probe_python(Sources.real(), sys.executable, timeout=60)
+def test_probe_python_real_subprocess_without_torch(tmp_path):
+    # this interpreter without its site-packages (where the test extra installed torch)
+    bare = tmp_path / "python"
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    bare.chmod(0o755)
+    p = probe_python(Sources.real(), str(bare), timeout=60)
     assert p.result["python"] == sys.version.split()[0]
     assert not p.ok and "import torch" in p.error
+
+
+def test_probe_python_real_subprocess_with_torch():
+    pytest.importorskip("torch")  # the test extra installs the CPU build
+    import torch
+
+    p = probe_python(Sources.real(), sys.executable, timeout=60)
+    assert p.ok, p.error
+    assert p.result["torch"] == torch.__version__
+    assert p.result["cuda_available"] is False and p.result["device_count"] == 0
 
 
 def test_probe_python_with_a_torch_that_cannot_initialise(tmp_path, monkeypatch):

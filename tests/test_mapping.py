@@ -13,7 +13,7 @@ import pytest
 from gputop_diag import sim
 from gputop_diag.cli import main
 from gputop_diag.collect.mapping import collect_mapping, parse_information
-from gputop_diag.commands.common import sample_once as _sample
+from gputop_diag.commands.common import sample_once
 from gputop_diag.mapping.checks import (
     ProcView,
     expand_hostlist,
@@ -292,7 +292,7 @@ def test_information_file():
 # -- on the simulator ---------------------------------------------------------------------------
 def test_mapping_of_the_compute_bound_machine():
     src = sim.build("compute-bound")
-    m = collect_mapping(_sample(src, True), src)
+    m = collect_mapping(sample_once(src, True), src)
     g0 = m.row("gpu0")
     machine = src.sim
     assert g0.minor == machine.gpus[0].minor and g0.info["Device Minor"] == str(g0.minor)
@@ -308,7 +308,7 @@ def test_mapping_of_the_compute_bound_machine():
 
 def test_mapping_of_mig_instances():
     src = sim.build("mig")
-    m = collect_mapping(_sample(src, True), src)
+    m = collect_mapping(sample_once(src, True), src)
     migs = [r for r in m.rows if r.mig_index is not None]
     assert len(migs) == 3 and all(r.uuid.startswith("MIG-") for r in migs)
     assert all(len(r.pids) == 1 for r in migs)  # one process on each instance
@@ -357,7 +357,7 @@ def test_mapping_asks_the_simulated_scontrol_for_a_running_jobs_gres():
 
     src = sim.build("scheduler-wait")
     src = dataclasses.replace(src, environ={**src.environ, "SLURM_JOB_ID": "48190"})
-    m = collect_mapping(_sample(src, True), src)
+    m = collect_mapping(sample_once(src, True), src)
     [job] = m.jobs
     assert job.job_id == "48190" and job.state == "RUNNING"
     assert job.gpus_on("gpu-node-03") == tuple(range(8))
@@ -365,7 +365,7 @@ def test_mapping_asks_the_simulated_scontrol_for_a_running_jobs_gres():
     assert any("scontrol show job -d" in c for c in m.conclusions)
     # a job the controller does not know: said, not raised
     src = dataclasses.replace(src, environ={**src.environ, "SLURM_JOB_ID": "99"})
-    m = collect_mapping(_sample(src, True), src)
+    m = collect_mapping(sample_once(src, True), src)
     assert m.jobs == () and any("99" in e for e in m.errors)
 
 
@@ -373,7 +373,7 @@ def test_a_process_outside_what_its_environment_gave_it_on_the_simulator():
     src = sim.build("compute-bound")
     rank = src.sim.by_gpu[3][0]
     rank.environ["CUDA_VISIBLE_DEVICES"] = src.sim.gpus[1].uuid  # it was given GPU 1 only
-    m = collect_mapping(_sample(src, True), src)
+    m = collect_mapping(sample_once(src, True), src)
     [f] = [f for f in m.findings if f.kind == "outside_allocation"]
     assert f.pids == (rank.pid,) and f.gpus == (3,)
     assert any(f"pid {rank.pid}" in c and "NOT only" in c for c in m.conclusions)
@@ -383,7 +383,7 @@ def test_a_job_given_gpus_by_slurm_and_running_elsewhere():
     src = sim.build("compute-bound")
     rank = src.sim.by_gpu[5][0]
     rank.environ.update(SLURM_JOB_ID="48213", SLURM_JOB_GPUS="2,3", CUDA_VISIBLE_DEVICES="0,1")
-    m = collect_mapping(_sample(src, True), src)
+    m = collect_mapping(sample_once(src, True), src)
     [f] = [f for f in m.findings if f.kind == "outside_allocation"]
     assert f.pids == (rank.pid,) and "given GPU(s) 2, 3" in f.text
     [c] = [c for c in m.conclusions if c.startswith(f"pid {rank.pid}")]

@@ -64,12 +64,12 @@ def test_a_process_that_sees_no_device_is_said_so():
 
     from gputop_diag import sim
     from gputop_diag.collect.mapping import collect_mapping
-    from gputop_diag.commands.common import sample_once as _sample
+    from gputop_diag.commands.common import sample_once
 
     src = sim.build("compute-bound", host_env={})
     rank = src.sim.by_gpu[2][0]
     rank.environ["CUDA_VISIBLE_DEVICES"] = "0,0"  # a repeated entry: no device at all
     src = dataclasses.replace(src, environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    m = collect_mapping(_sample(src, True), src)
+    m = collect_mapping(sample_once(src, True), src)
     [c] = [c for c in m.conclusions if c.startswith(f"pid {rank.pid}")]
     assert "leaves no CUDA device visible" in c and "cuda:0..-1" not in c

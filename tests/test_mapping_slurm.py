@@ -10,7 +10,7 @@ import pytest
 
 from gputop_diag import sim
 from gputop_diag.collect.mapping import collect_mapping
-from gputop_diag.commands.common import sample_once as _sample
+from gputop_diag.commands.common import sample_once
 from gputop_diag.commands.mapping import render_text, to_json
 
 
@@ -30,7 +30,7 @@ def _mapping(**env):
     src = sim.build("compute-bound")
     base = {k: v for k, v in src.environ.items() if k not in SLURM}
     src = dataclasses.replace(src, environ={**base, **env})
-    return collect_mapping(_sample(src, True), src)
+    return collect_mapping(sample_once(src, True), src)
 
 
 def _cuda_column(text: str) -> dict[int, str]:

@@ -41,8 +41,7 @@ from ..model.codec import iso_time
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..recording.store import Recording
 from ..sources import Sources
-from .common import add_sanitize, no_driver_error
-from .common import sample_once as _sample
+from .common import add_sanitize, no_driver_error, sample_once
 
 REPLAY = True  # `--replay FILE`: the chain the recording's last snapshot holds
 SCHEMA = "gputop-diag.driver/1"
@@ -91,7 +90,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             )
             return EXIT_USAGE
     else:
-        snap = _sample(feed, fast=True)
+        snap = sample_once(feed, fast=True)
         scan = read_chain(feed)
         toolkit, toolkit_prog = read_nvcc(feed)
         if args.probe_python:

@@ -31,8 +31,7 @@ from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..recording.store import Recording
 from ..report.mapping import SCHEMA, finding_doc, public_doc, render_public
 from ..sources import Sources
-from .common import add_sanitize, no_driver_error
-from .common import sample_once as _sample
+from .common import add_sanitize, no_driver_error, sample_once
 
 REPLAY = True  # `--replay FILE`: the mapping of the recording's last snapshot (no files read)
 
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             return EXIT_USAGE
         mapping = collect_mapping(snap, None)
     else:
-        snap = _sample(feed, fast=True)
+        snap = sample_once(feed, fast=True)
         mapping = collect_mapping(snap, feed)
     err = no_driver_error(snap)
     if getattr(args, "sanitize", False):
