@@ -865,13 +865,16 @@ def test_a_recording_that_goes_back_in_time_is_refused_and_re_recording_leaves_n
     assert rc == 2 and "not written" in err and not out_path.exists()
 
 
-def test_a_recording_written_to_stdout_is_a_whole_recording(tmp_path):
+@pytest.mark.parametrize("target", ["/dev/stdout", "-"])
+def test_a_recording_written_to_stdout_is_a_whole_recording(tmp_path, target):
     p = subprocess.run(
-        [sys.executable, "-m", "gputop_diag", "--demo", "idle", "record", "-o", "/dev/stdout"]
+        [sys.executable, "-m", "gputop_diag", "--demo", "idle", "record", "-o", target]
         + ["--seconds", "5"],
         capture_output=True,
+        cwd=tmp_path,
         timeout=60,
     )
+    assert not (tmp_path / "-").exists()  # "-" is standard output, not a file
     assert p.returncode == 0 and b"recorded 6 snapshots" in p.stderr
     f = tmp_path / "piped.jsonl"
     f.write_bytes(p.stdout)

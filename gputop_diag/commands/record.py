@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output",
         required=True,
         metavar="FILE",
-        help="where to write (JSON lines; gzip when FILE ends in .gz)",
+        help="where to write (JSON lines; gzip when FILE ends in .gz; - for standard output)",
     )
     add_time_options(
         p,
@@ -85,6 +85,8 @@ def _hangup_stops():
 
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
+    if args.output == "-":  # the usual spelling of standard output, not a file named "-"
+        args.output = "/dev/stdout"
     seconds = args.seconds
     problem = time_problem(seconds, args.interval)
     if problem is not None:
