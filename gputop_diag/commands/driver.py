@@ -24,9 +24,12 @@ from ..collect.cuda_libs import (
     probe_python,
     read_chain,
     read_nvcc,
+    unreadable_why,
 )
 from ..driver.compat import (
     ERR_MISMATCH,
+    MODULE_NOT_VISIBLE,
+    MODULE_NOT_VISIBLE_WHY,
     TABLE_SOURCE,
     TOOLKIT_MIN_DRIVER,
     LoadedRuntime,
@@ -219,6 +222,8 @@ def build(
         "layers": {
             "kernel_module": {
                 "loaded": scan.module_loaded,
+                # absent files while NVML answers: WSL2, a container, a mock library
+                "visible": scan.module_loaded is not False or not facts.nvml_answered,
                 "version": scan.module_version,
                 "flavour": scan.module_flavour,
                 "source": scan.module_source or "/proc/driver/nvidia/version (absent)",
@@ -332,6 +337,8 @@ def render_text(doc: dict[str, Any]) -> str:
     if km["loaded"]:
         mod = f"{km['version'] or '?'} ({km['flavour'] or 'flavour not said'})"
         where = km["source"]
+    elif km["loaded"] is False and not km.get("visible", True):
+        mod, where = MODULE_NOT_VISIBLE, MODULE_NOT_VISIBLE_WHY
     elif km["loaded"] is False:
         mod, where = "not loaded", "/proc/driver/nvidia/version and /sys/module/nvidia: absent"
     else:
@@ -349,9 +356,7 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(f"                     NVML: {nv['nvml_error']}")
     lines.append(f"3 driver's max CUDA  {mx['version'] or 'n/a':<28} {mx['source'] or 'not known'}")
     procs = rt["processes"]
-    hidden = (
-        f", {rt['unreadable']} not readable (other users': run as root)" if rt["unreadable"] else ""
-    )
+    hidden = f", {rt['unreadable']} {unreadable_why()}" if rt["unreadable"] else ""
     lines.append(
         f"4 CUDA runtimes      {_count(len(procs), 'process', 'processes')} with CUDA libraries "
         f"(/proc/<pid>/maps of {_count(rt['scanned'], 'process', 'processes')}{hidden})"

@@ -232,6 +232,28 @@ class ChainFacts:
     processes: tuple[LoadedRuntime, ...] = ()
     datacenter_gpu: bool | None = None
     toolkit: str | None = None  # nvcc's release
+    # NVML initialised and named the driver: the kernel side answers, whatever /proc shows
+    nvml_answered: bool = False
+
+
+# Where NVML answers but /proc/driver/nvidia and /sys/module/nvidia are absent, the driver is
+# there and not visible from here: WSL2 (the GPU is the Windows host's, reached through
+# /dev/dxg, https://docs.nvidia.com/cuda/wsl-user-guide/), a container that does not mount
+# /proc/driver, or a mock NVML library.
+MODULE_NOT_VISIBLE = "not visible here"
+MODULE_NOT_VISIBLE_WHY = (
+    "no /proc/driver/nvidia or /sys/module/nvidia, but NVML answers: WSL2, a container or a "
+    "mock library; nothing to fix"
+)
+
+
+def module_state(f: ChainFacts) -> str | None:
+    """The kernel module layer in words: its version, 'not loaded', 'not visible here', None."""
+    if f.module_loaded:
+        return f.module_version or "loaded"
+    if f.module_loaded is False:
+        return MODULE_NOT_VISIBLE if f.nvml_answered else "not loaded"
+    return None
 
 
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
@@ -240,7 +262,7 @@ DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
     """The problems of the chain, from the host layer upward (debugging starts at the host)."""
     out: list[Problem] = []
-    if f.library_found is False and not f.module_loaded:
+    if f.library_found is False and not f.module_loaded and not f.nvml_answered:
         out.append(
             Problem(
                 "NVML library",
@@ -255,7 +277,7 @@ def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
             )
         )
         return tuple(out)
-    if f.module_loaded is False or f.nvml_error == "DRIVER_NOT_LOADED":
+    if (f.module_loaded is False and not f.nvml_answered) or f.nvml_error == "DRIVER_NOT_LOADED":
         out.append(
             Problem(
                 "kernel module",
@@ -577,4 +599,5 @@ def facts_from_snapshot(
         processes=(*procs, *extra),
         datacenter_gpu=datacenter([g.static.name for g in snap.gpus]),
         toolkit=toolkit,
+        nvml_answered=err is None and snap.nvml_available and bool(s.driver_version),
     )

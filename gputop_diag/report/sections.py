@@ -13,7 +13,7 @@ from typing import Any
 
 from ..collect.mapping import QUERY_COMMAND, ProcessMapping, collect_mapping
 from ..diagnose.types import Diagnosis
-from ..driver.compat import facts_from_snapshot, judge_chain, status_of, version_tuple
+from ..driver.compat import facts_from_snapshot, judge_chain, module_state, status_of, version_tuple
 from ..model import MIB, Snapshot, formats
 from ..model.stats import median, percentile, slope_per_s
 from ..sanitize.sanitizer import Sanitizer
@@ -275,9 +275,7 @@ def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any
     layers = [
         {
             "layer": "kernel module",
-            "version": s.text(facts.module_version)
-            if facts.module_loaded
-            else ("not loaded" if facts.module_loaded is False else None),
+            "version": s.text(module_state(facts)) if facts.module_loaded else module_state(facts),
             "read_from": "/proc/driver/nvidia/version",
         },
         {

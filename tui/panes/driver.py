@@ -12,7 +12,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
+from ...collect.cuda_libs import unreadable_why
 from ...driver.compat import (
+    MODULE_NOT_VISIBLE,
+    MODULE_NOT_VISIBLE_WHY,
     current_chain,
     facts_from_snapshot,
     judge_chain,
@@ -80,6 +83,8 @@ def render(snap: Snapshot, view: View) -> Text:
             f"{chain.module_version or '?'} ({chain.module_flavour or '?'})",
             "/proc/driver/nvidia/version",
         )
+    elif facts is not None and facts.nvml_answered:
+        row("kernel module", MODULE_NOT_VISIBLE, MODULE_NOT_VISIBLE_WHY)
     else:
         row("kernel module", "not loaded", "no /proc/driver/nvidia")
     library = (chain.library_version if chain else None) or s.driver_version
@@ -93,7 +98,7 @@ def render(snap: Snapshot, view: View) -> Text:
         dmax = f"{facts.driver_max[0]}.{facts.driver_max[1]} (from the driver's version)"
     row("driver's max CUDA", dmax or "n/a", "the newest CUDA runtime this driver can run")
     if chain is not None:
-        hidden = f"; {chain.unreadable} not readable (run as root)" if chain.unreadable else ""
+        hidden = f"; {chain.unreadable} {unreadable_why()}" if chain.unreadable else ""
         row(
             "CUDA runtimes",
             f"{len(chain.processes)} process(es)",
