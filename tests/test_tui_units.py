@@ -154,7 +154,7 @@ def test_no_verdict_counts_down_and_has_no_confidence_figure():
     assert verdict_note(Diagnosis("compute", 0.85), 1.0) == "85% confident"
 
 
-def test_a_critical_alert_wins_the_last_line_of_a_short_strip():
+def test_a_broken_chain_heads_the_strip_and_other_alerts_follow():
     from gputop_diag.diagnose.types import Alert
 
     d = Diagnosis(
@@ -167,11 +167,13 @@ def test_a_critical_alert_wins_the_last_line_of_a_short_strip():
             Alert("driver_chain", "critical", "driver chain broken: runtime 13.0 too new", None),
         ),
     )
+    # the broken chain is the headline (tests/test_side_panel_lead.py); the other alerts follow
     short = render_strip(d, lines=3).plain
-    assert "driver chain broken" in short and "next:" not in short
+    assert short.splitlines()[0].startswith("DRIVER CHAIN driver chain broken")
     assert len(short.splitlines()) == 3
     tall = render_strip(d, lines=6).plain
-    assert "next: Is the job" in tall and "driver chain broken" in tall.splitlines()[-1]
+    assert "next: Is the job" in tall and "power at its limit" in tall.splitlines()[-1]
+    assert tall.count("driver chain broken") == 1
     calm = render_strip(Diagnosis("idle", 0.9, evidence=d.evidence, checks=d.checks), lines=3)
     assert "next: Is the job" in calm.plain  # without a critical alert the check stays
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
 from ..diagnose.render import confidence_text
-from ..diagnose.types import Diagnosis, Evidence
+from ..diagnose.types import Alert, Diagnosis, Evidence
 from ..widgets import DiffText
 
 SEVERITY_MARK = {"critical": "!! ", "warning": "!  ", "info": "i  "}
@@ -205,20 +205,76 @@ def _wrapped(
         t.append("\n")
 
 
+@dataclass(frozen=True, slots=True)
+class Lead:
+    """What heads the panel when something outranks the workload's class: a hardware fault, a
+    broken driver chain, throttling that explains a compute- or bandwidth-bound class. The
+    first next step is its own."""
+
+    label: str
+    alert: Alert
+    next_step: str | None
+
+
+THROTTLE_KINDS = ("thermal", "power")
+THROTTLE_EXPLAINS = ("compute", "bandwidth")
+
+
+def next_step_of(a: Alert) -> str | None:
+    """The step a lead alert's text names: after `next: ` (its first sentence), else its
+    closing advice after the last colon (`…: check cooling and airflow`)."""
+    if "next: " in a.text:
+        step = a.text.split("next: ", 1)[1]
+        return step.split(". ", 1)[0].rstrip(".")
+    if a.kind != "driver_chain" and ": " in a.text:  # the chain's texts name a step with next:
+        return a.text.rsplit(": ", 1)[1].rstrip(".")
+    return None
+
+
+def lead_of(d: Diagnosis | None) -> Lead | None:
+    """The most severe cause, when it is not the class: fault > broken driver chain >
+    throttling that explains the class."""
+    if d is None:
+        return None
+    if d.faults:
+        return Lead("FAULT", d.faults[0], next_step_of(d.faults[0]))
+    for a in d.alerts:
+        if a.kind == "driver_chain" and a.severity == "critical":
+            return Lead("DRIVER CHAIN", a, next_step_of(a))
+    if d.primary in THROTTLE_EXPLAINS:
+        for a in d.alerts:
+            if a.kind in THROTTLE_KINDS and a.severity in ("warning", "critical"):
+                return Lead("THROTTLED", a, next_step_of(a))
+    return None
+
+
+def _steps(d: Diagnosis, lead: Lead | None) -> list[str]:
+    """The next checks, the lead's own first."""
+    first = [lead.next_step] if lead is not None and lead.next_step else []
+    return first + [c for c in d.checks if c not in first]
+
+
 def render_full(
     d: Diagnosis | None, width: int = 0, interval: float = 1.0, age_s: float = 0.0
 ) -> Text:
-    """The whole panel: verdict, evidence, checks, alerts, and why the other classes lost;
-    pre-wrapped to `width` (0: unwrapped) with hanging indents."""
+    """The whole panel: the lead cause when one outranks the class, the verdict, evidence,
+    checks, alerts, and why the other classes lost; pre-wrapped to `width` (0: unwrapped) with
+    hanging indents."""
     t = Text()
     t.append("BOTTLENECK\n", style="dim")
     if d is None:
         t.append("waiting for the first samples…\n")
         return t
+    lead = lead_of(d)
     for a in d.faults:
         _wrapped(t, "FAULT  ", a.text, width, style="bold reverse")
-    if d.faults:
+    if lead is not None and lead.label != "FAULT":
+        t.append(f" {lead.label} ", style="bold reverse")
         t.append("\n")
+        _wrapped(t, "", lead.alert.text, width, style="bold")
+    if lead is not None:
+        t.append("\n")
+        t.append("workload: ", style="dim")
     t.append(f" {d.label.upper()} ", style="bold reverse")
     t.append(f"  {verdict_note(d, interval)}\n")
     if d.secondary:
@@ -236,16 +292,17 @@ def render_full(
     if d.missing_evidence:
         _wrapped(t, "", f"(not available: {'; '.join(d.missing_evidence)})", width, "dim")
     t.append("\nNEXT CHECKS\n", style="dim")
-    for k, c in enumerate(d.checks[:3], 1):
+    for k, c in enumerate(_steps(d, lead)[:3], 1):
         _wrapped(t, f"{k}. ", c, width)
+    alerts = [a for a in d.alerts if lead is None or a is not lead.alert]  # said above
     t.append("\nALERTS\n", style="dim")
-    if not d.alerts:
-        t.append("none\n")
-    for a in d.alerts[:MAX_ALERTS]:
+    if not alerts:
+        t.append("none\n" if lead is None else "none besides the above\n")
+    for a in alerts[:MAX_ALERTS]:
         style = "bold" if a.severity == "critical" else ""
         _wrapped(t, SEVERITY_MARK.get(a.severity, "   "), a.text, width, style)
-    if len(d.alerts) > MAX_ALERTS:
-        t.append(f"(+{len(d.alerts) - MAX_ALERTS} more)\n", style="dim")
+    if len(alerts) > MAX_ALERTS:
+        t.append(f"(+{len(alerts) - MAX_ALERTS} more)\n", style="dim")
     if d.ruled_out:
         t.append("\nWHY NOT\n", style="dim")
         for r in d.ruled_out:
@@ -263,10 +320,16 @@ def render_strip(
         t.append("BOTTLENECK: waiting for the first samples…")
         return t
     used = 0
+    lead = lead_of(d)
     if d.faults:
         more = f" (+{len(d.faults) - 1} more, p)" if len(d.faults) > 1 else ""
         t.append(f"FAULT {d.faults[0].text}{more}\n", style="bold reverse")
         used += 1
+    elif lead is not None:
+        t.append(f"{lead.label} {lead.alert.text}\n", style="bold reverse")
+        used += 1
+    if lead is not None:
+        t.append("workload: ", style="dim")
     t.append(f" {d.label.upper()} ", style="bold reverse")
     also = f" + {d.secondary.replace('_', ' ')}" if d.secondary else ""
     age = age_text(age_s)
@@ -276,14 +339,23 @@ def render_strip(
     t.append("p: all\n", style="dim")
     used += 1
     tail = 2 if lines > 3 else 1  # the next check, and the first alert when there is room
-    for e in d.evidence[: max(1, lines - used - tail)]:
+    for e in d.evidence[: max(0 if lead is not None else 1, lines - used - tail)]:
         t.append(f"• {e.text}\n")
     # the most severe alert first; with room for one line only, a critical alert wins over the
-    # next check (a broken driver chain matters more than how to tune the verdict)
-    alerts = sorted(d.alerts, key=lambda a: a.severity != "critical")
+    # class's next check (a broken driver chain matters more than how to tune the verdict); the
+    # lead's own step comes before both
+    alerts = sorted(
+        (a for a in d.alerts if lead is None or a is not lead.alert),
+        key=lambda a: a.severity != "critical",
+    )
     critical = alerts[0] if alerts and alerts[0].severity == "critical" else None
-    if d.checks and (tail > 1 or critical is None):
-        t.append(f"next: {d.checks[0]}" + ("\n" if tail > 1 else ""))
+    steps = _steps(d, lead)
+    own = lead is not None and lead.next_step is not None
+    if steps and (tail > 1 or critical is None or own):
+        t.append(f"next: {steps[0]}" + ("\n" if tail > 1 else ""))
+    if tail < 2 and own:
+        t.rstrip()
+        return t
     if tail < 2 and critical is None:
         t.rstrip()
         return t
