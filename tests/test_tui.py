@@ -151,7 +151,7 @@ async def test_s_writes_the_sanitized_report_and_shows_its_path(tmp_path, size):
         assert str(md.resolve()) in toasts(app) and js.name in toasts(app)
         assert app.saver.last_saved == str(md)
         if size == (200, 50):
-            assert str(md) in text_of(app, "#header")
+            assert f"saved {md.name}" in text_of(app, "#header")
 
 
 async def test_the_report_falls_back_when_the_save_dir_cannot_be_written(tmp_path, monkeypatch):
@@ -191,7 +191,7 @@ async def test_capital_s_writes_the_snapshot_with_the_xid_history(tmp_path, size
         assert app.saver.last_saved == str(files[0])
         assert str(files[0].resolve()) in toasts(app)
         if size == (200, 50):
-            assert str(files[0]) in text_of(app, "#header")
+            assert f"saved {files[0].name}" in text_of(app, "#header")
 
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)

@@ -253,13 +253,13 @@ def test_save_falls_back_to_the_state_directory_and_names_files_by_the_wall_cloc
     again = write_json({"a": 2}, dirs, now=when)  # two saves in one second: both kept
     assert again.path != saved.path and again.path.endswith("-2.json")
     default = save_dirs(None, {"HOME": str(tmp_path)})
-    assert default[0] == "." and default[1] == str(tmp_path / ".local/state/gputop-diag")
+    assert default[0] == str(tmp_path / ".local/state/gputop-diag")  # never the cwd
     assert default[-1] == "/tmp"
 
 
 def test_save_reports_when_no_directory_takes_it(tmp_path):
     missing = tmp_path / "no" / "such"
-    saved = write_json({}, [str(missing)])
+    saved = write_json({}, [str(missing)], create_first=False)  # --save-dir: not made
     assert saved.path is None and "No such file" in saved.problems[0]
 
 

@@ -7,6 +7,7 @@ No clock: a clock repaints every second, and over SSH that is the cost that matt
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..widgets import DiffLine
@@ -94,7 +95,8 @@ def header_runs(f: HeaderFacts, width: int) -> list[tuple[str, str]]:
         pieces.append((0, "  ", "  ", ""))
         pieces.append((0, " PAUSED ", " PAUSED ", "header--paused"))
     if f.saved:
-        pieces.append((5, f"  saved {f.saved}", "", "header--saved"))
+        # the first piece to give way: never the program's name for a file name
+        pieces.append((7, f"  saved {os.path.basename(f.saved)}", "", "header--saved"))
 
     def length(items) -> int:
         return sum(len(text) for _, text, _ in items)

@@ -56,10 +56,10 @@ def build_report(
     )
 
 
-def write_report(report: Report, dirs: list[str]) -> Saved:
+def write_report(report: Report, dirs: list[str], create_first: bool = True) -> Saved:
     """Write the report's Markdown (`path`) and JSON (`also`) into the first directory of
     `dirs` that takes them."""
-    return write_into(lambda d: save_report(report, d), dirs)
+    return write_into(lambda d: save_report(report, d), dirs, create_first)
 
 
 def snapshot_document(

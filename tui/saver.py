@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from textual.app import App
 from textual.css.query import NoMatches
+from textual.timer import Timer
 
 from ..monitor.core import Monitor, TickStuck
 from ..recording.store import Recording
@@ -20,6 +21,8 @@ from .feed import Update
 from .messages import ReportWritten
 from .reports import NotSafe, build_report, snapshot_document, write_report
 from .saving import Saved, save_dirs, write_json
+
+SAVED_SHOWN_S = 30.0  # the toast says the full path; the header keeps the name this long
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Saver:
     save_dir: str | None = None
     on_saved: Callable[[], None] = lambda: None  # the header shows `last_saved`
     last_saved: str | None = None
+    _forget_timer: Timer | None = field(default=None, init=False, repr=False)
 
     def _source(self, interval: float) -> ReportSource:
         if self.replay is not None:
@@ -67,7 +71,7 @@ class Saver:
                 sources=self.sources,
                 key=self.key,
             )
-            saved = write_report(report, save_dirs(self.save_dir))
+            saved = write_report(report, save_dirs(self.save_dir), self.save_dir is None)
         except TickStuck as e:
             self.app.post_message(ReportWritten(None, str(e)))
             return
@@ -101,7 +105,21 @@ class Saver:
                 timeout=15,
             )
             return
-        self._said("snapshot", write_json(doc, save_dirs(self.save_dir)))
+        self._said(
+            "snapshot",
+            write_json(doc, save_dirs(self.save_dir), create_first=self.save_dir is None),
+        )
+
+    def _forget_later(self) -> None:
+        """The header names the last file for `SAVED_SHOWN_S`, then gives its room back."""
+        if self._forget_timer is not None:
+            self._forget_timer.stop()
+        self._forget_timer = self.app.set_timer(SAVED_SHOWN_S, self._forget)
+
+    def _forget(self) -> None:
+        self._forget_timer = None
+        self.last_saved = None
+        self.on_saved()
 
     def _said(self, what: str, saved: Saved, note: str = "") -> None:
         """A toast saying where `what` went (and where it could not go), or why nowhere."""
@@ -115,6 +133,7 @@ class Saver:
                 )
                 return
             self.last_saved = saved.path
+            self._forget_later()
             where = os.path.abspath(saved.path)
             also = "".join(f" and {os.path.basename(p)}" for p in saved.also)
             if saved.problems:

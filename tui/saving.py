@@ -19,15 +19,16 @@ APP_DIR = "gputop-diag"
 
 
 def save_dirs(save_dir: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The directories to try, in order: `save_dir` (default: the current directory), then
-    `$XDG_STATE_HOME/gputop-diag` or `~/.local/state/gputop-diag`, then `/tmp`."""
+    """The directories to try, in order: `save_dir` (`--save-dir`) when given, then
+    `$XDG_STATE_HOME/gputop-diag` or `~/.local/state/gputop-diag`, then `/tmp`; absolute, so a
+    toast never names a refused directory as `.`."""
     env = os.environ if environ is None else environ
-    out = [save_dir or "."]
+    out = [os.path.abspath(save_dir)] if save_dir else []
     state = env.get("XDG_STATE_HOME") or os.path.join(
         env.get("HOME") or os.path.expanduser("~"), ".local", "state"
     )
-    out.append(os.path.join(state, APP_DIR))
-    out.append(env.get("TMPDIR") or "/tmp")
+    out.append(os.path.abspath(os.path.join(state, APP_DIR)))
+    out.append(os.path.abspath(env.get("TMPDIR") or "/tmp"))
     seen: list[str] = []
     for d in out:
         if d and os.path.abspath(d) not in map(os.path.abspath, seen):
@@ -51,14 +52,17 @@ def _free_name(directory: str, stamp: str) -> str:
     return path
 
 
-def write_json(doc: Any, dirs: list[str], now: datetime | None = None) -> Saved:
-    """Write `doc` into the first directory of `dirs` that takes it (made if missing, except
-    the first: a save directory that does not exist is a typo to report, not to create)."""
+def write_json(
+    doc: Any, dirs: list[str], now: datetime | None = None, create_first: bool = True
+) -> Saved:
+    """Write `doc` into the first directory of `dirs` that takes it, made if missing; except
+    the first when `create_first` is False: a `--save-dir` that does not exist is a typo to
+    report, not to create."""
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     problems: list[str] = []
     for k, directory in enumerate(dirs):
         try:
-            if k > 0:
+            if k > 0 or create_first:
                 os.makedirs(directory, mode=0o700, exist_ok=True)
             path = _free_name(directory, stamp)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -79,14 +83,16 @@ def write_json(doc: Any, dirs: list[str], now: datetime | None = None) -> Saved:
     return Saved(None, tuple(problems))
 
 
-def write_into(write: Callable[[str], tuple[str, ...]], dirs: list[str]) -> Saved:
+def write_into(
+    write: Callable[[str], tuple[str, ...]], dirs: list[str], create_first: bool = True
+) -> Saved:
     """Call `write(directory)` (it returns the paths it wrote, the main one first, and raises
     OSError without leaving anything behind) for each directory of `dirs` until one takes it;
-    the directories after the first are made if missing."""
+    the directories are made if missing (the first only with `create_first`)."""
     problems: list[str] = []
     for k, directory in enumerate(dirs):
         try:
-            if k > 0:
+            if k > 0 or create_first:
                 os.makedirs(directory, mode=0o700, exist_ok=True)
             paths = write(directory)
         except OSError as e:

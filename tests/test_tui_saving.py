@@ -1,0 +1,83 @@
+"""Where `s` and `S` write without `--save-dir` (the state directory, never the current one),
+and the header's "saved …" note: it gives way before the program's name and goes after a while."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from test_tui_support import FedApp
+
+from gputop_diag.tui import saver as saver_module
+from gputop_diag.tui.header import HeaderFacts, header_runs
+from gputop_diag.tui.saving import save_dirs, write_json
+
+
+def header(app) -> str:
+    return app.query_one("#header").plain
+
+
+async def wait_for(pilot, folder, pattern: str) -> list:
+    for _ in range(200):
+        found = sorted(folder.glob(pattern))
+        if found:
+            return found
+        await pilot.pause(0.05)
+    return []
+
+
+def test_without_a_save_dir_the_state_directory_comes_first(tmp_path):
+    env = {"HOME": str(tmp_path)}
+    dirs = save_dirs(None, env)
+    assert dirs[0] == str(tmp_path / ".local/state/gputop-diag") and dirs[-1] == "/tmp"
+    assert "." not in dirs and all(os.path.isabs(d) for d in dirs)
+    rel = save_dirs("out", env)  # a relative --save-dir is named absolutely in every message
+    assert rel[0] == os.path.abspath("out")
+    saved = write_json({"a": 1}, dirs)  # the state directory is made when missing
+    assert saved.path.startswith(dirs[0]) and not saved.problems
+
+
+def test_a_missing_save_dir_is_reported_not_created(tmp_path):
+    missing = tmp_path / "typo"
+    saved = write_json({}, [str(missing), str(tmp_path / "state")], create_first=False)
+    assert not missing.exists() and saved.path.startswith(str(tmp_path / "state"))
+    assert saved.problems[0].startswith(str(missing))  # absolute, never "."
+
+
+async def test_capital_s_without_save_dir_writes_to_the_state_dir_not_the_cwd(
+    tmp_path, monkeypatch
+):
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(saver_module, "SAVED_SHOWN_S", 0.3)
+    app = FedApp()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        app.feed(3)
+        await pilot.pause()
+        await pilot.press("S")
+        found = await wait_for(pilot, tmp_path / "state" / "gputop-diag", "gputop-diag-*.json")
+        assert found and not list(cwd.iterdir())
+        await pilot.pause()
+        shown = header(app)
+        assert shown.lstrip().startswith("gputop-diag")  # the name stays at 80 columns
+        await pilot.pause(0.6)  # SAVED_SHOWN_S later the note is gone
+        app.feed(1)
+        await pilot.pause()
+        assert "saved" not in header(app) and app.saver.last_saved is None
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_saved_note_gives_way_before_the_programs_name(width):
+    facts = HeaderFacts(
+        host="gpu-node-07",
+        driver="570.124.06",
+        cuda="12.8",
+        gpu_count=8,
+        selected_gpu=0,
+        saved="/home/alice/.local/state/gputop-diag/gputop-diag-snapshot-20301231-235959.json",
+    )
+    text = "".join(t for t, _ in header_runs(facts, width))
+    assert "gputop-diag " in text and len(text) <= width
+    assert "/home/alice" not in text  # the header names the file; the toast gives the path
