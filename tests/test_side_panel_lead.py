@@ -89,6 +89,7 @@ def test_strip_leads_with_the_cause_at_every_height(lines):
     [
         ("driver-mismatch", 12, "DRIVER CHAIN", "driver"),
         ("thermal-throttle", 12, "THROTTLED", "cooling"),
+        ("no-gpu", 8, "NO GPU DATA", "install the NVIDIA driver"),
     ],
 )
 def test_demo_scenarios_lead_with_their_cause(scenario, seconds, label, step):
@@ -106,3 +107,20 @@ def test_demo_scenarios_lead_with_their_cause(scenario, seconds, label, step):
     strip = render_strip(d, lines=3).plain.splitlines()
     assert strip[0].startswith(label)
     assert step in strip[-1] and strip[-1].startswith("next: ")
+
+
+def test_without_a_driver_the_panel_says_so_instead_of_waiting():
+    src = sim.build("no-gpu")
+    m = Monitor(src, interval=1.0)
+    try:
+        for _ in range(8):
+            m.tick()
+            src.clock.sleep(1.0)
+        _, d = m.window()
+    finally:
+        m.close()
+    full = render_full(d, width=50).plain
+    assert "NO GPU DATA" in full and "no NVIDIA driver" in full
+    assert "nothing to judge" in full and "no verdict yet" not in full
+    assert "1. install the NVIDIA driver" in full
+    assert "WHY NOT" not in full and "\nnone\n" not in full  # not "alerts: none"

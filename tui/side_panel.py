@@ -238,6 +238,10 @@ def lead_of(d: Diagnosis | None) -> Lead | None:
         return None
     if d.faults:
         return Lead("FAULT", d.faults[0], next_step_of(d.faults[0]))
+    nvml = next((e for e in d.evidence if e.metric == "nvml"), None)
+    if d.primary == "insufficient_data" and nvml is not None:  # NVML failed machine-wide
+        cause = Alert("nvml", "critical", d.evidence[0].text)
+        return Lead("NO GPU DATA", cause, nvml.text.removeprefix("next: "))
     for a in d.alerts:
         if a.kind == "driver_chain" and a.severity == "critical":
             return Lead("DRIVER CHAIN", a, next_step_of(a))
@@ -246,6 +250,12 @@ def lead_of(d: Diagnosis | None) -> Lead | None:
             if a.kind in THROTTLE_KINDS and a.severity in ("warning", "critical"):
                 return Lead("THROTTLED", a, next_step_of(a))
     return None
+
+
+def _note(d: Diagnosis, lead: Lead | None, interval: float) -> str:
+    if lead is not None and lead.alert.kind == "nvml":
+        return "nothing to judge until NVML answers"  # waiting would not help
+    return verdict_note(d, interval)
 
 
 def _steps(d: Diagnosis, lead: Lead | None) -> list[str]:
@@ -276,7 +286,7 @@ def render_full(
         t.append("\n")
         t.append("workload: ", style="dim")
     t.append(f" {d.label.upper()} ", style="bold reverse")
-    t.append(f"  {verdict_note(d, interval)}\n")
+    t.append(f"  {_note(d, lead, interval)}\n")
     if d.secondary:
         t.append(f"and also {d.secondary.replace('_', ' ').upper()}\n", style="bold")
     if d.candidate and d.candidate != d.primary:
@@ -285,10 +295,11 @@ def render_full(
         t.append(_scope(d) + "\n", style="dim")
     age = age_text(age_s)
     t.append(f"\nEVIDENCE{'  (' + age + ')' if age else ''}\n", style="dim")
-    for e in d.evidence[:3]:
+    shown_ev = [e for e in d.evidence if lead is None or lead.alert.kind != "nvml"]
+    for e in shown_ev[:3]:
         _wrapped(t, "• ", e.text, width)
-    if not d.evidence:
-        t.append("• none yet\n")
+    if not shown_ev:
+        t.append("• none yet\n" if lead is None else "• none: see above\n")
     if d.missing_evidence:
         _wrapped(t, "", f"(not available: {'; '.join(d.missing_evidence)})", width, "dim")
     t.append("\nNEXT CHECKS\n", style="dim")
@@ -303,7 +314,7 @@ def render_full(
         _wrapped(t, SEVERITY_MARK.get(a.severity, "   "), a.text, width, style)
     if len(alerts) > MAX_ALERTS:
         t.append(f"(+{len(alerts) - MAX_ALERTS} more)\n", style="dim")
-    if d.ruled_out:
+    if d.ruled_out and (lead is None or lead.alert.kind != "nvml"):  # nothing was judged
         t.append("\nWHY NOT\n", style="dim")
         for r in d.ruled_out:
             _wrapped(t, f"{r.cls.replace('_', ' ')}: ", r.evidence.text, width, indent=2)
@@ -333,13 +344,14 @@ def render_strip(
     t.append(f" {d.label.upper()} ", style="bold reverse")
     also = f" + {d.secondary.replace('_', ' ')}" if d.secondary else ""
     age = age_text(age_s)
-    t.append(f"{also}  {verdict_note(d, interval)}")
+    t.append(f"{also}  {_note(d, lead, interval)}")
     t.append(f"  ({age})" if age else "", style="dim")
     t.append(f"  {_scope(d)}  ")
     t.append("p: all\n", style="dim")
     used += 1
     tail = 2 if lines > 3 else 1  # the next check, and the first alert when there is room
-    for e in d.evidence[: max(0 if lead is not None else 1, lines - used - tail)]:
+    evidence = [e for e in d.evidence if lead is None or lead.alert.kind != "nvml"]
+    for e in evidence[: max(0 if lead is not None else 1, lines - used - tail)]:
         t.append(f"• {e.text}\n")
     # the most severe alert first; with room for one line only, a critical alert wins over the
     # class's next check (a broken driver chain matters more than how to tune the verdict); the
@@ -367,7 +379,7 @@ def render_strip(
             style="bold" if a.severity == "critical" else "",
         )
     else:
-        t.append("alerts: none", style="dim")
+        t.append("alerts: none" + (" besides the above" if lead else ""), style="dim")
     return t
 
 
