@@ -498,3 +498,35 @@ def test_a_sample_of_each_log_family_parses(tmp_path):
         parsed = parse_lines(data, name, ref_time=max(mtime, epoch(2026, 2, 1)))
         assert len(parsed.events) == count, (name, parsed.events)
         assert all(e.timestamp is not None for e in parsed.events if e.kind != "driver_loaded")
+
+
+FALL = "NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus."
+XID79 = "NVRM: Xid (PCI:0000:5d:00): 79, pid=41248, name=python, GPU has fallen off the bus."
+
+
+@pytest.mark.parametrize("order", ["xid first", "line first"])
+def test_one_fall_off_the_bus_said_twice_is_one_event(order):
+    t = "Jan 15 10:01:30 node kernel: "
+    lines = [t + XID79, t + FALL] if order == "xid first" else [t + FALL, t + XID79]
+    (e,) = parse_lines(lines, "journal", ref_time=epoch(2026, 1, 20)).events
+    assert (e.kind, e.code, e.pci, e.pid) == ("xid", 79, "0000:5d:00", 41248)
+    assert "Xid (PCI:0000:5d:00): 79" in e.raw and "GPU has fallen off the bus." in e.raw
+
+
+def test_falls_of_other_gpus_or_other_times_stay_apart():
+    t = "Jan 15 10:01:30 node kernel: "
+    later = "Jan 15 10:09:00 node kernel: "
+    other = FALL.replace("5d", "3b")
+    kinds = [
+        (e.kind, e.pci)
+        for e in parse_lines(
+            [t + XID79, t + other, later + FALL], "journal", ref_time=epoch(2026, 1, 20)
+        ).events
+    ]
+    assert kinds == [
+        ("xid", "0000:5d:00"),
+        ("fallen_off_bus", "0000:3b:00"),
+        ("fallen_off_bus", "0000:5d:00"),
+    ]
+    alone = parse_lines([t + FALL], "journal", ref_time=epoch(2026, 1, 20)).events
+    assert [e.kind for e in alone] == ["fallen_off_bus"]  # without an Xid it is its own event

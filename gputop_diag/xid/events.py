@@ -351,6 +351,12 @@ def parse_records(recs: Iterable[LogRecord], source: str = "", parsed: ParsedLog
                     raw=prev.raw + "\n" + ev.raw,
                 )
                 continue
+            k = _same_fall(out.events, ev)
+            if k is not None:  # one GPU falling off the bus, said twice: one event
+                other = out.events[k]
+                xid = other if other.kind == "xid" else ev
+                out.events[k] = replace(xid, raw=other.raw + "\n" + ev.raw)
+                continue
             out.events.append(ev)
 
     for rec in recs:
@@ -376,6 +382,27 @@ def parse_records(recs: Iterable[LogRecord], source: str = "", parsed: ParsedLog
     if held is not None:
         emit(held)
     return out
+
+
+FALL_KINDS = {"xid", "fallen_off_bus"}
+FALL_WINDOW_S = 5.0  # the driver prints the Xid 79 and "has fallen off the bus" together
+
+
+def _same_fall(events: list[KernelEvent], ev: KernelEvent, back: int = 4) -> int | None:
+    """The index of a recent event that reports the same fall off the bus as `ev` (an Xid 79
+    and the driver's "GPU has fallen off the bus" line for one bus id, seconds apart)."""
+    if ev.kind not in FALL_KINDS or (ev.kind == "xid" and ev.code != 79) or ev.pci is None:
+        return None
+    for k in range(len(events) - 1, max(-1, len(events) - 1 - back), -1):
+        e = events[k]
+        if (
+            {e.kind, ev.kind} == FALL_KINDS
+            and (e.code if e.kind == "xid" else ev.code) == 79
+            and e.pci == ev.pci
+            and _close(e, ev, FALL_WINDOW_S)
+        ):
+            return k
+    return None
 
 
 def _close(a: KernelEvent, b: KernelEvent, seconds: float) -> bool:
