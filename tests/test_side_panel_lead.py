@@ -124,3 +124,17 @@ def test_without_a_driver_the_panel_says_so_instead_of_waiting():
     assert "nothing to judge" in full and "no verdict yet" not in full
     assert "1. install the NVIDIA driver" in full
     assert "WHY NOT" not in full and "\nnone\n" not in full  # not "alerts: none"
+
+
+def test_a_second_fault_on_the_same_gpu_is_named_not_repeated():
+    xid = Alert(
+        "xid",
+        "critical",
+        "Xid 79 (FALLEN_OFF_BUS) on GPU 3: the GPU stopped answering; drain the node",
+        3,
+    )
+    other = Alert("xid", "critical", "Xid 48 on GPU 5: double-bit ECC; drain the node", 5)
+    text = render_full(diag("compute", faults=(LOST, xid, other)), width=80).plain
+    assert "FAULT  also Xid 79 (FALLEN_OFF_BUS) on GPU 3\n" in text
+    assert text.count("the GPU stopped answering") == 0  # said once, by the first fault
+    assert "FAULT  Xid 48 on GPU 5: double-bit ECC" in text  # another GPU: in full

@@ -258,6 +258,21 @@ def _note(d: Diagnosis, lead: Lead | None, interval: float) -> str:
     return verdict_note(d, interval)
 
 
+def fault_lines(faults: Sequence[Alert]) -> list[tuple[Alert, str]]:
+    """Each fault's text; a later fault on a GPU an earlier one named is the same story told
+    again (a lost GPU and its Xid 79): its name only, not its advice a second time."""
+    out: list[tuple[Alert, str]] = []
+    seen: set[int] = set()
+    for a in faults:
+        gpus = set(a.gpus) | ({a.gpu_index} if a.gpu_index is not None else set())
+        if gpus and gpus <= seen:
+            out.append((a, "also " + a.text.split(":", 1)[0]))
+        else:
+            out.append((a, a.text))
+        seen |= gpus
+    return out
+
+
 def _steps(d: Diagnosis, lead: Lead | None) -> list[str]:
     """The next checks, the lead's own first."""
     first = [lead.next_step] if lead is not None and lead.next_step else []
@@ -276,8 +291,8 @@ def render_full(
         t.append("waiting for the first samples…\n")
         return t
     lead = lead_of(d)
-    for a in d.faults:
-        _wrapped(t, "FAULT  ", a.text, width, style="bold reverse")
+    for _, text in fault_lines(d.faults):
+        _wrapped(t, "FAULT  ", text, width, style="bold reverse")
     if lead is not None and lead.label != "FAULT":
         t.append(f" {lead.label} ", style="bold reverse")
         t.append("\n")
