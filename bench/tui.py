@@ -2,6 +2,7 @@
 
     python bench/tui.py [--seconds 60] [--scenario compute-bound] [--pane 1 --pane 2]
                         [--low-bandwidth] [--sanitize]
+    python bench/tui.py --others 100,2000,10000 [--no-children-files] [--seconds 60]
 
 For each pane asked for (default: Memory and Utilization), starts `gputop-diag --demo
 compute-bound` (8 GPUs, 1 s interval) in a 120x40 tmux pane whose output is piped to a file,
@@ -12,6 +13,13 @@ it), and the bytes written to the terminal per minute in steady state
 up, which costs more than the steady state after they are full: `--warmup 70` measures that).
 Targets: < 2 % of a core, < 120 MB RSS, first frame < 1.5 s, <= 20 KB of terminal output per
 minute on every pane at a 1 s interval.
+
+With `--others`, the processes are real: for each count, that many idle processes and 8 stand-ins
+for GPU ranks with 4 children each are spawned (bench/collect.py's), and the live view runs on
+the 8 simulated GPUs of `compute-bound` whose processes are those ranks, reading them through
+the real psutil and /proc; it prints the steady CPU at each count and its ratio to the first
+(target: within 1.2x at 2,000 of its figure at 100). `--no-children-files` hides the kernel's
+`children` files from the live view (a kernel built without them).
 """
 
 from __future__ import annotations
@@ -53,14 +61,18 @@ def resize_s(width: int = 200, height: int = 50, timeout: float = 15.0) -> float
     return None
 
 
-def measure(args: argparse.Namespace, pane: str) -> dict:
-    out = tempfile.NamedTemporaryFile(prefix="gputop-tui-", suffix=".out", delete=False).name
-    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+def demo_command(args: argparse.Namespace) -> str:
     cmd = f"exec {sys.executable} -m gputop_diag --demo {args.scenario} --interval 1"
     if args.low_bandwidth:
         cmd += " --low-bandwidth"
     if args.sanitize:
         cmd += " --sanitize"
+    return cmd
+
+
+def measure(args: argparse.Namespace, pane: str, cmd: str) -> dict:
+    out = tempfile.NamedTemporaryFile(prefix="gputop-tui-", suffix=".out", delete=False).name
+    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
     t0 = time.monotonic()
     tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40", cmd)
     tmux("pipe-pane", "-t", SESSION, "-o", f"cat >> {out}")
@@ -102,6 +114,52 @@ def measure(args: argparse.Namespace, pane: str) -> dict:
     }
 
 
+def serve_ranks(pids: str, children_files: bool) -> int:
+    """The live view over the real ranks `pids` (run inside the tmux pane by `--others`)."""
+    from collect import HiddenChildren, sources_for_ranks
+
+    from gputop_diag.sources import RealProcFS
+    from gputop_diag.tui import run_app
+
+    procfs = RealProcFS() if children_files else HiddenChildren()
+    ranks = [int(x) for x in pids.split(",")]
+    return run_app(sources_for_ranks(ranks, realtime=True, procfs=procfs), interval=1.0)
+
+
+def by_process_count(args: argparse.Namespace) -> int:
+    from collect import Spawned, processes_here
+
+    counts = sorted(int(x) for x in args.others.split(",") if x)
+    pane = (args.pane or ["1"])[0]
+    kind = "hidden" if args.no_children_files else "read"
+    print(
+        f"live view over 8 real ranks x 4 children on 8 simulated GPUs, pane {pane} "
+        f"({PANE_NAMES.get(pane, pane)}), 120x40, 1 s interval, {args.seconds:.0f} s, steady "
+        f"state after {args.warmup:.0f} s; the kernel's children files {kind}"
+    )
+    print(f"{'others':>7} {'on /proc':>8} {'CPU, steady':>14} {'ratio':>6} {'peak RSS':>9}")
+    spawned = Spawned()
+    first = None
+    try:
+        for n in counts:
+            spawned.grow_to(n)
+            cmd = f"exec {sys.executable} {os.path.abspath(__file__)} --serve-ranks " + ",".join(
+                map(str, spawned.rank_pids)
+            )
+            if args.no_children_files:
+                cmd += " --no-children-files"
+            here = processes_here()
+            r = measure(args, pane, cmd)
+            first = first or r["cpu_pct"]
+            print(
+                f"{n:>7} {here:>8} {r['cpu_pct']:>8.2f} % core {r['cpu_pct'] / first:>5.2f}x "
+                f"{r['rss_mb']:>6.0f} MB"
+            )
+    finally:
+        spawned.close()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -122,15 +180,31 @@ def main() -> int:
         help="seconds before the steady state is measured (the Utilization pane's histories "
         "fill in ~50-130 s, depending on the width)",
     )
+    ap.add_argument(
+        "--others",
+        metavar="N,N,...",
+        help="spawn this many other processes (each count in turn) and 8 real ranks; measure the "
+        "live view over them (e.g. 100,2000,10000)",
+    )
+    ap.add_argument(
+        "--no-children-files",
+        action="store_true",
+        help="with --others: hide the kernel's children files from the live view",
+    )
+    ap.add_argument("--serve-ranks", help=argparse.SUPPRESS)  # inside the pane: the live view
     args = ap.parse_args()
+    if args.serve_ranks:
+        return serve_ranks(args.serve_ranks, not args.no_children_files)
     if shutil.which("tmux") is None:
         print("bench/tui.py needs tmux", file=sys.stderr)
         return 2
+    if args.others:
+        return by_process_count(args)
     mode = "--low-bandwidth (2 s interval)" if args.low_bandwidth else "1 s interval"
     if args.sanitize:
         mode += ", --sanitize"
     for pane in args.pane or ["1", "2"]:
-        r = measure(args, pane)
+        r = measure(args, pane, demo_command(args))
         name = PANE_NAMES.get(pane, pane)
         print(
             f"scenario {args.scenario}, pane {pane} ({name}), 120x40, {mode}, "

@@ -41,6 +41,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "(--probe-python PATH)",
     ),
     "report": ("report", "write a sanitized report, safe to paste into a public issue"),
+    "memory": (
+        "memory",
+        "where a model's memory goes on one GPU, whether it fits, and what each lever saves "
+        "(--config config.json, offline)",
+    ),
     "exporter": ("exporter", "serve Prometheus metrics in dcgm-exporter's names (--listen)"),
     "fleet": ("fleet", "diagnose many nodes from Prometheus (--prometheus URL)"),
     "watch": ("watch", "watch a job: --pid PID, --slurm JOBID, or -- CMD ARGS..."),
@@ -121,6 +126,8 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
     for name, (_, helptext) in COMMANDS.items():
         sp = sub.add_parser(name, help=helptext, description=helptext)
         _add_common(sp, top=False)
+        if name == "report":
+            _add_model_config(sp, top=False)
     if full:
         for name in COMMANDS:
             sub.add_command_arguments(name)
@@ -159,9 +166,27 @@ def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
+MODEL_CONFIG_HELP = (
+    "a model's config.json (Hugging Face; a local file, never downloaded): the memory planner's "
+    "prediction beside what the job holds, in the Memory pane and the report; without it, a "
+    "config.json the job's command line names is used"
+)
+
+
+def _add_model_config(p, top: bool) -> None:
+    p.add_argument(
+        "--model-config",
+        metavar="FILE",
+        default=None if top else argparse.SUPPRESS,
+        help=MODEL_CONFIG_HELP,
+    )
+
+
 def _add_live_view(p: argparse.ArgumentParser) -> None:
-    """The live view's own options (nvitop's filters, where `s` and `S` write)."""
+    """The live view's own options (nvitop's filters, where `s` and `S` write, the model's
+    config for the memory planner)."""
     g = p.add_argument_group("live view")
+    _add_model_config(g, top=True)
     g.add_argument(
         "--save-dir",
         metavar="DIR",
@@ -282,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 only_gpus=[g for part in args.live_gpus for g in part],
                 users=[u for part in args.live_users for u in part],
                 pids=[n for part in args.live_pids for n in part],
+                model_config=args.model_config,
             )
         return module.run(args, feed)
     except _recording_error() as e:  # a recording damaged past its header

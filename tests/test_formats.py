@@ -29,3 +29,16 @@ def test_clock_rounds_to_the_second_and_names_days():
     assert F.clock(4.4) == "0:04" and F.clock(4.6) == "0:05" and F.clock(-3) == "0:00"
     assert F.clock(3599.6) == "1:00:00" and F.clock(3723) == "1:02:03"
     assert F.clock(86_400 + 3 * 3600) == "1d 3h" and F.clock(None) == "?"
+
+
+def test_clip_words_never_cuts_a_word_in_half():
+    from gputop_diag.model.formats import clip_words
+
+    line = "NCCL WARN connect to ip-10-20-30-41.ec2.internal<43011> failed: Connection refused"
+    assert clip_words(line, 200) == line
+    for limit in range(1, len(line)):
+        out = clip_words(line, limit)
+        assert len(out) <= limit and out.endswith("…")
+        kept = out[:-1].split()
+        assert kept == line.split()[: len(kept)]  # whole words, in order
+    assert clip_words("x" * 50, 10) == "…"  # one long token: left out, not cut

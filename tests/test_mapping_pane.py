@@ -105,3 +105,23 @@ async def test_mig_rows():
 def test_plain_glyphs_for_low_bandwidth():
     cut = [abbreviate_uuid(u, 14, H100, "~") for u in H100]
     assert all(c.isascii() and "~" in c and len(c) <= 14 for c in cut) and len(set(cut)) == 5
+
+
+async def test_pane_under_sanitize_judges_the_real_uuids_and_shows_only_pseudonyms():
+    """The mapping is worked out on the sampled snapshot (a UUID prefix in this shell's
+    CUDA_VISIBLE_DEVICES matches its GPU, as `gputop-diag mapping` says) and only the text
+    drawn goes through the sanitizer: no UUID, no prefix of one, no Slurm job id on screen."""
+    app = FedApp("compute-bound", sanitize=True)
+    first = app.sim_sources.sim.gpus[0].uuid
+    prefix = first[:12]  # "GPU-" and 8 hex digits: one GPU's, not the others'
+    app.sim_sources.environ.update({"CUDA_VISIBLE_DEVICES": f"{prefix},1", "SLURM_JOB_ID": "4242"})
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(2)
+        await pilot.pause()
+        await pilot.press("3")
+        await pilot.pause()
+        screen = screen_text(app)
+        assert "matches no GPU UUID" not in screen
+        assert "entry '1' is not a GPU UUID" in screen  # the finding the command gives too
+        assert prefix not in screen and prefix[4:] not in screen and "4242" not in screen
+        assert "CUDA_VISIBLE_DEVICES=GPU-" in screen  # its shape kept, as a pseudonym

@@ -286,6 +286,42 @@ def every_field_snapshot() -> Snapshot:
             412,
             3,
         ),
+        probes=(
+            model.ProbeState(
+                pid=4242,
+                start_ticks=26004500,
+                python="3.11.9",
+                torch="2.7.1+cu128",
+                cuda=True,
+                rank=3,
+                world=8,
+                can_measure=("t_input", "t_sync", "memory"),
+                steps=model.ProbeSteps(
+                    steps=40,
+                    last_step=1234,
+                    last_at=1768471199.75,
+                    wall_s=0.8,
+                    t_input_s=0.25,
+                    t_sync_s=0.125,
+                    sync_count=3,  # an int in a float field stays an int
+                    t_comm_s=0.5,
+                    t_comm_exposed_s=0.0,  # 0.0 is a figure, not None
+                    t_gpu_s=1.0,
+                    t_host_s=0.425,
+                    measured=("t_input", "t_sync", "t_comm"),
+                ),
+                memory=model.ProbeMemory(2**34, 2**35, 2**34 + 1, 2**30, 7, 1),
+                params_bytes=2**31,
+                grads_bytes=2**31,
+                optimizer_bytes=3 * 2**32,
+                kv_cache_bytes=2**20,
+                sync_sites=(model.SyncSite("/home/alice/llm/train.py:88", ".item", 400, 30.5),),
+                notes=("probe: CUDA events failed; t_gpu is off",),
+                updated_at=1768471200.0,
+                ended=True,
+                malformed_lines=2,
+            ),
+        ),
     )
 
 

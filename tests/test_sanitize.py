@@ -58,7 +58,7 @@ CASES = [
     ("lspci 3b:00.0 3D controller", ["3b:00"], ["pci-"]),
     ("PCI:0018:01:00", ["0018:01"], ["pci-"]),
     ("/home/alice/proj/run.py and ~alice/x", ["alice", "/home/", "proj", "run.py"], ["~user-"]),
-    ("bare alice, alice_ckpt, Alice", ["alice,", "alice_"], ["user-", "Alice"]),
+    ("bare alice, alice_ckpt, Alice, ALICE", ["alice", "Alice", "ALICE"], ["user-", "_ckpt"]),
     ("UserId=dave(1003) uid=1004(erin) groups=1004(erin)", ["dave", "erin"], ["user-"]),
     ("ssh frank@gpu-node-07", ["frank", "gpu-node-07"], ["user-", "@host-"]),
     ("mail carol@example.com", ["carol", "example.com"], ["email-"]),
@@ -108,6 +108,47 @@ CASES = [
     ),
     ("token 4f2a9c1e7b3d5a6f8e0c2b4d6a8f0e1c3b5d7f9a", ["4f2a9c1e"], ["secret-"]),
     ("relative data/acme-set/train.jsonl and ./out", ["acme-set", "./out"], ["path-"]),
+    # the forms real machines print (sanitize/forms.py)
+    (
+        "NCCL INFO cudaDev 0 nvmlDev 0 busId 3b000 commId 0x5f; GPU/3B000 PCI/0-3c000 NIC/3D000",
+        ["3b000", "3B000", "3c000", "3D000"],
+        ["busId pci-", "GPU/pci-", "PCI/0-pci-", "commId 0x5f"],
+    ),
+    ("bare 3B:00 and 0:3b:00.0 at 10:30", ["3B:00", "3b:00"], ["pci-", "at 10:30"]),
+    (
+        "peer 10.20.30.40<43210> ip-10-20-30-41.ec2.internal 010.020.030.042 10-20-30-43 x",
+        ["10.20.30", "10-20-30", "020.030"],
+        ["ip-", "<43210>", ".ec2.internal"],
+    ),
+    ("reached by 10.20.30.40. then ip_10.20.30.44 and x_10.1.2.3", ["10.20.30", "10.1.2"], []),
+    ("hw 6055cb4bc927 6055CB4BC927 mac 001122334455", ["6055", "0011"], ["mac-"]),
+    (
+        "Authorization: Bearer abcDEF1234567890xyz and eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0.",
+        ["abcDEF", "eyJ"],
+        ["Bearer secret-"],
+    ),
+    (
+        "--password hunter2hunter --api-key=k3yk3yk3y -token t0k3nt0k3n AKIAIOSFODNN7EXAMPLE",
+        ["hunter2", "k3yk3y", "t0k3n", "AKIAIOSF"],
+        ["--password secret-", "--api-key=secret-", "-token secret-"],
+    ),
+    ("max_tokens=4096 and tokens_per_s: 12.5", [], ["max_tokens=4096", "tokens_per_s: 12.5"]),
+    (
+        "i-0123456789abcdef0 on pod trainer-7d9f8b6c5d-x2k4p and llm-worker-3",
+        ["0123456789abcdef0", "7d9f8b6c5d", "llm-worker"],
+        ["cloud-", "pod host-"],
+    ),
+    (
+        "remote peer node-b-17.corp.internal, host gpu17.acme.zone, (trainer-2, 29500)",
+        ["node-b-17", "gpu17", "acme", "trainer-2"],
+        ["remote peer host-", "(host-"],
+    ),
+    (
+        "/usr/local/src/orion-llm/train.py /etc/orion.yaml "
+        "/usr/lib/python3/dist-packages/torch/x.py",
+        ["orion"],
+        ["/usr/local/src/path-", "/etc/path-", "/usr/lib/python3/dist-packages/torch/x.py"],
+    ),
 ]
 
 
@@ -335,7 +376,8 @@ def test_only_a_gpus_name_is_allowed_as_a_model():
     out = s.document(doc)
     assert out["gpus"][0]["static"]["name"] == "NVIDIA H100 80GB HBM3"
     assert out["scheduler_jobs"][0]["name"].startswith("jobname-")
-    assert out["processes"][0]["name"].startswith("H100 user-")
+    # a process name that is no public program is someone's (a title): replaced word by word
+    assert out["processes"][0]["name"].startswith("arg-") and "alice" not in str(out)
 
 
 def test_an_ipv4_mapped_ipv6_address_is_replaced_whole():
@@ -364,3 +406,74 @@ def test_a_two_letter_host_name_is_covered_by_the_final_check():
     s.seed_hostname("vm")
     assert "vm" not in s.text("ssh vm uptime").split()  # replaced once: now an original
     assert s.leaks("logged in on vm today")
+
+
+def test_a_rewritten_process_title_is_read_word_by_word():
+    """setproctitle and `exec -a` put a title where the program's name was: its words are
+    arguments, never the program's name (a run name, a project, a token in it)."""
+    s = Sanitizer()
+    title = "orion-7b-run --run-name orion-7b-run --token=s3cr3tT0k3n proj-x"
+    shown = s.argv([title], name=title[:15])
+    assert shown[0].startswith("arg-") and "--token" not in " ".join(shown)
+    for secret in ("orion", "s3cr3tT0k3n", "proj-x", "run-name"):
+        assert secret not in " ".join(shown)
+    assert s.process_name(title[:15]).startswith("arg-")
+    exec_a = s.argv(["orion-launcher", "train.py", "--lr", "3e-4"], name="python3")
+    assert exec_a[0].startswith("arg-") and exec_a[-2:] == ["--lr", "3e-4"]
+    assert s.argv(["orion-7b-run"])[0].startswith("arg-")  # a lone word: a title too
+    # the run name given on a command line is learnt: replaced in free text afterwards
+    assert "orion-7b-run" not in s.text("wandb: syncing run orion-7b-run")
+    # a program's own name and public programs are kept
+    assert s.argv(["/usr/bin/python3", "train.py"], name="python3")[0] == "python3"
+    assert s.argv(["/opt/tools/my-trainer", "--x"], name="my-trainer")[0] == "my-trainer"
+    for name in ("pt_main_thread", "pt_data_worker", "NCCL Progress 0", "cuda-EvtHandlr"):
+        assert s.process_name(name) == name
+
+
+def test_a_name_that_is_also_a_word_is_replaced_only_as_that_name():
+    """Jetson's `nvidia` account; job ids of one and two digits."""
+    s = Sanitizer()
+    s.seed_user("nvidia")
+    s.seed_job("42")
+    s.seed_job("7")
+    text = "nvidia-smi on NVIDIA H100: 42 % busy, limit 7 GiB, 42 GiB of 80"
+    assert s.text(text) == text and not s.leaks(text)
+    out = s.text("user=nvidia in /home/nvidia/x; job 42 and JobId=7, slurm-7.out, 42.batch")
+    assert "nvidia" not in out and " 42" not in out and "=7" not in out and "-7." not in out
+    assert s.user("nvidia").startswith("user-") and not s.leaks(s.text(text))
+
+
+def test_identifiers_are_found_in_any_letter_case():
+    s = Sanitizer()
+    s.seed_user("alice")
+    s.seed_hostname("gpu-node-07")
+    s.seed_word("project", "orion-llm")
+    out = s.text("ALICE on GPU-NODE-07 runs Orion-LLM; Alice's gpu-node-08")
+    assert not re.search(r"(?i)alice|node-0|orion", out), out
+
+
+def test_text_is_sanitized_before_it_is_cut():
+    s = Sanitizer()
+    line = "x" * 150 + " token eyJhbGciOiJub25lIn0.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl"
+    cut = s.text(line, limit=160)
+    assert len(cut) <= 160 and "eyJ" not in cut and cut.endswith("…")
+    assert s.text("short", limit=160) == "short"
+
+
+def test_thousands_of_seeded_names_stay_fast():
+    """Every account of /etc/passwd and every node of a big cluster: one pass, not one
+    alternation of thousands (`work.WordSet`)."""
+    import random
+    import string
+    import time
+
+    rng = random.Random(5)
+    s = Sanitizer()
+    for _ in range(5000):
+        s.seed_user("".join(rng.choice(string.ascii_lowercase) for _ in range(7)))
+    for k in range(2000):
+        s.seed_hostname(f"{''.join(rng.choice(string.ascii_lowercase) for _ in range(5))}{k:04d}")
+    text = ("GPU 3 busy 98 % for 41200 (python train.py) on NVIDIA H100; " * 1700)[:100_000]
+    start = time.process_time()
+    s.text(text)
+    assert time.process_time() - start < 2.0  # typically 0.2 s

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from test_tui_support import FedApp
 
+
 @pytest.fixture(autouse=True)
 def _not_root(monkeypatch):
     """The pictures are a non-root user's: the Driver pane words refused /proc reads by who

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,7 +24,10 @@ from textual.css.query import NoMatches
 from textual.scrollbar import ScrollBar, ScrollBarRender
 
 from ..collect.job import JobWatch
+from ..collect.model_config import ConfigFinder, ModelConfig, ModelConfigError, read_config_file
+from ..model.exits import EXIT_USAGE
 from ..monitor.core import Monitor
+from ..planner.live import job_process
 from ..recording.store import Recording
 from ..sanitize.sanitizer import Sanitizer
 from ..sources import Sources
@@ -77,9 +81,14 @@ class GpuTopApp(App):
         replay: Recording | None = None,
         process_filter: ProcessFilter | None = None,
         job_watch: JobWatch | None = None,
+        model_config: ModelConfig | None = None,
     ) -> None:
         super().__init__()
         self.sources = sources  # None while replaying
+        # the memory planner's model: given (--model-config), else the one the job's command
+        # line names (found once per process, on this machine only)
+        self.model_config = model_config
+        self.config_finder = ConfigFinder(sources) if sources is not None else None
         self.replay = replay
         self.low_bandwidth = low_bandwidth
         self.sanitize = sanitize
@@ -262,6 +271,7 @@ class GpuTopApp(App):
             short=self.sizing.short,
             sweep=self.controls.sweep,
             job=self.job,
+            sanitizer=self.sanitizer,
         )
 
     def _render_header(self) -> None:
@@ -306,10 +316,23 @@ class GpuTopApp(App):
         if (len(gpus) > 1) != self._can_select:  # [ and ] grey out with fewer than two GPUs
             self._can_select = len(gpus) > 1
             self.refresh_bindings()
+        self._find_model_config(u)
         with self.batch_update():
             self._render_header()
             self._render_banner()
             self.main.show(u, self.view(), self.sizing, self.interval)
+
+    def _find_model_config(self, u: Update) -> None:
+        """The Memory pane's model: the one given, else the config.json the command line of the
+        job on the selected GPU names (read once per process)."""
+        config = self.model_config
+        if config is None and self.config_finder is not None:
+            snap = u.sampled or u.snapshot
+            proc = job_process(snap, self.selected_gpu)
+            info = snap.process(proc.pid) if proc is not None else None
+            if info is not None:
+                config = self.config_finder.find(proc.pid, info.cmdline)
+        self.query_one(MemoryPane).model_config = config
 
     def repaint_visible(self) -> None:
         if self.latest is not None:
@@ -451,10 +474,19 @@ def run_app(
     users: Iterable[str] = (),
     pids: Iterable[int] = (),
     job: JobWatch | None = None,
+    model_config: str | None = None,
 ) -> int:
     """Run the live view (or play `replay`) until the user quits or the terminal hangs up;
     the exit code (where stdout is no terminal the caller prints one snapshot instead). `job`:
-    watch it (`gputop-diag watch`), the view opened on the Job pane."""
+    watch it (`gputop-diag watch`), the view opened on the Job pane. `model_config`: a model's
+    config.json for the memory planner (exit 2 when it cannot be read)."""
+    config = None
+    if model_config is not None:
+        try:
+            config = read_config_file(model_config)
+        except ModelConfigError as e:
+            print(f"gputop-diag: --model-config {e}", file=sys.stderr)
+            return EXIT_USAGE
     app = GpuTopApp(
         sources,
         interval=interval,
@@ -464,6 +496,7 @@ def run_app(
         save_dir=save_dir,
         process_filter=ProcessFilter(frozenset(only_gpus), frozenset(users), frozenset(pids)),
         job_watch=job,
+        model_config=config,
     )
     app.guard.armed = True  # a hung-up terminal: the process ends even if the exit hangs
     try:

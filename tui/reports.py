@@ -41,6 +41,7 @@ def build_report(
     environ: Mapping[str, str] | None,
     sources: Any,
     key: bytes | None,
+    model_config: Any = None,
 ) -> Report:
     """The sanitized report of the view's window (`Feeder.window()`), under `key` (None: a
     key of its own)."""
@@ -53,6 +54,7 @@ def build_report(
         environ=dict(environ or {}),
         sources=sources,
         sanitizer=Sanitizer(key) if key is not None else None,
+        model_config=model_config,
     )
 
 

@@ -52,15 +52,26 @@ class Saver:
             self.app.notify("nothing sampled yet", severity="warning")
             return
         self.app.notify("writing the sanitized report…", timeout=3)
+        config = self._model_config()  # read here: the worker thread queries no widget
         self.app.run_worker(
-            lambda: self._write_report(monitor),
+            lambda: self._write_report(monitor, config),
             thread=True,
             exit_on_error=False,
             group="report",
             name="report",
         )
 
-    def _write_report(self, monitor: Monitor) -> None:
+    def _model_config(self) -> Any:
+        """The Memory pane's model config (`--model-config`, or found from the job's command
+        line), for the report's memory plan."""
+        from .panes.memory import MemoryPane
+
+        try:
+            return self.app.query_one(MemoryPane).model_config
+        except NoMatches:
+            return None
+
+    def _write_report(self, monitor: Monitor, config: Any = None) -> None:
         try:
             snaps, diagnosis = monitor.window()
             report = build_report(
@@ -70,6 +81,7 @@ class Saver:
                 environ=self.sources.environ if self.sources is not None else None,
                 sources=self.sources,
                 key=self.key,
+                model_config=config,
             )
             saved = write_report(report, save_dirs(self.save_dir), self.save_dir is None)
         except TickStuck as e:

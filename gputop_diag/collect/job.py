@@ -1,15 +1,16 @@
 """The watched job: a process and its descendants, a command we start, or a Slurm job.
 
 `JobWatch.sample(snapshot)` reads the job once per tick and returns a frozen `JobState`:
-- the process tree (the roots and every descendant, from one parent map built from
-  /proc/<pid>/stat), each with CPU %, RSS, threads, its busiest threads by name, and
-  CUDA_VISIBLE_DEVICES from its environment where readable;
+- the process tree (the roots and every descendant, `collect/jobtree.py`: the kernel's per-thread
+  `children` files, where it has them), each with CPU %, RSS, threads, its busiest threads by
+  name, and CUDA_VISIBLE_DEVICES from its environment where readable;
 - new lines of its output (the file a started command writes to, `--log FILE`, the file the
   watched process's stdout is, or the Slurm job's StdOut=), kept as a ring buffer, scanned for
   failure lines (`job/output.py`) and step times (`job/steps.py`);
 - for a Slurm job, its scheduler record (`collect/slurm.py`: scontrol, squeue), and its local
   processes: `scontrol listpids`, else cgroup membership (/proc/<pid>/cgroup naming job_<id>),
-  else SLURM_JOB_ID in a process's environment.
+  else SLURM_JOB_ID in a process's environment (these two read every process: at most every
+  `proctree.RESCAN_S`, the processes found last and their descendants in between).
 
 A started command runs in its own session (SIGHUP from a dropped SSH link does not reach it)
 with stdin from /dev/null and stdout and stderr to the log file, so it outlives us when we are
@@ -31,22 +32,21 @@ from typing import Any
 
 from ..job.output import event_of
 from ..job.steps import StepParser
-from ..model import JobProcess, JobState, OutputEvent, SchedulerEvidence, Snapshot, ThreadInfo
+from ..model import JobState, OutputEvent, SchedulerEvidence, Snapshot
+from ..sources import RealProcFS
 from . import slurm as S
-from .procs import parse_ppid
+from .jobtree import TreeReader
+from .proctree import RESCAN_S
 
 TAIL_LINES = 200  # the ring buffer of output lines
 SNAPSHOT_TAIL = 40  # of which each snapshot carries the last
 MAX_EVENTS = 20  # failure lines kept
-MAX_PROCESSES = 256  # processes of a tree read per tick
-BUSIEST_THREADS = 5
 # Most bytes of output read per tick (~17,000 tqdm lines, ~0.3 s of parsing on a slow core): a
 # job writing faster than this has its backlog skipped, so the view stays current.
 READ_CHUNK = 1024 * 1024
 START_BACK = 64 * 1024  # a file watched from outside: read from this far before its end
 MAX_LINE = 2000  # characters of one output line kept
 STOP_GRACE_S = 10.0  # stopping a started command: SIGTERM, then SIGKILL this much later
-_CGROUP_JOB = re.compile(r"/job_(\d+)(?:/|$)")
 
 
 class WatchError(Exception):
@@ -126,218 +126,6 @@ class OutputTail:
             self.lines.append(line)
 
 
-# -- processes --------------------------------------------------------------------------------
-class _Proc:
-    __slots__ = ("proc", "thread_cpu", "thread_names", "last_t", "cvd", "cvd_read")
-
-    def __init__(self, proc: Any) -> None:
-        self.proc = proc
-        self.thread_cpu: dict[int, float] = {}
-        self.thread_names: dict[int, str] = {}
-        self.last_t: float | None = None
-        self.cvd: str | None = None
-        self.cvd_read = False
-
-
-class TreeReader:
-    """The processes under some roots, read once per tick (psutil objects cached between
-    ticks, so CPU % is over the tick)."""
-
-    def __init__(self, psutil: Any, procfs: Any) -> None:
-        self.psutil, self.procfs = psutil, procfs
-        self._gone = (psutil.NoSuchProcess, psutil.ZombieProcess)
-        self._denied = psutil.AccessDenied
-        self._cache: dict[int, _Proc] = {}
-        self.sessions: dict[int, int] = {}  # session id by pid, from the last `parents()`
-
-    def parents(self) -> dict[int, int]:
-        """Parent pid by pid, from /proc/<pid>/stat of every process (one scan); the session
-        ids go to `self.sessions`."""
-        out: dict[int, int] = {}
-        self.sessions = {}
-        try:
-            pids = self.psutil.pids()
-        except (OSError, self.psutil.Error):
-            return out
-        for pid in pids:
-            try:
-                stat = self.procfs.read_text(f"/proc/{pid}/stat")
-                out[pid] = parse_ppid(stat)
-            except (OSError, ValueError):
-                continue
-            sid = _session_of(stat)
-            if sid is not None:
-                self.sessions[pid] = sid
-        return out
-
-    def tree(
-        self,
-        roots: Sequence[int],
-        now: float,
-        known: Sequence[int] = (),
-        session: int | None = None,
-    ) -> tuple[JobProcess, ...]:
-        """The processes under `roots`; with them, the processes of session `session` and the
-        `known` ones (seen under a root before, reparented since) that are still the same
-        processes."""
-        parents = self.parents()
-        extra = [
-            pid
-            for pid in known
-            if pid in parents and pid in self._cache and self._same(self._cache[pid])
-        ]
-        if session is not None:
-            extra += sorted(pid for pid, sid in self.sessions.items() if sid == session)
-        roots = [*roots, *extra]
-        kids: dict[int, list[int]] = {}
-        for pid, ppid in parents.items():
-            kids.setdefault(ppid, []).append(pid)
-        rootset = [r for r in dict.fromkeys(roots) if r in parents]
-        # A root under another root is shown under it, not twice.
-        inside = set()
-        for r in rootset:
-            p, hops = parents.get(r), 0
-            while p and hops < 64:
-                if p in rootset:
-                    inside.add(r)
-                    break
-                p, hops = parents.get(p), hops + 1
-        order: list[tuple[int, int]] = []  # (pid, depth), parents before children
-        seen: set[int] = set()
-
-        def walk(pid: int, depth: int) -> None:
-            stack = [(pid, depth)]
-            while stack and len(order) < MAX_PROCESSES:
-                p, d = stack.pop()
-                if p in seen:
-                    continue
-                seen.add(p)
-                order.append((p, d))
-                stack.extend((c, d + 1) for c in sorted(kids.get(p, ()), reverse=True))
-
-        for r in rootset:
-            if r not in inside:
-                walk(r, 0)
-        out = []
-        for pid, depth in order:
-            info = self._read(pid, parents.get(pid), depth, now)
-            if info is not None:
-                out.append(info)
-        for pid in list(self._cache):
-            if pid not in seen:
-                del self._cache[pid]
-        return tuple(out)
-
-    def _same(self, c: _Proc) -> bool:
-        """The cached process is still the one it was (its pid not reused)."""
-        try:
-            return bool(c.proc.is_running())
-        except Exception:  # noqa: BLE001 - a fake psutil in tests, a vanished process
-            return False
-
-    def _read(self, pid: int, ppid: int | None, depth: int, now: float) -> JobProcess | None:
-        c = self._cache.get(pid)
-        try:
-            if c is None:
-                c = self._cache[pid] = _Proc(self.psutil.Process(pid))
-            p = c.proc
-
-            def get(fn):
-                try:
-                    return fn()
-                except self._denied:
-                    return None
-
-            with p.oneshot():
-                name = get(p.name)
-                cmdline = get(p.cmdline)
-                cpu = get(lambda: p.cpu_percent(None))
-                mem = get(p.memory_info)
-                nthreads = get(p.num_threads)
-                threads = get(p.threads)
-            if not c.cvd_read:  # the initial environment does not change: read it once
-                env = get(p.environ)
-                c.cvd = env.get("CUDA_VISIBLE_DEVICES") if env else None
-                c.cvd_read = True
-        except self._gone:
-            self._cache.pop(pid, None)
-            return None
-        dt = None if c.last_t is None else now - c.last_t
-        c.last_t = now
-        return JobProcess(
-            pid=pid,
-            ppid=ppid,
-            depth=depth,
-            name=name,
-            cmdline=tuple(cmdline) if cmdline is not None else None,
-            cpu_pct=None if dt is None else cpu,  # the first call measures nothing
-            rss_bytes=mem.rss if mem is not None else None,
-            num_threads=nthreads,
-            busiest_threads=self._busiest(pid, c, threads, dt),
-            cuda_visible_devices=c.cvd,
-        )
-
-    def _busiest(self, pid: int, c: _Proc, threads: Any, dt: float | None) -> tuple:
-        if not threads:
-            return ()
-        now_cpu = {th.id: th.user_time + th.system_time for th in threads}
-        prev, c.thread_cpu = c.thread_cpu, now_cpu
-        if not dt or dt <= 0:
-            return ()
-        rates = sorted(
-            (
-                (100.0 * max(0.0, v - prev[tid]) / dt, tid)
-                for tid, v in now_cpu.items()
-                if tid in prev
-            ),
-            reverse=True,
-        )
-        out = []
-        for pct, tid in rates[:BUSIEST_THREADS]:
-            name = c.thread_names.get(tid)
-            if name is None:
-                try:
-                    name = self.procfs.read_text(f"/proc/{pid}/task/{tid}/comm").strip()
-                except OSError:
-                    name = "?"
-                c.thread_names[tid] = name
-            out.append(ThreadInfo(tid=tid, name=name, cpu_pct=pct))
-        return tuple(out)
-
-    def pids_in_cgroup_of_job(self, job_id: str) -> list[int]:
-        """The processes whose cgroup path names job_<id> (Slurm's proctrack/cgroup)."""
-        out = []
-        try:
-            pids = self.psutil.pids()
-        except (OSError, self.psutil.Error):
-            return out
-        for pid in pids:
-            try:
-                text = self.procfs.read_text(f"/proc/{pid}/cgroup")
-            except OSError:
-                continue
-            if any(m.group(1) == job_id for m in _CGROUP_JOB.finditer(text)):
-                out.append(pid)
-        return out
-
-    def pids_with_env(self, name: str, value: str) -> list[int]:
-        """The processes whose initial environment sets name=value (readable ones only)."""
-        out = []
-        try:
-            pids = self.psutil.pids()
-        except (OSError, self.psutil.Error):
-            return out
-        needle = f"\0{name}={value}\0".encode()
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if needle in b"\0" + f.read() + b"\0":
-                        out.append(pid)
-            except OSError:
-                continue
-        return out
-
-
 # -- the watch --------------------------------------------------------------------------------
 def signal_name(num: int) -> str:
     try:
@@ -367,6 +155,7 @@ class JobWatch:
         label: str,
         *,
         psutil: Any = None,
+        procfs: Any = None,
         log: str | None = None,
         log_from_start: bool = False,
         step_regex: re.Pattern | None = None,
@@ -386,7 +175,7 @@ class JobWatch:
         self.stopped = False  # stop() was called
         self.killed = False  # stop() needed SIGKILL
         self.stop_grace_s = STOP_GRACE_S  # SIGTERM, then SIGKILL this much later
-        self.reader = TreeReader(psutil or sources.psutil, sources.procfs)
+        self.reader = TreeReader(psutil or sources.psutil, procfs or sources.procfs)
         self.tail = OutputTail(log, log_from_start) if log else None
         self.steps = StepParser(step_regex)
         self.events: deque[OutputEvent] = deque(maxlen=MAX_EVENTS)
@@ -395,6 +184,7 @@ class JobWatch:
         self._known: list[int] = []  # the job's processes at the last tick
         self._slurm_checked: float | None = None
         self._slurm_answered: float | None = None  # when Slurm last gave the job's record
+        self._slurm_scan: tuple[float, list[int]] | None = None  # (when, pids) by cgroup or env
 
     # -- the three ways in -------------------------------------------------------------------
     @classmethod
@@ -457,6 +247,7 @@ class JobWatch:
             "command",
             shlex.join(argv),
             psutil=real_psutil,
+            procfs=RealProcFS() if sources.simulated else None,
             log=log_path,
             log_from_start=True,
             step_regex=step_regex,
@@ -602,22 +393,32 @@ class JobWatch:
             return None
         return max(0.0, self.sources.clock.now() - self._slurm_answered)
 
-    def _slurm_pids(self) -> tuple[list[int], str | None]:
+    def _slurm_pids(self, now: float) -> tuple[list[int], str | None]:
         s = self.slurm
         if s is None or s.state.upper() not in ("RUNNING", "COMPLETING", "SUSPENDED"):
             return [], None
         pids, problem = S.list_pids(self.sources, self.slurm_id)
         if pids:
             return pids, None
-        pids = self.reader.pids_in_cgroup_of_job(self.slurm_id)
-        if pids:
-            return pids, None
-        pids = self.reader.pids_with_env("SLURM_JOB_ID", self.slurm_id.split(".")[0])
+        pids = self._slurm_scanned(now)
         if pids:
             return pids, None
         where = f" (it runs on {s.nodes})" if s.nodes else ""
         why = f": {problem}" if problem else ""
         return [], f"no process of Slurm job {self.slurm_id} found on this machine{where}{why}"
+
+    def _slurm_scanned(self, now: float) -> list[int]:
+        """The job's processes by cgroup, else by environment: both read every process, so they
+        are asked at most every RESCAN_S; in between, the processes found last stand (and the
+        tree finds what they start)."""
+        last = self._slurm_scan
+        if last is not None and 0 <= now - last[0] < RESCAN_S:
+            return last[1]
+        pids = self.reader.pids_in_cgroup_of_job(self.slurm_id)
+        if not pids:
+            pids = self.reader.pids_with_env("SLURM_JOB_ID", self.slurm_id.split(".")[0])
+        self._slurm_scan = (now, pids)
+        return pids
 
     # -- one tick ----------------------------------------------------------------------------
     def sample(self, snap: Snapshot | None = None) -> JobState:
@@ -629,7 +430,7 @@ class JobWatch:
             out = self.slurm.stdout_path if self.slurm is not None else None
             if self.tail is None and out and out != "/dev/null":
                 self.tail = OutputTail(out, from_start=True)
-            pids, problem = self._slurm_pids()
+            pids, problem = self._slurm_pids(now)
             roots = tuple(sorted(pids))
             if problem and self.slurm is not None and not self.slurm.pending:
                 problems.append(problem)
@@ -683,14 +484,6 @@ class JobWatch:
             slurm_stale_s=self._slurm_stale(),
             problem="; ".join(problems) or None,
         )
-
-
-def _session_of(stat: str) -> int | None:
-    """The session id in /proc/<pid>/stat (state, ppid, pgrp, session after the name)."""
-    try:
-        return int(stat[stat.rindex(")") + 1 :].split(None, 5)[3])
-    except (ValueError, IndexError):
-        return None
 
 
 def _slurm_job_of(environ: dict | None) -> str | None:

@@ -1,35 +1,44 @@
-"""The host's view of GPU processes, through `psutil` and /proc/<pid>/task/<tid>/comm.
+"""The host's view of GPU processes: `psutil` for each one's own figures, /proc for its threads
+and descendants.
 
 psutil's `cpu_percent()` averages since the previous call on the same `Process` object, so the
 objects are cached between ticks. A process that vanished between NVML listing it and us reading
 it is skipped silently; another user's process shows what can be read.
 
-Children (dataloader workers, compile workers) come from one parent map per tick, built from
-/proc/<pid>/stat of every process, and shared by all GPU processes: psutil's
-`children(recursive=True)` scans all of /proc on each call (~30-140 ms at 2,000 processes), once
-per GPU process per tick.
+What a tick reads follows the GPU processes, not the machine (`collect/proctree.py`): each GPU
+process's threads from its own /proc/<pid>/task/<tid>/stat (CPU time and name in one read), its
+children (dataloader workers, compile workers) and theirs from the kernel's per-thread
+`children` files, and each descendant's /proc/<pid>/stat (name, CPU time). Its environment is
+read once (CUDA_VISIBLE_DEVICES is the one it started with). Where the kernel lacks the
+`children` files, a parent map of every process stands in, rebuilt at most every
+`proctree.RESCAN_S` and at once for a new GPU process.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
 from ..model import ChildInfo, ProcessInfo, ThreadInfo
+from ..sources import CLOCK_TICKS
+from .proctree import Member, ProcStat, ProcTree
 
 BUSIEST_THREADS = 5
-MAX_CHILDREN = 64
+MAX_CHILDREN = 64  # descendants listed per GPU process
 
 
 class _Tracked:
-    __slots__ = ("proc", "children", "thread_cpu", "thread_names", "last_t")
+    __slots__ = ("proc", "children", "thread_cpu", "last_t", "environ", "environ_denied")
 
     def __init__(self, proc: Any) -> None:
         self.proc = proc
-        self.children: dict[int, Any] = {}
-        self.thread_cpu: dict[int, float] = {}
-        self.thread_names: dict[int, str] = {}
+        # pid -> (start ticks, CPU ticks, name) of each descendant at the last tick
+        self.children: dict[int, tuple[int, int, str]] = {}
+        self.thread_cpu: dict[int, int] = {}  # tid -> CPU ticks at the last tick
         self.last_t: float | None = None
+        self.environ: dict[str, str] | None = None
+        self.environ_denied: bool | None = None  # None: not read yet
 
 
 class ProcessCollector:
@@ -38,15 +47,17 @@ class ProcessCollector:
         self._gone = (psutil.NoSuchProcess, psutil.ZombieProcess)
         self._denied = psutil.AccessDenied
         self._tracked: dict[int, _Tracked] = {}
-        self._kids: dict[int, list[int]] = {}  # this tick's parent map
+        self.tree = ProcTree(procfs)
 
     def collect(self, pids: Iterable[int]) -> tuple[ProcessInfo, ...]:
         wanted = sorted(set(pids))
         for pid in list(self._tracked):
             if pid not in wanted:
                 del self._tracked[pid]
+        if not wanted:
+            return ()
         now = self.clock.now()
-        self._kids = self.children_map() if wanted else {}
+        self.tree.refresh(wanted, now)
         out = []
         for pid in wanted:
             info = self._read(pid, now)
@@ -84,8 +95,16 @@ class ProcessCollector:
             mem = get(p.memory_info)
             nthreads = get(p.num_threads)
             started = get(p.create_time)
-            threads = get(p.threads)
-        env = get(p.environ)
+        if t.environ_denied is None:  # the environment it started with: read once
+            try:
+                t.environ, t.environ_denied = p.environ(), False
+            except self._denied:
+                t.environ, t.environ_denied = None, True
+        env = t.environ
+        members = self.tree.walk([pid], MAX_CHILDREN + 1, threads="roots")
+        root = members[0] if members and members[0].pid == pid else None
+        threads = root.threads if root is not None else None
+        denied = denied or bool(t.environ_denied) or (root is not None and root.threads_denied)
         dt = None if t.last_t is None else now - t.last_t
         t.last_t = now
         return ProcessInfo(
@@ -96,96 +115,69 @@ class ProcessCollector:
             cpu_pct=cpu,
             rss_bytes=mem.rss if mem is not None else None,
             num_threads=nthreads,
-            busiest_threads=self._busiest(pid, t, threads, dt),
-            children=self._children(t),
+            busiest_threads=busiest(t.thread_cpu, threads, dt),
+            children=self._children(t, members[1:] if root is not None else [], dt),
             start_time=started,
             cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES") if env is not None else None,
             environ_readable=env is not None,
             access_denied=denied,
         )
 
-    def _busiest(self, pid: int, t: _Tracked, threads: Any, dt: float | None) -> tuple:
-        if not threads:
-            return ()
-        cpu_now = {th.id: th.user_time + th.system_time for th in threads}
-        prev, t.thread_cpu = t.thread_cpu, cpu_now
-        if not dt or dt <= 0:
-            return ()
-        rates = []
-        for tid, c in cpu_now.items():
-            if tid in prev:
-                rates.append((100.0 * max(0.0, c - prev[tid]) / dt, tid))
-        rates.sort(reverse=True)
+    def _children(self, t: _Tracked, members: list[Member], dt: float | None) -> tuple:
+        before, t.children = t.children, {}
         out = []
-        for pct, tid in rates[:BUSIEST_THREADS]:
-            out.append(ThreadInfo(tid=tid, name=self._thread_name(pid, t, tid), cpu_pct=pct))
-        for tid in list(t.thread_names):
-            if tid not in cpu_now:
-                del t.thread_names[tid]
-        return tuple(out)
-
-    def _thread_name(self, pid: int, t: _Tracked, tid: int) -> str:
-        name = t.thread_names.get(tid)
-        if name is None:
-            try:
-                name = self.procfs.read_text(f"/proc/{pid}/task/{tid}/comm").strip()
-            except OSError:
-                name = "?"
-            t.thread_names[tid] = name
-        return name
-
-    def children_map(self) -> dict[int, list[int]]:
-        """Child pids by parent pid, from /proc/<pid>/stat of every process (one scan)."""
-        kids: dict[int, list[int]] = {}
-        try:
-            pids = self.psutil.pids()
-        except (OSError, self.psutil.Error):
-            return kids
-        for pid in pids:
-            try:
-                ppid = parse_ppid(self.procfs.read_text(f"/proc/{pid}/stat"))
-            except (OSError, ValueError):  # gone, or not ours to read
-                continue
-            kids.setdefault(ppid, []).append(pid)
-        return kids
-
-    def _descendants(self, pid: int) -> list[int]:
-        """Children, grandchildren, ... of pid in breadth-first order, at most MAX_CHILDREN."""
-        out: list[int] = []
-        todo = list(self._kids.get(pid, ()))
-        seen = {pid}
-        while todo and len(out) < MAX_CHILDREN:
-            c = todo.pop(0)
-            if c in seen:
-                continue
-            seen.add(c)
-            out.append(c)
-            todo.extend(self._kids.get(c, ()))
-        return out
-
-    def _children(self, t: _Tracked) -> tuple[ChildInfo, ...]:
-        seen: dict[int, Any] = {}
-        out = []
-        for pid in self._descendants(t.proc.pid):
-            c = t.children.get(pid)  # keep the object so cpu_percent averages per tick
-            try:
-                if c is None:
-                    c = self.psutil.Process(pid)
-                with c.oneshot():
-                    info = ChildInfo(pid=pid, name=c.name(), cpu_pct=c.cpu_percent(None))
-            except self._gone:
-                continue
-            except self._denied:
-                info = ChildInfo(pid=pid, name="?", cpu_pct=None)
-            if c is not None:
-                seen[pid] = c
-            out.append(info)
-        t.children = seen
+        for m in members:
+            st = m.stat
+            prev = before.get(m.pid)
+            same = prev is not None and prev[0] == st.start_ticks
+            name = prev[2] if same else full_name(self.procfs, m.pid, st.name)
+            cpu = cpu_pct(prev[1], st.cpu_ticks, dt) if same else None
+            t.children[m.pid] = (st.start_ticks, st.cpu_ticks, name)
+            out.append(ChildInfo(pid=m.pid, name=name, cpu_pct=cpu))
         return tuple(out)
 
 
-def parse_ppid(stat: str) -> int:
-    """The parent pid in /proc/<pid>/stat: the field after the state, after the command name in
-    parentheses (which may itself hold spaces and parentheses). ValueError when malformed."""
-    rest = stat[stat.rindex(")") + 1 :].split(None, 2)
-    return int(rest[1])
+def full_name(procfs: Any, pid: int, comm: str) -> str:
+    """The process's name as psutil gives it: the kernel keeps 15 characters of it, so a name
+    that long is completed from the command line where that starts the same."""
+    if len(comm) < 15:
+        return comm
+    try:
+        argv0 = procfs.read_text(f"/proc/{pid}/cmdline").split("\0", 1)[0]
+    except OSError:
+        return comm
+    base = os.path.basename(argv0)
+    return base if base.startswith(comm) else comm
+
+
+def cpu_pct(ticks_before: int, ticks_now: int, dt: float | None) -> float | None:
+    """Percent of one core between two readings of CPU ticks `dt` seconds apart."""
+    if not dt or dt <= 0:
+        return None
+    return round(100.0 * max(0, ticks_now - ticks_before) / CLOCK_TICKS / dt, 1)
+
+
+def busiest(
+    prev: dict[int, int], threads: tuple[tuple[int, ProcStat], ...] | None, dt: float | None
+) -> tuple[ThreadInfo, ...]:
+    """The busiest threads since the last tick; `prev` (tid -> CPU ticks) is updated in place."""
+    if not threads:
+        return ()
+    before = dict(prev)
+    prev.clear()
+    prev.update((tid, st.cpu_ticks) for tid, st in threads)
+    if not dt or dt <= 0:
+        return ()
+    rates = sorted(
+        (
+            (max(0, st.cpu_ticks - before[tid]), tid, st.name)
+            for tid, st in threads
+            if tid in before
+        ),
+        key=lambda r: (r[0], r[1]),
+        reverse=True,
+    )
+    return tuple(
+        ThreadInfo(tid=tid, name=name, cpu_pct=cpu_pct(0, ticks, dt))
+        for ticks, tid, name in rates[:BUSIEST_THREADS]
+    )

@@ -1,5 +1,6 @@
-"""What the headless commands share: `--sanitize` and the leak check before printing, the
-one-sample warm-up, the no-driver check, and a snapshot as text.
+"""What the headless commands share: `--sanitize` (one seeded sanitizer for every command) and
+the leak check before printing, the one-sample warm-up, the no-driver check, and a snapshot as
+text.
 
 Start-up: `snapshot`, `mapping` and `driver` import this module. The warm-up needs only the
 collectors (the Sampler), not the Monitor's classifier, Xid triage, kernel log and Slurm, so
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 
 from ..collect.nvml.extras import GPM_MIN_INTERVAL_S
@@ -32,6 +34,26 @@ SANITIZE_HELP = (
 def add_sanitize(p: argparse.ArgumentParser) -> None:
     """`--sanitize` after the command; before it, the top-level option sets the same name."""
     p.add_argument("--sanitize", action="store_true", default=argparse.SUPPRESS, help=SANITIZE_HELP)
+
+
+def seeded_sanitizer(feed, snaps: Iterable[Snapshot] = (), key: bytes | None = None):
+    """The one sanitizer of one sanitized output, seeded the same way by every command (and
+    `watch`, `diagnose`: `sanitizer = seeded_sanitizer(feed, snaps)`): first what the machine
+    names (`collect.identity`: its host names, this shell's environment, the job's processes'
+    environments, working directories and command lines, the accounts of people, the user's
+    Slurm jobs), then every snapshot of the window (`sanitize.snapshot.learn_snapshots`). A
+    recording is not this machine: only its snapshots seed."""
+    from ..collect.identity import read_machine_names
+    from ..sanitize.sanitizer import Sanitizer
+    from ..sanitize.snapshot import learn_snapshots
+
+    sanitizer = Sanitizer(key)
+    snaps = list(snaps)
+    if feed is not None and not is_recording(feed):
+        pids = sorted({p.pid for snap in snaps[-1:] for p in snap.gpu_processes})
+        sanitizer.seed_machine(read_machine_names(feed, pids))
+    learn_snapshots(sanitizer, snaps)
+    return sanitizer
 
 
 def sanitized_output(text: str, sanitizer) -> str | None:

@@ -7,7 +7,6 @@ import json
 import sys
 
 from ..diagnose.render import render_text, to_json
-from ..model.codec import jsonable
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import StopSampling, Tick
 from ..monitor.core import run as run_monitor
@@ -62,10 +61,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     err = no_driver_error(snap)
     sanitizer = None
     if getattr(args, "sanitize", False):
-        from ..sanitize.sanitizer import Sanitizer
+        from .common import seeded_sanitizer
 
-        sanitizer = Sanitizer()
-        sanitizer.learn_document(jsonable([s for s in monitor.history.snapshots()]))
+        sanitizer = seeded_sanitizer(feed, monitor.history.snapshots())
         diag, snap = sanitizer.model(diag), sanitizer.model(snap)
         if err is not None:
             err = no_driver_error(snap)

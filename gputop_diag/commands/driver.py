@@ -100,10 +100,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             probe = probe_python(feed, args.probe_python, args.timeout)
     doc = build(snap, scan, toolkit, toolkit_prog, probe)
     if getattr(args, "sanitize", False):
-        from ..sanitize.sanitizer import Sanitizer
-        from .common import sanitized_output
+        from .common import sanitized_output, seeded_sanitizer
 
-        sanitizer = Sanitizer()
+        sanitizer = seeded_sanitizer(feed, [snap])
         doc = sanitize_doc(doc, sanitizer, snap)
         text = json.dumps(doc, indent=2) if args.json else render_text(doc)
         text = sanitized_output(text, sanitizer)
@@ -272,35 +271,19 @@ def build(
 
 
 def sanitize_doc(doc: dict[str, Any], sanitizer, snap: Snapshot) -> dict[str, Any]:
-    """The same document with host, users and paths replaced; the table left out."""
+    """The same document with every field through the sanitizer (host, users, paths, the
+    probe's answer and error line, the kernel module's text, the problems' words); the table
+    left out (it names no one, and `gputop-diag driver` prints it)."""
     sanitizer.seed_hostname(doc["hostname"])
     for p in doc["layers"]["cuda_runtimes"]["processes"]:
         sanitizer.seed_user(p["user"])
     for g in snap.gpus:
         if g.static.uuid:
             sanitizer.seed_gpu_uuid(g.static.uuid)
-    out = json.loads(json.dumps(doc))
-    out["hostname"] = sanitizer.hostname(doc["hostname"])
+    doc = {**doc, "min_driver_table": {"source": doc["min_driver_table"]["source"]}}
+    sanitizer.learn_document(doc)
+    out = sanitizer.document(doc)
     out["sanitized"] = True
-    del out["min_driver_table"]["rows"]
-    for p in out["layers"]["cuda_runtimes"]["processes"]:
-        p["user"] = sanitizer.user(p["user"]) if p["user"] else None
-        p["framework_file"] = sanitizer.path(p["framework_file"]) if p["framework_file"] else None
-        for lib in p["libraries"]:
-            lib["path"] = sanitizer.path(lib["path"]) if lib["path"] else None
-    probe = out["layers"]["framework_probe"]
-    if probe:
-        for k in ("interpreter", "executable"):
-            if probe.get(k):
-                probe[k] = sanitizer.path(probe[k])
-        probe["warnings"] = [sanitizer.text(w) for w in probe.get("warnings", [])]
-        if probe.get("error"):
-            probe["error"] = sanitizer.text(probe["error"])
-    for pr in out["problems"]:
-        for k in ("text", "error_text", "next_step"):
-            pr[k] = sanitizer.text(pr[k])
-    if out["check_first"]:
-        out["check_first"] = sanitizer.text(out["check_first"])
     return out
 
 

@@ -53,10 +53,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         mapping = collect_mapping(snap, feed)
     err = no_driver_error(snap)
     if getattr(args, "sanitize", False):
-        from ..sanitize.sanitizer import Sanitizer
-        from .common import sanitized_output
+        from .common import sanitized_output, seeded_sanitizer
 
-        sanitizer = Sanitizer()
+        sanitizer = seeded_sanitizer(feed, [snap])
         _seed(sanitizer, mapping, snap)
         doc = public_doc(mapping, sanitizer)
         text = json.dumps(doc, indent=2) if args.json else render_public(doc)

@@ -20,7 +20,7 @@ from ..monitor.core import run as run_monitor
 from ..recording.store import Recording, RecordingError, RecordingWriteError
 from ..recording.writer import RecordingWriter
 from ..sources import Sources
-from .common import no_driver_error
+from .common import no_driver_error, seeded_sanitizer
 from .options import add_time_options, capped, time_problem
 
 REPLAY = True  # reads `--replay FILE`: writes its (first N seconds of) snapshots again
@@ -103,8 +103,13 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         seconds = _scenario_seconds(feed)
     interval = feed.header.interval_s if replay else args.interval
     sanitize = bool(getattr(args, "sanitize", False)) or (replay and feed.header.sanitized)
+    sanitizer = None
+    if sanitize:  # the machine's names (a recording's: all of its snapshots) before line one
+        sanitizer = seeded_sanitizer(feed, feed.snapshots() if replay else ())
     try:
-        writer = RecordingWriter(args.output, interval_s=interval, sanitize=sanitize)
+        writer = RecordingWriter(
+            args.output, interval_s=interval, sanitize=sanitize, sanitizer=sanitizer
+        )
     except RecordingError as e:
         print(f"gputop-diag: {e}", file=sys.stderr)
         return EXIT_USAGE

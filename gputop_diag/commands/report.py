@@ -86,6 +86,15 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    config = None
+    if getattr(args, "model_config", None):  # the memory plan beside what the job holds
+        from ..collect.model_config import ModelConfigError, read_config_file
+
+        try:
+            config = read_config_file(args.model_config)
+        except ModelConfigError as e:
+            print(f"gputop-diag: --model-config {e}", file=sys.stderr)
+            return EXIT_USAGE
     replay = isinstance(feed, Recording)
     if seconds is None and not replay:
         seconds = DEFAULT_SECONDS
@@ -102,6 +111,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         source=_source(feed, interval),
         environ=None if replay else feed.environ,
         sources=None if replay else feed,
+        model_config=config,
     )
     text = (
         json.dumps(report.doc, indent=2, ensure_ascii=False) + "\n"

@@ -17,6 +17,7 @@ from .common import (
     render_snapshot,
     sample_once,
     sanitized_output,
+    seeded_sanitizer,
 )
 
 if TYPE_CHECKING:
@@ -44,10 +45,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
         snap = sample_once(feed, getattr(args, "fast", False))
     if getattr(args, "sanitize", False):
-        from ..sanitize.sanitizer import Sanitizer
         from ..sanitize.snapshot import sanitized_snapshot_json
 
-        sanitizer = Sanitizer()
+        sanitizer = seeded_sanitizer(feed, [snap])
         if args.json:
             text = json.dumps(sanitized_snapshot_json(snap, sanitizer), indent=2)
         else:

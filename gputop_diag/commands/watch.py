@@ -5,6 +5,11 @@ On a terminal it opens the live view on the Job pane; otherwise (or with `--no-t
 headless: a status line every `STATUS_EVERY_S` on stderr, a summary at the end on stdout (text,
 or one JSON document with `--json`). A started command's exit code is ours; a command killed by
 a signal is said so, and our code is 128 + the signal's number, as a shell's.
+
+`--probe` starts the command with the probe in every Python process it starts
+(`probe.launch.probe_environment`): the step split, the host syncs and the allocator are then
+measured inside the job, not estimated from outside. A job watched by `--pid` or `--slurm` is
+read the same way when it was started with the probe some other way.
 """
 
 from __future__ import annotations
@@ -19,18 +24,20 @@ import sys
 from collections.abc import Sequence
 
 from ..collect.job import JobWatch, WatchError, default_log_path
+from ..diagnose.measured import process_memory
+from ..diagnose.measured_render import measured_json, measured_lines
 from ..diagnose.render import render_text, to_json
 from ..diagnose.step_split import PROFILER_COMMANDS, estimate
 from ..job.figures import gpu_memory, gpus_used_in, throughput
 from ..job.output import LABELS
 from ..job.state import state_words
 from ..job.steps import StepRegexError, compile_step_regex
-from ..model import JobProcess, JobState
+from ..model import JobProcess, JobState, ProbeState, Snapshot
 from ..model.codec import jsonable, rounded
 from ..model.exits import EXIT_USAGE
 from ..monitor.core import Monitor
 from ..sources import Sources
-from .common import add_sanitize, sanitized_output
+from .common import add_sanitize, sanitized_output, seeded_sanitizer
 from .options import add_time_options, capped, time_problem
 
 STATUS_EVERY_S = 10.0
@@ -72,6 +79,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p,
         "stop watching after N seconds (the job keeps running); default: until it ends",
     )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="start the command with the probe in each of its Python processes: the step split "
+        "(input, host syncs and where they are, communication, GPU time) and the allocator's "
+        "memory measured inside the job instead of estimated from outside",
+    )
     p.add_argument("--no-tui", action="store_true", help="watch headless even on a terminal")
     p.add_argument(
         "--record",
@@ -98,6 +112,15 @@ def _usage(msg: str) -> int:
     return EXIT_USAGE
 
 
+def out_path(args: argparse.Namespace, path: str) -> str:
+    """The job's log path as printed: under --sanitize, its pseudonym."""
+    if not getattr(args, "sanitize", False):
+        return path
+    from ..sanitize.sanitizer import Sanitizer
+
+    return Sanitizer().path(path)
+
+
 def build_watch(args: argparse.Namespace, feed: Sources) -> JobWatch:
     argv = list(args.command_argv or [])
     if argv and argv[0] == "--":
@@ -115,6 +138,12 @@ def build_watch(args: argparse.Namespace, feed: Sources) -> JobWatch:
             regex = compile_step_regex(args.step_regex)
         except StepRegexError as e:
             raise WatchError(str(e), code=EXIT_USAGE) from None
+    if getattr(args, "probe", False) and not argv:
+        raise WatchError(
+            "--probe starts a command with the probe (watch --probe -- CMD ARGS...); a running "
+            "job (--pid, --slurm) is read with its probe files when it was started with one",
+            code=EXIT_USAGE,
+        )
     if args.pid is not None:
         if args.pid <= 0:
             raise WatchError(f"--pid {args.pid} is not a process id", code=EXIT_USAGE)
@@ -127,7 +156,18 @@ def build_watch(args: argparse.Namespace, feed: Sources) -> JobWatch:
             code=EXIT_USAGE,
         )
     path = args.output or default_log_path()
-    return JobWatch.for_command(feed, argv, log_path=path, step_regex=regex)
+    env = None
+    if getattr(args, "probe", False):
+        from ..probe.launch import probe_environment
+
+        try:
+            env = probe_environment(dict(os.environ))
+        except OSError as e:  # the probe's directory: not ours, not writable
+            raise WatchError(
+                f"--probe: cannot prepare the probe's directory: {e}; without --probe the job "
+                "runs unprobed"
+            ) from None
+    return JobWatch.for_command(feed, argv, log_path=path, step_regex=regex, env=env)
 
 
 def run(args: argparse.Namespace, feed: Sources) -> int:
@@ -144,9 +184,9 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     except WatchError as e:
         print(f"gputop-diag: {e}", file=sys.stderr)
         return e.code
-    # stderr is the user's own terminal, not a shareable output: the log's path is said there
-    # even under --sanitize (the label, a command line, is not: it may be shown to others)
-    where = f"; output: {watch.tail.path}" if watch.tail is not None else ""
+    # under --sanitize nothing printed names the machine, stderr included (a shared screen):
+    # the log's path is said as its pseudonym, the label (a command line) not at all
+    where = f"; output: {out_path(args, watch.tail.path)}" if watch.tail is not None else ""
     if getattr(args, "sanitize", False):
         print(f"gputop-diag: watching the job ({watch.target}){where}", file=sys.stderr)
     else:
@@ -154,13 +194,20 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     if tui:
         from ..tui.app import run_app
 
-        code = run_app(feed, interval=args.interval, sanitize=args.sanitize, job=watch)
+        code = run_app(
+            feed,
+            interval=args.interval,
+            sanitize=args.sanitize,
+            job=watch,
+            model_config=getattr(args, "model_config", None),
+        )
         note = stop_note(watch)
         if note is not None:
             print(f"gputop-diag: {note}", file=sys.stderr)
         if watch.started and watch.running:  # stderr: the user's own terminal
             print(
-                f"gputop-diag: left running: pid {watch.roots[0]}, output {watch.tail.path}",
+                f"gputop-diag: left running: pid {watch.roots[0]}, output "
+                f"{out_path(args, watch.tail.path)}",
                 file=sys.stderr,
             )
         return _exit_code(watch, code)
@@ -205,8 +252,12 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         from ..recording.writer import RecordingWriter
 
         try:
+            sanitize = getattr(args, "sanitize", False)
             writer = RecordingWriter(
-                args.record, interval_s=args.interval, sanitize=getattr(args, "sanitize", False)
+                args.record,
+                interval_s=args.interval,
+                sanitize=sanitize,
+                sanitizer=seeded_sanitizer(feed) if sanitize else None,
             )
         except RecordingError as e:
             print(f"gputop-diag: {e}", file=sys.stderr)
@@ -217,6 +268,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     interrupts = 0
     seen = SeenProcesses()
     seen.update(_roots_known_at_start(watch))  # one that ends before the first tick is still seen
+    probed = ProbesSeen()
     ended_by = None
     try:
         while True:
@@ -227,6 +279,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
                 job = t.snapshot.job
                 if job is not None:
                     seen.update(job.processes)
+                probed.update(t.snapshot)
                 now = clock.now()
                 if now - last_status >= STATUS_EVERY_S and not feed.simulated:
                     last_status = now
@@ -261,23 +314,23 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     t = monitor.last
     snaps = monitor.history.snapshots()
     job, diag, procs = t.snapshot.job, t.diagnosis, seen.processes()
+    probes, memory = probed.probes(), probed.memory()
     sanitizer = None
     if getattr(args, "sanitize", False):
-        from ..sanitize.sanitizer import Sanitizer
-
-        sanitizer = Sanitizer()
-        sanitizer.learn_document(jsonable(snaps))
+        sanitizer = seeded_sanitizer(feed, snaps)
         job = sanitizer.model(quiet(job))
         if watch.argv:  # the label is the command line: sanitized as one, as cmdlines are
             job = dataclasses.replace(job, label=shlex.join(sanitizer.argv(list(watch.argv))))
         diag = sanitizer.model(diag)
         procs = [sanitizer.model(p) for p in procs]
+        probes = [sanitizer.model(p) for p in probes]
     if args.json:
         doc = summary_json(job, procs, snaps, diag, ended_by)
         doc["processes_ended_not_listed"] = seen.ended_not_kept
+        doc["measured"] = measured_json(probes, memory)
         text = json.dumps(rounded(doc), indent=2)
     else:
-        text = summary_text(job, procs, snaps, diag, ended_by, seen.ended_not_kept)
+        text = summary_text(job, procs, snaps, diag, ended_by, seen.ended_not_kept, probes, memory)
     if sanitizer is not None:
         text = sanitized_output(text, sanitizer)
         if text is None:
@@ -285,7 +338,8 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     print(text)
     if ended_by != "ended" and watch.started:  # stderr: the user's own terminal
         print(
-            f"gputop-diag: left running: pid {watch.roots[0]}, output {watch.tail.path}",
+            f"gputop-diag: left running: pid {watch.roots[0]}, output "
+            f"{out_path(args, watch.tail.path)}",
             file=sys.stderr,
         )
     return _exit_code(watch, 0)
@@ -322,6 +376,31 @@ class SeenProcesses:
 
     def processes(self) -> list[JobProcess]:
         return list(self._procs.values())
+
+
+class ProbesSeen:
+    """The latest probe state of each of the job's processes over the watch (a process that
+    has exited keeps its last), with the tick that carried it (for NVML's figures beside)."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[ProbeState, Snapshot]] = {}
+
+    def update(self, snap: Snapshot) -> None:
+        if snap.job is None or not snap.probes:
+            return
+        pids = {p.pid for p in snap.job.processes} | set(snap.job.root_pids)
+        for p in snap.probes:
+            if p.pid in pids:
+                self._last[p.pid] = (p, snap)
+
+    def probes(self) -> list[ProbeState]:
+        return [p for p, _ in self._last.values()]
+
+    def memory(self) -> list:
+        out = []
+        for p, snap in self._last.values():
+            out.extend(process_memory(dataclasses.replace(snap, probes=(p,))))
+        return out
 
 
 def _roots_known_at_start(watch: JobWatch) -> list[JobProcess]:
@@ -384,6 +463,8 @@ def summary_text(
     diagnosis,
     ended_by: str | None,
     ended_not_listed: int = 0,
+    probes: Sequence[ProbeState] = (),
+    memory: Sequence = (),
 ) -> str:
     lines = [f"watch: {job.label}", f"  state: {state_words(job)}"]
     if ended_by == "seconds":
@@ -421,7 +502,9 @@ def summary_text(
     elif s is not None:
         lines.append(f"steps ({s.source}): step {s.step}; no step time yet")
     split = estimate(s, snaps, gpus_used_in(snaps), diagnosis.primary)
-    if split is not None:
+    measured = measured_lines(probes, memory)
+    lines.extend(measured)
+    if split is not None and not measured:
         parts = " + ".join(f"{n} {v:.3g} s" for n, v in split.parts if v is not None)
         if split.wait_part is None and split.wait_s > 0:
             parts += f" + waiting {split.wait_s:.3g} s (not attributed)"

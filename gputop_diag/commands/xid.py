@@ -29,6 +29,7 @@ from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.triage import triage
 from ..xid.types import TriageContext, gpu_refs, map_gpus, sanitized
+from .common import sample_once, sanitized_output, seeded_sanitizer
 from .xid_render import render_text, to_json
 
 REPLAY = True  # `--replay FILE`: the recording's Xid events, joined with its sampled history
@@ -129,14 +130,27 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if found is None:
         return EXIT_USAGE
     if args.json:
-        print(json.dumps(to_json(found, result, sanitize, context_note), indent=2))
+        text = json.dumps(to_json(found, result, sanitize, context_note), indent=2)
     else:
-        print(render_text(found, result, sanitize, args.limit, context_note))
+        text = render_text(found, result, sanitize, args.limit, context_note)
+    if sanitize:  # what the scan said in words (sources, notes) through the one sanitizer too
+        sanitizer = seeded_sanitizer(feed, _snapshots(feed))
+        text = sanitized_output(sanitizer.text(text) or text, sanitizer)
+        if text is None:
+            return 1
+    print(text)
     if not found.readable and found.sources:
         if args.json:
             print("gputop-diag: no kernel-log source could be read; see sources", file=sys.stderr)
         return EXIT_UNREADABLE
     return 0
+
+
+def _snapshots(feed) -> list:
+    """The snapshots whose names seed the sanitizer: a recording's, or one sample here."""
+    if isinstance(feed, Recording):
+        return list(feed.snapshots())
+    return [sample_once(feed, fast=True)]
 
 
 def _since(args, now: float, boot: float | None) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import OomKill, SchedulerEvidence
+from ..model.formats import clip_words
 from ..xid.catalog import describe
 from . import thresholds as T
 from .features import Features
@@ -233,7 +234,8 @@ def job_alerts(snap) -> tuple[Alert, ...]:
             Alert(
                 f"job_{kind}",
                 sev,
-                f"job output line {last.line_no}{times}: {last.line[:160]} — {what}; {step}",
+                f"job output line {last.line_no}{times}: {clip_words(last.line, 160)} — "
+                f"{what}; {step}",
             )
         )
     if job.exit_signal:

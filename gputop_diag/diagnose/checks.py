@@ -1,7 +1,13 @@
-"""The next checks per class (docs/diagnosis.md), made concrete where a command helps."""
+"""The next checks per class (docs/diagnosis.md), made concrete where a command helps. The
+capacity class's first checks come from the memory planner (`planner.advice`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..model import Snapshot
+from ..planner.advice import capacity_checks
+from ..planner.hints import job_hints
 from .features import Features
 
 _QUERY = (
@@ -10,17 +16,11 @@ _QUERY = (
 )
 
 CHECKS: dict[str, tuple[str, ...]] = {
+    # The first checks of capacity come from the memory planner (`capacity_checks` below), in
+    # training or inference words after the job's command line; these follow them.
     "capacity": (
-        "Where does the memory go? M ≈ weights + gradients + optimizer state + activations + "
-        "buffers; mixed-precision Adam needs ~16 bytes per parameter before activations "
-        "(2 weights + 2 gradients + 12 optimizer, the ZeRO paper's count)",
-        "For inference the KV cache is M_KV ≈ 2·L·H·T·d_head·b bytes per sequence (L layers, "
-        "H heads, T tokens, b bytes a value): 32 layers × 32 heads × 4096 tokens × 128 × fp16 "
-        "= 2 GiB per sequence, times the batch",
         "In the job: print(torch.cuda.memory_summary()) — allocated vs reserved tells true "
         "pressure from fragmentation",
-        "Try mixed precision, activation checkpointing, a smaller batch, a sharded optimizer "
-        "(FSDP/ZeRO) or a shorter context",
         "Other processes on the GPU? nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
         "Memory growing every step? Look for tensors kept with their graph (total += loss instead "
         "of loss.item()) and logged tensors not detached; record it with "
@@ -122,10 +122,49 @@ _PRIMARY_WANTS = {
 }
 
 
-def checks_for(cls: str, f: Features, job: str | None = None) -> tuple[str, ...]:
-    """The checks for `cls`, made concrete with this window's pids and job."""
+def checks_for(
+    cls: str,
+    f: Features,
+    job: str | None = None,
+    newest: Snapshot | None = None,
+    plan: dict[str, Any] | None = None,
+) -> tuple[str, ...]:
+    """The checks for `cls`, made concrete with this window's pids and job. For capacity, the
+    planner's checks come first: `newest` (the window's last snapshot) gives the command line
+    of the process holding most memory (training or inference, its batch and context) and its
+    GPU; `plan` (`planner.render.document` of the job's model), where one was made, gives the
+    figures and the what-ifs."""
     pid = f.main_thread_pid or f.top_pid or "<pid>"
     jobid = job if job and not job.startswith("pid ") else "<jobid>"
     out = [c.format(main_pid=pid, job=jobid) for c in CHECKS[cls]]
+    if cls == "capacity":
+        gpu = newest.gpu(f.mem_used_pct_gpu) if newest and f.mem_used_pct_gpu is not None else None
+        out = [
+            *capacity_checks(
+                job_hints(newest, f.top_pid),
+                gpu_bytes=gpu.mem_total_bytes if gpu is not None else None,
+                gpu_name=gpu.static.name if gpu is not None else None,
+                plan=plan,
+            ),
+            *out,
+        ]
+    out = [*_measured_checks(cls, f), *out]
     out += [MISSING_CHECKS[k] for k in _PRIMARY_WANTS.get(cls, ()) if k in f.missing]
     return tuple(out)
+
+
+def _measured_checks(cls: str, f: Features) -> list[str]:
+    """What the probe measured points at, first: the sync line in the job's code, the
+    allocator's cache rather than the tensors."""
+    if cls == "capacity" and any(m.fragmented for m in f.measured_memory):
+        return [
+            "Restart with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator's cache, "
+            "not the tensors, fills the GPU (torch.cuda.empty_cache() is not the fix)"
+        ]
+    if cls == "synchronization" and f.measured is not None and f.measured.sync_sites:
+        top = f.measured.sync_sites[0]
+        return [
+            f"Remove or batch the sync at {top.site} ({top.call}): read the value every N steps, "
+            "or keep it on the GPU"
+        ]
+    return []

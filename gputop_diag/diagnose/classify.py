@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..model import OomKill, SchedulerEvidence, Snapshot
-from . import limits, rules
+from . import limits, measured_rules, rules
 from . import thresholds as T
 from .alerts import alerts_for, driver_chain_alerts, faults_of, job_alerts
 from .checks import MISSING_CHECKS, checks_for
@@ -41,9 +41,10 @@ def assess(
     """Every class's verdict on one window's features."""
     return {
         "capacity": limits.capacity(f),
-        "communication": rules.communication(f),
-        "input_pipeline": rules.input_pipeline(f),
-        "synchronization": rules.synchronization(f),
+        # measured inside the job, where a probe measured the part; else inferred from outside
+        "communication": measured_rules.wait(f, "communication") or rules.communication(f),
+        "input_pipeline": measured_rules.wait(f, "input_pipeline") or rules.input_pipeline(f),
+        "synchronization": measured_rules.wait(f, "synchronization") or rules.synchronization(f),
         "bandwidth": rules.bandwidth(f),
         "compute": rules.compute(f),
         "scheduler": limits.scheduler(f, scheduler),
@@ -65,8 +66,16 @@ def _no_data_reason(f: Features) -> str | None:
 
 
 def _firing(verdicts: dict[str, Verdict]) -> list[str]:
-    """The GPU classes whose rule fires, in precedence order; compute and bandwidth by share."""
+    """The GPU classes whose rule fires, in precedence order; compute and bandwidth by share; a
+    wait measured inside the job before the waits inferred from outside."""
     out = [c for c in RULE_ORDER if verdicts[c].fires]
+    measured = _measured_waits(verdicts)
+    if measured:
+        out = (
+            [c for c in out if c == "capacity"]
+            + measured
+            + [c for c in out if c != "capacity" and c not in measured]
+        )
     if "compute" in out and "bandwidth" in out:
         share = {c: verdicts[c].share or 0.0 for c in ("compute", "bandwidth")}
         if share["compute"] > share["bandwidth"]:
@@ -75,14 +84,23 @@ def _firing(verdicts: dict[str, Verdict]) -> list[str]:
     return out
 
 
+def _measured_waits(verdicts: dict[str, Verdict]) -> list[str]:
+    """The waiting classes a measured part of the step decides, the largest share first."""
+    hits = [c for c in _WAIT_CLASSES if verdicts[c].fires and verdicts[c].measured]
+    return sorted(hits, key=lambda c: -(verdicts[c].share or 0.0))
+
+
 def raw_primary(f: Features, verdicts: dict[str, Verdict]) -> str:
-    """The class this window shows on its own, before hysteresis."""
+    """The class this window shows on its own, before hysteresis. A wait measured inside the
+    job names its class even where the outside figures cannot judge (no driver, GPUs that look
+    idle to NVML because the job starves them): the job's own steps say where the time goes."""
     if verdicts["scheduler"].fires:
         return "scheduler"
+    measured = _measured_waits(verdicts)
     if _no_data_reason(f) is not None:
-        return "insufficient_data"
+        return measured[0] if measured and f.samples else "insufficient_data"
     if not f.active_gpus:
-        return "idle"
+        return measured[0] if measured else "idle"
     firing = [c for c in _firing(verdicts) if c in ("capacity", *_WAIT_CLASSES)]
     if firing:
         return firing[0]
@@ -242,10 +260,10 @@ _KERNEL_CLASSES = ("bandwidth", "compute", "input_pipeline", "synchronization", 
 
 def _against(f: Features, cls: str, v: Verdict, primary: str, reason: str | None):
     """The one figure against `cls`; for a class that also fires, why the winner comes first."""
-    if reason is not None and cls != "scheduler":
+    if reason is not None and cls != "scheduler" and not v.measured:
         why = "no GPU figures" if not f.nvml_ok else reason
         return ev("not_judged", None, None, f"not judged: {why}", "")
-    if not f.active_gpus and cls in _KERNEL_CLASSES:
+    if not f.active_gpus and cls in _KERNEL_CLASSES and not v.measured:
         return ev(
             "util_gpu_p95",
             f.util_p95 or 0.0,
@@ -327,5 +345,9 @@ def classify(
     d = build(f, verdicts, primary, scheduler, oom, held=held)
     if window:  # a broken driver chain leads; the watched job's own failures close the list
         last = window[-1]
-        d = replace(d, alerts=driver_chain_alerts(last) + d.alerts + job_alerts(last))
+        d = replace(
+            d,
+            alerts=driver_chain_alerts(last) + d.alerts + job_alerts(last),
+            checks=checks_for(primary, f, d.scope_job, last),  # the job's words (train/serve)
+        )
     return replace(d, candidate=raw, candidate_streak=streak)

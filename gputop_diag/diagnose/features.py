@@ -14,6 +14,14 @@ from ..model import GpuState, Snapshot, XidEvent
 from ..model.stats import median, percentile
 from . import thresholds as T
 from .host_figures import host_figures
+from .measured import (
+    MeasuredSplit,
+    ProcessMemory,
+    measured_split,
+    probed_snapshot,
+    process_memory,
+    recent_probes,
+)
 from .memory_figures import memory_figures
 
 # The kinds of evidence a window may lack, in the order they are reported, with their names.
@@ -24,6 +32,7 @@ EVIDENCE_NAMES = {
     "processes": "GPU process list",
     "threads": "per-process thread and dataloader data",
     "host": "host CPU and iowait",
+    "probe": "the step split and memory measured inside the job (probe)",
 }
 
 
@@ -107,6 +116,10 @@ class Features:
     ecc_uncorrected_gpus: tuple[int, ...] = ()
     remap_failure_gpus: tuple[int, ...] = ()
     remap_pending_gpus: tuple[int, ...] = ()
+    # measured inside the job: the probes of the newest snapshot carrying them that stepped
+    # recently (a probed process that exited still speaks for its last steps)
+    measured: MeasuredSplit | None = None
+    measured_memory: tuple[ProcessMemory, ...] = ()
 
     @property
     def multi_gpu(self) -> bool:
@@ -148,6 +161,11 @@ class Features:
     def _growth_min_mib(self) -> float:
         near_full = (self.mem_growth_gpu_pct or 0.0) >= T.CAPACITY_WARN_PCT
         return T.GROWTH_MIN_MIB_NEAR_FULL if near_full else T.GROWTH_MIN_MIB
+
+    @property
+    def measured_steps(self) -> bool:
+        """Enough steps were measured inside the job for their split to vote."""
+        return self.measured is not None and self.measured.steps_each >= T.MEASURED_MIN_STEPS
 
     def missing_names(self) -> tuple[str, ...]:
         return tuple(EVIDENCE_NAMES[k] for k in self.missing)
@@ -203,6 +221,10 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
     )
     gpu_pids = tuple(sorted({p.pid for s in recent for p in s.gpu_processes}))
     has_threads = any(p.busiest_threads or p.children for s in recent for p in s.processes)
+    probed = probed_snapshot(window)
+    probes = recent_probes(probed, at=newest.timestamp)
+    split = measured_split(probes)
+    probed_memory = process_memory(probed, {p.pid for p in probes}) if probes else ()
     available = {
         "util": bool(util_all),
         "gpm": has_gpm,
@@ -210,6 +232,7 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         "processes": bool(gpu_pids),
         "threads": has_threads,
         "host": host_feats["host_cpu_median"] is not None,
+        "probe": split is not None,
     }
     needed = {
         "util": bool(active),
@@ -218,6 +241,7 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         "processes": bool(active),
         "threads": bool(gpu_pids),
         "host": bool(active),
+        "probe": False,  # a job runs without one unless started with it: never missing
     }
     throttle = _throttle(busy_states)
     top = max(last.gpu_processes, key=lambda p: p.used_memory_bytes or 0, default=None)
@@ -259,6 +283,8 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         **host_feats,
         **throttle,
         **memory_figures(last, window),
+        measured=split,
+        measured_memory=probed_memory,
     )
 
 

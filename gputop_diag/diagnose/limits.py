@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ..model import SchedulerEvidence, formats
 from . import thresholds as T
 from .features import Features
+from .measured_rules import memory as measured_memory
 from .rules import Verdict, ev, pct
 
 _gib = formats.gib_unit
@@ -14,7 +15,9 @@ _gib = formats.gib_unit
 
 def capacity(f: Features) -> Verdict:
     """Device memory near full or growing towards full (NVML). A kernel OOM kill is host memory:
-    the kernel's OOM killer never sees CUDA out-of-memory, so it is an alert, not this class."""
+    the kernel's OOM killer never sees CUDA out-of-memory, so it is an alert, not this class.
+    Where a probe measured the allocator, its figures follow NVML's: true pressure, or the
+    cache and fragmentation (`measured_rules.memory`)."""
     used = f.mem_used_pct_max
     full = used is not None and used >= T.CAPACITY_MEM_PCT
     filling = f.memory_grows and f.minutes_to_full <= T.GROWTH_FULL_IN_MIN
@@ -50,6 +53,7 @@ def capacity(f: Features) -> Verdict:
                 "MiB/min",
             ),
         )
+    out[1:1] = measured_memory(f)
     against = ev(
         "mem_used_pct_max",
         used,

@@ -25,6 +25,9 @@ class Verdict(NamedTuple):
     # it cannot be primary (absent evidence never votes); the verdict says "undetermined".
     undecided: bool = False
     share: float | None = None  # the unit's share of its own peak (compute and bandwidth)
+    # Decided by figures measured inside the job (the probe), which outrank those inferred from
+    # outside; `share` is then the waiting part's share of the step (0..1).
+    measured: bool = False
 
 
 def ev(metric: str, value, threshold, text: str, unit: str = "%") -> Evidence:

@@ -140,6 +140,27 @@ INTERCONNECT_DIP_RATIO = 3.0
 # its SMs wait, so busy time that stays above 50 % through SM dips is the collective's shape.
 COMM_BUSY_IN_DIPS_PCT = 50.0
 
+# -- measured inside the job (the probe: `gputop-diag watch --probe`) --------------------------
+# A figure measured inside the process outranks one inferred from outside. Ours: a probe whose
+# last step is older than 30 s (or three of its steps) has stopped and says nothing about now;
+# three steps are a figure, one is an anecdote.
+MEASURED_STALE_S = 30.0
+MEASURED_MIN_STEPS = 3
+# The TB-plugin flags DataLoader time over 5 % and communication over 10 % of the step as worth
+# acting on. Ours: a waiting part *limits* the step when it takes a fifth of it or more and more
+# than any other waiting part...
+MEASURED_WAIT_SHARE = 0.2
+# ...and the GPU is not busy through it: a GPU busy 90 % of the step (measured, CUDA events)
+# waits on nothing, whatever the host waits on in the meantime (ours).
+MEASURED_GPU_BUSY = 0.9
+# TB-plugin "memory capacity": peak allocated over 90 % of the device's memory is true pressure.
+MEASURED_PRESSURE_PCT = 90.0
+# Ours: the allocator's cache holding a quarter of what it reserved (reserved >> allocated) is
+# the cache or fragmentation, not the tensors; so is any cudaMalloc retry (the allocator freed
+# its cache to make room: PyTorch's CUDA semantics notes, "Memory management").
+MEASURED_CACHE_SHARE = 0.25
+CONF_MEASURED = 0.9
+
 # -- scheduler (Slurm; slurm.schedmd.com/squeue.html, "JOB REASON CODES") ------------------------
 # Ours: a job pending five minutes is waiting on the queue, not on start-up; a running job with
 # less than ten minutes of its time limit left will be ended by the scheduler.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ..model import OutputEvent
+from ..model.formats import clip_words
 
 MAX_LINE = 300  # characters of a line kept in an event
 
@@ -83,7 +84,5 @@ def event_of(line: str, line_no: int, t: float | None) -> OutputEvent | None:
     kind = classify_line(line)
     if kind is None:
         return None
-    text = line.strip()
-    if len(text) > MAX_LINE:
-        text = text[: MAX_LINE - 1] + "…"
+    text = clip_words(line.strip(), MAX_LINE)  # whole words only: sanitized later
     return OutputEvent(kind=kind, line=text, line_no=line_no, timestamp=t)

@@ -390,6 +390,96 @@ class DriverChain:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncSite:
+    """A line of the job's code where the host waited for the GPU (`.item()`, `.cpu()`, ...)."""
+
+    site: str  # "train.py:42": the file and line, as the probe found it (a path: sanitized)
+    call: str  # ".item", ".cpu", "torch.cuda.synchronize", ...
+    count: int  # syncs there so far
+    seconds: float  # time spent waiting there so far
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeMemory:
+    """PyTorch's caching allocator in one process at its latest step (`torch.cuda.memory_stats`),
+    as the probe measured it. Bytes, except the two counters."""
+
+    allocated_bytes: int | None = None  # held by live tensors
+    reserved_bytes: int | None = None  # held by the allocator from CUDA (allocated + cache)
+    peak_bytes: int | None = None  # the most ever allocated at once
+    inactive_split_bytes: int | None = None  # cached blocks split and not reusable whole
+    alloc_retries: int | None = None  # cudaMalloc failed, the cache was freed and it retried
+    ooms: int | None = None  # CUDA out-of-memory errors the allocator raised
+
+    @property
+    def cached_bytes(self) -> int | None:
+        """Reserved but not allocated: the allocator's cache (fragmentation where split)."""
+        if self.reserved_bytes is None or self.allocated_bytes is None:
+            return None
+        return max(0, self.reserved_bytes - self.allocated_bytes)
+
+
+# The parts of a training step (t_step = t_input + t_host + t_gpu + t_sync + t_comm; the
+# seed's model), as the probe names them in a step's "measured" list.
+STEP_PARTS = ("t_input", "t_sync", "t_comm", "t_gpu", "t_host")
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSteps:
+    """The latest steps of one probed process, aggregated: the mean seconds per step of each
+    part over `steps` steps. A part the probe did not measure is None, never a guess."""
+
+    steps: int  # steps aggregated (the newest ones)
+    last_step: int  # the newest step's number
+    last_at: float  # when it ended (wall clock)
+    wall_s: float
+    t_input_s: float | None = None  # waiting for the next batch
+    t_sync_s: float | None = None  # host blocked in host-device syncs
+    sync_count: float | None = None  # syncs per step
+    t_comm_s: float | None = None  # collective communication in all
+    t_comm_exposed_s: float | None = None  # ...of which not hidden behind compute
+    t_gpu_s: float | None = None  # the GPU busy on the step's work
+    t_host_s: float | None = None  # the rest of the wall time: the host's own work
+    measured: tuple[str, ...] = ()  # the parts measured in every step aggregated (STEP_PARTS)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeState:
+    """What the probe inside one process measured (`gputop-diag watch --probe`), as read from
+    its file: the process is `pid` started at `start_ticks` (/proc/<pid>/stat field 22)."""
+
+    pid: int
+    start_ticks: int
+    python: str | None = None
+    torch: str | None = None  # torch.__version__, None without torch
+    cuda: bool = False  # torch.cuda is initialised in the process
+    rank: int | None = None  # torch.distributed rank and world size, where set
+    world: int | None = None
+    can_measure: tuple[str, ...] = ()  # what this process can measure ("t_input", "memory", ...)
+    steps: ProbeSteps | None = None  # None: no step seen yet
+    memory: ProbeMemory | None = None  # the latest step's allocator figures
+    params_bytes: int | None = None  # exact sums over the optimizer's parameter groups
+    grads_bytes: int | None = None
+    optimizer_bytes: int | None = None  # the optimizer's state tensors
+    kv_cache_bytes: int | None = None
+    sync_sites: tuple[SyncSite, ...] = ()  # the top call sites, most time first
+    notes: tuple[str, ...] = ()  # what the probe said of itself (a hook that disabled itself)
+    updated_at: float | None = None  # the newest record's time
+    ended: bool = False  # the process said goodbye (exiting normally)
+    malformed_lines: int = 0  # lines of its file that were not records (skipped)
+
+    @property
+    def activations_bytes(self) -> int | None:
+        """Activations and temporaries at the peak: peak - parameters - gradients - optimizer
+        state, where all four were measured."""
+        parts = (self.params_bytes, self.grads_bytes, self.optimizer_bytes)
+        peak = self.memory.peak_bytes if self.memory is not None else None
+        if peak is None or any(p is None for p in parts):
+            return None
+        return max(0, peak - sum(parts))
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one collection tick saw."""
 
@@ -409,6 +499,9 @@ class Snapshot:
     slow_sources_at: float | None = None  # when the slow sources above were read
     job: JobState | None = None  # the watched job (`gputop-diag watch`), None otherwise
     driver_chain: DriverChain | None = None  # slow source: module, library, loaded runtimes
+    # What the probes inside the tracked processes measured (the GPU processes and the watched
+    # job's): None when no probe files were read (a replay of an older recording), () none.
+    probes: tuple[ProbeState, ...] | None = None
 
     def gpu(self, index: int) -> GpuState | None:
         for g in self.gpus:
@@ -421,6 +514,9 @@ class Snapshot:
             if p.pid == pid:
                 return p
         return None
+
+    def probe(self, pid: int) -> ProbeState | None:
+        return next((p for p in self.probes or () if p.pid == pid), None)
 
     @property
     def nvml_available(self) -> bool:

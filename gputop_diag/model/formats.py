@@ -59,3 +59,14 @@ def clock(s: float | None, none: str = "?") -> str:
     if h >= 24:
         return f"{h // 24}d {h % 24}h"
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def clip_words(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut only between words and marked `…`: a word
+    is kept whole or left out, so an identifier is never cut in half (half a host name or a
+    token matches no pattern of the sanitizer that reads it later)."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(0, limit - 1)]
+    cut = max(head.rfind(" "), head.rfind("\t"))
+    return (head[:cut].rstrip() if cut > 0 else "") + "…"

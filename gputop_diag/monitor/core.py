@@ -10,6 +10,9 @@ lines: an Xid NVML did not already report joins the snapshot's `xid_events` (sou
 is an error on the snapshot with the way to get access. `xid_triage` is the Xid triage
 (`xid.triage`) of everything seen, joined with the sampled history, and of the kernel
 log before the run once `xid_history()` has read it (in the background: the Xid pane asks).
+The probe files of the processes a tick tracks (the GPU processes and the watched job's, read
+each tick by `collect/probe.py`) ride in `Snapshot.probes`: figures measured inside the job,
+which the classifier prefers to those it infers from outside.
 The live view, the headless commands and `record` all run this one loop, so they see the same
 numbers and verdicts; and because the evidence rides inside each snapshot, a replayed recording
 (`Monitor(None)` fed the recorded snapshots) reaches the same diagnosis.
@@ -35,6 +38,7 @@ from ..collect.cuda_libs import ChainMemo, read_chain
 from ..collect.kernlog.files import TUI_BUDGET
 from ..collect.kernlog.scan import XidScan, scan
 from ..collect.kernlog.watch import KernelLogWatch
+from ..collect.probe import ProbeReader
 from ..collect.slurm import collect_scheduler_evidence
 from ..diagnose.classify import classify
 from ..diagnose.history import History
@@ -138,6 +142,9 @@ class Monitor:
         # The watched job (`gputop-diag watch`): read each tick into `Snapshot.job`; a Slurm
         # job's record is the scheduler evidence, asked with the slow sources.
         self.job = job
+        # What the probes inside the tracked processes measured: read each tick.
+        environ = _probe_environ(sources) if sources is not None else None
+        self._probes = ProbeReader(environ, sources.procfs) if environ is not None else None
 
     @property
     def replaying(self) -> bool:
@@ -170,7 +177,7 @@ class Monitor:
             snap = self._attach(self.sampler.collect())
             if self.job is not None:
                 snap = dataclasses.replace(snap, job=self._job_state(snap))
-            return self._add(snap, series)
+            return self._add(self._with_probes(snap), series)
 
     def _job_state(self, snap: Snapshot):
         try:
@@ -181,6 +188,25 @@ class Monitor:
                 label=self.job.label,
                 problem=f"reading the job failed: {type(e).__name__}: {e}",
             )
+
+    def _with_probes(self, snap: Snapshot) -> Snapshot:
+        """The probe files of the processes this tick tracks: the GPU processes and the watched
+        job's (`collect/probe.py`); what was refused is an error on the snapshot."""
+        if self._probes is None:
+            return snap
+        pids = {p.pid for p in snap.gpu_processes}
+        if snap.job is not None:
+            pids |= {p.pid for p in snap.job.processes} | set(snap.job.root_pids)
+        try:
+            read = self._probes.read(pids)
+        except Exception as e:  # noqa: BLE001 - a failing read of the probes must not stop ticks
+            error = CollectorError(
+                source="probe",
+                message=f"reading the probe files failed: {type(e).__name__}: {e}",
+                next_step="the outside figures go on; report this with `gputop-diag report`",
+            )
+            return dataclasses.replace(snap, probes=(), errors=snap.errors + (error,))
+        return dataclasses.replace(snap, probes=read.states, errors=snap.errors + read.errors)
 
     def feed(self, snap: Snapshot, *, series: bool = False) -> Tick:
         """Take a snapshot made elsewhere (a recording, a test): attach the slow sources unless
@@ -391,6 +417,16 @@ class Monitor:
     def close(self) -> None:
         if self._sampler is not None:
             self._sampler.close()
+
+
+def _probe_environ(sources: Sources) -> dict[str, str] | None:
+    """The environment that names the probe directory ($XDG_RUNTIME_DIR). A simulated machine
+    keeps its probe files in a runtime directory of its own: the real one is never read under
+    the simulator, whose /proc would call every real process dead (None: no probe files)."""
+    if not sources.simulated or "XDG_RUNTIME_DIR" in sources.environ:
+        return sources.environ
+    runtime = getattr(sources.sim, "runtime_dir", None)
+    return None if runtime is None else {**sources.environ, "XDG_RUNTIME_DIR": runtime}
 
 
 def run(

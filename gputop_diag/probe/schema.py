@@ -12,16 +12,45 @@ Records, one JSON object per line, every one with "kind" and "t" (wall clock, se
   "torch": "2.13.0" or null, "cuda": bool, "rank": int or null, "world": int or null,
   "measures": {"t_input": bool, "t_sync": bool, "t_comm": bool, "t_gpu": bool, "memory": bool}}
   -- which parts this process can measure (without torch: only wall-clock steps).
+  "cuda": the process has initialized CUDA (`torch.cuda.is_initialized()`; the probe never asks
+  `is_available()`, which would initialize the driver in a CPU job).
 - "step": {"step": n, "wall_s", "t_input_s", "t_sync_s", "sync_count", "t_comm_s",
-  "t_comm_exposed_s", "t_gpu_s", "t_host_s", "measured": [names of the parts measured],
+  "t_comm_exposed_s", "t_gpu_s", "gpu_span_s", "t_host_s",
+  "measured": [names of the parts measured],
   "mem": {"allocated", "reserved", "peak", "inactive_split", "retries", "ooms"} or null}
   -- a part not measured is null, never a guess; t_host_s is wall minus the measured parts.
+  "step" counts the boundaries so far (steps of the first optimizer to step, or calls of
+  `probe.step()`); a record covers the time since the previous boundary, so the first boundary
+  has a record only when the probe saw the step start (a DataLoader asked for data before it):
+  records begin at step 1 or 2. "measured" names parts among t_input, t_sync, t_comm, t_gpu.
+  t_input_s, t_sync_s and t_comm_exposed_s are the host's blocked time (disjoint: a sync inside
+  a loader's wait counts as input), and t_host_s = wall_s minus those three. t_comm_s is the
+  collectives' time as the host saw it, issue to completion (an async_op collective: issue to
+  the return of its `wait()`), so t_comm_s >= t_comm_exposed_s. t_gpu_s (the GPU's busy time in
+  the step) is null and never in "measured": events at step boundaries give only the span of the
+  stream's timeline between them, idle gaps included, which over many steps equals the wall time
+  whether the job is GPU- or host-bound; busy time needs CUPTI or the profiler. That span is
+  "gpu_span_s" (CUDA only), informational; a record waiting for it can be written a few records
+  late, so records are in step order but not always in "t" order. "mem": bytes (retries, ooms:
+  counts since the start), "peak" this step's own; CUDA only.
 - "sync_sites": {"sites": [{"site": "train.py:42", "call": ".item", "count", "seconds"}]}
   -- the top call sites of host-device synchronizations so far, most time first.
+  "site" is the user's file (relative to the job's working directory when inside it) and line
+  ("(other sites)" past 4096 distinct ones);
+  "call" is one of .item, .tolist, .cpu, bool(), float(), int(), torch.cuda.synchronize,
+  torch.cuda.Event.synchronize, torch.cuda.Stream.synchronize, torch.accelerator.synchronize.
 - "model": {"params_bytes", "grads_bytes", "optimizer_bytes", "kv_cache_bytes" or null}
   -- exact sums over the optimizer's parameter groups and state tensors.
+  Written after the first optimizer step, then again when the figures change (looked at every
+  30 s). kv_cache_bytes: live transformers cache objects, null while the job has made none.
 - "note": {"text"} -- e.g. a hook that failed and disabled itself (said once).
 - "bye": {} -- the process is exiting normally.
+  No "bye" after an uncaught exception, a signal or `os._exit`.
+
+When the file appears: the "hello" is written just before the process's first other record.
+A process started by hand (`probe.start()`, `python -m gputop_diag.probe`) has a file by its
+exit at the latest; under `watch --probe` a process has a file only once it steps, so the
+launcher (torchrun), helpers and DataLoader workers, which never step, have none.
 """
 
 from __future__ import annotations

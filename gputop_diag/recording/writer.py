@@ -89,12 +89,23 @@ class RecordingWriter:
     An interruption (KeyboardInterrupt from a signal) anywhere in `write()` or `close()` leaves
     a readable file; the writer stays usable after one (see the comment above)."""
 
-    def __init__(self, path: str, *, interval_s: float, sanitize: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        interval_s: float,
+        sanitize: bool = False,
+        sanitizer: Sanitizer | None = None,
+    ) -> None:
+        """`sanitizer`: one seeded with what the machine names (`commands.common.
+        seeded_sanitizer`); by default a fresh one, which learns each snapshot's names only."""
         self.path = path
         self.interval_s = interval_s
-        self.sanitize = sanitize
+        self.sanitize = sanitize or sanitizer is not None
         self.withheld = 0  # sanitized snapshots not written: not safe with confidence
-        self._sanitizer = Sanitizer() if sanitize else None  # one key: one pseudonym per name
+        if self.sanitize and sanitizer is None:
+            sanitizer = Sanitizer()
+        self._sanitizer = sanitizer  # one key: one pseudonym per name
         self._gzip = path.endswith(".gz")
         self._fd = -1
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)

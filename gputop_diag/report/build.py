@@ -28,12 +28,14 @@ from typing import Any
 
 from .. import __version__
 from ..collect.identity import read_machine_names
+from ..collect.model_config import ModelConfig
 from ..diagnose.render import to_json
 from ..diagnose.types import Diagnosis
 from ..model import Snapshot
 from ..model.codec import iso_time, jsonable
 from ..sanitize.sanitizer import Sanitizer, leak_note
 from . import sections
+from .memory_plan import plan_section
 
 REPORT_SCHEMA = "gputop-diag.report/1"
 
@@ -79,12 +81,16 @@ def make_report(
     environ: dict[str, str] | None = None,
     sources: Any = None,
     sanitizer: Sanitizer | None = None,
+    model_config: ModelConfig | None = None,
 ) -> Report:
     """The sanitized report of `snaps` (oldest first) and the diagnosis of their end.
 
     `environ` is this shell's environment (the mapping section reads its CUDA and Slurm
     variables); `sources` (live runs) lets the sanitizer seed what the machine knows beyond
-    the snapshots: its names, the job's working directories, `pwd`."""
+    the snapshots: its names, the job's working directories, `pwd`; and lets the memory
+    planner find the config.json the job's command line names. `model_config`
+    (`--model-config`) puts the planner's prediction beside what the job holds in the memory
+    section."""
     from .markdown import render_markdown, render_section
 
     if not snaps:
@@ -109,7 +115,7 @@ def make_report(
     }
     builders: dict[str, Callable[[], dict[str, Any]]] = {
         "diagnosis": lambda: s.document(to_json(diagnosis)),
-        "memory": lambda: sections.memory(snaps, s),
+        "memory": lambda: _memory(snaps, s, model_config, sources),
         "utilization": lambda: sections.utilization(snaps),
         "throttle": lambda: sections.throttle(snaps),
         "xid": lambda: sections.xid(snaps),
@@ -161,6 +167,22 @@ def make_report(
         doc = {**kept, "redactions": {"classes": s.summary(), "left_out": left_out}}
         markdown = render_markdown(doc)
     return Report(doc=doc, markdown=markdown, sanitizer=s, left_out=left_out)
+
+
+def _memory(
+    snaps: Sequence[Snapshot], s: Sanitizer, model_config: ModelConfig | None, sources: Any
+) -> dict[str, Any]:
+    """Memory and headroom per GPU, and the planner's prediction where a model's config is
+    known."""
+    out = sections.memory(snaps, s)
+    try:
+        plan = plan_section(snaps[-1], model_config, sources)
+    except Exception as e:  # noqa: BLE001 - the plan is an extra: the memory table stays
+        plan = {"available": False, "why": f"could not be made ({type(e).__name__})"}
+        plan["config"] = "given (--model-config)" if model_config else "named by the job"
+    if plan is not None:
+        out["plan"] = plan
+    return out
 
 
 def _seed(

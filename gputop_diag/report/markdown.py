@@ -190,6 +190,58 @@ def _memory(m: dict[str, Any]) -> list[str]:
         "holds (contexts of processes NVML does not list, or per-process figures it does not "
         "give, as under MIG). *Lowest headroom* is over the whole window.",
     ]
+    if m.get("plan"):
+        out += _plan(m["plan"])
+    return out
+
+
+def _plan(p: dict[str, Any]) -> list[str]:
+    """The memory planner's prediction beside what the job holds."""
+    out = ["", f"**Memory plan** (gputop-diag memory; the model's config {p['config']}):"]
+    if not p.get("available"):
+        return [*out, "", f"Not made: {p.get('why')}."]
+    m, w = p["model"], p["workload"]
+    mode = "training" if w["mode"] == "train" else "inference"
+    out += [
+        "",
+        f"{m['family']}, {m['parameters'] / 1e9:.2f} B parameters ({m['layers']} layers, hidden "
+        f"{m['hidden']}, {m['heads']} heads, {m['kv_heads']} KV heads"
+        + (f", {m['experts']} experts" if m["experts"] else "")
+        + f"); {mode}, {w['dtype']}, batch {w['batch']} × {w['seq']} tokens, on GPU {p['gpu']}: "
+        f"{_gib(p['total_gib'])} predicted of {_gib(p['gpu_gib'])}"
+        + ("" if p["fits"] is None else (", fits" if p["fits"] else ", does not fit"))
+        + ".",
+    ]
+    if p["assumed"]:
+        out += ["", "Assumed (not on the command line): " + ", ".join(p["assumed"]) + "."]
+    out += [""] + _table(
+        ["figure", "predicted", "measured", "difference", "measured by"],
+        [
+            [
+                r["figure"],
+                _gib(r["predicted_gib"]),
+                _gib(r["measured_gib"]),
+                "n/a" if r["difference_gib"] is None else f"{r['difference_gib']:+.1f} GiB",
+                r["measured_by"],
+            ]
+            for r in p["compared"]
+        ],
+        "lrrrl",
+    )
+    out += [""] + _table(
+        ["term", "predicted", "share"],
+        [[t["term"], _gib(t["gib"]), f"{t['share'] * 100:.0f} %"] for t in p["terms"]],
+        "lrr",
+    )
+    if p["what_ifs"]:
+        out += [""] + _table(
+            ["what if", "change", "saves", "fits"],
+            [
+                [r["lever"], r["change"], _gib(r["saves_gib"]), "yes" if r["fits"] else "no"]
+                for r in p["what_ifs"]
+            ],
+            "llrl",
+        )
     return out
 
 

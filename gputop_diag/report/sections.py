@@ -453,9 +453,9 @@ def processes(last: Snapshot, s: Sanitizer) -> dict[str, Any]:
     for p in shown:
         info = last.process(p.pid)
         if info is not None and info.cmdline:
-            command = " ".join(s.argv(info.cmdline) or [])
+            command = " ".join(s.argv(info.cmdline, name=info.name) or [])
         elif info is not None and info.name:
-            command = f"{s.text(info.name)} (arguments not readable)"
+            command = f"{s.process_name(info.name)} (arguments not readable)"
         else:
             command = "(not readable)"
         rows.append(

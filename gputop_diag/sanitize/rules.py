@@ -48,6 +48,7 @@ CLASSES: dict[str, IdClass] = {
         IdClass("account", "Slurm accounts", "account"),
         IdClass("partition", "Slurm partitions", "partition"),
         IdClass("container", "container ids", "container"),
+        IdClass("cloud", "cloud instance and resource ids", "cloud"),
         IdClass("secret", "tokens and keys", "secret"),
         IdClass("url", "URL paths and queries", "url", leak_checked=False),
         IdClass("env", "environment values", "env", leak_checked=False),
@@ -167,7 +168,7 @@ INTERPRETERS = frozenset(
 # Absolute paths under these roots are the system's, kept (the user names and host names in
 # them are still replaced). Everything else is someone's files: replaced.
 SYSTEM_ROOTS = frozenset("usr lib lib32 lib64 libx32 bin sbin etc proc sys dev boot".split())
-SYSTEM_PREFIXES = ("/var/log/", "/run/nvidia", "/run/systemd/journal")
+SYSTEM_PREFIXES = ("/run/nvidia", "/run/systemd/journal")
 HOME_ROOTS = frozenset({"home", "Users"})
 # Roots named as they are in the report (what kind of storage), their contents replaced.
 KNOWN_ROOTS = frozenset(
@@ -188,12 +189,21 @@ TLDS = frozenset(
 
 
 def valid_ipv4(text: str) -> bool:
+    """Four numbers up to 255; leading zeros allowed (`010.020.030.041`, as inet_aton's
+    callers write them); loopback, `0.0.0.0` and the broadcast address name no one."""
     parts = text.split(".")
-    if len(parts) != 4 or not all(p.isdigit() and int(p) <= 255 for p in parts):
+    if len(parts) != 4 or not all(p.isdigit() and len(p) <= 3 and int(p) <= 255 for p in parts):
         return False
-    if any(len(p) > 1 and p.startswith("0") for p in parts):  # "12.08.2024.01"-like, not an IP
-        return False
-    return not (text.startswith("127.") or text in ("0.0.0.0", "255.255.255.255"))
+    norm = [int(p) for p in parts]
+    return not (norm[0] in (0, 127) or norm == [255, 255, 255, 255])
+
+
+# A four-part number right after a library's name or "version" is a version (cuDNN 8.9.7.29,
+# TensorRT 10.0.1.6), not an address.
+VERSION_BEFORE = re.compile(
+    r"(?i)(?:\bv|version|release|cudnn|tensorrt|trt|nccl|cuda|driver|torch|jax|tensorflow|"
+    r"==|>=|<=|~=)[\s:=_-]*\Z"
+)
 
 
 def valid_ipv6(text: str) -> bool:
@@ -232,7 +242,11 @@ LEAK_SHAPES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = tuple(
             rf"(?<![\w:]){H}{{4}}(?:{H}{{4}})?:{H}{{2}}:{H}{{2}}(?:\.[0-7])?(?![\w:])",
             f"{H}{{4}}:{H}{{2}}:{H}{{2}}",
         ),
-        ("ipv4", r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]|\.\d)", r"\d\.\d+\.\d+\.\d"),
+        (
+            "ipv4",
+            r"(?<![A-Za-z0-9.])(?:\d{1,3}\.){3}\d{1,3}(?![A-Za-z0-9]|\.\d)",
+            r"\d\.\d+\.\d+\.\d",
+        ),
         (
             "ipv6",
             r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])",
@@ -242,17 +256,22 @@ LEAK_SHAPES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = tuple(
         ("email", r"\b[\w.+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,63}\b", "@"),
         (
             "secret",
-            r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|sk-[\w-]{20,})",
-            "hf_|gh[pousr]_|sk-",
+            r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|sk-[\w-]{20,}|"
+            r"(?:AKIA|ASIA)[A-Z0-9]{16})|(?<![\w.-])eyJ[\w-]{6,}\.[\w-]*",
+            "hf_|gh[pousr]_|sk-|AKIA|ASIA|eyJ",
         ),
+        ("pci", rf"(?i)\bbus_?id\s*[=:]?\s*(?:0x)?{H}{{4,12}}\b(?![:.])", "(?i)busid"),
+        ("pci", rf"(?<![\w/])(?:GPU|PCI|NIC)/(?:\d+-)?{H}{{4,12}}(?![\w:.])", "GPU/|PCI/|NIC/"),
+        ("cloud", r"\bi-(?:[0-9a-f]{17}|[0-9a-f]{8})\b", r"\bi-"),
     )
 )
 
 
-def shape_ok(cls: str, text: str) -> bool:
-    """Whether a LEAK_SHAPES hit really is one (an IPv4 shape can be a version)."""
+def shape_ok(cls: str, text: str, before: str = "") -> bool:
+    """Whether a LEAK_SHAPES hit really is one (an IPv4 shape can be a version: `before` is
+    the text in front of it)."""
     if cls == "ipv4":
-        return valid_ipv4(text)
+        return valid_ipv4(text) and not VERSION_BEFORE.search(before[-40:])
     if cls == "ipv6":
         return valid_ipv6(text)
     return True

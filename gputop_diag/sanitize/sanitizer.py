@@ -8,22 +8,30 @@ prefix and a keyed hash (HMAC-SHA256) of the identifier under a random key made 
 written, so nothing in a report reverses a pseudonym; `private_map()` is the reverse map for
 the person who made the report (`report/private_map.py` writes it mode 0600).
 
-Identifiers are found three ways (`sanitize/rules.py` holds the shapes and allow-lists as data,
-`sanitize/text.py` the free-text rules):
+Identifiers are found three ways (`rules.py` holds the classes, shapes and allow-lists as data,
+`vocabulary.py` the words that are not names, `text.py` and `forms.py` the free-text rules,
+`titles.py` command lines and process titles, `paths.py` paths):
 - by field, in documents of the model's JSON shape (`document`): `hostname`, `uuid`, `serial`,
-  `pci_bus_id`, `user`, `cmdline`, `cuda_visible_devices`, `job_id`; minor numbers and device
-  nodes are removed, raw kernel-log text is dropped;
-- by shape, in free text (`text`): GPU and MIG UUIDs (both MIG forms, and the UUID prefixes
-  CUDA_VISIBLE_DEVICES allows), PCI bus ids in every written form, MACs and InfiniBand GUIDs,
-  IPv4/IPv6, e-mail addresses, URLs, container ids, tokens, Slurm job ids and node lists in
-  their contexts, environment assignments, paths outside the system's directories;
-- by seed (`seed_*`, `learn`): the machine's host names, Slurm node names, user names (process
-  owners, `pwd`, home directories), job ids and names, accounts and partitions, serials,
-  project directories: replaced wherever they stand as words.
+  `pci_bus_id`, `user`, `cmdline` with the process's `name` (a rewritten title is told by the
+  two disagreeing), thread and child names, `cuda_visible_devices`, `job_id`; minor numbers
+  and device nodes are removed, raw kernel-log text is dropped;
+- by shape, in free text (`text`): GPU and MIG UUIDs, PCI bus ids in every form NVML, the
+  kernel, lspci and NCCL print, MACs (with and without separators) and InfiniBand GUIDs,
+  IPv4 (dotted, leading zeros, dashed, inside cloud host names) and IPv6, e-mail addresses,
+  URLs, container, cloud and Kubernetes ids, tokens by shape (JWT, `Bearer`, `hf_`, `ghp_`,
+  AWS keys, `--password VALUE`), Slurm ids and node lists in their contexts, peers in NCCL's
+  and PyTorch's syntax, environment assignments, paths outside the system's directories;
+- by seed (`seed_*`, `seed_machine`, `learn`): the machine's host names and domains, Slurm's
+  node names, user names (process owners, /etc/passwd, home directories), job ids, job, run
+  and project names, accounts and partitions, serials, secrets in environments: replaced in any
+  letter case wherever they stand as words, except names that are also words (`nvidia`) and
+  short job ids, replaced only where their context names them (`compiled.py`).
 
-Allowed through: GPU model names, driver/NVML/CUDA versions, `localhost`, public documentation
-hosts. Fail closed: `leaks(text)` checks finished output for any original the sanitizer has
-replaced and any identifier shape left; callers leave out what does not pass.
+Free text is sanitized whole, then cut (`text(s, limit=N)`). Allowed through: GPU model names,
+driver/NVML/CUDA versions, `localhost`, loopback addresses, public documentation hosts, public
+programs' and runtimes' names. Fail closed: `leaks(text)` checks finished output for any
+original the sanitizer has replaced and any identifier shape left; callers leave out what does
+not pass.
 """
 
 from __future__ import annotations
@@ -32,21 +40,24 @@ import base64
 import hmac
 import re
 import secrets
-import shlex
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import documents as D
+from . import paths as P
 from . import rules as R
+from . import seeds as E
 from . import text as T
-from .rules import CLASSES, UUID, H
+from . import titles
+from .compiled import compile_seeds, needs_context
+from .rules import CLASSES, UUID
+from .vocabulary import VOCABULARY
 
 PRIVATE_MAP_SCHEMA = "gputop-diag.private-map/1"
-_WORD_CLASSES = ("job_name", "account", "partition", "serial", "project")
-_CASE_SENSITIVE = frozenset({"user", "arg", "env", "path", "url", "secret", *_WORD_CLASSES})
-_KERNEL_TEXT = ("message", "raw", "detail")  # raw kernel-log text: dropped, never shared
-_PCI_FIELD = re.compile(rf"(?:{H}+:)?{H}{{2}}:{H}{{2}}(?:\.[0-7])?")
+_WORD_CLASSES = ("job_name", "account", "partition", "serial", "project", "secret")
+_CASE_SENSITIVE = frozenset({"arg", "env", "path", "url", "secret"})
 _CVD_UUID = re.compile(rf"(?i)(?:GPU|MIG)-[0-9a-f-]+|MIG-GPU-{UUID}/\d+/\d+")
 
 
@@ -71,10 +82,12 @@ class Sanitizer:
         self._allowed: set[str] = set(R.ALLOWED_WORDS)
         self.hosts: dict[str, str] = {}  # lower-case host name -> as first seen
         self._host_stems: set[str] = set()
-        self._users: set[str] = set()
+        self._domains: set[str] = set()  # the domains this machine's FQDNs are under
+        self._users: set[str] = set()  # lower-case
         self._jobs: set[str] = set()
         self._words: dict[str, set[str]] = {c: set() for c in _WORD_CLASSES}
         self._gpu_uuids: set[str] = set()  # lower-case hex of every GPU UUID seen
+        self._buses: set[tuple[int, int]] = set()  # (bus, device) of this machine's GPUs
         self._cache: dict[str, tuple[str, list]] = {}
         self._compiled: dict[str, Any] | None = None
         self._generation = 0
@@ -177,42 +190,55 @@ class Sanitizer:
         if R.valid_ipv4(name) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
             return
         new = False
-        for n in {name, name.split(".", 1)[0]}:
+        short, _, domain = name.partition(".")
+        for n in {name, short}:
             if n.lower() not in self.hosts:
                 self.hosts[n.lower()] = n
                 new = True
+        if domain.count(".") >= 1 and domain.lower() not in self._domains:
+            self._domains.add(domain.lower())  # gpu07.cluster.acme.zone: cluster.acme.zone
+            new = True
         # gpu-node-07 and its neighbours gpu-node-NN; dgx01 and dgxNN (not gpu1 and gpuN)
-        m = re.fullmatch(r"([A-Za-z][A-Za-z-]*)(\d+)", name.split(".", 1)[0])
+        m = re.fullmatch(r"([A-Za-z][A-Za-z-]*)(\d+)", short)
         if m and sum(c.isalpha() for c in m.group(1)) >= 3:
-            stem = m.group(1) + (r"\d+" if "-" in m.group(1) or len(m.group(2)) > 1 else "")
-            if stem.endswith(r"\d+") and stem not in self._host_stems:
+            stem = m.group(1).lower()
+            if ("-" in stem or len(m.group(2)) > 1) and stem not in self._host_stems:
                 self._host_stems.add(stem)
                 new = True
         if new:
             self._changed()
 
     def seed_user(self, name: str | None) -> None:
-        if not name or name in R.SYSTEM_USERS or len(name) < 2 or name in self._users:
+        """A person's account: replaced in any letter case wherever it stands as a word; one
+        that is also a word (`nvidia`, `admin`) or shorter than 3 letters only where it stands
+        as a user's name (`user=`, a user column, a home directory, `name@host`)."""
+        if not name or name in R.SYSTEM_USERS or name.lower() in self._users:
             return
         if name.isdigit() or not re.fullmatch(r"[A-Za-z_][\w.-]*\$?", name):
             return
-        self._users.add(name)
+        self._users.add(name.lower())
         self._changed()
 
     def seed_job(self, job_id: str | None) -> None:
         """The job's own number only: in `48213_12` (an array task) or `48213.batch` the part
         after it is a task or step, a small number that must not be replaced in other text."""
-        m = re.match(r"\s*(\d{2,})", str(job_id or ""))
+        m = re.match(r"\s*(\d+)", str(job_id or ""))
         if m and m.group(1) not in self._jobs:
             self._jobs.add(m.group(1))
             self._changed()
 
     def seed_word(self, cls: str, word: str | None) -> None:
-        """A job name, account, partition, serial or project directory: replaced wherever it
-        stands as a word (common words only where their context names them)."""
+        """A job name, account, partition, serial, project directory or secret: replaced
+        wherever it stands as a word (common words only where their context names them)."""
         if not word or len(word) < 3 or word in self._words[cls]:
             return
-        if cls != "serial" and (word.lower() in R.COMMON_WORDS or word.isdigit()):
+        if cls not in ("serial", "secret"):
+            low = word.lower()
+            if low in R.COMMON_WORDS or low in VOCABULARY or word.isdigit():
+                return
+            if R.SAFE_VALUE.match(word) or titles.safe_program(word):
+                return
+        if cls == "secret" and (len(word) < 8 or R.SAFE_VALUE.match(word)):
             return
         self._words[cls].add(word)
         self._changed()
@@ -224,36 +250,34 @@ class Sanitizer:
                 self._gpu_uuids.add(hexpart)
                 self._changed()
 
+    def seed_pci(self, bus_id: str | None) -> None:
+        """A GPU's bus id (any form): its bus and device are then known in the short forms
+        that could otherwise be a time (`3b:00`, `0:18:00.0`)."""
+        parts = (bus_id or "").split(":")
+        try:
+            key = (int(parts[-2], 16), int(parts[-1][:2], 16))
+        except (ValueError, IndexError):
+            return
+        if key not in self._buses:
+            self._buses.add(key)
+            self._changed()
+
+    def known_bus(self, bus: int, dev: int) -> bool:
+        return (bus, dev) in self._buses
+
+    def known_domain(self, domain: str) -> bool:
+        return domain.lower() in self._domains
+
     def seed_machine(self, names: Any) -> None:
         """Seed what the machine knows (`collect.identity.read_machine_names`): its host names,
-        this shell's environment, the job's working directories, the accounts of people."""
-        for h in names.hostnames:
-            self.seed_hostname(h)
-        self.seed_environ(names.environ)
-        for cwd in names.cwds:
-            self.seed_cwd(cwd)
-        for u in names.users:
-            self.seed_user(u)
+        this shell's environment and the job's, the job's working directories and command
+        lines, the accounts of people, Slurm's answers."""
+        E.seed_machine(self, names)
 
-    def seed_environ(self, environ: dict[str, str]) -> None:
-        """A process environment: the user, home, Slurm's job, nodes, account and partition."""
-        for k in ("USER", "LOGNAME", "SUDO_USER", "SLURM_JOB_USER"):
-            self.seed_user(environ.get(k))
-        for k in ("HOSTNAME", "SLURMD_NODENAME", "SLURM_SUBMIT_HOST", "SLURM_TOPOLOGY_ADDR"):
-            self.seed_hostname(environ.get(k))
-        for k in ("SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_STEP_NODELIST"):
-            for part in re.findall(r"[A-Za-z][\w.-]*(?:\[[\d,\-]+\][\w.-]*)?", environ.get(k, "")):
-                for name in R.expand_nodelist(part):
-                    self.seed_hostname(name)
-        for k in ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_ARRAY_JOB_ID"):
-            self.seed_job(environ.get(k))
-        self.seed_word("job_name", environ.get("SLURM_JOB_NAME"))
-        self.seed_word("account", environ.get("SLURM_JOB_ACCOUNT"))
-        self.seed_word("account", environ.get("SLURM_CLUSTER_NAME"))
-        self.seed_word("partition", environ.get("SLURM_JOB_PARTITION"))
-        m = re.fullmatch(r"/(?:home|Users)/([^/]+)/?", environ.get("HOME", ""))
-        if m:
-            self.seed_user(m.group(1))
+    def seed_environ(self, environ: Mapping[str, str]) -> None:
+        """A process environment: the user, home and working directory, the scheduler's job,
+        nodes, account and partition, the run's and project's names, secrets."""
+        E.seed_environ(self, environ)
 
     def seed_cwd(self, path: str | None) -> None:
         """A job's working directory: its own name is a project's name."""
@@ -279,28 +303,28 @@ class Sanitizer:
     def compiled(self) -> dict[str, Any]:
         """The seeded words as patterns (rebuilt after a seed changes)."""
         if self._compiled is None:
-            stems = "|".join(sorted(self._host_stems, key=len, reverse=True))
-            self._compiled = {
-                "allowed": T.boundary_re(self._allowed, left=T.ALLOWED_L, right=T.ALLOWED_R),
-                "hosts": T.boundary_re(self.hosts, left=T.HOST_L, right=T.HOST_R, flags=re.I),
-                "stems": re.compile(f"(?<![A-Za-z0-9-])(?:{stems})(?![A-Za-z0-9-])", re.I)
-                if stems
-                else None,
-                "users": T.boundary_re(self._users, left=T.WORD_L, right=T.WORD_R),
-                "jobs": T.boundary_re(self._jobs, left=T.DIGIT_L, right=T.DIGIT_R),
-                **{
-                    c: T.boundary_re(self._words[c], left=T.WORD_L, right=T.WORD_R)
-                    for c in _WORD_CLASSES
-                },
-            }
+            self._compiled = compile_seeds(
+                allowed=self._allowed,
+                hosts=self.hosts,
+                stems=self._host_stems,
+                domains=self._domains,
+                users=self._users,
+                jobs=self._jobs,
+                words=self._words,
+            )
         return self._compiled
 
     # -- free text -----------------------------------------------------------------------------
-    def text(self, s: str | None) -> str | None:
-        """`s` with every identifier in it replaced."""
+    def text(self, s: str | None, limit: int | None = None) -> str | None:
+        """`s` with every identifier in it replaced; with `limit`, then cut to that many
+        characters (`…` at the end). Always sanitize, then cut: an identifier cut in half
+        first would match no rule."""
         if not s:
             return s
-        return self._text(s)
+        out = self._text(s)
+        if limit is not None and len(out) > limit:
+            out = out[: max(0, limit - 1)].rstrip() + "…"
+        return out
 
     def _text(self, s: str) -> str:
         hit = self._cache.get(s)
@@ -331,17 +355,23 @@ class Sanitizer:
         return w.restore(T.host(self, name, w))
 
     def user(self, name: str | None) -> str | None:
+        """A user column's value: any account but the system's becomes its pseudonym (a name
+        that is also a word, `nvidia`, too: here it stands as a user's)."""
         if not name or name in R.SYSTEM_USERS:
             return name
         self.seed_user(name)
-        return self.pseudonym("user", name)
+        return self.pseudonym("user", name, name.lower())
 
     def job(self, job_id: str | None) -> str | None:
-        """A Slurm job id (`48213`, `48213_7`, `48213.batch`): its number replaced."""
+        """A Slurm job id (`48213`, `48213_7`, `48213.batch`, `7`): its number replaced."""
         if not job_id:
             return job_id
         self.seed_job(job_id)
-        return self.text(job_id)
+        m = re.fullmatch(r"(\s*)(\d+)(.*)", str(job_id), re.S)
+        if m is None:
+            return self.text(job_id)
+        rest = self.text(m.group(3)) or ""
+        return m.group(1) + self.pseudonym("job", m.group(2)) + rest
 
     def uuid(self, text: str) -> str:
         """The pseudonym of a GPU UUID, a MIG UUID (either form), a UUID prefix of a known GPU
@@ -366,10 +396,15 @@ class Sanitizer:
             parts = ["0", *parts]
         try:
             domain, bus, dev = (int(x, 16) for x in (parts[-3], parts[-2], parts[-1][:2]))
-            canon = f"{domain:04x}:{bus:02x}:{dev:02x}"
         except ValueError:
-            canon = text.lower()
-        return self.pseudonym("pci", text, canon)
+            return self.pseudonym("pci", text, text.lower())
+        return self.pci_of(text, domain, bus, dev)
+
+    def pci_of(self, text: str, domain: int, bus: int, dev: int) -> str:
+        """The pseudonym of the device at `domain:bus:dev`, written as `text` (NCCL's `3b000`,
+        `GPU/3B000`, a bare `3B:00`)."""
+        self.seed_pci(f"{bus:02x}:{dev:02x}")
+        return self.pseudonym("pci", text, f"{domain:04x}:{bus:02x}:{dev:02x}")
 
     def cuda_visible_devices(self, value: str | None) -> str | None:
         """CUDA_VISIBLE_DEVICES with its shape kept: indices stay, UUIDs (and prefixes of them)
@@ -387,80 +422,24 @@ class Sanitizer:
                 out.append(self.pseudonym("env", s))
         return ",".join(out)
 
-    def argv(self, args: Sequence[str] | None) -> list[str] | None:
+    def argv(self, args: Sequence[str] | None, name: str | None = None) -> list[str] | None:
         """A command line: the program's name kept, options in `SAFE_FLAGS` kept with values
-        that are numbers or switches, every other argument replaced (paths, names, tokens)."""
+        that are numbers or switches, every other argument replaced (paths, names, tokens). A
+        rewritten process title (spaces in argv[0], or argv[0] not the program `name`, the
+        process's comm, says) is read word by word (`titles.py`)."""
         if args is None:
             return None
-        if not args:
-            return []
-        self.learn(args)
-        prog = args[0].rstrip("/").rsplit("/", 1)[-1] or args[0]
-        out = [prog if prog in R.INTERPRETERS else (self.text(prog) or prog)]
-        module_next = False
-        for a in args[1:]:
-            if module_next:
-                module_next = False
-                out.append(a if R.SAFE_MODULES.match(a) else self.pseudonym("arg", a))
-            elif a.startswith("-") and len(a) > 1 and not R.SAFE_VALUE.match(a):
-                name, eq, value = a.partition("=")
-                if name not in R.SAFE_FLAGS:
-                    out.append(self.pseudonym("arg", a))
-                elif eq:
-                    out.append(f"{name}={self._arg_value(value)}")
-                else:
-                    out.append(name)
-                    module_next = name == "-m"
-            else:
-                out.append(self._arg_value(a))
-        return out
+        return titles.argv(self, args, name)
 
-    def _arg_value(self, v: str) -> str:
-        if R.SAFE_VALUE.match(v):
-            return self.text(v) or v
-        return self.pseudonym("arg", v)
+    def process_name(self, name: str | None, cmdline: Sequence[str] | None = None) -> str | None:
+        """A process's or thread's name (comm): kept when it names a public program or the
+        program of its untouched command line, otherwise replaced as a title is."""
+        return titles.process_name(self, name, cmdline)
 
     def path_pseudonym(self, path: str) -> str | None:
         """A path with what names a person or a project replaced (`~user-x/path-y`,
         `/scratch/path-z`); None for the system's own paths, kept as they are."""
-        if path.startswith("~"):
-            head, _, rest = path[1:].partition("/")
-            user = ""
-            if head:
-                self.seed_user(head)
-                user = head if head in R.SYSTEM_USERS else self.pseudonym("user", head)
-            return f"~{user}" + (f"/{self._tail(path, rest)}" if rest else "")
-        parts = path.split("/")
-        root = parts[1] if len(parts) > 1 else ""
-        if path.startswith(R.SYSTEM_PREFIXES):
-            return None
-        if root == "dev" and re.fullmatch(r"/dev/nvidia\d+", path):
-            self.dropped("minor")
-            return "/dev/nvidiaN"
-        if root in R.SYSTEM_ROOTS:
-            return None
-        if root in R.HOME_ROOTS and len(parts) > 2 and parts[2]:
-            self.seed_user(parts[2])
-            shown = parts[2] if parts[2] in R.SYSTEM_USERS else self.pseudonym("user", parts[2])
-            rest = "/".join(parts[3:])
-            return f"~{shown}" + (f"/{self._tail(path, rest)}" if rest else "")
-        if root == "root":
-            rest = "/".join(parts[2:])
-            return "~root" + (f"/{self._tail(path, rest)}" if rest else "")
-        if root not in R.KNOWN_ROOTS:
-            return "/" + self._tail(path, "/".join(parts[1:]))
-        rest = "/".join(parts[2:])
-        return f"/{root}" + (f"/{self._tail(path, rest)}" if rest.strip("/") else "")
-
-    def _tail(self, full: str, rest: str) -> str:
-        """The pseudonym of what follows a path's root; a library's or Python's name kept."""
-        rest = rest.rstrip("/")
-        if not rest:
-            return ""
-        head, _, base = rest.rpartition("/")
-        if R.KEEP_BASENAME.match(base):
-            return f"{self.pseudonym('path', full.rsplit('/', 1)[0])}/{base}" if head else base
-        return self.pseudonym("path", full.rstrip("/"))
+        return P.path_pseudonym(self, path)
 
     def path(self, path: str) -> str:
         shown = self.path_pseudonym(path)
@@ -470,82 +449,29 @@ class Sanitizer:
     def learn_document(self, doc: Any) -> None:
         """Seed from a document of the model's JSON shape (a snapshot, a recording line, a
         diagnosis): its names by field, the GPU models and versions as allowed, then whatever
-        its free text reveals."""
-        self.allow_document(doc)
-        texts: list[str] = []
-        self._seed_walk(doc, None, None, texts)
-        self.learn(texts)
-
-    def _seed_walk(self, v: Any, key: str | None, parent: str | None, texts: list[str]) -> None:
-        if isinstance(v, dict):
-            for k, x in v.items():
-                self._seed_walk(x, k, key or parent, texts)
-        elif isinstance(v, list):
-            for x in v:
-                self._seed_walk(x, key, parent, texts)
-        elif isinstance(v, str) and v:
-            if key == "hostname":
-                self.seed_hostname(v)
-            elif key == "user":
-                self.seed_user(v)
-            elif key in ("job_id", "scope_job") and v.isdigit():
-                self.seed_job(v)
-            elif key in ("uuid", "gpu_uuid"):
-                self.seed_gpu_uuid(v)
-            elif key == "serial":
-                self.seed_word("serial", v)
-            elif key == "name" and parent == "scheduler_jobs":
-                self.seed_word("job_name", v)
-            elif not (key in _KERNEL_TEXT and parent in ("xid_events", "kernel_events")):
-                texts.append(v)
+        its free text reveals (`documents.py`)."""
+        D.learn_document(self, doc)
 
     def document(self, doc: Any) -> Any:
         """A sanitized copy of `doc` (JSON values of the model's shape). `learn_document` first,
         so that every seed is known before the first field is written."""
-        return self._walk(doc, None, None)
+        return D.document(self, doc)
 
-    def _walk(self, v: Any, key: str | None, parent: str | None) -> Any:
-        if isinstance(v, dict):
-            out = {k: self._walk(x, k, key or parent) for k, x in v.items()}
-            if key == "job" and v.get("target") == "command" and isinstance(v.get("label"), str):
-                out["label"] = self._command_label(v["label"])  # a command line, as cmdlines are
-            return out
-        if isinstance(v, list):
-            if key == "cmdline" and all(isinstance(x, str) for x in v):
-                return self.argv(v)
-            return [self._walk(x, key, parent) for x in v]
-        if key in ("minor_number", "minor", "device_node") and v is not None:
-            self.dropped("minor")
-            return None
-        if not isinstance(v, str) or not v:
-            return v
-        if key in _KERNEL_TEXT and parent in ("xid_events", "kernel_events"):
-            self.dropped("kernel_log")
-            return ""
-        if key == "hostname":
-            return self.hostname(v)
-        if key in ("uuid", "gpu_uuid") and re.match(r"(?i)(?:GPU|MIG)-", v):
-            return self.uuid(v)
-        if key == "serial":
-            return self.pseudonym("serial", v)
-        if key in ("pci_bus_id", "pci") and _PCI_FIELD.fullmatch(v):
-            return self.pci(v)
-        if key == "user":
-            return self.user(v)
-        if key == "cuda_visible_devices":
-            return self.cuda_visible_devices(v)
-        if key == "name" and parent == "scheduler_jobs":
-            return self.pseudonym("job_name", v)
-        return self.text(v)
-
-    def _command_label(self, label: str) -> str:
-        """A watched command's label (its command line, shell-quoted) sanitized as a command
-        line: the program's name kept, its arguments replaced."""
-        try:
-            args = shlex.split(label)
-        except ValueError:  # unbalanced quotes: every word an argument all the same
-            args = label.split()
-        return shlex.join(self.argv(args) or [])
+    def site(self, text: str) -> str:
+        """A line of the job's code the probe names (`train.py:42`, `/home/a/llm/train.py:88`):
+        the line number kept, an absolute path replaced as paths are, a path in the job's own
+        tree (relative to its directory) replaced whole, a bare file name as a command line's
+        script is (`python train.py`)."""
+        path, sep, line = text.rpartition(":")
+        if not sep or not line.isdigit():
+            path, line = text, ""
+        if not path or path.startswith("("):  # "(other sites)"
+            return self.text(text) or text
+        if path.startswith(("/", "~")):
+            shown = self.path(path)
+        else:
+            shown = self.pseudonym("path" if "/" in path else "arg", path)
+        return shown + (f":{line}" if line else "")
 
     def model(self, obj: Any) -> Any:
         """A sanitized copy of a model object (a Snapshot, a Diagnosis): the same type, every
@@ -577,18 +503,22 @@ class Sanitizer:
             if not quick.search(t):
                 continue
             for m in rx.finditer(t):
-                if R.shape_ok(cls, m.group(0)):
+                if R.shape_ok(cls, m.group(0), t[max(0, m.start() - 40) : m.start()]):
                     found[cls] += 1
-        exact, folded, cls_of = self._originals()
+        exact, folded, cls_of, ours = self._originals()
+        if ours is not None:  # our own pseudonyms hold letters that may spell a short name
+            t = ours.sub(" ", t)
         for rx, hay, fold in ((exact, t, False), (folded, t, True)):
             if rx is not None:
                 for m in rx.finditer(hay):
                     found[cls_of[(m.group(0).lower() if fold else m.group(0), fold)]] += 1
         return found
 
-    def _originals(self) -> tuple[Any, Any, dict[tuple[str, bool], str]]:
-        """Every original this sanitizer replaced, as two patterns (case matters for names of
-        people and free words; not for host names and hex identifiers)."""
+    def _originals(self) -> tuple[Any, Any, dict[tuple[str, bool], str], Any]:
+        """Every original this sanitizer replaced, as two patterns (case matters for paths,
+        arguments and secrets; not for names and hex identifiers), and our pseudonyms. A name
+        replaced only in its context (`nvidia` as a user, job 42) is not looked for elsewhere:
+        it is a word there."""
         n = sum(len(e.forms) for e in self._entries.values())
         if self._originals_cache is not None and self._originals_cache[0] == n:
             return self._originals_cache[1]
@@ -597,8 +527,7 @@ class Sanitizer:
             if not CLASSES[e.cls].leak_checked:
                 continue
             for form in e.forms:
-                short = 2 if e.cls in ("hostname", "user") else 3  # a host may be `vm`
-                if len(form) < short or (e.cls in ("job", "serial") and len(form) < 4):
+                if not _leak_checked(e.cls, form):
                     continue
                 fold = e.cls not in _CASE_SENSITIVE
                 cls_of.setdefault((form.lower() if fold else form, fold), e.cls)
@@ -606,8 +535,21 @@ class Sanitizer:
         folded = T.boundary_re(
             [f for f, fold in cls_of if fold], left=T.WORD_L, right=T.WORD_R, flags=re.I
         )
-        self._originals_cache = (n, (exact, folded, cls_of))
-        return exact, folded, cls_of
+        ours = T.boundary_re(self._entries, left=r"(?<![\w-])", right=r"(?![\w-])")
+        self._originals_cache = (n, (exact, folded, cls_of, ours))
+        return exact, folded, cls_of, ours
+
+
+def _leak_checked(cls: str, form: str) -> bool:
+    """Whether an original of `cls` is looked for anywhere in finished text."""
+    if cls in ("hostname", "user", "job"):
+        return len(form) >= 2 and not needs_context(cls, form)
+    if cls == "serial":
+        return len(form) >= 4
+    if cls in ("job_name", "account", "partition", "project"):
+        low = form.lower()
+        return len(form) >= 3 and low not in R.COMMON_WORDS and low not in VOCABULARY
+    return len(form) >= 3
 
 
 def strings_of(doc: Any) -> list[str]:

@@ -1,13 +1,44 @@
 """A snapshot document with every identifier replaced by its pseudonym: what `snapshot
---sanitize`, `record --sanitize` and the live view's `S` write."""
+--sanitize`, `record --sanitize` and the live view's `S` write; and the seeding from a window
+of snapshots every sanitized output does before it writes its first value."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from ..model import Snapshot
-from ..model.codec import snapshot_to_json
+from ..model.codec import jsonable, snapshot_to_json
 from .sanitizer import Sanitizer
+
+_NAMED_PARTS = ("xid_events", "errors", "scheduler_jobs", "kernel_ooms", "probes")
+
+
+def learn_snapshots(s: Sanitizer, snaps: Iterable[Snapshot]) -> None:
+    """Seed `s` from every snapshot of a window: names by field, then what the free text of
+    each distinct part that names things reveals (those seldom change; the figures around
+    them change every tick, so a long window costs little more than its last snapshot)."""
+    parts: dict[str, dict[Any, None]] = {k: {} for k in ("system", "gpus", "mig", "processes")}
+    for k in (*_NAMED_PARTS, "job"):
+        parts[k] = {}
+    for snap in snaps:
+        parts["system"][snap.system] = None
+        for g in snap.gpus:
+            parts["gpus"][g.static] = None
+            parts["mig"].update(dict.fromkeys(g.mig_instances))
+        for p in snap.processes:
+            parts["processes"][dataclasses.replace(p, cpu_pct=None, rss_bytes=None)] = None
+        for key in _NAMED_PARTS:
+            parts[key].update(dict.fromkeys(getattr(snap, key, None) or ()))
+        if snap.job is not None:
+            parts["job"][snap.job] = None
+        if snap.driver_chain is not None:
+            parts.setdefault("driver_chain", {})[snap.driver_chain] = None
+    doc: dict[str, Any] = {k: [jsonable(x) for x in v] for k, v in parts.items()}
+    doc["gpus"] = [{"static": g} for g in doc["gpus"]]
+    doc["gpus"].append({"mig_instances": doc.pop("mig")})
+    s.learn_document(doc)
 
 
 def sanitized_snapshot_json(snap: Snapshot, sanitizer: Sanitizer | None = None) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 behind a placeholder (`Work.keep`) so that no later rule sees a pseudonym, or re-replaces part
 of one; `Work.restore` fills the placeholders in at the end. Longer and compound identifiers
 come first (a MIG UUID before the GPU UUID in it, an FQDN before its short host name, a home
-path before the user name in it), then the seeded words (`Sanitizer.seed_*`).
+path before the user name in it), then the seeded words (`Sanitizer.seed_*`). The written forms
+real tools print (NCCL's bus ids, cloud host names, tokens by shape, peers) are in `forms.py`.
 """
 
 from __future__ import annotations
@@ -13,75 +14,31 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from . import forms as F
 from . import rules as R
+from .forms import host
 from .rules import UUID, H
+from .vocabulary import FILE_EXTENSIONS, PUBLIC_PACKAGES
+from .work import (  # noqa: F401 - the names the sanitizer reads from here
+    ALLOWED_L,
+    ALLOWED_R,
+    DIGIT_L,
+    DIGIT_R,
+    HOST_L,
+    HOST_R,
+    PRIVATE_USE,
+    WORD_L,
+    WORD_R,
+    Work,
+    boundary_re,
+    has_placeholder,
+    only_placeholders,
+)
 
 if TYPE_CHECKING:
     from .sanitizer import Sanitizer
 
-_OPEN, _CLOSE = "\ue000", "\ue001"
-_PH = re.compile("\ue000([\ue100-\ue1ff]+)\ue001")
-PRIVATE_USE = re.compile("[\ue000-\ue1ff]")  # never in input: placeholders are made of these
-
-
-def _ph(n: int) -> str:
-    digits = []
-    while True:
-        n, r = divmod(n, 256)
-        digits.append(chr(0xE100 + r))
-        if not n:
-            break
-    return _OPEN + "".join(digits) + _CLOSE
-
-
-def _ph_index(s: str) -> int:
-    return sum((ord(c) - 0xE100) * 256**i for i, c in enumerate(s))
-
-
-class Work:
-    """One text being sanitized: each replacement parked behind a placeholder, with the text it
-    replaced."""
-
-    __slots__ = ("kept",)
-
-    def __init__(self) -> None:
-        self.kept: list[tuple[str, str]] = []
-
-    def keep(self, s: str, original: str | None = None) -> str:
-        self.kept.append((s, s if original is None else original))
-        return _ph(len(self.kept) - 1)
-
-    def restore(self, text: str, original: bool = False) -> str:
-        """`text` with its placeholders filled in: the replacements, or (`original`) the text
-        they replaced."""
-        k = 1 if original else 0
-        for _ in range(4):  # a kept string may hold placeholders of its own
-            if _OPEN not in text:
-                break
-            text = _PH.sub(lambda m: self.kept[_ph_index(m.group(1))][k], text)
-        return text
-
-
-def only_placeholders(s: str) -> bool:
-    return bool(s) and not _PH.sub("", s).strip(",:;/ ")
-
-
-def boundary_re(words, *, left: str, right: str, flags: int = 0) -> re.Pattern[str] | None:
-    alts = sorted({w for w in words if w}, key=len, reverse=True)
-    if not alts:
-        return None
-    return re.compile(f"{left}(?:{'|'.join(map(re.escape, alts))}){right}", flags)
-
-
-WORD_L, WORD_R = r"(?<![A-Za-z0-9])", r"(?![A-Za-z0-9])"
-HOST_L, HOST_R = r"(?<![\w.-])", r"(?![\w-]|\.[A-Za-z0-9])"
-DIGIT_L, DIGIT_R = r"(?<!\d)", r"(?!\d)"
-ALLOWED_L, ALLOWED_R = r"(?<![\w.-])", r"(?![\w-]|\.\d)"
-
-
-def _public(host: str) -> bool:
-    host = host.lower()
-    return any(host == d or host.endswith("." + d) for d in R.PUBLIC_DOMAINS)
+_public = F.public
 
 
 def scrub(s: Sanitizer, t: str, w: Work) -> str:
@@ -93,47 +50,65 @@ def scrub(s: Sanitizer, t: str, w: Work) -> str:
         t = rx.sub(lambda m, h=handler: h(s, m, w), t)
     t = _FQDN.sub(lambda m: _fqdn(s, m, w), t)
     rules = s.compiled()  # the shapes above may have seeded names
-    if rules["hosts"] is not None:
-        t = rules["hosts"].sub(lambda m: host(s, m.group(0), w), t)
-    if rules["stems"] is not None:
-        t = rules["stems"].sub(lambda m: host(s, m.group(0), w), t)
-    for cls, key in (("user", "users"), ("job", "jobs")):
+    for key in ("hosts", "stems", "domains"):
         if rules[key] is not None:
-            t = rules[key].sub(lambda m, c=cls: s.kept(w, c, m.group(0)), t)
+            t = rules[key].sub(lambda m: host(s, m.group(0), w), t)
+    if rules["hosts_ctx"] is not None:
+        t = rules["hosts_ctx"].sub(lambda m: _named(s, m, w, "hostname"), t)
+    if rules["users"] is not None:
+        t = rules["users"].sub(lambda m: s.kept(w, "user", m.group(0), m.group(0).lower()), t)
+    if rules["users_ctx"] is not None:
+        t = rules["users_ctx"].sub(lambda m: _named(s, m, w, "user"), t)
+    if rules["jobs"] is not None:
+        t = rules["jobs"].sub(lambda m: s.kept(w, "job", m.group(0)), t)
+    if rules["jobs_ctx"] is not None:
+        t = rules["jobs_ctx"].sub(lambda m: _named(s, m, w, "job"), t)
     for cls in ("job_name", "account", "partition", "serial", "project"):
         if rules[cls] is not None:
-            t = rules[cls].sub(lambda m, c=cls: s.kept(w, c, m.group(0)), t)
+            t = rules[cls].sub(lambda m, c=cls: s.kept(w, c, m.group(0), m.group(0).lower()), t)
+    if rules["secret"] is not None:
+        t = rules["secret"].sub(lambda m: s.kept(w, "secret", m.group(0)), t)
     return _TOKEN.sub(lambda m: s.kept(w, "secret", m.group(0)), t)
 
 
+def _named(s: Sanitizer, m: re.Match, w: Work, cls: str) -> str:
+    """A seeded name that is also a word (or a short number), in the context that names it:
+    the group `n` is the name."""
+    value = m.group("n")
+    a, b = m.start("n") - m.start(0), m.end("n") - m.start(0)
+    canon = value.lower() if cls in ("user", "hostname") else value
+    return m.group(0)[:a] + s.kept(w, cls, value, canon) + m.group(0)[b:]
+
+
 # -- handlers -----------------------------------------------------------------------------------
-
-
-def host(s: Sanitizer, name: str, w: Work) -> str:
-    """A host name or FQDN: `host-x` or `host-x.domain-y` (the short name keeps its pseudonym
-    inside the FQDN); public documentation hosts and localhost are kept."""
-    low = name.lower().rstrip(".")
-    if low in R.ALLOWED_WORDS or _public(low):
-        return w.keep(name)
-    if "." in low:
-        first, domain = low.split(".", 1)
-        s.seed_hostname(first)
-        shown = f"{s.pseudonym('hostname', name, first)}.{s.pseudonym('domain', domain)}"
-        return w.keep(shown, name)
-    s.seed_hostname(name)
-    return s.kept(w, "hostname", name, low)
 
 
 def _fqdn(s: Sanitizer, m: re.Match, w: Work) -> str:
     full = m.group(0)
     low = full.lower()
     if low.rsplit(".", 1)[-1] not in R.TLDS and low not in s.hosts:
+        if _unknown_tld_host(s, low):
+            return host(s, full, w)
         return full
     if _public(low):
         return w.keep(full)
     if low.count(".") == 1 and low.split(".")[0] not in s.hosts:
         return s.kept(w, "domain", full, low)  # a bare domain: the site's name
     return host(s, full, w)
+
+
+def _unknown_tld_host(s: Sanitizer, low: str) -> bool:
+    """A dotted name under a top-level domain we do not list (`node17.acme.zone`): a host when
+    its first label reads as a host's (digits or a hyphen in it) or its domain is one this
+    machine's names are under, and its last part is no file extension (`shard-01.json`)."""
+    first, _, domain = low.partition(".")
+    if s.known_domain(domain):
+        return True
+    tld = low.rsplit(".", 1)[-1]
+    if not tld.isalpha() or len(tld) > 12 or tld in FILE_EXTENSIONS or first in PUBLIC_PACKAGES:
+        return False
+    # `gpu17.zone`, `node-a.acme.zone`; not `gputop-diag.diagnosis` nor `flash-attn.readthedocs`
+    return F.host_like(first) and (any(c.isdigit() for c in first) or low.count(".") >= 2)
 
 
 def _url(s: Sanitizer, m: re.Match, w: Work) -> str:
@@ -171,13 +146,13 @@ def _user_at_host(s: Sanitizer, m: re.Match, w: Work) -> str:
         shown = w.keep(user)
     else:
         s.seed_user(user)
-        shown = s.kept(w, "user", user)
+        shown = s.kept(w, "user", user, user.lower())
     return f"{shown}@{host(s, at_host, w)}"
 
 
 def _secret_value(s: Sanitizer, m: re.Match, w: Work) -> str:
-    if only_placeholders(m.group(2)):
-        return m.group(0)
+    if only_placeholders(m.group(2)) or R.SAFE_VALUE.match(m.group(2)):
+        return m.group(0)  # `max_tokens=4096` names no one
     return m.group(1) + s.kept(w, "secret", w.restore(m.group(2), original=True))
 
 
@@ -199,14 +174,6 @@ def _mac(s: Sanitizer, m: re.Match, w: Work) -> str:
     return s.kept(w, "mac", raw, canon)
 
 
-# A four-part number right after a library's name or "version" is a version (cuDNN 8.9.7.29,
-# TensorRT 10.0.1.6), not an address.
-_VERSION_BEFORE = re.compile(
-    r"(?i)(?:\bv|version|release|cudnn|tensorrt|trt|nccl|cuda|driver|torch|jax|tensorflow|"
-    r"==|>=|<=|~=)[\s:=_-]*\Z"
-)
-
-
 def _ip(s: Sanitizer, m: re.Match, w: Work) -> str:
     addr = m.group("addr")
     suffix = m.group(0)[len(addr) :]
@@ -214,10 +181,12 @@ def _ip(s: Sanitizer, m: re.Match, w: Work) -> str:
         if not R.valid_ipv6(addr):
             return m.group(0)
         p = s.pseudonym("ipv6", addr, addr.split("%", 1)[0].lower())
-    elif not R.valid_ipv4(addr) or _VERSION_BEFORE.search(m.string, 0, m.start()):
+    elif not R.valid_ipv4(addr) or R.VERSION_BEFORE.search(
+        m.string, max(0, m.start() - 40), m.start()
+    ):
         return m.group(0)
-    else:
-        p = s.pseudonym("ipv4", addr)
+    else:  # leading zeros (`010.020.030.041`) are the same address
+        p = s.pseudonym("ipv4", addr, ".".join(str(int(x)) for x in addr.split(".")))
     return w.keep(p + suffix, m.group(0))  # the prefix length stays: it names no one
 
 
@@ -226,8 +195,11 @@ def _pci(s: Sanitizer, m: re.Match, w: Work) -> str:
 
 
 def _serial(s: Sanitizer, m: re.Match, w: Work) -> str:
-    s.seed_word("serial", m.group(2))
-    return m.group(1) + s.kept(w, "serial", m.group(2))
+    value = m.group(2)
+    if has_placeholder(value) or not re.search(r"\d", value):
+        return m.group(0)
+    s.seed_word("serial", value)
+    return m.group(1) + s.kept(w, "serial", value, value.lower())
 
 
 def _nodelist(s: Sanitizer, m: re.Match, w: Work) -> str:
@@ -250,10 +222,11 @@ def _job(s: Sanitizer, m: re.Match, w: Work) -> str:
 
 def _user_ctx(s: Sanitizer, m: re.Match, w: Work) -> str:
     name = m.group("name")
-    if name in R.SYSTEM_USERS:
+    if name in R.SYSTEM_USERS or has_placeholder(name):
         return m.group(0)
     s.seed_user(name)
-    return _replace_group(s, m, w, "name", "user")
+    a, b = m.start("name") - m.start(0), m.end("name") - m.start(0)
+    return m.group(0)[:a] + s.kept(w, "user", name, name.lower()) + m.group(0)[b:]
 
 
 def _host_ctx(s: Sanitizer, m: re.Match, w: Work) -> str:
@@ -275,7 +248,7 @@ def _env(s: Sanitizer, m: re.Match, w: Work) -> str:
     inner = value[1:-1] if quote else value
     if name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         parts = [
-            p if _OPEN in p else w.keep(s.cuda_visible_devices(p) or "", p)
+            p if has_placeholder(p) else w.keep(s.cuda_visible_devices(p) or "", p)
             for p in inner.split(",")
         ]
         return f"{name}={quote}{','.join(parts)}{quote}"
@@ -334,20 +307,15 @@ def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
 
 SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (_rx(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]{}]+"), _url),
+    *F.SECRET_RULES,
     (_rx(r"\b([\w.+-]+)@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,63}\b"), _email),
     (
         _rx(
-            r"(?i)(\b\w*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key)\w*"
-            r"\s*[=:]\s*)([^\s'\",;]+)"
+            r"(?i)(\b\w*(?:token|passw(?:or)?d|passphrase|secret|api[_-]?key|apikey|"
+            r"access[_-]?key|auth[_-]?key|credentials?|private[_-]?key)\w*[\"']?"
+            r"\s*[=:]\s*[\"']?)([^\s'\",;]+)"
         ),
         _secret_value,
-    ),
-    (
-        _rx(
-            r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|"
-            r"sk-[A-Za-z0-9_-]{20,}|xox[abpr]-[\w-]{10,}|AKIA[0-9A-Z]{16}|glpat-[\w-]{20,})"
-        ),
-        lambda s, m, w: s.kept(w, "secret", m.group(0)),
     ),
     (_rx(r"(?<![0-9a-fA-F])(?P<cid>[0-9a-f]{64})(?![0-9a-fA-F])"), _container),
     (
@@ -357,8 +325,8 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
         ),
         _container,
     ),
-    (_rx(rf"MIG-GPU-{UUID}/\d+/\d+|MIG-{UUID}|GPU-{UUID}"), _uuid),
-    (_rx(rf"\b(?:GPU|MIG)-{H}{{4,}}(?:-{H}+)*(?![\w-])"), _uuid),  # prefixes CUDA accepts
+    (_rx(rf"(?i)MIG-GPU-{UUID}/\d+/\d+|MIG-{UUID}|GPU-{UUID}"), _uuid),
+    (_rx(rf"(?i)\b(?:GPU|MIG)-{H}{{4,}}(?:-{H}+)*(?![\w-])"), _uuid),  # prefixes CUDA accepts
     (_rx(rf"(?<![0-9a-fA-F-]){UUID}(?![0-9a-fA-F-])"), _uuid),
     (
         _rx(
@@ -376,7 +344,12 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
         _ip,
     ),
     (_rx(rf"(?<![\w:]){H}{{4}}(?::{H}{{4}}){{3}}(?![\w:])|\b0x{H}{{16}}\b"), _mac),
-    (_rx(r"(?<![\w.])(?P<addr>(?:\d{1,3}\.){3}\d{1,3})(?:/\d{1,2})?(?![\w.]|\.\d)"), _ip),
+    *F.ADDRESS_RULES,
+    # IPv4, also glued to `_` (`ip_10.1.2.3`) and at the end of a sentence
+    (
+        _rx(r"(?<![A-Za-z0-9.])(?P<addr>(?:\d{1,3}\.){3}\d{1,3})(?:/\d{1,2})?(?![A-Za-z0-9]|\.\d)"),
+        _ip,
+    ),
     (
         _rx(
             rf"(?<!\w)(?<!{H}:)(?P<bus>(?:{H}{{8}}|{H}{{4}}):{H}{{2}}:{H}{{2}}(?:\.[0-7])?)"
@@ -385,18 +358,28 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
         _pci,
     ),
     (_rx(rf"(?<![\w:.])(?P<bus>{H}{{2}}:{H}{{2}}\.[0-7])(?![\w.]|:\d)"), _pci),  # lspci's
+    *F.PCI_RULES,
+    F.BARE_BUS_RULE,
+    *F.CLOUD_RULES,
     (
         _rx(
-            r"(?i)(\b(?:gpu_)?serial(?:[ _-]?(?:number|no))?\s*[:=]\s*|\bboard\s*id\s*[:=]\s*)"
-            r"([A-Za-z0-9-]{4,})"
+            r"(?i)(\b(?:gpu_)?serial(?:[ _-]?(?:number|no|num))?\s*[:=#]?\s*|\bboard\s*id\s*[:=]\s*"
+            r"|\bS/?N\s*[:=#]\s*)([A-Za-z0-9-]{4,})"
         ),
         _serial,
     ),
     (_rx(r"(?<![\w.-])[A-Za-z][\w.-]*\[[\d,\-]+\][\w.-]*"), _nodelist),
     (
         _rx(
-            r"(?i)\b(?:job_?id|SLURM_(?:ARRAY_)?JOB_?ID|job)(?:\s*[=:]\s*|[_ ]|\s+)"
-            r"(?P<job>\d{3,})(?!\d)|\b(?P<job2>\d{4,})(?=_\d+\b|\.(?:batch|extern|interactive)\b)"
+            r"(?i)\b(?:job_?id|slurm_(?:array_)?job_?id)[\"']?(?:\s*[=:#]\s*[\"']?|\s+)"
+            r"(?P<job>\d+)(?!\d|\.\d)|\bjob_(?P<job2>\d+)\b"
+        ),
+        _job,
+    ),
+    (
+        _rx(
+            r"(?i)\bjob\s*#?\s*(?P<job>\d{3,})(?!\d|\.\d)"
+            r"|\b(?P<job2>\d{4,})(?=_\d+\b|\.(?:batch|extern|interactive)\b)"
         ),
         _job,
     ),
@@ -405,6 +388,7 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (
         _rx(
             r"(?:\b(?:UserId|GroupId|User|Owner|USER|LOGNAME|SUDO_USER|SLURM_JOB_USER)=|"
+            r"(?i:\b(?:user(?:_?name)?|owner|login)=)|"
             r"\b[ug]id=\d+\(|\bgroups=(?:\d+\([^)]*\),)*\d+\()(?P<name>[A-Za-z_][\w.-]*)"
         ),
         _user_ctx,
@@ -418,6 +402,7 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
         ),
         _host_ctx,
     ),
+    *F.PEER_RULES,
     (
         _rx(
             r"(\b(?:Account|account|SLURM_JOB_ACCOUNT|SBATCH_ACCOUNT|SLURM_ACCOUNT|Partition|"
@@ -429,7 +414,8 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (_rx(r"(--account|--partition|--job-name)(=|\s+)([A-Za-z0-9_][\w.-]*)"), _slurm_word),
     (
         _rx(
-            r"\b([a-z_][a-z0-9_.-]{0,31})@(?=[\w.-]*[A-Za-z])([A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])"
+            r"\b([a-z_][a-z0-9_.-]{0,31})@(?=[\w.-]*[A-Za-z])"
+            r"([A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])"
         ),
         _user_at_host,
     ),

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import pynvml as _pynvml
 
 from ..sources import Sources
+from . import plant
 from .clock import EPOCH0, SimClock
 from .drivers import DRIVERS, DriverProfile, driver_profile
 from .fake_commands import FakeCommands
@@ -98,12 +99,13 @@ def build(
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "XDG_RUNTIME_DIR": machine.runtime_dir,  # where the simulated jobs' probe files are
     }
     real = host_env or {}
     environ.update(
         {k: v for k, v in real.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIX)}
     )
-    return Sources(
+    sources = Sources(
         nvml=FakeNvml(machine),
         psutil=FakePsutil(machine),
         procfs=FakeProcFS(machine),
@@ -114,6 +116,9 @@ def build(
         scenario=name,
         sim=machine,
     )
+    if os.environ.get(plant.PLANT_ENV):  # identifiers planted by a test (sim/plant.py)
+        sources = plant.apply(sources, plant.load(os.environ[plant.PLANT_ENV]))
+    return sources
 
 
 def _error_code(text: str) -> int:

@@ -4,6 +4,11 @@
 PermissionError for another user's private files, IsADirectoryError for directories. It also
 serves the `torch/version.py` of the processes' Python environment, which says which CUDA the
 framework was built for.
+
+Each process has its threads under /proc/<pid>/task/<tid>/ (`stat`, `comm`, and `children`: the
+children that thread started, as a kernel with CONFIG_PROC_CHILDREN lists them). A child is
+listed under its parent's main thread unless `forked_by` names another thread; with
+`children_files` False the `children` files are missing, as on a kernel built without them.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 import errno
 import os
 
+from ..sources import CLOCK_TICKS
 from .machine import HOST_CPUS, SimMachine
-from .population import SITE, SimProc
+from .population import SITE, SimProc, SimThread
 
 # Where a distribution installs the driver's user-space libraries (collect/cuda_libs.py reads
 # the same list).
@@ -40,9 +46,15 @@ def _directory(path: str) -> IsADirectoryError:
     return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
 
 
+_USER_SHARE = 0.85  # of a process's CPU time spent in user mode (as `fake_psutil` says)
+
+
 class FakeProcFS:
-    def __init__(self, machine: SimMachine) -> None:
+    def __init__(self, machine: SimMachine, children_files: bool = True) -> None:
         self._m = machine
+        self.children_files = children_files  # False: a kernel without CONFIG_PROC_CHILDREN
+        self.forked_by: dict[int, int] = {}  # child pid -> the parent's thread that started it
+        self._tids: dict[int, dict[str, SimThread]] = {}  # pid -> its threads by tid
 
     def exists(self, path: str) -> bool:
         try:
@@ -59,6 +71,13 @@ class FakeProcFS:
             return [*live, "pressure", "driver", "loadavg"]
         if parts == ["proc", "driver", "nvidia", "gpus"] and m.module_version is not None:
             return [g.proc_bus_id for g in m.gpus]
+        if len(parts) == 3 and parts[0] == "proc" and parts[1].isdigit() and parts[2] == "task":
+            p = m.alive(int(parts[1]))
+            if p is None:
+                raise _missing(path)
+            if p.denied:  # a hardened /proc: another user's threads are not listed
+                raise _denied(path)
+            return [str(th.tid) for th in p.threads]
         if "/" + "/".join(parts) in LIB_DIRS:
             return self._libs("/" + "/".join(parts))
         if "/" + "/".join(parts) == SITE:
@@ -71,7 +90,19 @@ class FakeProcFS:
 
     def read_text(self, path: str) -> str:
         m = self._m
-        parts = [p for p in path.split("/") if p]
+        if path.startswith("/proc/") and "//" not in path:  # the most read: one process's
+            parts = path[1:].split("/")
+        else:
+            parts = [p for p in path.split("/") if p]
+        if len(parts) >= 2 and parts[0] == "proc" and parts[1].isdigit():
+            p = m.alive(int(parts[1]))
+            if p is None:
+                raise _missing(path)
+            if len(parts) == 2:
+                raise _directory(path)
+            if parts[2] == "task" and len(parts) == 5:
+                return self._task_file(p, parts[3], parts[4], path)
+            return self._pid_file(p, parts[2:], path)
         if parts in (["proc"], ["proc", "pressure"], ["proc", "driver"], ["sys"], ["dev"]):
             raise _directory(path)
         if parts[:2] == ["proc", "pressure"] and len(parts) == 3 and parts[2] in _PSI:
@@ -86,13 +117,6 @@ class FakeProcFS:
             st = m.state()
             la = (st["host_cpu"] + st["iowait"]) / 100 * HOST_CPUS
             return f"{la:.2f} {la * 0.96:.2f} {la * 0.9:.2f} 3/2101 {max(m.procs, default=1)}\n"
-        if len(parts) >= 2 and parts[0] == "proc" and parts[1].isdigit():
-            p = m.alive(int(parts[1]))
-            if p is None:
-                raise _missing(path)
-            if len(parts) == 2:
-                raise _directory(path)
-            return self._pid_file(p, parts[2:], path)
         if path.startswith(SITE + "/torch/version.py"):
             return self._torch_version()
         raise _missing(path)
@@ -123,15 +147,8 @@ class FakeProcFS:
         if rest == ["stat"]:
             return self._stat(p)
         if rest[0] == "task":
-            if len(rest) == 1:
+            if len(rest) <= 2 and (len(rest) == 1 or self._thread(p, rest[1]) is not None):
                 raise _directory(path)
-            th = next((th for th in p.threads if str(th.tid) == rest[1]), None)
-            if th is None:
-                raise _missing(path)
-            if len(rest) == 2:
-                raise _directory(path)
-            if rest[2:] == ["comm"]:
-                return th.name[:15] + "\n"
             raise _missing(path)
         if rest == ["environ"]:
             if p.denied:
@@ -143,6 +160,21 @@ class FakeProcFS:
             return self._maps(p)
         raise _missing(path)
 
+    def _task_file(self, p: SimProc, tid: str, name: str, path: str) -> str:
+        """/proc/<pid>/task/<tid>/<name>: a thread's comm, stat and children."""
+        th = self._thread(p, tid)
+        if th is None:
+            raise _missing(path)
+        if name == "comm":
+            return th.name[:15] + "\n"
+        if p.denied and name in ("stat", "children"):
+            raise _denied(path)
+        if name == "stat":
+            return self._stat(p, th)
+        if name == "children" and self.children_files:
+            return self._children(p, th)
+        raise _missing(path)
+
     def _status(self, p: SimProc) -> str:
         uid = 1001 if p.user == "alice" else 1002
         return (
@@ -152,13 +184,38 @@ class FakeProcFS:
             f"Threads:\t{len(p.threads)}\n"
         )
 
-    def _stat(self, p: SimProc) -> str:
-        """/proc/<pid>/stat (proc(5)): comm in parentheses (it may hold spaces and ')'), then
-        state, ppid, pgrp, session, ..., num_threads (field 20), starttime (22, clock ticks)."""
-        ticks = int((p.create_time - self._m.boot_time) * 100)
-        fields = ["S", p.ppid, p.pid, p.pid, 0, -1, 4194560, 0, 0, 0, 0]
-        fields += [0, 0, 0, 0, 20, 0, len(p.threads), 0, ticks]
-        return f"{p.pid} ({p.name[:15]}) " + " ".join(str(f) for f in fields) + " 0 0\n"
+    def _stat(self, p: SimProc, th: SimThread | None = None) -> str:
+        """/proc/<pid>/stat (proc(5)), or a thread's task/<tid>/stat: comm in parentheses (it may
+        hold spaces and ')'), then state, ppid, pgrp, session, ..., utime and stime (fields 14
+        and 15, clock ticks), ..., num_threads (20), starttime (22, clock ticks)."""
+        m = self._m
+        with m.lock:
+            m.state()  # CPU time integrated up to now
+            cpu_s = p.cpu_s if th is None else th.cum_s
+        user = int(cpu_s * _USER_SHARE * CLOCK_TICKS)
+        system = int(cpu_s * CLOCK_TICKS) - user
+        start = int((p.create_time - m.boot_time) * CLOCK_TICKS)
+        tid, name = (p.pid, p.name) if th is None else (th.tid, th.name)
+        return (
+            f"{tid} ({name[:15]}) S {p.ppid} {p.pid} {p.pid} 0 -1 4194560 0 0 0 0 {user} {system} "
+            f"0 0 20 0 {len(p.threads)} 0 {start} 0 0\n"
+        )
+
+    def _thread(self, p: SimProc, tid: str) -> SimThread | None:
+        by_tid = self._tids.get(p.pid)
+        if by_tid is None or len(by_tid) != len(p.threads):
+            by_tid = self._tids[p.pid] = {str(th.tid): th for th in p.threads}
+        return by_tid.get(tid)
+
+    def _children(self, p: SimProc, th: SimThread) -> str:
+        """task/<tid>/children: the live children this thread started, each followed by a
+        space, as the kernel writes them."""
+        if not p.children:
+            return ""
+        main = p.threads[0].tid if p.threads else p.pid
+        by = self.forked_by
+        mine = [c for c in p.children if by.get(c, main) == th.tid]
+        return "".join(f"{c} " for c in mine if self._m.alive(c) is not None)
 
     def _maps(self, p: SimProc) -> str:
         rt = p.cuda_runtime or "12"

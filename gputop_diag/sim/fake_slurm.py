@@ -110,8 +110,8 @@ class FakeSlurm:
             b=j["gres"],
             N=nodelist,
             R=f"({j['reason']})" if pending else nodelist,
-            P="gpu",
-            a="research",
+            P=j.get("partition", "gpu"),
+            a=j.get("account", "research"),
             q="normal",
             C=str(64 * j["nodes"]),
             Q="4294901758",
@@ -213,11 +213,11 @@ class FakeSlurm:
         gpus = n * int(j["gres"].rsplit(":", 1)[-1])
         start = "Unknown" if pending else f["S"]
         end = "Unknown" if pending else f["e"]
-        home = f"/home/{j['user']}/llm"
+        home = j.get("workdir", f"/home/{j['user']}/llm")
         return [
             f"JobId={j['id']} JobName={j['name']}",
             f"UserId={j['user']}(1001) GroupId={j['user']}(1001) MCS_label=N/A",
-            "Priority=4294901758 Nice=0 Account=research QOS=normal",
+            f"Priority=4294901758 Nice=0 Account={f['a']} QOS=normal",
             f"JobState={j['state']} Reason={f['r']} Dependency=(null)",
             "Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0",
             f"RunTime={f['run_fixed']} TimeLimit={j['limit']} TimeMin=N/A",
@@ -226,7 +226,7 @@ class FakeSlurm:
             f"StartTime={start} EndTime={end} Deadline=N/A",
             f"SuspendTime=None SecsPreSuspend=0 LastSchedEval={_clock(self._m.clock.now())} "
             f"Scheduler=Main",
-            "Partition=gpu AllocNode:Sid=login01:4242",
+            f"Partition={f['P']} AllocNode:Sid={j.get('alloc_node', 'login01')}:4242",
             "ReqNodeList=(null) ExcNodeList=(null)",
             f"NodeList={f['N'] or '(null)'}",
             f"NumNodes={n}-{n} NumCPUs={64 * n} NumTasks={8 * n} CPUs/Task=8 ReqB:S:C:T=0:0:*:*",
@@ -300,8 +300,8 @@ class FakeSlurm:
             jobid=j["id"],
             jobname=j["name"],
             user=j["user"],
-            partition="gpu",
-            account="research",
+            partition=f["P"],
+            account=f["a"],
             alloccpus="0" if pending else str(64 * n),
             state=j["state"],
             exitcode="0:0",

@@ -15,9 +15,14 @@ busy time over its sample period (1 s on these products).
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
+import shutil
+import tempfile
 import threading
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 
@@ -32,7 +37,7 @@ from .population import (
     build_procs,
     build_xids,
 )
-from .profiles import GPU_KEYS, GPU_MODELS, NOISE_SD, busy_share, profiles_of
+from .profiles import GPU_KEYS, GPU_MODELS, NOISE_SD, busy_share, probe_step, profiles_of
 
 HOST_CPUS = 32
 CONTEXT_MIB = 510  # CUDA context per process
@@ -44,6 +49,14 @@ _NOISE_N = 4099
 _PSI_TAU = (10.0, 60.0, 300.0)
 SAMPLES_PER_S = 6  # the driver samples busy time every ~1/6 s (NVML API reference)
 HANG_CAP_S = 120.0  # the longest a `hang()` blocks a call when nobody releases it
+# The probe's file format (gputop_diag/probe/schema.py: the simulator may not import the probe,
+# tests/test_probe_reader.py checks that the two agree).
+PROBE_SCHEMA = "gputop-diag.probe/1"
+PROBE_MAX_BYTES = 4 * 1024 * 1024
+PROBE_BACKFILL = 60  # steps written for a job that ran before the view opened
+PROBE_SITES_EVERY_S = 5.0
+PROBE_FIRST_STEP_S = 20.0  # a rank's first step ends this long after it started (loading)
+SIM_NOTE = "simulated: written by the gputop-diag --demo simulator, no probe ran"
 
 
 def sample_time_us(k: int) -> int:
@@ -138,6 +151,11 @@ class SimMachine:
         self.host_busy_pct_s = self.host_iowait_pct_s = 0.0
         self.nvlink = [[0.0, 0.0] for _ in self.gpus]  # cumulative KiB tx, rx
         self.psi: dict[str, dict] = {}
+        # $XDG_RUNTIME_DIR of the simulated shell: a directory of our own (the probe files of a
+        # scenario with `probe` go there), removed with the machine.
+        self.runtime_dir = tempfile.mkdtemp(prefix="gputop-diag-sim-")
+        weakref.finalize(self, shutil.rmtree, self.runtime_dir, True)
+        self._probed: dict[int, dict] = {}  # pid -> where its probe file stands
 
     def _kernel_lines(self) -> list[tuple[float, str]]:
         lines = build_kernel_lines(
@@ -247,6 +265,8 @@ class SimMachine:
             if self._t is None or t > self._t:
                 self._integrate(st, 0.0 if self._t is None else t - self._t)
                 self._t, self._state = t, st
+                if self.spec.get("probe") and st["job_on"]:
+                    self._write_probes(st)
             return st
 
     def _evaluate(self, t: float) -> dict:
@@ -388,6 +408,120 @@ class SimMachine:
             self._avg_cache.clear()
         self._avg_cache[key] = out
         return out
+
+    # -- the probe inside the job's ranks ----------------------------------------------------
+    def _write_probes(self, st: dict) -> None:
+        """Append each rank's steps up to the state's time to its probe file, as the probe
+        inside it would (probe/schema.py), the first time after its hello, model and note."""
+        spec, t = self.spec["probe"], st["t"]
+        ranks = [p for p in self.procs.values() if p.role == "rank" and self.alive(p.pid, t)]
+        folder = os.path.join(self.runtime_dir, "gputop-diag")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        for p in ranks:
+            step_s = self.profile_at(t).get("period", spec.get("step_s", 1.0))
+            origin = p.create_time + PROBE_FIRST_STEP_S
+            last = math.floor((t - origin) / step_s)
+            w = self._probed.get(p.pid)
+            if w is None:
+                ticks = int((p.create_time - self.boot_time) * 100)  # as /proc/<pid>/stat says
+                name = f"probe-{p.pid}-{ticks}.jsonl"
+                w = dict(path=os.path.join(folder, name), ticks=ticks, k=max(0, last - 60))
+                w.update(syncs=0, sync_s=0.0, sites_at=None)
+                self._probed[p.pid] = w
+                self._probe_append(w, self._probe_head(p, w, len(ranks)))
+            records = []
+            while w["k"] <= last:
+                end = origin + w["k"] * step_s
+                rec = probe_step(self.profile_at(end), step_s, w["k"], len(ranks))
+                w["syncs"] += rec["sync_count"]
+                w["sync_s"] += rec["t_sync_s"]
+                measured = ["t_input", "t_sync"]  # as the real probe: never t_gpu
+                measured += ["t_comm"] if rec.get("t_comm_s") is not None else []
+                mem = self._probe_memory(p, st, end - origin)
+                records.append(
+                    dict(kind="step", t=end, step=w["k"], **rec, measured=measured, mem=mem)
+                )
+                w["k"] += 1
+            if w["sites_at"] is None or t - w["sites_at"] >= PROBE_SITES_EVERY_S:
+                w["sites_at"] = t
+                records.append(dict(kind="sync_sites", t=t, sites=self._probe_sites(p, w)))
+            self._probe_append(w, records[-PROBE_BACKFILL:], p, len(ranks))
+
+    def _probe_head(self, p: SimProc, w: dict, world: int) -> list[dict]:
+        t = p.create_time + 5.0
+        params = int(self.spec["probe"].get("params", 1e9))
+        return [
+            dict(
+                kind="hello",
+                t=t,
+                schema=PROBE_SCHEMA,
+                pid=p.pid,
+                start_ticks=w["ticks"],
+                argv=list(p.cmdline),
+                python="3.11.9",
+                torch="2.7.1+cu128",
+                cuda=True,
+                rank=int(p.environ.get("RANK", 0)),
+                world=world,
+                measures=dict(
+                    t_input=True, t_sync=True, t_comm=world > 1, t_gpu=False, memory=True
+                ),
+            ),
+            dict(kind="note", t=t, text=SIM_NOTE),
+            # bf16 weights and gradients, fp32 Adam state (master copy and two moments)
+            dict(
+                kind="model",
+                t=t + 10.0,
+                params_bytes=2 * params,
+                grads_bytes=2 * params,
+                optimizer_bytes=12 * params,
+                kv_cache_bytes=None,
+            ),
+        ]
+
+    def _probe_memory(self, p: SimProc, st: dict, ran_s: float) -> dict | None:
+        """The caching allocator's figures behind the rank's NVML figure: what it reserved is
+        the process's memory less its CUDA context."""
+        if p.gpu is None:
+            return None
+        used = next((b for q, b in self.gpu_procs(p.gpu, st) if q.pid == p.pid), None)
+        if used is None:
+            return None
+        spec = self.spec["probe"]
+        reserved = max(0, used - CONTEXT_MIB * MIB)
+        allocated = int(reserved * spec.get("allocated_share", 0.93))
+        return dict(
+            allocated=allocated,
+            reserved=reserved,
+            peak=min(reserved, int(allocated * 1.04)),
+            inactive_split=int((reserved - allocated) * spec.get("split_share", 0.2)),
+            retries=int(spec.get("retries_per_min", 0.0) * ran_s / 60.0),
+            ooms=0,
+        )
+
+    def _probe_sites(self, p: SimProc, w: dict) -> list[dict]:
+        script = next((a for a in p.cmdline[1:] if a.endswith(".py")), "train.py")
+        sites = self.spec["probe"].get("sites") or ((f"/home/{p.user}/{script}:57", ".item", 1),)
+        return [
+            dict(site=s, call=c, count=round(w["syncs"] * share), seconds=w["sync_s"] * share)
+            for s, c, share in sites
+        ]
+
+    def _probe_append(
+        self, w: dict, records: list[dict], p: SimProc | None = None, world: int = 1
+    ) -> None:
+        """Append records; past PROBE_MAX_BYTES the file becomes `<name>.1` and a new one
+        starts with its hello, as the probe rotates."""
+        path = w["path"]
+        if p is not None and os.path.exists(path) and os.path.getsize(path) > PROBE_MAX_BYTES:
+            os.replace(path, path + ".1")
+            records = self._probe_head(p, w, world) + records
+        data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, data.encode())
+        finally:
+            os.close(fd)
 
     # -- views the fakes share ---------------------------------------------------------------
     def gpu_procs(self, gi: int, st: dict) -> list[tuple[SimProc, int]]:

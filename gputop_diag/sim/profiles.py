@@ -15,6 +15,10 @@ smooth.
 GPU figures: util (busy time %), memctl (memory-controller busy %), GPM sm / occ / tensor /
 dram / fp16 / fp32 (%), power (fraction of the power limit), clock (fraction of max SM clock),
 temp (°C). `None` means the device does not report the figure (MIG mode).
+
+`wait` names the part of the step the GPU's idle time is spent in, as a probe inside the job
+measures it (`probe_step`): a step is one period of the wave; a steady profile's step is the
+scenario's `probe["step_s"]`, the GPU busy through it.
 """
 
 from __future__ import annotations
@@ -134,6 +138,7 @@ PROFILES: dict[str, dict] = {
         shape="sawtooth",
         period=8.0,
         busy_s=2.5,
+        wait="t_input",
         busy=COMPUTE_GPU,
         idle=IDLE_GPU,
         mem_frac=0.55,
@@ -150,10 +155,32 @@ PROFILES: dict[str, dict] = {
             disk_read=1.4e9,
         ),
     ),
+    "input_step": dict(  # the loaders fall behind every step: idle 0.75 s of each 1.2 s step
+        shape="sawtooth",
+        period=1.2,
+        busy_s=0.45,
+        wait="t_input",
+        busy=COMPUTE_GPU,
+        idle=IDLE_GPU,
+        mem_frac=0.55,
+        nvlink_busy=6.0e6,
+        nvlink_idle=2.0e5,
+        pcie_kbps=900_000,
+        host=dict(
+            workers=8,
+            worker_cpu=97,
+            main_cpu=30,
+            pin_cpu=12,
+            iowait=15.0,
+            io_psi=18.0,
+            disk_read=9.0e8,
+        ),
+    ),
     "sync": dict(
         shape="gaps",
         period=3.0,
         busy_s=1.5,
+        wait="t_sync",
         busy=COMPUTE_GPU,
         idle=IDLE_GPU,
         mem_frac=0.58,
@@ -166,6 +193,7 @@ PROFILES: dict[str, dict] = {
         shape="gaps",
         period=0.8,
         busy_s=0.5,
+        wait="t_sync",
         busy=COMPUTE_GPU,
         idle=IDLE_GPU,
         mem_frac=0.58,
@@ -178,6 +206,7 @@ PROFILES: dict[str, dict] = {
         shape="dips",
         period=6.0,
         busy_s=3.5,
+        wait="t_comm_exposed",
         busy=COMPUTE_GPU,
         idle=dict(  # NCCL kernels keep the GPU "busy" while the SMs wait on NVLink
             util=62,
@@ -318,3 +347,31 @@ def busy_share(prof: dict, t0: float, t1: float, gpu: int) -> float:
 def profiles_of(spec: dict) -> dict[str, dict]:
     """The profiles a scenario can name: these, and any it defines itself (`profiles`)."""
     return {**PROFILES, **spec.get("profiles", {})}
+
+
+def probe_step(prof: dict, step_s: float, k: int, world: int) -> dict:
+    """Step k of a rank as the probe inside it measures it (the `step` record's parts, seconds):
+    the GPU's busy time, the wait in the profile's `wait` part, the small waits every step has
+    (one `loss.item()`, the next batch ready at once), and the host's own time as the rest."""
+    period = prof.get("period", step_s)
+    busy = prof.get("busy_s", 0.97 * period)
+    wait = (period - busy) * (1.0 + 0.04 * math.sin(1.7 * k))  # steps differ a little
+    part = prof.get("wait")
+    multi = world > 1
+    parts = dict(
+        t_input_s=wait if part == "t_input" else 0.004 * period,
+        t_sync_s=wait if part == "t_sync" else 0.002 * period,
+        t_comm_exposed_s=wait if part == "t_comm_exposed" else (0.01 * period if multi else None),
+    )
+    if parts["t_comm_exposed_s"] is not None:
+        parts["t_comm_s"] = parts["t_comm_exposed_s"] + 0.3 * busy
+    wall = busy + wait if part else period
+    waits = sum(v for k_, v in parts.items() if v is not None and k_ != "t_comm_s")
+    return dict(
+        wall_s=wall,
+        **parts,
+        sync_count=3 if part == "t_sync" else 1,
+        t_gpu_s=None,  # as the real probe: busy time is not measured in the job
+        gpu_span_s=wall,  # the stream's span between step boundaries, gaps included
+        t_host_s=max(0.0, wall - waits),
+    )

@@ -8,7 +8,13 @@ Each scenario names the bottleneck class the tool should find in it (`expected`)
 - `xids` [(t, gpu, xid, who, comm, text)]; `lost` [(gpu, t)]; `oom_kill`: t at which the
   kernel's OOM killer ends a dataloader worker;
 - `slurm`: the jobs `squeue`, `scontrol` and `sacct` know; `driver`: (version, max CUDA);
-  `mig` [(profile, MiB)]; `no_driver`.
+  `mig` [(profile, MiB)]; `no_driver`;
+- `probe`: the job's ranks run with the probe (`gputop-diag watch --probe`): the simulator
+  writes their probe files, marked as simulated, with the step split of each profile
+  (`profiles.probe_step`; `step_s` for steady profiles), the model's `params` (parameters,
+  bf16 weights and gradients, fp32 Adam state), the host-sync `sites` [(file:line, call, share
+  of the sync time)], the allocator's `allocated_share` of what it reserved, the share of the
+  cache that is split (`split_share`) and its `retries_per_min`.
 """
 
 from __future__ import annotations
@@ -282,6 +288,48 @@ SCENARIOS: dict[str, dict] = {
         xids=[
             (185.0, 2, 13, "rank2", "pt_main_thread", "Graphics Exception: ESR 0x50e648=0x102000e")
         ],
+    ),
+    "input-measured": dict(
+        description="the input-starved job run with the probe (watch --probe): the step split "
+        "measured inside each rank, t_input ~60 % of every 1.2 s step",
+        expected="input_pipeline",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "input_step")],
+        jobs=[_job(cmd=("python", "train_vit.py", "--data", "/data/imagenet", "--workers", "8"))],
+        probe=dict(params=300e6),
+    ),
+    "sync-measured": dict(
+        description="the sync-step job run with the probe: t_sync measured in every step, with "
+        "the lines of code that wait (.item(), .cpu(), synchronize)",
+        expected="synchronization",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "sync_step")],
+        jobs=[_job(cmd=("python", "train.py", "--log-every", "1", "--sync-metrics"))],
+        probe=dict(
+            params=1.3e9,
+            sites=(
+                ("/home/alice/llm/train.py:88", ".item", 0.62),
+                ("/home/alice/llm/metrics.py:41", ".cpu", 0.3),
+                ("/home/alice/llm/train.py:102", "torch.cuda.synchronize", 0.08),
+            ),
+        ),
+    ),
+    "capacity-fragmented": dict(
+        description="memory ~98 % used, but the probe shows the allocator's cache, not the "
+        "tensors: reserved 77 GiB, allocated 40 GiB, cudaMalloc retries",
+        expected="capacity",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "capacity")],
+        jobs=[_job(cmd=("python", "train.py", "--batch-size", "6"))],
+        probe=dict(
+            params=1.3e9, step_s=0.9, allocated_share=0.52, split_share=0.6, retries_per_min=4.0
+        ),
     ),
     "compute-then-input": dict(
         description="compute-bound for 60 s, then the input pipeline falls behind",

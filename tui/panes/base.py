@@ -31,6 +31,8 @@ class View:
     short: bool = False  # a short terminal (under 30 rows): legends give way to rows
     sweep: bool = True  # histories sweep (the newest sample overwrites the oldest) or scroll
     job: str | None = None  # the job watched (`gputop-diag watch`), before its first sample
+    # --sanitize: the session's sanitizer, for text a pane builds from the sampled snapshot
+    sanitizer: Any = None
 
 
 class Pane(VerticalScroll):

@@ -3,11 +3,16 @@ is set.
 
 From the top: what is watched and how it stands (Slurm's state, pending reason, queue time, time
 left); the headline — steps per second beside the peak GPU memory — with the step-time history,
-median and p95; the step-time split, labelled an estimate, with the profiler command that
-measures it; the GPUs the job can see against those it uses (and those Slurm gave it), and the
-GPU memory its processes hold on each GPU over time with the trend; the process tree (CPU %,
-RSS, threads, GPU memory) and the busiest threads by name; the last lines of its output, the
-failure lines (CUDA OOM, NCCL timeout, CUDA errors) marked `!` and in bold.
+median and p95; the step-time split: measured inside the job where it runs with the probe
+(`watch --probe`: a stacked bar of input, sync, exposed communication and the host's own time,
+the GPU's busy time beside it, each part labelled measured or not, and the lines of code that
+sync), else labelled an estimate from outside with the profiler command that measures it; each
+probed process's memory (the allocator's allocated and reserved beside NVML's figure,
+parameters, gradients, optimizer state and activations); the GPUs the job can see against those
+it uses (and those Slurm gave it), and the GPU memory its processes hold on each GPU over time
+with the trend; the process tree (CPU %, RSS, threads, GPU memory) and the busiest threads by
+name; the last lines of its output, the failure lines (CUDA OOM, NCCL timeout, CUDA errors)
+marked `!` and in bold.
 
 Its histories are the Monitor's (`Update.job_window`: every tick of the last ten minutes that
 carries the job), so they have no holes when the pane was not on screen.
@@ -18,19 +23,32 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from ...diagnose.step_split import PROFILER_COMMANDS, estimate
+from ...diagnose.measured import (
+    PART_WORDS,
+    MeasuredSplit,
+    ProcessMemory,
+    is_recent,
+    measured_split,
+    process_memory,
+)
+from ...diagnose.measured_rules import secs
+from ...diagnose.step_split import PROFILER_COMMANDS, StepSplit, estimate
 from ...job.figures import JobGpuMemory, gpu_memory, throughput, used_gpus
 from ...job.output import LABELS, classify_line
 from ...job.state import state_words
-from ...model import JobState, Snapshot, formats
+from ...model import JobState, ProbeState, Snapshot, formats
 from ...widgets import DiffText
-from ...widgets.glyphs import history
+from ...widgets.glyphs import history, stacked_bar
 from ..feed import Update
 from .base import Pane, View
 
 OUTPUT_LINES = 12  # of the job's output shown (fewer on a short terminal)
 SHORT_OUTPUT_LINES = 5
 MAX_TREE = 40  # processes listed
+MAX_PROBED = 8  # probed processes whose memory is listed
+BAR_PARTS = ("t_input", "t_sync", "t_comm", "t_host")  # the step's wall time, stacked
+BAR_GLYPHS = {"t_input": "█", "t_sync": "▓", "t_comm": "▒", "t_host": "░"}
+PLAIN_GLYPHS = {"t_input": "#", "t_sync": "=", "t_comm": "~", "t_host": "."}
 
 
 def _gib(b: int | None) -> str:
@@ -38,9 +56,7 @@ def _gib(b: int | None) -> str:
 
 
 def _secs(s: float | None) -> str:
-    if s is None:
-        return "—"
-    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
+    return "—" if s is None else secs(s)
 
 
 def state_line(job: JobState) -> str:
@@ -55,9 +71,11 @@ def render(
     view: View,
     width: int,
     label: str | None = None,
+    shown: Snapshot | None = None,
 ) -> Text:
     """The pane's text for the watched job and the recorded window (`label`: what is watched,
-    while no sample of it has arrived)."""
+    while no sample of it has arrived; `shown`: the tick as the screen shows it, sanitized
+    where the view is, whose probes give the measured figures; default the window's last)."""
     t = Text(no_wrap=False)
     if job is None:
         if label:
@@ -80,8 +98,15 @@ def render(
     # -- steps: the headline, the history, the split -------------------------------------------
     tp = throughput(window)
     steps = job.steps
+    shown = shown if shown is not None else (window[-1] if window else None)
+    probes = _job_probes(job, shown)
+    probed = [p.steps for p in probes if p.steps is not None]
     t.append("\nSteps ", style="bold")
-    if steps is None or tp.median_s is None:
+    if (steps is None or tp.median_s is None) and probed:
+        rate = sum(1.0 / s.wall_s for s in probed) / len(probed)
+        t.append(f"{rate:.3g} steps/s", style="bold")
+        t.append(f"  (measured in the job, step {max(s.last_step for s in probed)})\n")
+    elif steps is None or tp.median_s is None:
         t.append(
             "no step time in the output yet (tqdm, Lightning, HF Trainer, Megatron, "
             "`step N … loss`; or --step-regex)\n"
@@ -98,18 +123,10 @@ def render(
         t.append(f"  last {min(w, len(steps.step_times_s))} steps\n")
     gpus = used_gpus(window[-1]) if window else ()
     split = estimate(steps, window, gpus, primary)
-    if split is not None:
-        t.append("Step split ", style="bold")
-        t.append("(estimate, from outside)", style="italic")
-        parts = []
-        for name, secs in split.parts:
-            if secs is not None:
-                parts.append(f"{name} {_secs(secs)}")
-        if split.wait_part is None and split.wait_s > 0:
-            parts.append(f"waiting {_secs(split.wait_s)} (input/host/transfer/sync/comm)")
-        t.append(": " + " + ".join(parts) + f" ≈ {_secs(split.step_s)}\n")
-        t.append(f"  {split.basis}\n")
-        t.append(f"  measure it: {PROFILER_COMMANDS[0]}\n")
+    if probes:
+        _measured(t, probes, shown, split, view, width)
+    elif split is not None:
+        _estimated(t, split)
 
     # -- GPUs --------------------------------------------------------------------------------
     t.append("\nGPUs ", style="bold")
@@ -182,6 +199,171 @@ def render(
     return t
 
 
+def _pct(share: float) -> str:
+    return formats.pct(100 * share)
+
+
+def _estimated(t: Text, split: StepSplit) -> None:
+    t.append("Step split ", style="bold")
+    t.append("(estimate, from outside)", style="italic")
+    parts = []
+    for name, seconds in split.parts:
+        if seconds is not None:
+            parts.append(f"{name} {_secs(seconds)}")
+    if split.wait_part is None and split.wait_s > 0:
+        parts.append(f"waiting {_secs(split.wait_s)} (input/host/transfer/sync/comm)")
+    t.append(": " + " + ".join(parts) + f" ≈ {_secs(split.step_s)}\n")
+    t.append(f"  {split.basis}\n")
+    t.append(f"  measure it: {PROFILER_COMMANDS[0]}  (or: gputop-diag watch --probe -- CMD)\n")
+
+
+def _job_probes(job: JobState, snap: Snapshot | None) -> tuple[ProbeState, ...]:
+    """The probes of the job's processes in `snap`."""
+    if snap is None or not snap.probes:
+        return ()
+    pids = {p.pid for p in job.processes} | set(job.root_pids)
+    return tuple(p for p in snap.probes if p.pid in pids)
+
+
+def _measured(
+    t: Text,
+    probes: tuple[ProbeState, ...],
+    snap: Snapshot,
+    outside: StepSplit | None,
+    view: View,
+    width: int,
+) -> None:
+    """The step split measured inside the job, its sync sites and each process's memory."""
+    recent = [p for p in probes if is_recent(p, snap.timestamp)]
+    m = measured_split(recent or probes)
+    t.append("Step split ", style="bold")
+    t.append("(measured in the job)", style="italic")
+    if m is None:
+        t.append(": the probe has seen no step yet\n")
+    else:
+        n = len(m.pids)
+        t.append(
+            f": {_secs(m.step_s)} a step · {m.steps} steps of {n} process{'es' if n > 1 else ''}"
+        )
+        if not recent:
+            ago = snap.timestamp - max(p.steps.last_at for p in probes if p.steps is not None)
+            t.append(f" · no step for {formats.span(ago)}")
+        t.append("\n")
+        _split_bar(t, m, outside, view, width)
+        for line in _site_lines(m, width):
+            t.append(line + "\n")
+    _memory_table(t, process_memory(snap, {p.pid for p in probes}), view, width)
+    notes = dict.fromkeys(n for p in probes for n in p.notes)
+    bad = sum(p.malformed_lines for p in probes)
+    if bad:
+        notes[f"{bad} line{'s' if bad > 1 else ''} of the probe files were no records: skipped"] = (
+            None
+        )
+    for note in list(notes)[:3]:
+        t.append(f"  note: {note}\n", style="italic")
+
+
+def _split_bar(
+    t: Text, m: MeasuredSplit, outside: StepSplit | None, view: View, width: int
+) -> None:
+    glyphs = PLAIN_GLYPHS if view.plain else BAR_GLYPHS
+    w = max(10, min(60, width - 4))
+    shown = [(m.seconds(p) or 0.0, glyphs[p]) for p in BAR_PARTS if m.is_measured(p)]
+    t.append("  " + stacked_bar(shown, m.step_s, w) + "\n")
+    labels, unmeasured = [], []
+    for part in BAR_PARTS:
+        word = PART_WORDS[part]
+        if not m.is_measured(part):
+            unmeasured.append(word)
+            continue
+        share = m.share(part) or 0.0
+        labels.append(f"{glyphs[part]} {word} {_secs(m.seconds(part))} {_pct(share)}")
+    for line in _filled(labels, width - 2):  # a label never breaks across lines
+        t.append("  " + line + "\n")
+    gpu = m.share("t_gpu")
+    if gpu is not None:
+        t.append(f"  GPU busy {_secs(m.seconds('t_gpu'))} of the step ({_pct(gpu)}, measured)")
+    elif outside is not None:
+        t.append(
+            f"  GPU busy ≈ {_secs(outside.step_s * outside.gpu_busy_share)} of the step "
+            f"({_pct(outside.gpu_busy_share)}, estimated from NVML's samples)"
+        )
+    else:
+        t.append("  GPU busy: not measured")
+    if unmeasured:
+        t.append(f" · not measured (inside host): {', '.join(unmeasured)}")
+    t.append("\n")
+
+
+def _filled(items: list[str], width: int, sep: str = "  ") -> list[str]:
+    """`items` joined by `sep` into lines of at most `width` (an item longer stands alone)."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + len(sep) + len(item) <= width:
+            lines[-1] += sep + item
+        else:
+            lines.append(item)
+    return lines
+
+
+def _site_lines(m: MeasuredSplit, width: int) -> list[str]:
+    """The lines of code that waited for the GPU, most time first."""
+    if not m.sync_sites:
+        return []
+    total = sum(s.seconds for s in m.sync_sites) or 1.0
+    out = ["  syncs: " + (f"{m.sync_count:.1f} a step" if m.sync_count is not None else "")]
+    room = max(12, width - 30)
+    for s in m.sync_sites[:3]:
+        site = s.site if len(s.site) <= room else "…" + s.site[-(room - 1) :]
+        out.append(
+            f"    {site} {s.call} · {s.count}× {_secs(s.seconds)} ({_pct(s.seconds / total)})"
+        )
+    return out
+
+
+def _memory_table(t: Text, rows: tuple[ProcessMemory, ...], view: View, width: int) -> None:
+    rows = tuple(r for r in rows if r.reserved_bytes is not None or r.params_bytes is not None)
+    if not rows:
+        return
+    t.append("Memory per process ", style="bold")
+    t.append("(GiB; allocator and model measured in the job, NVML used beside)\n", style="italic")
+    cols = ("alloc", "reserved", "NVML", "params", "grads", "optim", "activ")
+    wide = width >= 2 + 7 + 5 + 9 * len(cols)  # one row a process; else two
+    split = 3 if not wide else len(cols)
+    head = f"  {'pid':>7} {'rank':>4}"
+    t.append(head + "".join(f" {c:>8}" for c in cols[:split]) + "\n")
+    if not wide:
+        t.append(" " * len(head) + "".join(f" {c:>8}" for c in cols[split:]) + "\n")
+    for r in rows[:MAX_PROBED]:
+        pid = "—" if view.sanitize else str(r.pid)
+        rank = "—" if r.rank is None else str(r.rank)
+        vals = [
+            formats.gib(v, "—")
+            for v in (
+                r.allocated_bytes,
+                r.reserved_bytes,
+                r.nvml_used_bytes,
+                r.params_bytes,
+                r.grads_bytes,
+                r.optimizer_bytes,
+                r.activations_bytes,
+            )
+        ]
+        t.append(f"  {pid:>7} {rank:>4}" + "".join(f" {v:>8}" for v in vals[:split]) + "\n")
+        if not wide:
+            t.append(" " * len(head) + "".join(f" {v:>8}" for v in vals[split:]) + "\n")
+    if len(rows) > MAX_PROBED:
+        t.append(f"  … {len(rows) - MAX_PROBED} more\n")
+    worst = max(rows, key=lambda r: r.cached_bytes or 0)
+    if worst.fragmented:
+        t.append(
+            f"  reserved far above allocated: {_gib(worst.cached_bytes)} cached, "
+            f"{_gib(worst.inactive_split_bytes)} split, {worst.alloc_retries or 0} cudaMalloc "
+            "retries: fragmentation, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n",
+            style="bold",
+        )
+
+
 def _memory_line(m: JobGpuMemory, view: View, width: int) -> str:
     values = [b for _, b in m.series]
     top = max(values) or 1
@@ -211,5 +393,7 @@ class JobPane(Pane):
     def show(self, u: Update, view: View) -> None:
         primary = u.diagnosis.primary if u.diagnosis is not None else None
         width = max(40, (self.size.width or 80) - 2)
-        text = render(u.snapshot.job, list(u.job_window), primary, view, width, view.job)
+        text = render(
+            u.snapshot.job, list(u.job_window), primary, view, width, view.job, u.snapshot
+        )
         self.query_one("#job-text", DiffText).update(text)

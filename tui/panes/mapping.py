@@ -54,6 +54,14 @@ def abbreviate_uuid(uuid: str, width: int, all_uuids: Sequence[str], mark: str =
     return uuid[: width - 1] + mark  # they differ near the start: the head tells them apart
 
 
+def _hider(view: View):
+    """Text as drawn under --sanitize: through the session's sanitizer; without one (never in
+    the app), nothing free-form is shown."""
+    if view.sanitizer is not None:
+        return lambda text: view.sanitizer.text(text) or ""
+    return lambda text: "(hidden under --sanitize)"
+
+
 def layout(pane: int) -> tuple[int, ...]:
     """Column widths (the processes' column: as wide as its text) in a pane `pane` cells wide;
     every column has one cell of padding on each side."""
@@ -88,7 +96,9 @@ class MappingPane(Pane):
             self._add_columns(table)
 
     def show(self, u: Update, view: View) -> None:
-        snap = u.snapshot
+        # the mapping is worked out on the snapshot as sampled (a pseudonymised UUID is no
+        # prefix of anything); under --sanitize only the text drawn is sanitized
+        snap = u.sampled or u.snapshot
         m = collect_mapping(snap, None, dict(view.environ))
         self.query_one("#map-note", DiffText).update(self._note(m, view))
         table = self.query_one("#map-table", DataTable)
@@ -140,21 +150,23 @@ class MappingPane(Pane):
     def _note(self, m: DeviceMapping, view: View) -> Text:
         v = m.shell
         t = Text()
+        hide = _hider(view)
         cvd = "(unset: all)" if v.cvd is None else v.cvd or "(empty: none)"
         if view.sanitize and v.cvd:
-            cvd = f"({len(v.entries)} entries)"
+            shown = view.sanitizer.cuda_visible_devices(v.cvd) if view.sanitizer else None
+            cvd = shown or f"({len(v.entries)} entries)"
         t.append(f"this shell: CUDA_VISIBLE_DEVICES={cvd}  CUDA_DEVICE_ORDER={v.order}\n")
         shown = 1 if view.short else 3
         findings = [f for f in m.findings if f.severity != "info" or not view.short]
         for f in findings[:shown]:
-            text = f.public_text or f.text if view.sanitize else f.text
+            text = hide(f.public_text or f.text) if view.sanitize else f.text
             style = "bold" if f.severity in ("warning", "critical") else ""
             t.append(f"! {text}\n", style=style)
         if len(findings) > shown:
             t.append(f"(+{len(findings) - shown} more: gputop-diag mapping)\n", style="dim")
         if view.sanitize:
             for c in m.conclusions[: 1 if view.short else 3]:
-                t.append(f"- {c}\n")
+                t.append(f"- {hide(c)}\n")
         if not view.short:
             t.append(
                 "NVML and nvidia-smi number GPUs by PCI bus id; CUDA numbers only the visible "

@@ -1,4 +1,6 @@
-"""Pane 1, Memory: per GPU used / reserved / free, headroom and growth; the GPU process table."""
+"""Pane 1, Memory: per GPU used / driver-reserved / free, headroom and growth; the memory
+planner's prediction beside what the job holds (with a model's config); the GPU process
+table."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable
 
+from ...collect.model_config import ModelConfig
 from ...model import GpuState, Snapshot, formats
 from ...monitor.series import GpuSeries
-from ...widgets import CellTable, DiffLine, MemoryBar
+from ...planner.live import JobPlan, compare, job_plan, job_process, measured_of, plan_lines
+from ...widgets import CellTable, DiffLine, DiffText, MemoryBar
 from ..feed import Update
 from ..holds import Holds, Step
 from ..procs import (
@@ -28,6 +32,14 @@ from ..procs import (
 from .base import Pane, View, gib, pane_width, sync_rows
 
 LABEL_WIDTH = 7  # "▶GPU12 "
+# The bar's middle part is what NVML's memory info (v2) reports as reserved: the driver's and
+# the firmware's own share. PyTorch users read "reserved" as the caching allocator's pool,
+# which NVML counts in the process's used memory, hence its own name here.
+DRIVER_RESERVE_TIP = (
+    "drv-rsv: memory the driver keeps for itself (NVML's 'reserved': firmware, ECC, the "
+    "driver's own use). Not PyTorch's torch.cuda.memory_reserved(), the caching allocator's "
+    "pool, which NVML counts as used by the process."
+)
 MIN_BAR = 4
 LONG_BAR = 16  # below this the figures take their short form and the bar gets the room
 COMMAND_MAX = 200
@@ -143,10 +155,18 @@ class MemoryPane(Pane):
         self._order: tuple[str, ...] = ()
         self._holds = Holds(max_hold_s=30.0)
         self._sorted_by: tuple | None = None
+        # The model's config for the memory planner, set by the app: `--model-config`, or the
+        # one the job's command line names; None: no plan is shown.
+        self.model_config: ModelConfig | None = None
+        self._plan: JobPlan | None = None
+        self._plan_key: tuple | None = None
 
     def compose(self) -> ComposeResult:
         yield Vertical(id="mem-bars")
-        yield DiffLine(id="mem-legend")
+        legend = DiffLine(id="mem-legend")
+        legend.tooltip = DRIVER_RESERVE_TIP
+        yield legend
+        yield DiffText(id="mem-plan", wrap=False)
         yield DiffLine(id="mem-procs-title", classes="pane-title")
         yield CellTable(id="mem-procs", cursor_type="row")
 
@@ -212,10 +232,12 @@ class MemoryPane(Pane):
         if snap.gpus:
             g = "#+." if view.plain else "█▒░"
             forms = (
-                f"  {g[0]} used by processes  {g[1]} reserved by the driver  {g[2]} free;"
-                " GROWING: a steady rise over the last minute",
-                f"  {g[0]} used by processes  {g[1]} reserved by the driver  {g[2]} free",
-                f"  {g[0]} used  {g[1]} driver  {g[2]} free",
+                f"  {g[0]} used by processes  {g[1]} drv-rsv: driver's own, not PyTorch's "
+                f"reserved  {g[2]} free; GROWING: a steady rise over the last minute",
+                f"  {g[0]} used by processes  {g[1]} drv-rsv: driver's own, not PyTorch's "
+                f"reserved  {g[2]} free",
+                f"  {g[0]} used by processes  {g[1]} drv-rsv (the driver's)  {g[2]} free",
+                f"  {g[0]} used  {g[1]} drv-rsv  {g[2]} free",
             )
             legend.set_text(next((f for f in forms if len(f) <= width), forms[-1]))
         else:
@@ -223,7 +245,40 @@ class MemoryPane(Pane):
         if snap.gpus and not gpus:
             legend.display = True
             legend.set_text(f"  no GPU matches the filter ({view.filter.describe()}); esc clears")
+        self._show_plan(u.sampled or snap, view, width)
         self._show_processes(snap, view, width)
+
+    def _show_plan(self, snap: Snapshot, view: View, width: int) -> None:
+        """The planner's prediction for the job on the selected GPU beside what it holds."""
+        box = self.query_one("#mem-plan", DiffText)
+        config = self.model_config
+        proc = job_process(snap, view.selected_gpu) if config is not None else None
+        if config is None or proc is None:
+            box.display = False
+            self._plan = self._plan_key = None
+            return
+        info = snap.process(proc.pid)
+        key = (proc.pid, info.cmdline if info else None, proc.gpu_index, config.path)
+        try:
+            if key != self._plan_key or self._plan is None:
+                self._plan = job_plan(snap, config.read, gpu_index=proc.gpu_index, pids=(proc.pid,))
+                self._plan_key = key
+            else:  # the same job: only the measured figures move
+                measured = measured_of(snap, proc)
+                self._plan = replace(
+                    self._plan, measured=measured, rows=compare(self._plan.doc, measured)
+                )
+        except Exception as e:  # noqa: BLE001 - the plan is an extra: never the pane's end
+            self._plan = self._plan_key = None
+            box.display = True
+            box.update(f"  plan: not made ({type(e).__name__}: {e}); gputop-diag memory says why")
+            return
+        if self._plan is None:
+            box.display = False
+            return
+        box.display = True
+        lines = plan_lines(self._plan, max(20, width - 2), not view.short)
+        box.update("\n".join("  " + line for line in lines))
 
     def _show_processes(self, snap: Snapshot, view: View, width: int) -> None:
         table = self.query_one("#mem-procs", DataTable)

@@ -1,0 +1,531 @@
+"""Probe files (`probe/schema.py`): what the probes inside the tracked processes measured.
+
+The Monitor asks once a tick for the processes it tracks (the GPU processes and the watched job's
+processes). Each is known by its pid and its start time (/proc/<pid>/stat field 22), and its file
+is named by both, so a pid the kernel gave to a new process never matches the old one's file.
+A file is followed like a log: the offset read so far is kept, a line still being written waits
+for the next tick, a file the writer rotated (`<name>.1`) is read to its end before the new one,
+and a line that is not a record (damaged, binary, of the wrong shape) is skipped and counted,
+never a failure.
+
+Nothing here trusts the directory. It must be ours and writable by nobody else; a file must be
+a regular file we own, opened relative to the directory without following a symlink
+(O_NOFOLLOW) and without blocking (a FIFO put there never hangs a tick), so another user can
+neither feed us figures nor make us read their files. A dead process's file is removed (ours
+only, once it has been still for `DEAD_GRACE_S`). No sockets, no server: files only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import os
+import re
+import stat
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Any
+
+from ..model import STEP_PARTS, CollectorError, ProbeMemory, ProbeState, ProbeSteps, SyncSite
+from ..probe import schema as S
+
+# A file is at most S.MAX_BYTES (the writer rotates it), so one read takes at most two of them.
+# The newest READ_CHUNK bytes of a backlog are read whole; before them only the records that
+# are not steps (hello, model, sync sites, notes), found without parsing every step line.
+READ_CHUNK = 1024 * 1024
+MAX_BACKLOG = 2 * S.MAX_BYTES
+MAX_LINE = 64 * 1024  # a longer line is no record: skipped and counted
+STEPS_KEPT = 256
+# The steps aggregated: those of the last minute (the classifier's window), the newest 100 at
+# most, so a fast loop and a slow one both give a recent figure.
+STEP_WINDOW_S = 60.0
+MAX_WINDOW_STEPS = 100
+MAX_SITES = 8
+MAX_NOTES = 5
+TEXT_CHARS = 300  # of a note or a call site kept
+DEAD_GRACE_S = 30.0  # a dead process's file is removed once it has not changed for this long
+_STEP_LINE = re.compile(rb'"kind"\s*:\s*"step"')
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PART_FIELDS = {
+    "t_input": "t_input_s",
+    "t_sync": "t_sync_s",
+    "t_comm": "t_comm_s",
+    "t_gpu": "t_gpu_s",
+    "t_host": "t_host_s",
+}
+_STEP_FIELDS = (*_PART_FIELDS.values(), "t_comm_exposed_s", "sync_count")
+_MEM_FIELDS = {
+    "allocated": "allocated_bytes",
+    "reserved": "reserved_bytes",
+    "peak": "peak_bytes",
+    "inactive_split": "inactive_split_bytes",
+    "retries": "alloc_retries",
+    "ooms": "ooms",
+}
+_MODEL_FIELDS = ("params_bytes", "grads_bytes", "optimizer_bytes", "kv_cache_bytes")
+_NEXT_STEP = "the probe writes its files there itself (mode 0700); remove or fix what is there"
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRead:
+    """One tick's read: the states of the tracked processes that have a probe file, and what
+    was refused."""
+
+    states: tuple[ProbeState, ...] = ()
+    errors: tuple[CollectorError, ...] = ()
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _opt(v: Any, ok: Callable[[Any], bool]) -> bool:
+    return v is None or ok(v)
+
+
+def _seconds(v: Any) -> bool:
+    return _num(v) and v >= 0
+
+
+@dataclass(slots=True)
+class _Step:
+    step: int
+    t: float
+    wall_s: float
+    values: dict[str, float | None]
+    measured: frozenset[str]
+
+
+@dataclass
+class _Records:
+    """What one process's records said so far."""
+
+    pid: int
+    start_ticks: int
+    hello: dict[str, Any] = field(default_factory=dict)
+    steps: deque[_Step] = field(default_factory=lambda: deque(maxlen=STEPS_KEPT))
+    memory: ProbeMemory | None = None
+    model: dict[str, int | None] = field(default_factory=dict)
+    sites: tuple[SyncSite, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    updated: float | None = None
+    ended: bool = False
+    malformed: int = 0
+
+    def take(self, rec: Any) -> bool:
+        """Apply one record; False when it is not one (the caller counts it)."""
+        if not isinstance(rec, dict) or not isinstance(rec.get("kind"), str):
+            return False
+        t = rec.get("t")
+        if not _num(t):
+            return False
+        take = _TAKE.get(rec["kind"])
+        if take is None:  # a kind a later probe writes: not ours to judge
+            return True
+        if not take(self, rec, float(t)):
+            return False
+        self.updated = t if self.updated is None else max(self.updated, t)
+        return True
+
+    def _hello(self, rec: dict, t: float) -> bool:
+        schema, measures = rec.get("schema"), rec.get("measures")
+        if not isinstance(schema, str) or not schema.startswith("gputop-diag.probe/"):
+            return False
+        if rec.get("pid") != self.pid or rec.get("start_ticks") != self.start_ticks:
+            return False  # a file that names another process than its name says
+        if measures is not None and not (
+            isinstance(measures, dict) and all(isinstance(v, bool) for v in measures.values())
+        ):
+            return False
+        if schema != S.SCHEMA:
+            self._note(f"written by a probe of another version ({schema}); this reads {S.SCHEMA}")
+        self.hello = {
+            "python": rec.get("python") if isinstance(rec.get("python"), str) else None,
+            "torch": rec.get("torch") if isinstance(rec.get("torch"), str) else None,
+            "cuda": rec.get("cuda") is True,
+            "rank": rec.get("rank") if _count(rec.get("rank")) else None,
+            "world": rec.get("world") if _count(rec.get("world")) else None,
+            "measures": tuple(k for k, v in (measures or {}).items() if v and k in _KNOWN),
+        }
+        return True
+
+    def _step(self, rec: dict, t: float) -> bool:
+        n, wall, measured, mem = rec.get("step"), rec.get("wall_s"), rec.get("measured"), None
+        if not _count(n) or not _num(wall) or wall <= 0:
+            return False
+        if not all(_opt(rec.get(k), _seconds) for k in _STEP_FIELDS):
+            return False
+        if not isinstance(measured, list) or not all(isinstance(m, str) for m in measured):
+            return False
+        raw = rec.get("mem")
+        if raw is not None:
+            if not isinstance(raw, dict) or not all(_opt(raw.get(k), _count) for k in _MEM_FIELDS):
+                return False
+            mem = ProbeMemory(**{name: raw.get(k) for k, name in _MEM_FIELDS.items()})
+        parts = {m.removesuffix("_s") for m in measured}
+        if "t_comm_exposed" in parts:
+            parts.add("t_comm")
+        values = {k: (None if rec.get(k) is None else float(rec[k])) for k in _STEP_FIELDS}
+        self.steps.append(_Step(n, t, float(wall), values, frozenset(parts)))
+        if mem is not None:
+            self.memory = mem
+        return True
+
+    def _sync_sites(self, rec: dict, t: float) -> bool:
+        sites = rec.get("sites")
+        if not isinstance(sites, list):
+            return False
+        out = []
+        for s in sites:
+            if not (
+                isinstance(s, dict)
+                and isinstance(s.get("site"), str)
+                and isinstance(s.get("call"), str)
+                and _count(s.get("count"))
+                and _seconds(s.get("seconds"))
+            ):
+                return False
+            out.append(
+                SyncSite(
+                    s["site"][:TEXT_CHARS], s["call"][:TEXT_CHARS], s["count"], float(s["seconds"])
+                )
+            )
+        out.sort(key=lambda s: s.seconds, reverse=True)
+        self.sites = tuple(out[:MAX_SITES])
+        return True
+
+    def _model(self, rec: dict, t: float) -> bool:
+        if not all(_opt(rec.get(k), _count) for k in _MODEL_FIELDS):
+            return False
+        self.model = {k: rec.get(k) for k in _MODEL_FIELDS}
+        return True
+
+    def _note(self, rec: dict | str, t: float | None = None) -> bool:
+        text = rec.get("text") if isinstance(rec, dict) else rec
+        if not isinstance(text, str):
+            return False
+        text = " ".join(text.split())[:TEXT_CHARS]
+        if text and text not in self.notes:
+            self.notes = [*self.notes, text][-MAX_NOTES:]
+        return True
+
+    def _bye(self, rec: dict, t: float) -> bool:
+        self.ended = True
+        return True
+
+    def state(self) -> ProbeState | None:
+        """The process's state as of its records; None before any line."""
+        if self.updated is None and not self.malformed:
+            return None
+        h = self.hello
+        return ProbeState(
+            pid=self.pid,
+            start_ticks=self.start_ticks,
+            python=h.get("python"),
+            torch=h.get("torch"),
+            cuda=h.get("cuda", False),
+            rank=h.get("rank"),
+            world=h.get("world"),
+            can_measure=h.get("measures", ()),
+            steps=_aggregate(self.steps),
+            memory=self.memory,
+            params_bytes=self.model.get("params_bytes"),
+            grads_bytes=self.model.get("grads_bytes"),
+            optimizer_bytes=self.model.get("optimizer_bytes"),
+            kv_cache_bytes=self.model.get("kv_cache_bytes"),
+            sync_sites=self.sites,
+            notes=tuple(self.notes),
+            updated_at=self.updated,
+            ended=self.ended,
+            malformed_lines=self.malformed,
+        )
+
+
+_KNOWN = frozenset((*STEP_PARTS, "memory"))
+_TAKE: dict[str, Callable[[_Records, dict, float], bool]] = {
+    "hello": _Records._hello,
+    "step": _Records._step,
+    "sync_sites": _Records._sync_sites,
+    "model": _Records._model,
+    "note": _Records._note,
+    "bye": _Records._bye,
+}
+
+
+def _aggregate(steps: deque[_Step]) -> ProbeSteps | None:
+    """The mean of each part over the latest steps; a part is measured when every one of them
+    measured it."""
+    if not steps:
+        return None
+    newest = steps[-1]
+    window = [s for s in steps if s.t >= newest.t - STEP_WINDOW_S][-MAX_WINDOW_STEPS:]
+
+    def mean(key: str) -> float | None:
+        vals = [v for s in window if (v := s.values[key]) is not None]
+        return fmean(vals) if vals else None
+
+    measured = frozenset.intersection(*(s.measured for s in window))
+    return ProbeSteps(
+        steps=len(window),
+        last_step=newest.step,
+        last_at=newest.t,
+        wall_s=fmean(s.wall_s for s in window),
+        t_input_s=mean("t_input_s"),
+        t_sync_s=mean("t_sync_s"),
+        sync_count=mean("sync_count"),
+        t_comm_s=mean("t_comm_s"),
+        t_comm_exposed_s=mean("t_comm_exposed_s"),
+        t_gpu_s=mean("t_gpu_s"),
+        t_host_s=mean("t_host_s"),
+        measured=tuple(p for p in STEP_PARTS if p in measured),
+    )
+
+
+@dataclass
+class _Follow:
+    """Where reading one process's file stands."""
+
+    records: _Records
+    ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file followed
+    offset: int = 0
+    partial: bytes = b""  # a line still being written
+    overlong: bool = False  # inside a line past MAX_LINE: skip to its end
+
+    def restart(self) -> None:
+        if self.partial.strip() or self.overlong:
+            self.records.malformed += 1  # a generation that ended inside a line
+        self.offset, self.partial, self.overlong = 0, b"", False
+
+
+class _Refused(Exception):
+    """A path in the probe directory that is not ours to read."""
+
+
+class ProbeReader:
+    """Follows the probe files of the processes asked for, one `read(pids)` a tick.
+
+    `environ` gives the directory (`probe_dir`: $XDG_RUNTIME_DIR/gputop-diag); `procfs` reads
+    /proc/<pid>/stat for each process's start time; `uid` is whose files are ours (default:
+    this process's)."""
+
+    def __init__(
+        self,
+        environ: dict[str, str],
+        procfs: Any,
+        *,
+        uid: int | None = None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.uid = os.getuid() if uid is None else uid
+        self.directory = S.probe_dir(environ, self.uid)
+        self.procfs = procfs
+        self._now = now  # the file system's clock, for the age of a dead process's file
+        self._files: dict[tuple[int, int], _Follow] = {}
+
+    def read(self, pids: Iterable[int]) -> ProbeRead:
+        try:
+            dfd = os.open(self.directory, _OPEN_DIR)
+        except FileNotFoundError:  # no probe ever ran for this user
+            self._files.clear()
+            return ProbeRead()
+        except OSError as e:
+            self._files.clear()
+            why = _why(e)
+            with contextlib.suppress(OSError):  # O_DIRECTORY says ENOTDIR for a symlink
+                if stat.S_ISLNK(os.lstat(self.directory).st_mode):
+                    why = _why(OSError(errno.ELOOP, "symlink"))
+            return ProbeRead(errors=(self._refused(self.directory, why),))
+        try:
+            problem = self._directory_problem(os.fstat(dfd))
+            if problem is not None:
+                self._files.clear()
+                return ProbeRead(errors=(self._refused(self.directory, problem),))
+            return self._read(dfd, pids)
+        finally:
+            os.close(dfd)
+
+    def _directory_problem(self, st: os.stat_result) -> str | None:
+        if st.st_uid != self.uid:
+            return f"the directory belongs to uid {st.st_uid}, not to us (uid {self.uid})"
+        if st.st_mode & 0o022:
+            return f"others may write there (mode {stat.S_IMODE(st.st_mode):04o}, not 0700)"
+        return None
+
+    def _refused(self, path: str, why: str) -> CollectorError:
+        return CollectorError(
+            source="probe",
+            message=f"probe figures not read from {path}: {why}",
+            next_step=_NEXT_STEP,
+        )
+
+    def _read(self, dfd: int, pids: Iterable[int]) -> ProbeRead:
+        live: dict[tuple[int, int], None] = {}
+        for pid in sorted(set(pids)):
+            ticks = self._start_ticks(pid)
+            if ticks is not None:
+                live[(pid, ticks)] = None
+        for key in [k for k in self._files if k not in live]:  # ended, or no longer tracked
+            del self._files[key]
+        states, errors = [], []
+        for key in live:
+            f = self._files.get(key) or _Follow(_Records(*key))
+            try:
+                found = self._follow(dfd, S.file_name(*key), f)
+            except _Refused as e:
+                self._files.pop(key, None)
+                errors.append(self._refused(os.path.join(self.directory, e.args[0]), e.args[1]))
+                continue
+            if not found:
+                continue
+            self._files[key] = f
+            state = f.records.state()
+            if state is not None:
+                states.append(state)
+        self._remove_dead(dfd, live)
+        return ProbeRead(tuple(states), tuple(errors))
+
+    def _start_ticks(self, pid: int) -> int | None:
+        try:
+            return S.start_ticks_of(self.procfs.read_text(f"/proc/{pid}/stat"))
+        except (OSError, ValueError):
+            return None
+
+    def _open(self, dfd: int, name: str) -> tuple[int, os.stat_result] | None:
+        """A file of the directory opened for reading: None when there is none; _Refused when
+        it is a symlink, not a regular file, or another user's."""
+        try:
+            fd = os.open(name, _OPEN, dir_fd=dfd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise _Refused(name, _why(e)) from None
+        st = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(st.st_mode):
+            problem = "not a regular file"
+        elif st.st_uid != self.uid:
+            problem = f"it belongs to uid {st.st_uid}, not to us"
+        if problem is not None:
+            os.close(fd)
+            raise _Refused(name, problem)
+        return fd, st
+
+    def _follow(self, dfd: int, name: str, f: _Follow) -> bool:
+        """Read what was added to the process's file since the last tick; False: no file."""
+        opened = self._open(dfd, name)
+        if opened is None:
+            return False
+        fd, st = opened
+        try:
+            ident = (st.st_dev, st.st_ino)
+            if f.ident is None:  # first sight: the older generation first, when kept
+                self._read_rotated(dfd, name + ".1", f, None)
+            elif f.ident != ident:  # rotated since the last tick: the rest of the old file
+                self._read_rotated(dfd, name + ".1", f, f.ident)
+            f.ident = ident
+            if st.st_size < f.offset:  # truncated, or replaced in place
+                f.restart()
+            self._read_to_end(fd, st.st_size, f)
+        finally:
+            os.close(fd)
+        return True
+
+    def _read_rotated(
+        self, dfd: int, name: str, f: _Follow, expect: tuple[int, int] | None
+    ) -> None:
+        try:
+            opened = self._open(dfd, name)
+        except _Refused:
+            opened = None  # never read; the current file is still ours to follow
+        if opened is not None:
+            fd, st = opened
+            try:
+                if expect is None:
+                    f.offset = 0
+                    self._read_to_end(fd, st.st_size, f)
+                elif (st.st_dev, st.st_ino) == expect:
+                    self._read_to_end(fd, st.st_size, f)
+            finally:
+                os.close(fd)
+        f.restart()
+
+    def _read_to_end(self, fd: int, size: int, f: _Follow) -> None:
+        if size - f.offset > MAX_BACKLOG:  # cannot happen with the writer's bound; be safe
+            f.offset, f.partial, f.overlong = size - MAX_BACKLOG, b"", True
+        chunks = []
+        while f.offset < size:
+            data = os.pread(fd, min(size - f.offset, READ_CHUNK), f.offset)
+            if not data:
+                break
+            chunks.append(data)
+            f.offset += len(data)
+        if chunks:
+            self._lines(f, b"".join(chunks))
+
+    def _lines(self, f: _Follow, data: bytes) -> None:
+        buf = f.partial + data
+        lines = buf.split(b"\n")
+        skip_first = f.overlong  # the rest of a line already counted
+        f.partial, f.overlong = lines.pop(), False
+        if skip_first and not lines:  # still inside it
+            f.partial, f.overlong = b"", True
+        elif len(f.partial) > MAX_LINE:
+            f.partial, f.overlong = b"", True
+            f.records.malformed += 1
+        cheap_until = len(buf) - READ_CHUNK  # before this, step lines are skipped unparsed
+        pos = 0
+        for k, line in enumerate(lines):
+            start, pos = pos, pos + len(line) + 1
+            if k == 0 and skip_first:
+                continue
+            line = line.strip()
+            if not line:
+                continue
+            if len(line) > MAX_LINE:
+                f.records.malformed += 1
+                continue
+            if start < cheap_until and _STEP_LINE.search(line):
+                continue
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past reason
+                f.records.malformed += 1
+                continue
+            if not f.records.take(rec):
+                f.records.malformed += 1
+
+    def _remove_dead(self, dfd: int, live: dict[tuple[int, int], None]) -> None:
+        """Remove the files of processes that ended (ours, regular, still for a while)."""
+        try:
+            names = os.listdir(dfd)
+        except OSError:
+            return
+        now = self._now()
+        for name in names:
+            key = S.parse_file_name(name.removesuffix(".1"))
+            if key is None or key in live or self._start_ticks(key[0]) == key[1]:
+                continue  # not a probe file, or its process runs
+            with contextlib.suppress(OSError):
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != self.uid:
+                    continue
+                if now - st.st_mtime >= DEAD_GRACE_S:
+                    os.unlink(name, dir_fd=dfd)
+
+
+def _why(e: OSError) -> str:
+    if e.errno == errno.ELOOP:
+        return "it is a symbolic link (never followed)"
+    if e.errno == errno.ENOTDIR:
+        return "not a directory"
+    return e.strerror or type(e).__name__

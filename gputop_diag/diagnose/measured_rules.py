@@ -1,0 +1,171 @@
+"""The rules over figures measured inside the job (the probe), which outrank the figures inferred
+from outside: a measured waiting part of the step decides its class (input pipeline,
+synchronization, communication), and the allocator's figures tell true memory pressure from
+its cache or fragmentation. Every text says "measured"; the outside rules (`rules.py`) judge a
+class whose part the probe did not measure.
+"""
+
+from __future__ import annotations
+
+from ..model import formats
+from . import thresholds as T
+from .features import Features
+from .measured import PART_CLASS
+from .rules import Verdict, as_pct, ev, gap_evidence
+from .types import Evidence
+
+_gib = formats.gib_unit
+_PART_TEXT = {
+    "t_input": "waiting for the next batch (t_input)",
+    "t_sync": "blocked in host-device syncs (t_sync)",
+    "t_comm": "waiting for communication not hidden behind compute (exposed t_comm)",
+}
+
+
+def secs(s: float | None) -> str:
+    """A part of a step: 1.20 s, 750 ms, 2.4 ms, 0.03 ms (a fast step's parts are small)."""
+    if s is None:
+        return "n/a"
+    if s >= 1:
+        return f"{s:.2f} s"
+    ms = s * 1000
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms" if ms >= 0.1 else f"{ms:.2f} ms"
+
+
+def _sites(f: Features) -> str:
+    m = f.measured
+    if m is None or not m.sync_sites:
+        return ""
+    total = sum(s.seconds for s in m.sync_sites) or 1.0
+    return "; where: " + ", ".join(
+        f"{s.site} {s.call} ({as_pct(s.seconds / total)})" for s in m.sync_sites[:3]
+    )
+
+
+def wait(f: Features, cls: str) -> Verdict | None:
+    """The verdict on class `cls` from its waiting part measured inside the job: it fires when
+    the part takes MEASURED_WAIT_SHARE of the step or more, more than any other waiting part,
+    and the GPU is not busy through it. None when the probe did not measure the part (too few
+    steps, no probe): the outside rule judges then."""
+    part = next(p for p, c in PART_CLASS.items() if c == cls)
+    m = f.measured
+    share = m.share(part) if m is not None and f.measured_steps else None
+    if share is None:
+        return None
+    n = len(m.pids)
+    step = f"{secs(m.step_s)} step"
+    over = f"over {m.steps} steps of {n} process{'es' if n > 1 else ''}"
+    gpu = m.share("t_gpu")
+    busy = gpu is not None and gpu >= T.MEASURED_GPU_BUSY
+    fires = share >= T.MEASURED_WAIT_SHARE and m.largest_wait == part and not busy
+    what = _PART_TEXT[part]
+    text = (
+        f"measured in the job: {what} {secs(m.seconds(part))} of every {step} "
+        f"({as_pct(share)}, {over})"
+    )
+    if part == "t_sync" and m.sync_count is not None:
+        text += f", {m.sync_count:.1f} syncs a step" + _sites(f)
+    if part == "t_comm" and m.t_comm_total_s is not None:
+        text += f", of {secs(m.t_comm_total_s)} communication in all"
+    metric = f"measured_{part}_share"
+    out = [ev(metric, 100 * share, 100 * T.MEASURED_WAIT_SHARE, text)]
+    if gpu is not None:
+        out.append(
+            ev(
+                "measured_gpu_share",
+                100 * gpu,
+                100 * T.MEASURED_GPU_BUSY,
+                f"measured: the GPU busy {as_pct(gpu)} of the step ({secs(m.seconds('t_gpu'))}"
+                ", CUDA events)",
+            )
+        )
+    if f.gappy:
+        out.append(gap_evidence(f))
+    if share < T.MEASURED_WAIT_SHARE:
+        against = (
+            f"measured in the job: {what} only {secs(m.seconds(part))} ({as_pct(share)}) of "
+            f"the {step}"
+        )
+    elif busy:
+        against = (
+            f"measured: {what} {as_pct(share)} of the step, but the GPU is busy {as_pct(gpu)} "
+            "of it: the wait overlaps GPU work"
+        )
+    else:
+        other = m.largest_wait or part
+        against = (
+            f"measured: {what} {as_pct(share)} of the step, less than "
+            f"{_PART_TEXT[other].split(' (')[0]} ({as_pct(m.share(other) or 0.0)})"
+        )
+    return Verdict(
+        fires,
+        T.CONF_MEASURED,
+        tuple(out),
+        ev(metric, 100 * share, 100 * T.MEASURED_WAIT_SHARE, against),
+        (),
+        job=f"pid {m.pids[0]}",
+        share=share,
+        measured=True,
+    )
+
+
+def memory(f: Features) -> tuple[Evidence, ...]:
+    """What the allocator measured in the fullest probed process: the cache or fragmentation
+    (reserved well above allocated, cudaMalloc retries), or the tensors themselves."""
+    rows = [r for r in f.measured_memory if r.reserved_bytes is not None]
+    if not rows:
+        return ()
+    r = max(rows, key=lambda r: r.reserved_bytes or 0)
+    who = f"pid {r.pid}" + (f", rank {r.rank}" if r.rank is not None else "")
+    out = []
+    if r.fragmented:
+        cached = r.cached_bytes or 0
+        split = f", {_gib(r.inactive_split_bytes)} of it split" if r.inactive_split_bytes else ""
+        retries = (
+            f"; {r.alloc_retries} cudaMalloc retries (the cache freed to make room)"
+            if r.alloc_retries
+            else ""
+        )
+        out.append(
+            ev(
+                "measured_cached_share",
+                100 * cached / r.reserved_bytes if r.reserved_bytes else None,
+                100 * T.MEASURED_CACHE_SHARE,
+                f"measured in the job ({who}): the allocator reserved "
+                f"{_gib(r.reserved_bytes)} for {_gib(r.allocated_bytes)} of tensors "
+                f"({_gib(cached)} cached{split}){retries}: the cache or fragmentation, not the "
+                "tensors, fills the GPU; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "(torch.cuda.empty_cache() is not the fix: the next steps reserve it again)",
+            )
+        )
+    peak = r.peak_pct
+    if peak is not None:
+        pressure = peak >= T.MEASURED_PRESSURE_PCT
+        parts = [
+            (name, b)
+            for name, b in (
+                ("parameters", r.params_bytes),
+                ("gradients", r.grads_bytes),
+                ("optimizer state", r.optimizer_bytes),
+                ("activations and temporaries", r.activations_bytes),
+                ("KV cache", r.kv_cache_bytes),
+            )
+            if b is not None
+        ]
+        held = ("; " + ", ".join(f"{n} {_gib(b)}" for n, b in parts)) if parts else ""
+        verdict = (
+            ": true pressure, the tensors need it"
+            if pressure
+            else ", below the profiler's 90 % capacity rule"
+        )
+        out.append(
+            ev(
+                "measured_peak_pct",
+                peak,
+                T.MEASURED_PRESSURE_PCT,
+                f"measured in the job ({who}): tensors peak at "
+                f"{_gib(r.peak_bytes or r.allocated_bytes)} of {_gib(r.device_total_bytes)} "
+                f"({peak:.0f} %){verdict}{held}",
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,369 @@
+"""The probe of one process: its step boundaries, its records, its file, its fork and exit.
+
+A process earns a file when it steps (or, started by hand, at once): under `watch --probe` every
+Python process loads the probe, and the launcher, the helpers and the DataLoader workers never
+step, so they write nothing. The "hello" is written just before the first other record, when
+the job has imported torch and set up its ranks. The step whose start the probe did not see
+(the first boundary, unless a DataLoader was asked for data before it) has no record.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from types import ModuleType
+from typing import Any
+
+from . import gpu, sizes
+from .accounts import Accounts, top_sites
+from .imports import after_import
+from .install import TorchHooks, describe
+from .schema import SCHEMA, probe_dir, start_ticks_of
+from .writer import ProbeFile
+
+SITES_EVERY_S = 2.0  # "sync_sites" at most this often (and at exit)
+MODEL_EVERY_S = 30.0  # the "model" record is recomputed this often; written when it changes
+
+
+def _r(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 6)
+
+
+def _own_start_ticks() -> int:
+    try:
+        with open("/proc/self/stat") as f:
+            return start_ticks_of(f.read()) or 0
+    except OSError:
+        return 0
+
+
+class Probe:
+    def __init__(self, by_hand: bool, environ: dict[str, str] | None = None) -> None:
+        self.directory = probe_dir(environ)
+        self.acc = Accounts(threading.get_ident(), (os.path.dirname(__file__) + os.sep,))
+        self.earned = by_hand  # may write a file before its first step
+        self.disabled = False
+        self.torch: ModuleType | None = None
+        self.hooks: Any = None  # install.TorchHooks once torch is imported
+        self.watcher: Any = None
+        self.file: ProbeFile | None = None
+        self.hello_record: dict | None = None
+        self.held_notes: list[dict] = []
+        self.noted: set[str] = set()
+        self._reset_steps()
+
+    def _reset_steps(self) -> None:
+        self.n = 0
+        self.manual = False
+        self.primary: weakref.ref | None = None
+        self.late: deque = deque()  # (step figures, start event, end event) waiting for t_gpu
+        self.last_event: Any = None
+        self.syncs_total = 0
+        self.sites_written_at: float | None = None
+        self.sites_written_total = 0
+        self.model_at: float | None = None
+        self.model_last: dict | None = None
+
+    # -- life -----------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        self.watcher = after_import("torch", self._on_torch)
+        atexit.register(self.at_exit)
+
+    def _on_torch(self, torch: ModuleType) -> None:
+        self.torch = torch
+        hooks = TorchHooks(torch, self.acc, self._on_optimizer_step, self.note)
+        self.acc.internal = hooks.internal_paths()
+        hooks.install()
+        self.hooks = hooks
+
+    def uninstall(self) -> None:
+        """Tests and the benchmark: every hook out, the file finished."""
+        self.at_exit()
+        atexit.unregister(self.at_exit)
+        if self.watcher is not None:
+            self.watcher.remove()
+        if self.hooks is not None:
+            self.hooks.uninstall()
+
+    def after_fork_in_child(self) -> None:
+        """A forked child (a DataLoader worker, a forked rank) is a new process: it must not write
+        into its parent's file, and writes its own only if it steps itself."""
+        if self.file is not None:
+            self.file.abandon_after_fork()
+            self.file = None
+        self.hello_record = None
+        self.held_notes = []
+        self.earned = False
+        self.acc.owner = threading.get_ident()
+        self.acc.begin(None)
+        self.acc.sites.clear()
+        self.acc.issued.clear()
+        self._reset_steps()
+
+    def at_exit(self) -> None:
+        try:
+            if self.disabled:
+                return
+            self._drain_late(force=True)
+            if not self.earned:
+                return
+            self._write_sites(time.perf_counter(), force=True)
+            uncaught = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+            if uncaught is None:  # "bye" means a normal exit (schema.py)
+                self.emit({"kind": "bye", "t": time.time()})
+            else:  # a job started by hand that died before its first step still says hello
+                self._open_file(time.time())
+        except Exception:
+            pass
+        finally:
+            if self.file is not None:
+                self.file.close()
+
+    # -- step boundaries ------------------------------------------------------------------------
+
+    def _on_optimizer_step(self, optimizer: Any) -> None:
+        now = time.perf_counter()
+        primary = self.primary() if self.primary is not None else None
+        if primary is None:  # the first optimizer to step marks the steps; others are ignored
+            self.primary = weakref.ref(optimizer)
+        elif primary is not optimizer:
+            return
+        if not self.manual:
+            self.boundary(now, optimizer)
+
+    def manual_step(self) -> None:
+        now = time.perf_counter()
+        self.manual = True  # probe.step() marks the steps from now on, not the optimizer
+        optimizer = self.primary() if self.primary is not None else None
+        self.boundary(now, optimizer)
+
+    def boundary(self, now: float, optimizer: Any) -> None:
+        """The step path: the figures go out as a tuple; the background thread makes the record
+        (a step's cache-cold Python costs tens of microseconds per dict and JSON line)."""
+        if self.disabled:
+            return
+        acc = self.acc
+        if acc.owner != threading.get_ident():
+            acc.owner = threading.get_ident()  # the thread that steps is the one measured
+        self.n += 1
+        if not self.earned and not self._earn():
+            return
+        step = None
+        if acc.open_t is not None:
+            step = (
+                self.n,
+                time.time(),
+                now - acc.open_t,
+                acc.t_input,
+                acc.t_sync,
+                acc.n_sync,
+                acc.t_comm,
+                acc.t_comm_exposed,
+                self._measures(),
+                None,  # t_gpu, once its events are done
+                None,  # the allocator's figures
+            )
+        self.syncs_total += acc.n_sync
+        acc.begin(now)
+        if len(acc.issued) > 256:  # async collectives never waited for
+            acc.issued.clear()
+        if gpu.cuda_in_use(self.torch) or self.late:
+            self._gpu_boundary(step)
+        elif step is not None:
+            self.emit(step)
+        if optimizer is not None:
+            self._maybe_model(optimizer, now)
+        self._write_sites(now, force=False)
+
+    def _earn(self) -> bool:
+        """A process that steps writes a file, unless it is a DataLoader worker."""
+        if _in_dataloader_worker():
+            self.disabled = True
+            self.acc.depth = 1  # every hook passes straight through from here on
+            return False
+        self.earned = True
+        return True
+
+    def _measures(self) -> tuple[bool, bool, bool]:
+        """Whether t_input, t_sync, t_comm are measured now."""
+        parts = self.hooks.parts if self.hooks is not None else {}
+        return (
+            bool(parts.get("t_input")),
+            bool(parts.get("t_sync")),
+            bool(parts.get("t_comm")) and not self.acc.ddp,
+        )
+
+    def _gpu_boundary(self, step: tuple | None) -> None:
+        event = mem = None
+        if gpu.cuda_in_use(self.torch):
+            try:
+                event = gpu.mark(self.torch)
+                mem = gpu.memory(self.torch) if step is not None else None
+            except Exception as exc:
+                self.note(f"probe: CUDA events or memory statistics failed ({describe(exc)})")
+        if step is not None:
+            self.late.append((step[:-1] + (mem,), self.last_event, event))
+        self.last_event = event
+        self._drain_late(force=False)
+
+    def _drain_late(self, force: bool) -> None:
+        while self.late:
+            step, start, end = self.late[0]
+            seconds = None
+            if start is not None and end is not None:
+                try:
+                    seconds = gpu.elapsed_s(start, end)
+                except Exception:
+                    start = end = None
+                if seconds is None and end is not None and not force:
+                    if len(self.late) <= gpu.MAX_LATE_STEPS:
+                        return
+            self.late.popleft()
+            self.emit(step if seconds is None else step[:-2] + (seconds, step[-1]))
+
+    def _maybe_model(self, optimizer: Any, now: float) -> None:
+        if self.model_at is not None and now - self.model_at < MODEL_EVERY_S:
+            return
+        self.model_at = now
+        try:
+            figures = sizes.model_bytes(optimizer, self.torch.is_tensor)
+        except Exception as exc:
+            self.note(f"probe: model sizes failed ({type(exc).__name__})")
+            return
+        if figures != self.model_last:
+            self.model_last = figures
+            self.emit({"kind": "model", "t": time.time(), **figures})
+
+    def _write_sites(self, now: float, force: bool) -> None:
+        total = self.syncs_total + self.acc.n_sync
+        if not self.acc.sites or total == self.sites_written_total:
+            return
+        if not force and self.sites_written_at is not None:
+            if now - self.sites_written_at < SITES_EVERY_S:
+                return
+        self.sites_written_at = now
+        self.sites_written_total = total
+        sites = top_sites(self.acc.sites, os.getcwd())
+        self.emit({"kind": "sync_sites", "t": time.time(), "sites": sites})
+
+    # -- records --------------------------------------------------------------------------------
+
+    def note(self, text: str) -> None:
+        if text in self.noted:
+            return
+        self.noted.add(text)
+        record = {"kind": "note", "t": time.time(), "text": text}
+        if self.earned:
+            self.emit(record)
+        else:
+            self.held_notes.append(record)
+
+    def emit(self, record: dict | tuple) -> None:
+        if self.disabled or not self.earned:
+            return
+        if self.file is None and not self._open_file(_t_of(record)):
+            return
+        self.file.write(record)
+
+    def _open_file(self, t: float) -> bool:
+        """The file, begun with the hello and the notes held so far (no I/O here: writer.py)."""
+        if self.file is not None:
+            return True
+        if self.disabled or not self.earned or not self._earn():
+            return False
+        self.file = ProbeFile(
+            self.directory, os.getpid(), _own_start_ticks(), self._hello, render=step_record
+        )
+        hello = self._hello()
+        hello["t"] = min(hello["t"], t)
+        self.file.write(hello)
+        for note in self.held_notes:
+            self.file.write(note)
+        self.held_notes = []
+        return True
+
+    def _hello(self) -> dict:
+        if self.hello_record is None:
+            self.hello_record = self._hello_fields()
+        return {**self.hello_record, "t": time.time()}
+
+    def _hello_fields(self) -> dict:
+        torch = self.torch
+        cuda = gpu.cuda_in_use(torch)
+        has_input, has_sync, has_comm = self._measures()
+        parts = {"t_input": has_input, "t_sync": has_sync, "t_comm": has_comm}
+        rank, world = _rank_and_world(torch)
+        return {
+            "kind": "hello",
+            "schema": SCHEMA,
+            "pid": os.getpid(),
+            "start_ticks": _own_start_ticks(),
+            "argv": list(sys.argv),
+            "python": ".".join(str(p) for p in sys.version_info[:3]),
+            "torch": getattr(torch, "__version__", None) if torch is not None else None,
+            "cuda": cuda,
+            "rank": rank,
+            "world": world,
+            # t_gpu: GPU busy time needs CUPTI or the profiler, not measured (schema.py)
+            "measures": {**parts, "t_gpu": False, "memory": cuda},
+        }
+
+
+def _t_of(record: dict | tuple) -> float:
+    return record["t"] if isinstance(record, dict) else record[1]
+
+
+def _in_dataloader_worker() -> bool:
+    """Inside a DataLoader worker process (forked or spawned): `get_worker_info()` is set there
+    (https://pytorch.org/docs/stable/data.html#torch.utils.data.get_worker_info)."""
+    try:
+        data = sys.modules.get("torch.utils.data")
+        return data is not None and data.get_worker_info() is not None
+    except Exception:
+        return False
+
+
+def step_record(step: tuple) -> dict:
+    """The "step" record of a boundary's figures (schema.py); run by the writer's thread."""
+    n, t, wall, t_input, t_sync, n_sync, t_comm, exposed, measures, t_gpu, mem = step
+    has_input, has_sync, has_comm = measures
+    measured = [name for name, on in (("t_input", has_input), ("t_sync", has_sync)) if on]
+    if has_comm:
+        measured.append("t_comm")
+    blocked = (t_input if has_input else 0.0) + (t_sync if has_sync else 0.0)
+    blocked += exposed if has_comm else 0.0
+    return {
+        "kind": "step",
+        "t": t,
+        "step": n,
+        "wall_s": _r(wall),
+        "t_input_s": _r(t_input) if has_input else None,
+        "t_sync_s": _r(t_sync) if has_sync else None,
+        "sync_count": n_sync if has_sync else None,
+        "t_comm_s": _r(t_comm) if has_comm else None,
+        "t_comm_exposed_s": _r(exposed) if has_comm else None,
+        "t_gpu_s": None,  # busy time: not measurable from step-boundary events
+        "gpu_span_s": _r(t_gpu),  # the stream's span between the boundaries, gaps included
+        "t_host_s": _r(max(wall - blocked, 0.0)),
+        "measured": measured,
+        "mem": mem,
+    }
+
+
+def _rank_and_world(torch: ModuleType | None) -> tuple[int | None, int | None]:
+    try:
+        dist = torch.distributed if torch is not None else None
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    try:
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return None, None

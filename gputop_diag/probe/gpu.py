@@ -1,0 +1,58 @@
+"""CUDA at step boundaries: an event per boundary, the caching allocator's figures per step.
+
+Only when the job has initialized CUDA itself (`torch.cuda.is_initialized()`): the probe never
+creates a CUDA context, and never asks `torch.cuda.is_available()`, which initializes the driver
+and "poisons fork" (its docstring; https://pytorch.org/docs/stable/notes/multiprocessing.html
+#poison-fork-in-multiprocessing).
+
+gpu_span_s of a step is `start.elapsed_time(end)` of the events recorded on the current stream at
+its two boundaries (https://pytorch.org/docs/stable/generated/torch.cuda.Event.html): the span
+of the GPU's timeline for that step, idle gaps included. It is read only once both events have
+completed (`Event.query()`, which does not block), so a step's record may be written a few
+steps late; it is never waited for.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+MAX_LATE_STEPS = 8  # a record waits at most this many boundaries for its end event
+
+
+def cuda_in_use(torch: ModuleType | None) -> bool:
+    try:
+        return torch is not None and bool(torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def mark(torch: ModuleType) -> Any:
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def elapsed_s(start: Any, end: Any) -> float | None:
+    """Seconds between two recorded events once both are done; None while either is pending."""
+    if start is None or end is None or not (end.query() and start.query()):
+        return None
+    return start.elapsed_time(end) / 1000.0
+
+
+def memory(torch: ModuleType) -> dict[str, int] | None:
+    """This step's allocator figures (https://pytorch.org/docs/stable/generated/
+    torch.cuda.memory_stats.html), then the peak is reset so the next step has its own."""
+    stats = torch.cuda.memory.memory_stats_as_nested_dict()
+    if not stats:
+        return None
+    figures = {
+        "allocated": stats["allocated_bytes"]["all"]["current"],
+        "reserved": stats["reserved_bytes"]["all"]["current"],
+        "peak": stats["allocated_bytes"]["all"]["peak"],
+        "inactive_split": stats["inactive_split_bytes"]["all"]["current"],
+        "retries": stats["num_alloc_retries"],
+        "ooms": stats["num_ooms"],
+    }
+    torch.cuda.reset_peak_memory_stats()
+    return figures

@@ -1,0 +1,145 @@
+"""Documents of the model's JSON shape (a snapshot, a recording line, a diagnosis, a driver
+chain), read by field: names seeded from their fields first (`learn_document`), then every
+field written through the sanitizer by what it holds (`document`): a host name, a UUID, a
+serial, a bus id, a user, a command line read with its process's name (a rewritten title is
+told by the two disagreeing), thread and child names, a job id, raw kernel-log text dropped,
+minor numbers and device nodes removed, the rest as free text."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from . import rules as R
+from . import titles
+from .rules import H
+
+if TYPE_CHECKING:
+    from .sanitizer import Sanitizer
+
+KERNEL_TEXT = ("message", "raw", "detail")  # raw kernel-log text: dropped, never shared
+_PROCESS_PARENTS = ("processes", "busiest_threads", "children")
+_PCI_FIELD = re.compile(rf"(?:{H}+:)?{H}{{2}}:{H}{{2}}(?:\.[0-7])?")
+
+
+def learn_document(s: Sanitizer, doc: Any) -> None:
+    """Seed from a document of the model's JSON shape (a snapshot, a recording line, a
+    diagnosis): its names by field, the GPU models and versions as allowed, then whatever
+    its free text reveals."""
+    s.allow_document(doc)
+    texts: list[str] = []
+    _seed_walk(s, doc, None, None, texts)
+    s.learn(texts)
+
+
+def _seed_walk(s: Sanitizer, v: Any, key: str | None, parent: str | None, texts: list[str]) -> None:
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _seed_walk(s, x, k, key or parent, texts)
+    elif isinstance(v, list):
+        if key == "cmdline" and all(isinstance(x, str) for x in v):
+            titles.learn_names(s, v)
+        for x in v:
+            _seed_walk(s, x, key, parent, texts)
+    elif isinstance(v, str) and v:
+        if key == "hostname":
+            s.seed_hostname(v)
+        elif key == "user":
+            s.seed_user(v)
+        elif key in ("job_id", "scope_job"):
+            s.seed_job(v)
+        elif key in ("uuid", "gpu_uuid"):
+            s.seed_gpu_uuid(v)
+        elif key == "serial":
+            s.seed_word("serial", v)
+        elif key in ("pci_bus_id", "pci"):
+            s.seed_pci(v)
+            texts.append(v)
+        elif key == "name" and parent in ("scheduler_jobs", "slurm"):
+            s.seed_word("job_name", v)
+        elif key == "partition" and parent in ("scheduler_jobs", "slurm"):
+            s.seed_word("partition", v)
+        elif key == "nodes" and parent in ("scheduler_jobs", "slurm"):
+            for part in re.findall(r"[A-Za-z][\w.-]*(?:\[[\d,\-]+\][\w.-]*)?", v):
+                for name in R.expand_nodelist(part):
+                    s.seed_hostname(name)
+        elif not (key in KERNEL_TEXT and parent in ("xid_events", "kernel_events")):
+            texts.append(v)
+
+
+def document(s: Sanitizer, doc: Any) -> Any:
+    """A sanitized copy of `doc` (JSON values of the model's shape). `learn_document` first,
+    so that every seed is known before the first field is written."""
+    return _walk(s, doc, None, None)
+
+
+def _walk(s: Sanitizer, v: Any, key: str | None, parent: str | None) -> Any:
+    if isinstance(v, dict):
+        if "cmdline" in v and isinstance(v.get("cmdline"), list):
+            return _process(s, v, key or parent)
+        out = {k: _walk(s, x, k, key or parent) for k, x in v.items()}
+        if key == "job" and v.get("target") == "command" and isinstance(v.get("label"), str):
+            out["label"] = _command_label(s, v["label"])  # a command line, as cmdlines are
+        return out
+    if isinstance(v, list):
+        if key == "cmdline" and all(isinstance(x, str) for x in v):
+            return s.argv(v)
+        return [_walk(s, x, key, parent) for x in v]
+    if key in ("minor_number", "minor", "device_node") and v is not None:
+        s.dropped("minor")
+        return None
+    if not isinstance(v, str) or not v:
+        return v
+    if key in KERNEL_TEXT and parent in ("xid_events", "kernel_events"):
+        s.dropped("kernel_log")
+        return ""
+    if key == "hostname":
+        return s.hostname(v)
+    if key in ("uuid", "gpu_uuid") and re.match(r"(?i)(?:GPU|MIG)-", v):
+        return s.uuid(v)
+    if key == "serial":
+        return s.pseudonym("serial", v, v.lower())
+    if key in ("pci_bus_id", "pci") and _PCI_FIELD.fullmatch(v):
+        return s.pci(v)
+    if key == "user":
+        return s.user(v)
+    if key == "cuda_visible_devices":
+        return s.cuda_visible_devices(v)
+    if key == "name" and parent in ("scheduler_jobs", "slurm"):
+        return s.pseudonym("job_name", v, v.lower())
+    if key == "partition" and parent in ("scheduler_jobs", "slurm"):
+        return s.pseudonym("partition", v, v.lower())
+    if key in ("job_id", "scope_job"):
+        return s.job(v)
+    if (key == "name" and parent in _PROCESS_PARENTS) or key == "process_name":
+        return s.process_name(v)
+    if key == "site":
+        return s.site(v)
+    return s.text(v)
+
+
+def _process(s: Sanitizer, v: dict[str, Any], parent: str | None) -> dict[str, Any]:
+    """A process (its name and command line read together: a title tells itself by the
+    two disagreeing)."""
+    cmd = v["cmdline"]
+    name = v.get("name") if isinstance(v.get("name"), str) else None
+    out = {}
+    for k, x in v.items():
+        if k == "cmdline" and all(isinstance(a, str) for a in cmd):
+            out[k] = s.argv(cmd, name=name)
+        elif k == "name" and name:
+            out[k] = s.process_name(name, cmd)
+        else:
+            out[k] = _walk(s, x, k, parent)
+    return out
+
+
+def _command_label(s: Sanitizer, label: str) -> str:
+    """A watched command's label (its command line, shell-quoted) sanitized as a command
+    line: the program's name kept, its arguments replaced."""
+    try:
+        args = shlex.split(label)
+    except ValueError:  # unbalanced quotes: every word an argument all the same
+        args = label.split()
+    return shlex.join(s.argv(args) or [])

@@ -1,0 +1,155 @@
+"""`gputop-diag memory` as a user meets it: the plan of a config.json as a table with its
+what-ifs, the same figures in JSON, the machine's own GPUs (simulated here), and clear usage
+errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gputop_diag.cli import main
+from gputop_diag.planner.gpus import GIB
+
+CONFIGS = Path(__file__).parent / "data" / "configs"
+LLAMA = str(CONFIGS / "llama-3-8b.json")
+DONE_WHEN = [
+    "memory", "--config", LLAMA, "--mode", "train", "--dtype", "bf16", "--optimizer", "adamw",
+    "--batch", "8", "--seq", "4096", "--gpu", "H100-80GB",
+]  # fmt: skip
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_the_plan_of_a_llama_config_as_text(capsys):
+    rc, out, err = run(capsys, *DONE_WHEN)
+    assert rc == 0 and err == ""
+    assert out.startswith("Memory plan: llama, 8.03 B parameters")
+    for term in ("weights", "gradients", "optimizer state (AdamW)", "activations", "logits"):
+        assert f"\n{term} " in out
+    assert "Korthikanti" in out and "ZeRO" in out  # each line says where it comes from
+    assert "does NOT fit" in out and "largest batch that fits: none" in out
+    for lever in (
+        "mixed precision",
+        "checkpointing: full",
+        "smaller batch",
+        "sharded optimizer: ZeRO-1",
+        "shorter context",
+        "KV cache in fp8",
+        "fewer KV heads",
+    ):
+        assert f"  {lever} " in out, lever
+
+
+def test_json_carries_the_same_figures(capsys):
+    _, text, _ = run(capsys, *DONE_WHEN)
+    rc, out, _ = run(capsys, *DONE_WHEN, "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["schema"] == "gputop-diag.memory/1"
+    assert doc["model"]["parameters"] == 8030261248
+    assert sum(t["bytes"] for t in doc["terms"]) == doc["total_bytes"]
+    assert doc["fits"] is False and doc["headroom_bytes"] < 0
+    for t in doc["terms"]:
+        assert f"{t['bytes'] / GIB:.2f}" in text and t["formula"] in text
+    for r in doc["what_ifs"]:
+        assert r["lever"] in text
+        if r["saves"] is not None:
+            assert f"{r['saves'] / GIB:.2f}" in text
+    assert doc["workload"] | {"batch": 8, "seq": 4096, "mode": "train"} == doc["workload"]
+
+
+def test_shape_options_without_a_config(capsys):
+    rc, out, _ = run(
+        capsys, "memory", "--layers", "12", "--hidden", "768", "--heads", "12",
+        "--intermediate", "3072", "--vocab", "50257", "--mode", "infer", "--batch", "4",
+        "--seq", "1024", "--gpu", "24GB", "--json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert rc == 0 and doc["model"]["family"] == "custom"
+    kv = next(t for t in doc["terms"] if t["term"] == "kv_cache")
+    assert kv["bytes"] == 2 * 12 * 12 * 1024 * 64 * 4 * 2
+    assert doc["fits"] is True and doc["largest_batch"] > 4
+
+
+def test_params_replace_the_shape_s_count(capsys):
+    rc, out, _ = run(capsys, *DONE_WHEN, "--params", "7B", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["model"]["parameters"] == 7_000_000_000
+    assert any("--params 7,000,000,000 replaces" in n for n in doc["notes"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["memory", "--gpu", "H100"], "give --config FILE"),
+        (["memory", "--config", "/nonexistent/config.json", "--gpu", "H100"], "no such file"),
+        (["memory", "--config", LLAMA, "--gpu", "Voodoo5"], "not a GPU I know"),
+        (["memory", "--config", LLAMA, "--gpu", "H100", "--batch", "0"], "--batch must be"),
+        (["memory", "--config", LLAMA, "--gpu", "H100", "--zero", "2"], "give --world N"),
+        (["memory", "--config", LLAMA, "--gpu", "H100", "--heads", "30"], "cannot share"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_clear_message(capsys, argv, message):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert message in err and "Traceback" not in err
+
+
+def test_a_file_that_is_not_a_config(capsys, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "llama", ')
+    rc, _, err = run(capsys, "memory", "--config", str(bad), "--gpu", "H100")
+    assert rc == 2 and "not JSON (line 1" in err
+    bad.write_text('{"model_type": "t5", "d_model": 512}')
+    rc, _, err = run(capsys, "memory", "--config", str(tmp_path), "--gpu", "H100")
+    assert rc == 2 and "'t5' is not one the planner reads" in err
+
+
+def test_the_machine_s_own_gpus(capsys):
+    """Without --gpu: the GPUs NVML reports (the simulator's 8 H100s), less the driver's
+    reserve."""
+    rc, out, _ = run(capsys, "--demo", "capacity", "memory", "--config", LLAMA, "--json")
+    doc = json.loads(out)
+    assert rc == 0
+    gpu = doc["gpu"]
+    assert gpu["name"] == "NVIDIA H100 80GB HBM3" and gpu["count"] == 8
+    assert gpu["bytes"] == (81559 - 470) * 2**20 and gpu["source"] == "simulated (--demo)"
+
+
+def test_no_gpu_here_still_prints_the_plan_and_exits_3(capsys):
+    rc, out, err = run(capsys, "--demo", "no-gpu", "memory", "--config", LLAMA)
+    assert rc == 3
+    assert "Memory plan: llama" in out and "no GPU to fit against" in out
+    assert "next: give --gpu MODEL" in err
+
+
+def test_sanitize_hides_the_config_path(capsys, tmp_path):
+    private = tmp_path / "alice-secret-model"
+    private.mkdir()
+    (private / "config.json").write_text(Path(LLAMA).read_text())
+    rc, out, _ = run(capsys, "memory", "--config", str(private), "--gpu", "H100", "--sanitize")
+    assert rc == 0 and "Memory plan: llama" in out
+    assert "alice-secret-model" not in out and str(tmp_path) not in out
+
+
+def test_a_recording_s_gpus(capsys, tmp_path):
+    rec = str(tmp_path / "r.jsonl")
+    assert main(["--demo", "idle", "record", "-o", rec, "--seconds", "2"]) == 0
+    capsys.readouterr()
+    rc, out, _ = run(capsys, "--replay", rec, "memory", "--config", LLAMA, "--json")
+    gpu = json.loads(out)["gpu"]
+    assert rc == 0 and gpu["source"] == "NVML in the recording" and gpu["count"] == 8
+
+
+def test_the_capacity_scenario_says_training(capsys):
+    """The capacity demo is a training job: its checks come from the planner, in training
+    words, never the inference KV-cache formula."""
+    assert main(["--demo", "capacity", "diagnose", "--seconds", "20", "--json"]) == 0
+    checks = json.loads(capsys.readouterr().out)["checks"]
+    assert checks[0].startswith("Where does the memory go? Training keeps 16 bytes")
+    assert not any("KV" in c or "inference" in c.lower() for c in checks)

@@ -1,0 +1,95 @@
+"""What a tick reads follows the GPU processes, not the machine: the same reads with 2,000 other
+processes as with none (a kernel with `children` files), one parent map per 10 s without them,
+and never psutil's list of every process. Counted on the simulator, not timed (bench/collect.py
+times it on real processes)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gputop_diag import sim
+from gputop_diag.collect.proctree import RESCAN_S
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.monitor.sampler import Sampler
+from gputop_diag.sim.population import SimProc, SimThread
+
+OTHERS = 2000
+
+
+class Counting:
+    """Counts the reads of a /proc stand-in and the calls of psutil's every-process listings."""
+
+    def __init__(self, inner, log):
+        self._inner, self._log = inner, log
+
+    def __getattr__(self, name):
+        attr = getattr(self._inner, name)
+        if name in ("read_text", "listdir", "pids", "process_iter"):
+
+            def counted(*args, **kw):
+                self._log.append((name, args[0] if args else None))
+                return attr(*args, **kw)
+
+            return counted
+        return attr
+
+
+def _machine(others: int, children_files: bool = True):
+    """input-starved (8 ranks, 4 dataloader workers each) and `others` idle processes."""
+    src = sim.build("input-starved", noise=0)
+    src.procfs.children_files = children_files
+    m = src.sim
+    for pid in range(700000, 700000 + others):
+        m.procs[pid] = SimProc(
+            pid, 1, "carol", "sleep", ("sleep", "600"), "host",
+            create_time=m.boot_time + 60, cpu_fixed=0.0, threads=[SimThread(pid, "sleep", "other")],
+        )  # fmt: skip
+    log: list = []
+    counted = dataclasses.replace(
+        src, psutil=Counting(src.psutil, log), procfs=Counting(src.procfs, log)
+    )
+    return counted, log
+
+
+def _ticks(sources, log, n: int, monitor: bool = False) -> list[list]:
+    """The reads of each of `n` ticks a second apart, after a first one."""
+    feed = Monitor(sources) if monitor else Sampler(sources)
+    tick = feed.tick if monitor else feed.sample
+    tick()
+    out = []
+    for _ in range(n):
+        sources.clock.sleep(1.0)
+        del log[:]
+        tick()
+        out.append(list(log))
+    return out
+
+
+def test_a_ticks_reads_do_not_grow_with_the_other_processes():
+    quiet = _ticks(*_machine(0), 3)
+    busy = _ticks(*_machine(OTHERS), 3)
+    assert [len(t) for t in busy] == [len(t) for t in quiet]
+    for reads in busy:
+        assert not [r for r in reads if r[0] in ("pids", "process_iter")]
+        assert ("listdir", "/proc") not in reads
+        assert not [r for r in reads if r[1] and r[1].startswith("/proc/7")]  # the others'
+
+
+def test_without_children_files_every_process_is_read_once_in_10_s():
+    ticks = _ticks(*_machine(OTHERS, children_files=False), int(3 * RESCAN_S))
+    scans = [k for k, reads in enumerate(ticks) if ("listdir", "/proc") in reads]
+    assert len(scans) == 3 and scans[1] - scans[0] == scans[2] - scans[1] == RESCAN_S
+    between = [len(t) for k, t in enumerate(ticks) if k not in scans]
+    assert max(between) < 200 < OTHERS  # the trees only
+    assert not [r for t in ticks for r in t if r[0] in ("pids", "process_iter")]
+
+
+@pytest.mark.parametrize("children_files", [True, False])
+def test_the_monitors_ticks_between_the_slow_sources_follow_the_gpu_processes(children_files):
+    """The Monitor asks its slow sources every 10 s (the driver chain reads a new process's
+    maps then); the ticks in between read what the Sampler reads."""
+    quiet = _ticks(*_machine(0, children_files), 8, monitor=True)
+    busy = _ticks(*_machine(OTHERS, children_files), 8, monitor=True)
+    assert [len(t) for t in busy] == [len(t) for t in quiet]
