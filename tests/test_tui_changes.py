@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_tui_support import FedApp, screen_lines, screen_text
+from test_tui_support import FedApp, screen_lines, screen_text, settled
 
 from gputop_diag import sim
 from gputop_diag.monitor.sampler import Sampler
@@ -58,10 +58,10 @@ async def test_a_gpu_lost_mid_run_shows_lost_on_its_row(size):
     app = FedApp("xid-79")
     async with app.run_test(size=size) as pilot:
         app.feed(30)
-        await pilot.pause()
+        await settled(pilot, lambda: "/79.6" in row_of(app, "GPU3"))
         assert "58.9/79.6" in row_of(app, "GPU3") or "/79.6" in row_of(app, "GPU3")
         app.feed(70)
-        await pilot.pause()
+        await settled(pilot, lambda: "LOST" in row_of(app, "GPU3 "))
         row = row_of(app, "GPU3 ")
         assert "LOST" in row, row  # not a blank row
         assert "/79.6" in row_of(app, "GPU2")

@@ -53,3 +53,13 @@ def screen_lines(app) -> list[str]:
 
 def screen_text(app) -> str:
     return "\n".join(screen_lines(app))
+
+
+async def settled(pilot, check, tries: int = 40) -> bool:
+    """Pause until `check()` holds (a frame painted after messages queued behind a busy
+    machine), at most `tries` pauses of 50 ms; the caller asserts what it needs."""
+    for _ in range(tries):
+        if check():
+            return True
+        await pilot.pause(0.05)
+    return check()
