@@ -122,7 +122,7 @@ def test_watch_probe_of_a_slow_loader_names_the_input_pipeline_measured(cli, tmp
     pytest.importorskip("torch")
     r = _watch(
         cli, tmp_path, "--json", "--seconds", "15", "--", sys.executable, TRAIN,
-        "--seconds", "6", "--slow-loader",
+        "--seconds", "3", "--slow-loader",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -145,7 +145,7 @@ def test_watch_probe_with_a_sync_every_step_finds_the_call_site(cli, tmp_path):
     torch = pytest.importorskip("torch")
     r = _watch(
         cli, tmp_path, "--seconds", "15", "--", sys.executable, TRAIN,
-        "--seconds", "6", "--sync-every", "1",
+        "--seconds", "3", "--sync-every", "1",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     text = r.stdout
