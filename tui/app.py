@@ -32,14 +32,13 @@ from ..recording.store import Recording
 from ..sanitize.sanitizer import Sanitizer
 from ..sources import Sources
 from ..widgets import ASCII_CLASS
+from .actions import LOW_BANDWIDTH_MIN_INTERVAL, KeyActions
 from .collector import Sampling
 from .feed import Feeder, Update
-from .filter_screen import FilterScreen
 from .hangup import TerminalGuard
 from .header import HeaderFacts, ReplayFacts, first_host
-from .help import HelpScreen
 from .job_quit import JobQuit
-from .keys import BINDINGS, JOB, PANES
+from .keys import BINDINGS, JOB
 from .layout import Layout
 from .messages import CollectorFailed, ReportWritten, SnapshotReady, XidHistoryRead
 from .panes.base import Pane, View
@@ -50,11 +49,6 @@ from .replaying import Player, ReplayEnded, ReplayExtent
 from .saver import Saver
 from .screen import MainScreen
 
-INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
-LOW_BANDWIDTH_MIN_INTERVAL = 2.0
-LIVE_ONLY = ("refresh_now", "interval")
-REPLAY_ONLY = ("replay_speed", "replay_step")
-
 
 class AsciiScrollBarRender(ScrollBarRender):
     """Scrollbars without block glyphs (--low-bandwidth: ASCII only): the thumb is drawn in
@@ -64,7 +58,7 @@ class AsciiScrollBarRender(ScrollBarRender):
     HORIZONTAL_BARS = [" "] * 8
 
 
-class GpuTopApp(App):
+class GpuTopApp(KeyActions, App):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "gputop-diag"
     BINDINGS = BINDINGS
@@ -337,129 +331,6 @@ class GpuTopApp(App):
     def repaint_visible(self) -> None:
         if self.latest is not None:
             self._render(self.latest)
-
-    # -- actions -----------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "pane" and parameters == (JOB,) and self.job is None:
-            return False  # no job is watched: the Job pane and its key stay out of sight
-        if action == "gpu" and not self._can_select:
-            return None  # shown, greyed: nothing to select between
-        if action == "clear_filter" and not self.controls.filter.active:
-            return False  # Esc does nothing here without a filter
-        if action in REPLAY_ONLY and self.replay is None:
-            return False
-        if action in LIVE_ONLY and self.replay is not None:
-            return False  # a recording has no machine to sample
-        return True
-
-    def _pane_order(self) -> list[str]:
-        return [p for p in PANES if p != "job" or self.job is not None]
-
-    def action_pane(self, k: int) -> None:
-        if PANES[k] == "job" and self.job is None:
-            return
-        self.main.switch(PANES[k])
-        if self.sizing.pane_switched():
-            self._apply_size()
-        self._render_tabs()
-        self.repaint_visible()
-
-    def action_cycle(self, step: int) -> None:
-        order = self._pane_order()
-        current = self.main.current
-        k = order.index(current) if current in order else 0
-        self.action_pane(PANES.index(order[(k + step) % len(order)]))
-
-    def action_gpu(self, step: int) -> None:
-        gpus = self._shown_gpus()
-        if gpus:
-            k = gpus.index(self.selected_gpu) if self.selected_gpu in gpus else 0
-            self.selected_gpu = gpus[(k + step) % len(gpus)]
-            self.repaint_visible()
-
-    def action_pause(self) -> None:
-        self.monitor.paused = not self.paused
-        if not self.paused:
-            self._restart_sampling(sample_first=True)  # resume with a fresh sample
-        self._render_header()
-
-    def action_refresh_now(self) -> None:
-        """Sample now, paused or not (paused stays paused)."""
-        self._restart_sampling(sample_first=True)
-
-    def _restart_sampling(self, sample_first: bool) -> None:
-        if self.start_collectors and self.replay is None:
-            self.sampling.start(sample_first)
-
-    def action_interval(self, step: int) -> None:
-        floor = LOW_BANDWIDTH_MIN_INTERVAL if self.low_bandwidth else 0.0
-        options = [i for i in INTERVALS if i >= floor]
-        k = min(range(len(options)), key=lambda i: abs(options[i] - self.interval))
-        self.monitor.interval = options[max(0, min(len(options) - 1, k + step))]
-        self._restart_sampling(sample_first=False)  # the new interval starts now
-        self._render_header()
-        self.repaint_visible()
-
-    def action_replay_speed(self, step: int) -> None:
-        self.player.pace.change_speed(step)
-        self._render_header()
-
-    def action_replay_step(self) -> None:
-        """Pause, and show the next recorded tick."""
-        self.monitor.paused = True
-        self.player.pace.step()
-        self._render_header()
-
-    def set_filter(self, f: ProcessFilter | None) -> None:
-        if f is not None:  # None: the prompt was cancelled
-            self.controls.filter = f
-            self.refresh_bindings()
-            self._render_tabs()
-            self.repaint_visible()
-
-    def action_filter(self) -> None:
-        self.push_screen(FilterScreen(self.controls.filter), self.set_filter)
-
-    def action_clear_filter(self) -> None:
-        self.set_filter(ProcessFilter())
-
-    def action_only_selected_gpu(self) -> None:
-        """`g`: only the selected GPU (its bars, lines and processes); again: every GPU."""
-        self.set_filter(self.controls.only_gpu(self.selected_gpu))
-
-    def action_sort(self, step: int) -> None:
-        self.controls.sort = self.controls.sort.next(step)
-        self.repaint_visible()
-
-    def action_sort_by(self, column: str) -> None:
-        if self.controls.sort_by(column):
-            self.repaint_visible()
-
-    def action_sort_reverse(self) -> None:
-        self.controls.sort = self.controls.sort.flipped()
-        self.repaint_visible()
-
-    def action_toggle_sweep(self) -> None:
-        self.notify(self.controls.toggle_sweep(), timeout=4)
-        self.repaint_visible()
-
-    def action_save_report(self) -> None:
-        self.saver.save_report(self.latest, self.monitor)
-
-    def action_save(self) -> None:
-        self.saver.save_snapshot(self.latest)
-
-    def action_toggle_panel(self) -> None:
-        self.sizing.toggle_panel()
-        self._apply_size()
-
-    def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
-
-    async def action_quit(self) -> None:
-        """Quit; while a job this view started still runs, ask first (`job_quit.py`)."""
-        self.quitter.quit()
 
 
 def run_app(

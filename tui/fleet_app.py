@@ -28,7 +28,8 @@ from ..fleet.sanitize import FleetNames
 from ..model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS
 from ..monitor.core import Monitor
 from ..prometheus.client import PrometheusError
-from .app import REPLAY_ONLY, GpuTopApp
+from .actions import REPLAY_ONLY
+from .app import GpuTopApp
 from .feed import Feeder, Update
 from .fleet_table import SORTS, FleetTable, fleet_rows
 from .header import first_host
