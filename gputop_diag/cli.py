@@ -255,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command == "demo":
+            if args.replay is not None:
+                parser.error(
+                    "demo lists the simulator's scenarios: it reads no recording (--replay)"
+                )
             from .commands import demo
 
             return demo.run(args)

@@ -184,3 +184,11 @@ def test_debug_is_an_option_and_shows_the_traceback(monkeypatch, capsys):
     assert "unexpected failure: RuntimeError: bang" in capsys.readouterr().err
     with pytest.raises(RuntimeError):
         cli.main(["--debug", "--demo", "idle", "snapshot"])
+
+
+def test_demo_with_a_recording_is_a_usage_error(capsys):
+    from gputop_diag.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--replay", "any.jsonl", "demo", "--list"])
+    assert e.value.code == 2 and "reads no --replay FILE" in capsys.readouterr().err
