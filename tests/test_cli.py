@@ -191,4 +191,4 @@ def test_demo_with_a_recording_is_a_usage_error(capsys):
 
     with pytest.raises(SystemExit) as e:
         main(["--replay", "any.jsonl", "demo", "--list"])
-    assert e.value.code == 2 and "reads no --replay FILE" in capsys.readouterr().err
+    assert e.value.code == 2 and "reads no recording" in capsys.readouterr().err
