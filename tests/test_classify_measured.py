@@ -148,7 +148,26 @@ def test_waits_the_gpu_is_busy_through_name_no_wait():
     window = outside("compute-bound")
     d = judge(probed(window, t_sync=0.3, t_gpu=0.78))
     assert d.primary == "compute"
-    assert "the GPU is busy 97 % of it: the wait overlaps GPU work" in against(d, "synchronization")
+    assert "the GPU is busy 97 % of the time: the wait overlaps GPU work" in against(
+        d, "synchronization"
+    )
+
+
+@pytest.mark.parametrize(
+    ("part", "cls"), [("t_sync", "synchronization"), ("t_input", "input_pipeline")]
+)
+def test_a_host_wait_while_nvml_sees_the_gpu_busy_is_the_gpus_time(part, cls):
+    """What the real probe gives on CUDA: no GPU busy time of its own (schema.py), and a host
+    blocked in .item() for most of the step while the GPU runs what it queued. NVML's busy
+    share says the GPU is the limit: the wait names no class."""
+    window = outside("compute-bound")
+    d = judge(probed(window, wall=1.0, **{"t_sync": 0.01, "t_input": 0.01, part: 0.6}))
+    assert d.primary == "compute", (d.primary, [e.text for e in d.evidence])
+    assert "(NVML): the wait overlaps GPU work" in against(d, cls)
+    # the same wait on GPUs NVML sees waiting is the class
+    idle = judge([replace(s, probes=(probe(7, s.timestamp, wall=1.0, **{part: 0.6}),))
+                  for s in outside("idle", 30)])  # fmt: skip
+    assert idle.primary == cls
 
 
 def test_without_a_driver_a_measured_wait_still_names_the_class():

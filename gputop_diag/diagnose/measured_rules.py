@@ -56,7 +56,12 @@ def wait(f: Features, cls: str) -> Verdict | None:
     step = f"{secs(m.step_s)} step"
     over = f"over {m.steps} steps of {n} process{'es' if n > 1 else ''}"
     gpu = m.share("t_gpu")
-    busy = gpu is not None and gpu >= T.MEASURED_GPU_BUSY
+    # The probe does not measure GPU busy time (probe/schema.py): NVML's busy share over the
+    # window stands in. A host blocked in .item() while the GPU runs what it queued is the GPU's
+    # time, not a sync stall; a loader waited on while the GPU is busy is not the limit either.
+    nvml = f.busy_mean / 100.0 if gpu is None and f.busy_mean is not None else None
+    busy_share = gpu if gpu is not None else nvml
+    busy = busy_share is not None and busy_share >= T.MEASURED_GPU_BUSY
     fires = share >= T.MEASURED_WAIT_SHARE and m.largest_wait == part and not busy
     what = _PART_TEXT[part]
     text = (
@@ -79,6 +84,16 @@ def wait(f: Features, cls: str) -> Verdict | None:
                 ", CUDA events)",
             )
         )
+    elif nvml is not None and busy:
+        out.append(
+            ev(
+                "gpu_busy_while_waiting",
+                100 * nvml,
+                100 * T.MEASURED_GPU_BUSY,
+                f"the GPUs busy {as_pct(nvml)} of the time (NVML) while the job waited: it waits "
+                "for work it queued, so the GPU is the limit",
+            )
+        )
     if f.gappy:
         out.append(gap_evidence(f))
     if share < T.MEASURED_WAIT_SHARE:
@@ -88,8 +103,9 @@ def wait(f: Features, cls: str) -> Verdict | None:
         )
     elif busy:
         against = (
-            f"measured: {what} {as_pct(share)} of the step, but the GPU is busy {as_pct(gpu)} "
-            "of it: the wait overlaps GPU work"
+            f"measured: {what} {as_pct(share)} of the step, but the GPU is busy "
+            f"{as_pct(busy_share)} of the time{' (NVML)' if gpu is None else ''}: the wait "
+            "overlaps GPU work"
         )
     else:
         other = m.largest_wait or part

@@ -31,6 +31,7 @@ class Accounts:
         "internal",
         "issued",
         "ddp",
+        "device_comm",
     )
 
     def __init__(self, owner: int, internal: tuple[str, ...] = ()) -> None:
@@ -45,6 +46,9 @@ class Accounts:
         self.internal = internal  # path prefixes of torch and of the probe
         self.issued: dict[int, float] = {}  # id(Work) of an async collective -> issue time
         self.ddp = False  # a DistributedDataParallel exists: its all-reduce is not seen
+        # a collective on CUDA tensors (NCCL): it runs on the GPU's stream and returns once
+        # queued, so the host's time in it is not its time
+        self.device_comm = False
 
     def begin(self, now: float | None) -> None:
         self.open_t = now

@@ -196,12 +196,26 @@ class Probe:
         return (
             bool(parts.get("t_input")),
             bool(parts.get("t_sync")),
-            bool(parts.get("t_comm")) and not self.acc.ddp,
+            bool(parts.get("t_comm")) and not self.acc.ddp and not self._device_comm(),
         )
+
+    def _device_comm(self) -> bool:
+        if self.acc.device_comm:
+            self.note(
+                "probe: t_comm is not measured: the collectives run on the GPU (NCCL) and "
+                "return once queued; their time shows where the host next waits for the GPU"
+            )
+        return self.acc.device_comm
 
     def _gpu_boundary(self, step: tuple | None) -> None:
         event = mem = None
-        if gpu.cuda_in_use(self.torch):
+        cuda = gpu.cuda_in_use(self.torch)
+        if cuda and gpu.capturing(self.torch):  # inside the job's CUDA graph capture: no
+            if step is not None:  # event recorded or queried, nothing drained until it ends
+                self.late.append((step[:-1] + (None,), None, None))
+            self.last_event = None
+            return
+        if cuda:
             try:
                 event = gpu.mark(self.torch)
                 mem = gpu.memory(self.torch) if step is not None else None

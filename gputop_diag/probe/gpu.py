@@ -27,7 +27,19 @@ def cuda_in_use(torch: ModuleType | None) -> bool:
         return False
 
 
+def capturing(torch: ModuleType) -> bool:
+    """Whether the current stream is being captured into a CUDA graph: no event is recorded
+    or queried then, or the job's own capture would be invalidated
+    (https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs)."""
+    try:
+        return bool(torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return True  # cannot tell: stay out of the way
+
+
 def mark(torch: ModuleType) -> Any:
+    if capturing(torch):
+        return None
     event = torch.cuda.Event(enable_timing=True)
     event.record()
     return event
@@ -41,8 +53,10 @@ def elapsed_s(start: Any, end: Any) -> float | None:
 
 
 def memory(torch: ModuleType) -> dict[str, int] | None:
-    """This step's allocator figures (https://pytorch.org/docs/stable/generated/
-    torch.cuda.memory_stats.html), then the peak is reset so the next step has its own."""
+    """The allocator's figures at this step (https://pytorch.org/docs/stable/generated/
+    torch.cuda.memory_stats.html). "peak" is the peak since the job started (or since the job
+    itself last reset it): the probe never resets it, since the job may report
+    `torch.cuda.max_memory_allocated()` itself."""
     stats = torch.cuda.memory.memory_stats_as_nested_dict()
     if not stats:
         return None
@@ -54,5 +68,4 @@ def memory(torch: ModuleType) -> dict[str, int] | None:
         "retries": stats["num_alloc_retries"],
         "ooms": stats["num_ooms"],
     }
-    torch.cuda.reset_peak_memory_stats()
     return figures

@@ -178,6 +178,20 @@ def _input(acc: Accounts, orig: Any) -> Any:
     return functools.wraps(orig)(wrapper)
 
 
+def _on_a_device(args: tuple, kwargs: dict) -> bool:
+    """Whether a collective's tensors are on a GPU: NCCL's collectives, and their `wait()`,
+    return once the work is queued on the stream (https://pytorch.org/docs/stable/
+    distributed.html#synchronous-and-asynchronous-collective-operations)."""
+    try:
+        for a in (*args, *kwargs.values()):
+            items = a if isinstance(a, (list, tuple)) else (a,)
+            if any(getattr(x, "is_cuda", False) is True for x in items[:4]):
+                return True
+    except Exception:
+        return False
+    return False
+
+
 def _collective(
     acc: Accounts, orig: Any, fail: Callable[[str, BaseException], None], work_type: type
 ) -> Any:
@@ -185,6 +199,8 @@ def _collective(
         if acc.depth or _ident() != acc.owner:
             return orig(*args, **kwargs)
         acc.depth = 1
+        if not acc.device_comm and _on_a_device(args, kwargs):
+            acc.device_comm = True
         t0 = _clock()
         try:
             result = orig(*args, **kwargs)

@@ -32,7 +32,7 @@ Records, one JSON object per line, every one with "kind" and "t" (wall clock, se
   whether the job is GPU- or host-bound; busy time needs CUPTI or the profiler. That span is
   "gpu_span_s" (CUDA only), informational; a record waiting for it can be written a few records
   late, so records are in step order but not always in "t" order. "mem": bytes (retries, ooms:
-  counts since the start), "peak" this step's own; CUDA only.
+  counts since the start), "peak" since the job started (never reset by the probe); CUDA only.
 - "sync_sites": {"sites": [{"site": "train.py:42", "call": ".item", "count", "seconds"}]}
   -- the top call sites of host-device synchronizations so far, most time first.
   "site" is the user's file (relative to the job's working directory when inside it) and line

@@ -102,7 +102,7 @@ def render(
     probes = _job_probes(job, shown)
     probed = [p.steps for p in probes if p.steps is not None]
     t.append("\nSteps ", style="bold")
-    if (steps is None or tp.median_s is None) and probed:
+    if probed:  # measured in the job beats output lines read once a tick
         rate = sum(1.0 / s.wall_s for s in probed) / len(probed)
         t.append(f"{rate:.3g} steps/s", style="bold")
         t.append(f"  (measured in the job, step {max(s.last_step for s in probed)})\n")
