@@ -1,9 +1,10 @@
 """GPU memory by model name, for `--gpu MODEL` when the GPU is not the machine's own.
 
 Where the figure is what NVML reports as memory.total on that model (nvidia-smi's
-"memory.total"), the entry says "nvml"; elsewhere it is the data sheet's capacity read as GiB
-("data sheet": NVML reports a little less, what ECC and the driver keep). The machine's own GPUs
-are always read from NVML instead.
+"memory.total"), the entry says "nvml"; elsewhere it is the data sheet's capacity in decimal
+gigabytes ("data sheet", 10^9 bytes: on the safe side of what NVML reports, never above it).
+The "nvml" figures are nvidia-smi's memory.total as those boards print it. The machine's own
+GPUs are always read from NVML instead.
 Data sheets: https://www.nvidia.com/en-us/data-center/ (H100, H200, A100, L40S, L4, A10, V100,
 T4, B200) and https://www.nvidia.com/en-us/geforce/graphics-cards/ (RTX 4090, RTX 3090).
 """
@@ -26,25 +27,28 @@ class GpuMemory:
 
 
 # name -> (bytes, source); the names users type (`--gpu H100-80GB`)
+GB = 10**9  # a data sheet's gigabyte
+
+
 TABLE: dict[str, tuple[int, str]] = {
     "H100-80GB": (81559 * MIB, "nvml"),
     "H100-PCIE-80GB": (81559 * MIB, "nvml"),
-    "H100-NVL-94GB": (94 * GIB, "data sheet"),
-    "H200-141GB": (141 * GIB, "data sheet"),
-    "GH200-96GB": (96 * GIB, "data sheet"),
-    "B200-180GB": (180 * GIB, "data sheet"),
+    "H100-NVL-94GB": (94 * GB, "data sheet"),
+    "H200-141GB": (143771 * MIB, "nvml"),
+    "GH200-96GB": (96 * GB, "data sheet"),
+    "B200-180GB": (180 * GB, "data sheet"),
     "A100-80GB": (81920 * MIB, "nvml"),
     "A100-40GB": (40960 * MIB, "nvml"),
-    "L40S-48GB": (48 * GIB, "data sheet"),
-    "L40-48GB": (48 * GIB, "data sheet"),
-    "A6000-48GB": (48 * GIB, "data sheet"),
-    "A10-24GB": (24 * GIB, "data sheet"),
-    "L4-24GB": (24 * GIB, "data sheet"),
-    "RTX4090-24GB": (24 * GIB, "data sheet"),
-    "RTX3090-24GB": (24 * GIB, "data sheet"),
-    "V100-32GB": (32 * GIB, "data sheet"),
-    "V100-16GB": (16 * GIB, "data sheet"),
-    "T4-16GB": (16 * GIB, "data sheet"),
+    "L40S-48GB": (46068 * MIB, "nvml"),
+    "L40-48GB": (46068 * MIB, "nvml"),
+    "A6000-48GB": (49140 * MIB, "nvml"),
+    "A10-24GB": (23028 * MIB, "nvml"),
+    "L4-24GB": (23034 * MIB, "nvml"),
+    "RTX4090-24GB": (24564 * MIB, "nvml"),
+    "RTX3090-24GB": (24576 * MIB, "nvml"),
+    "V100-32GB": (32 * GB, "data sheet"),
+    "V100-16GB": (16 * GB, "data sheet"),
+    "T4-16GB": (15360 * MIB, "nvml"),
 }
 
 _CUSTOM = re.compile(r"^(\d+(?:\.\d+)?)\s*(gib|gb|g)$", re.IGNORECASE)
