@@ -117,6 +117,10 @@ E2E = [
 ]
 
 SLOW = [
+    "test_sanitize_surfaces.py::test_watched_job_view_and_s_during_watch_name_nothing_planted",
+    "test_sanitize_surfaces.py::test_replay_of_a_sanitized_recording_names_nothing_planted",
+    "test_sanitize_surfaces.py::test_live_view_under_sanitize_names_nothing_planted",
+    "test_sanitize_surfaces.py::test_watch_by_pid_and_by_slurm_job_names_nothing_planted",
     "test_probe_jobs.py",  # real training jobs under the probe: torch starts in each
     "test_probe_torch.py::test_sync_sites_are_the_users_lines_and_torch_reading_its_cpu_counters_is_not_one",  # noqa: E501
     "test_probe_torch.py::test_torch_compile_runs_as_it_does_without_the_probe",

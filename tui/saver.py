@@ -1,6 +1,8 @@
 """The live view's `s` (the sanitized report, built in a worker thread) and `S` (the last
 snapshot as JSON): what they write (`reports.py`), where (`saving.py`), and the toast that says
-where it went."""
+where it went. Under `--sanitize` the toast is on the screen too: a directory it names (a home
+directory names its user, a save directory a project) is the session's pseudonym, the file's own
+name (a time stamp) as it is."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from textual.timer import Timer
 from ..monitor.core import Monitor, TickStuck
 from ..recording.store import Recording
 from ..report.build import ReportSource
+from ..sanitize.sanitizer import Sanitizer
 from ..sources import Sources
 from .feed import Update
 from .messages import ReportWritten
@@ -92,10 +95,24 @@ class Saver:
             return
         self.app.post_message(ReportWritten(saved, None, report.left_out))
 
+    def _shown(self, text: str) -> str:
+        """`text` (a message naming directories) as the screen may show it."""
+        return text if self.key is None else Sanitizer(self.key).text(text) or text
+
+    def _shown_path(self, path: str) -> str:
+        """Where a file went, as the toast names it: absolute; under --sanitize its directory
+        as the session's pseudonym and its own name as it is (`~user-x/path-y/gputop-diag-…`)."""
+        where = os.path.abspath(path)
+        if self.key is None:
+            return where
+        directory, name = os.path.split(where)
+        return os.path.join(Sanitizer(self.key).path(directory), name)
+
     def report_written(self, message: ReportWritten) -> None:
         saved = message.saved
         if saved is None:
-            self.app.notify(f"could not build the report: {message.error}", severity="error")
+            error = self._shown(message.error or "")
+            self.app.notify(f"could not build the report: {error}", severity="error")
             return
         left = ", ".join(x["section"] for x in message.left_out)
         note = f"; left out as not safe to share: {left}" if left else ""
@@ -136,21 +153,22 @@ class Saver:
     def _said(self, what: str, saved: Saved, note: str = "") -> None:
         """A toast saying where `what` went (and where it could not go), or why nowhere."""
         notify = self.app.notify
+        problems = [self._shown(p) for p in saved.problems]
         try:
             if saved.path is None:
                 notify(
-                    f"could not write the {what} anywhere: " + "; ".join(saved.problems),
+                    f"could not write the {what} anywhere: " + "; ".join(problems),
                     severity="error",
                     timeout=15,
                 )
                 return
             self.last_saved = saved.path
             self._forget_later()
-            where = os.path.abspath(saved.path)
+            where = self._shown_path(saved.path)
             also = "".join(f" and {os.path.basename(p)}" for p in saved.also)
-            if saved.problems:
+            if problems:
                 notify(
-                    f"{what} written to {where}{also} (not to {'; '.join(saved.problems)}){note}",
+                    f"{what} written to {where}{also} (not to {'; '.join(problems)}){note}",
                     severity="warning",
                     timeout=15,
                 )

@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import os
+import secrets
 import shlex
 import signal
 import sys
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         note = stop_note(watch)
         if note is not None:
             print(f"gputop-diag: {note}", file=sys.stderr)
-        if watch.started and watch.running:  # stderr: the user's own terminal
+        if watch.started and watch.running and not watch.stopped:  # it was stopped: not left
             print(
                 f"gputop-diag: left running: pid {watch.roots[0]}, output "
                 f"{out_path(args, watch.tail.path)}",
@@ -246,13 +247,16 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
             print(f"gputop-diag: {note}", file=sys.stderr)
         args.seconds = seconds
     monitor = Monitor(feed, interval=args.interval, job=watch)
+    sanitize = getattr(args, "sanitize", False)
+    # under --sanitize one key for what this command prints: the status lines and the summary
+    key = secrets.token_bytes(32) if sanitize else None
+    status_sanitizer = None  # seeded at the first status line (a short job has none)
     writer = None
     if args.record:
         from ..recording.store import RecordingError
         from ..recording.writer import RecordingWriter
 
         try:
-            sanitize = getattr(args, "sanitize", False)
             writer = RecordingWriter(
                 args.record,
                 interval_s=args.interval,
@@ -283,7 +287,11 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
                 now = clock.now()
                 if now - last_status >= STATUS_EVERY_S and not feed.simulated:
                     last_status = now
-                    print(f"gputop-diag: {status_line(t.snapshot)}", file=sys.stderr)
+                    if sanitize and status_sanitizer is None:
+                        status_sanitizer = seeded_sanitizer(feed, key=key)
+                    line = shown_status(t.snapshot, watch, status_sanitizer)
+                    if line is not None:
+                        print(f"gputop-diag: {line}", file=sys.stderr)
                 if watch.finished:
                     ended_by = "ended"
                     break
@@ -307,6 +315,12 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         monitor.close()
         if writer is not None:
             writer.close()
+    if writer is not None and writer.withheld:  # as `record --sanitize` says it
+        print(
+            f"gputop-diag: {writer.withheld} snapshot(s) not written: they could not be "
+            "sanitized with confidence",
+            file=sys.stderr,
+        )
     if monitor.last is None:
         return 1
     if ended_by != "ended":
@@ -316,11 +330,9 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     job, diag, procs = t.snapshot.job, t.diagnosis, seen.processes()
     probes, memory = probed.probes(), probed.memory()
     sanitizer = None
-    if getattr(args, "sanitize", False):
-        sanitizer = seeded_sanitizer(feed, snaps)
-        job = sanitizer.model(quiet(job))
-        if watch.argv:  # the label is the command line: sanitized as one, as cmdlines are
-            job = dataclasses.replace(job, label=shlex.join(sanitizer.argv(list(watch.argv))))
+    if sanitize:
+        sanitizer = seeded_sanitizer(feed, snaps, key=key)
+        job = shown_job(job, watch, sanitizer)
         diag = sanitizer.model(diag)
         procs = [sanitizer.model(p) for p in procs]
         probes = [sanitizer.model(p) for p in probes]
@@ -414,6 +426,26 @@ def _roots_known_at_start(watch: JobWatch) -> list[JobProcess]:
 
 
 # -- words ------------------------------------------------------------------------------------
+def shown_job(job: JobState, watch: JobWatch, sanitizer) -> JobState:
+    """The job as a sanitized output names it: its names replaced, its output's text left out
+    (`quiet`), a started command's label its command line sanitized as cmdlines are."""
+    job = sanitizer.model(quiet(job))
+    if watch.argv:
+        job = dataclasses.replace(job, label=shlex.join(sanitizer.argv(list(watch.argv))))
+    return job
+
+
+def shown_status(snap, watch: JobWatch, sanitizer=None) -> str | None:
+    """The status line; under --sanitize (`sanitizer`) with the job named as the summary names
+    it, and None (not printed) when something in it still looks like an identifier."""
+    if sanitizer is None:
+        return status_line(snap)
+    if snap.job is not None:
+        snap = dataclasses.replace(snap, job=shown_job(snap.job, watch, sanitizer))
+    line = status_line(snap)
+    return None if sanitizer.leaks(line) else line
+
+
 def status_line(snap) -> str:
     job = snap.job
     if job is None:

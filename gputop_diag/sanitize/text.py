@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from . import forms as F
 from . import rules as R
+from . import titles
 from .forms import host
 from .rules import UUID, H
 from .vocabulary import FILE_EXTENSIONS, PUBLIC_PACKAGES
@@ -86,6 +87,8 @@ def _named(s: Sanitizer, m: re.Match, w: Work, cls: str) -> str:
 def _fqdn(s: Sanitizer, m: re.Match, w: Work) -> str:
     full = m.group(0)
     low = full.lower()
+    if s.known_domain(low):  # this machine's domain on its own (`hpc.acme.zone`): the site's
+        return s.kept(w, "domain", full, low)  # name, with the pseudonym its FQDNs show
     if low.rsplit(".", 1)[-1] not in R.TLDS and low not in s.hosts:
         if _unknown_tld_host(s, low):
             return host(s, full, w)
@@ -132,6 +135,15 @@ def _url(s: Sanitizer, m: re.Match, w: Work) -> str:
     if rest and rest != "/":
         shown += "/" + s.kept(w, "url", rest)
     return shown + tail
+
+
+def _name_option(s: Sanitizer, m: re.Match, w: Work) -> str:
+    """`--run-name X`, `--project=Y` in free text: X and Y are seeded as a command line's are
+    (`titles.learn_names`), and the seeded words' rule below replaces them, here and wherever
+    else they stand."""
+    if not has_placeholder(m.group(0)):
+        titles.learn_names(s, m.group(0).split(None, 1))
+    return m.group(0)
 
 
 def _email(s: Sanitizer, m: re.Match, w: Work) -> str:
@@ -308,6 +320,7 @@ def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
 SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (_rx(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]{}]+"), _url),
     *F.SECRET_RULES,
+    (titles.NAME_OPTION_IN_TEXT, _name_option),
     (_rx(r"\b([\w.+-]+)@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,63}\b"), _email),
     (
         _rx(

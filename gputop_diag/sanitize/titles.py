@@ -27,11 +27,15 @@ if TYPE_CHECKING:
 _SPACE = re.compile(r"\s")
 # Options whose value is a run's, a project's or an experiment's name: seeded, so that the
 # name is replaced in the job's output too.
-_NAME_FLAG = re.compile(
-    r"^--?(?:[\w-]*[-_])?(?:run|project|experiment|exp|job|wandb|name|tags?|group|entity|"
+_NAME_OPTION = (
+    r"(?:[\w-]*[-_])?(?:run|project|experiment|exp|job|wandb|name|tags?|group|entity|"
     r"output[-_]dir|save[-_]dir|logdir|log[-_]dir|checkpoint[-_]dir|ckpt[-_]dir)"
-    r"(?:[-_]name|[-_]id)?$"
+    r"(?:[-_]name|[-_]id)?"
 )
+_NAME_FLAG = re.compile(rf"^--?{_NAME_OPTION}$")
+# The same options, long ones, with their values in free text (a launcher or a job echoing
+# its command line: `--run-name X`, `--project=Y`; not find's `-name`).
+NAME_OPTION_IN_TEXT = re.compile(rf"(?<![\w-])--{_NAME_OPTION}(?:=|[ \t]+)(?!-)[^\s'\",;]+")
 
 
 def _base(arg: str) -> str:
