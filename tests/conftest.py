@@ -253,7 +253,15 @@ SLOW_FIXTURES = {"heldout"}  # the 600 held-out cases, read or generated, then j
 # Module fixtures whose tests share one worker under `--dist loadgroup` (the README's command):
 # the held-out cases (too costly to build on every worker), and the one real Slurm cluster (each
 # worker's fixture cancels the test jobs it finds, the other workers' included).
-XDIST_GROUPS = {"heldout": "heldout", "slurm": "slurm"}
+# A module fixture that starts services (Prometheus and exporters: ~25 s; Prometheus behind
+# TLS: ~11 s) is built once per worker that runs one of its tests: its tests share one worker.
+XDIST_GROUPS = {
+    "heldout": "heldout",
+    "slurm": "slurm",
+    "fleet": "fleet",
+    "fleet_doc": "fleet",
+    "tls_prometheus": "tls",
+}
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: -n auto
