@@ -291,7 +291,10 @@ class GpuTopApp(KeyActions, App):
         self.main.show_header(facts)
 
     def _render_tabs(self) -> None:
-        self.main.show_tabs(self._pane_order(), self.controls.filter.describe())
+        described = self.controls.filter.describe()  # what was typed: a user, a command
+        if self.sanitizer is not None and described:
+            described = self.sanitizer.text(described) or ""
+        self.main.show_tabs(self._pane_order(), described)
 
     def _render_banner(self) -> None:
         errors = self.latest.snapshot.errors if self.latest is not None else ()
