@@ -402,16 +402,16 @@ EQUIVALENT = [
 
 
 @pytest.mark.parametrize("scenario,seconds", EQUIVALENT, ids=[s for s, _ in EQUIVALENT])
-def test_replayed_diagnosis_is_the_live_diagnosis(scenario, seconds, tmp_path, cli):
+def test_replayed_diagnosis_is_the_live_diagnosis(scenario, seconds, tmp_path):
     f = str(tmp_path / f"{scenario}.jsonl.gz")
-    rec = cli("--demo", scenario, "record", "-o", f, "--seconds", str(seconds))
-    assert rec.returncode == 0, rec.stderr
-    assert f"recorded {seconds + 1} snapshots" in rec.stderr  # stdout may be the file
-    replay = cli("--replay", f, "diagnose", "--json")
-    live = cli("--demo", scenario, "diagnose", "--seconds", str(seconds), "--json")
-    assert replay.returncode == live.returncode == 0, replay.stderr + live.stderr
-    assert replay.stderr == ""
-    got, want = json.loads(replay.stdout), json.loads(live.stdout)
+    rc, _, err = run_main("--demo", scenario, "record", "-o", f, "--seconds", str(seconds))
+    assert rc == 0, err
+    assert f"recorded {seconds + 1} snapshots" in err  # stdout may be the file
+    replay = run_main("--replay", f, "diagnose", "--json")
+    live = run_main("--demo", scenario, "diagnose", "--seconds", str(seconds), "--json")
+    assert replay[0] == live[0] == 0, replay[2] + live[2]
+    assert replay[2] == ""
+    got, want = json.loads(replay[1]), json.loads(live[1])
     assert without_times(got) == without_times(want)
     if scenario == "scheduler-wait":
         assert got["primary"] == "scheduler" and got["scope"]["job"] == "48213"

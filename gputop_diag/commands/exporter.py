@@ -94,6 +94,8 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         metrics.update(tick)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(metrics)
+        # Before the server answers: a service manager may stop it as soon as it is scraped.
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
             server, _ = start_http_server(port, addr=addr, registry=registry)
         except OSError as e:
@@ -110,7 +112,6 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
             file=sys.stderr,
             flush=True,
         )
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
             _loop(monitor, metrics, feed, args.interval, stop)
         except KeyboardInterrupt:
