@@ -40,6 +40,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the driver -> CUDA runtime -> framework chain, layer by layer, with the verdict "
         "(--probe-python PATH)",
     ),
+    "health": (
+        "health",
+        "node and job health checks (environment, D state, PCIe, ACS, InfiniBand, fabric "
+        "manager), each tied to the bottleneck it causes",
+    ),
     "report": ("report", "write a sanitized report, safe to paste into a public issue"),
     "memory": (
         "memory",

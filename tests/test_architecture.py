@@ -16,7 +16,7 @@ ROOTS = {"gputop_diag": "gputop_diag", "tui": "gputop_diag.tui", "widgets": "gpu
 
 # What each concept may import (besides itself). Lower layers first; see docs/architecture.md.
 _BASE = {"model"}
-_JUDGE = {"xid", "mapping", "driver", "job", "sanitize"}
+_JUDGE = {"xid", "mapping", "driver", "job", "sanitize", "health"}
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "sources": {"model"},
@@ -26,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "driver": _BASE,
     "job": _BASE,
     "sanitize": _BASE,
+    "health": _BASE,
     # the memory planner: the seed's formulas over a model's shape, pure
     "planner": _BASE,
     "diagnose": _BASE | _JUDGE - {"sanitize"} | {"planner"},

@@ -18,9 +18,9 @@ from . import plant
 from .clock import EPOCH0, SimClock
 from .drivers import DRIVERS, DriverProfile, driver_profile
 from .fake_commands import FakeCommands
-from .fake_nvml import FakeNvml
 from .fake_procfs import FakeProcFS
 from .fake_psutil import FakePsutil
+from .health import HealthNvml, SimHealth
 from .machine import ScenarioInfo, SimMachine, scenario_info
 from .scenarios import SCENARIOS
 
@@ -91,6 +91,7 @@ def build(
         name, SCENARIOS[name], clock, seed, noise, gpu_count, process_count, profile
     )
     apply_faults(machine, os.environ.get(FAULTS_ENV, "") if faults is None else faults)
+    machine.health = SimHealth(machine)  # the PCI tree, InfiniBand, D states (sim/health.py)
     environ = {
         "USER": machine.user,
         "LOGNAME": machine.user,
@@ -106,7 +107,7 @@ def build(
         {k: v for k, v in real.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIX)}
     )
     sources = Sources(
-        nvml=FakeNvml(machine),
+        nvml=HealthNvml(machine),
         psutil=FakePsutil(machine),
         procfs=FakeProcFS(machine),
         clock=clock,

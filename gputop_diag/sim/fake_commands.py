@@ -81,6 +81,11 @@ class FakeCommands:
             return self._dmesg(argv)
         if prog in ("squeue", "scontrol", "sacct") and self._m.slurm:
             return getattr(self._slurm, prog)(argv)
+        health = getattr(self._m, "health", None)
+        if health is not None and prog in ("lspci", "systemctl", "nv-fabricmanager"):
+            answer = health.command(prog, argv)
+            if answer is not None:
+                return answer
         if prog.startswith("python") and argv[1:2] == ["-c"] and "GPUTOP_DIAG_PROBE" in argv[2]:
             return self._python_probe(argv[0])
         raise FileNotFoundError(2, "No such file or directory", prog)

@@ -4,6 +4,7 @@ calls."""
 from __future__ import annotations
 
 import ctypes
+import inspect
 import time
 
 import pynvml as _real
@@ -64,6 +65,29 @@ _EVENT_TYPES = (
     | _real.nvmlEventTypePState
     | _real.nvmlEventTypeClock
 )
+
+
+# The health calls and the driver branch whose libnvidia-ml.so first exports them (nvml.h of each
+# CUDA toolkit: GSP firmware mode in CUDA 11.6 / R510, GPU fabric info in CUDA 12.0 / R525, its
+# versioned form in CUDA 12.4 / R550); an older driver raises FUNCTION_NOT_FOUND.
+HEALTH_SYMBOL_SINCE = {
+    "nvmlDeviceGetGspFirmwareMode": 510,
+    "nvmlDeviceGetGpuFabricInfo": 525,
+    "nvmlDeviceGetGpuFabricInfoV": 550,
+}
+# pynvml's own default arguments (shared c_uint objects): the stand-in's signature is the real's.
+_GSP_ARGS = inspect.signature(_real.nvmlDeviceGetGspFirmwareMode).parameters
+_FABRIC_STATES = {
+    "not_supported": _real.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED,
+    "not_started": _real.NVML_GPU_FABRIC_STATE_NOT_STARTED,
+    "in_progress": _real.NVML_GPU_FABRIC_STATE_IN_PROGRESS,
+    "completed": _real.NVML_GPU_FABRIC_STATE_COMPLETED,
+}
+
+
+def _deref(arg):
+    """The struct behind `byref(x)` (or `x` itself)."""
+    return getattr(arg, "_obj", arg)
 
 
 class NvmlExtras(NvmlBase):
@@ -180,6 +204,56 @@ class NvmlExtras(NvmlBase):
         if link >= self._sim(device).model["nvlinks"]:
             raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
         return _real.NVML_FEATURE_ENABLED
+
+    # -- node health -------------------------------------------------------------------------
+    def _since(self, name: str) -> None:
+        if self._m.driver.branch < HEALTH_SYMBOL_SINCE[name]:
+            raise ERR(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    @nvml_api
+    def nvmlDeviceGetGspFirmwareMode(
+        self,
+        handle,
+        isEnabled=_GSP_ARGS["isEnabled"].default,
+        defaultMode=_GSP_ARGS["defaultMode"].default,
+    ):
+        """[isEnabled, defaultMode] as pynvml returns them, or NVML_SUCCESS with the two filled
+        in when the caller passes its own references. GSP runs by default on Turing and newer
+        from R535 on (NVIDIA driver README, "GSP Firmware")."""
+        self._since("nvmlDeviceGetGspFirmwareMode")
+        self._no_mig_handle(handle)
+        health = getattr(self._m, "health", None)
+        on = int(self._m.driver.branch >= 535 and tuple(self._sim(handle).model["cc"]) >= (7, 5))
+        enabled, default = health.cfg.get("gsp", (on, on)) if health else (on, on)
+        if type(isEnabled) is not ctypes.c_uint:  # references: filled in place
+            _deref(isEnabled).value, _deref(defaultMode).value = enabled, default
+            return _real.NVML_SUCCESS
+        return [enabled, default]
+
+    def _fabric(self, device, info) -> int:
+        health = getattr(self._m, "health", None)
+        state = health.fabric_state(self._index(device)) if health else "not_supported"
+        if state == "not_supported":
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+        s = _deref(info)
+        s.state = _FABRIC_STATES[state]
+        s.status = _real.NVML_SUCCESS if state == "completed" else _real.NVML_ERROR_NOT_READY
+        s.cliqueId = 1 if state == "completed" else 0
+        return _real.NVML_SUCCESS
+
+    @nvml_api
+    def nvmlDeviceGetGpuFabricInfo(self, device, gpuFabricInfo):
+        """Fills the caller's c_nvmlGpuFabricInfo_t (passed by reference)."""
+        self._since("nvmlDeviceGetGpuFabricInfo")
+        return self._fabric(device, gpuFabricInfo)
+
+    @nvml_api
+    def nvmlDeviceGetGpuFabricInfoV(self, device, gpuFabricInfo):
+        """Fills the caller's c_nvmlGpuFabricInfoV_t, whose `version` must be set."""
+        self._since("nvmlDeviceGetGpuFabricInfoV")
+        if _deref(gpuFabricInfo).version != _real.nvmlGpuFabricInfo_v2:
+            raise ERR(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        return self._fabric(device, gpuFabricInfo)
 
     # -- GPM ---------------------------------------------------------------------------------
     @nvml_api

@@ -63,9 +63,26 @@ class FakeProcFS:
             return e.errno != errno.ENOENT
         return True
 
+    def _health(self):
+        """The machine's health surface (sim/health.py): the PCI tree, InfiniBand, modules,
+        processes in D state; None on a machine built without one."""
+        return getattr(self._m, "health", None)
+
     def listdir(self, path: str) -> list[str]:
         m = self._m
         parts = [p for p in path.split("/") if p]
+        health = self._health()
+        if health is not None:
+            if len(parts) == 3 and parts[0] == "proc" and parts[1].isdigit():
+                p = m.alive(int(parts[1]))
+                if p is None:
+                    raise _missing(path)
+                names = health.pid_listdir(p, parts[2:], path)
+                if names is not None:
+                    return names
+            names = health.listdir(path)
+            if names is not None:
+                return names
         if parts == ["proc"]:
             live = [str(pid) for pid in m.procs if m.alive(pid)]
             return [*live, "pressure", "driver", "loadavg"]
@@ -103,6 +120,11 @@ class FakeProcFS:
             if parts[2] == "task" and len(parts) == 5:
                 return self._task_file(p, parts[3], parts[4], path)
             return self._pid_file(p, parts[2:], path)
+        health = self._health()
+        if health is not None and parts[:1] in (["sys"], ["proc"]):
+            text = health.read(path)
+            if text is not None:
+                return text
         if parts in (["proc"], ["proc", "pressure"], ["proc", "driver"], ["sys"], ["dev"]):
             raise _directory(path)
         if parts[:2] == ["proc", "pressure"] and len(parts) == 3 and parts[2] in _PSI:
@@ -158,6 +180,11 @@ class FakeProcFS:
             if p.denied:
                 raise _denied(path)
             return self._maps(p)
+        health = self._health()
+        if health is not None:
+            text = health.pid_file(p, rest, path)
+            if text is not None:
+                return text
         raise _missing(path)
 
     def _task_file(self, p: SimProc, tid: str, name: str, path: str) -> str:
@@ -196,9 +223,11 @@ class FakeProcFS:
         system = int(cpu_s * CLOCK_TICKS) - user
         start = int((p.create_time - m.boot_time) * CLOCK_TICKS)
         tid, name = (p.pid, p.name) if th is None else (th.tid, th.name)
+        health = self._health()
+        state = "S" if health is None else health.state(tid)
         return (
-            f"{tid} ({name[:15]}) S {p.ppid} {p.pid} {p.pid} 0 -1 4194560 0 0 0 0 {user} {system} "
-            f"0 0 20 0 {len(p.threads)} 0 {start} 0 0\n"
+            f"{tid} ({name[:15]}) {state} {p.ppid} {p.pid} {p.pid} 0 -1 4194560 0 0 0 0 {user} "
+            f"{system} 0 0 20 0 {len(p.threads)} 0 {start} 0 0\n"
         )
 
     def _thread(self, p: SimProc, tid: str) -> SimThread | None:

@@ -340,4 +340,113 @@ SCENARIOS: dict[str, dict] = {
         timeline=[(0, "compute"), (60, "input")],
         jobs=[_job()],
     ),
+    # -- node and job health (gputop-diag health, docs/health.md) -------------------------------
+    "launch-blocking": dict(
+        description="CUDA_LAUNCH_BLOCKING=1 left in the job's environment: every kernel launch "
+        "waits, the GPUs idle between launches",
+        expected="synchronization",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "sync")],
+        jobs=[_job(cmd=("python", "train.py", "--config", "configs/llama-7b.yaml"))],
+        health=dict(env={"CUDA_LAUNCH_BLOCKING": "1"}),
+    ),
+    "nccl-p2p-disabled": dict(
+        description="NCCL_P2P_DISABLE=1 in the job's environment: all-reduce goes through host "
+        "memory instead of NVLink, the GPUs dip together",
+        expected="communication",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "comm")],
+        jobs=[_job(cmd=("torchrun", "--nproc-per-node", "8", "train_ddp.py"))],
+        health=dict(env={"NCCL_P2P_DISABLE": "1"}),
+    ),
+    "pcie-downtrained": dict(
+        description="GPU 5's PCIe link trained at gen 4 x8 of gen 5 x16 under load, with "
+        "correctable AER errors; the job is otherwise compute-bound",
+        expected="compute",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "compute")],
+        jobs=[_job()],
+        health=dict(
+            pcie={5: (4, 8)},
+            idle_gen1=True,
+            aer={5: {"correctable": {"BadTLP": 37, "BadDLLP": 12, "Timeout": 3}}},
+        ),
+    ),
+    "fabric-manager-down": dict(
+        description="an NVSwitch node after a driver update: the fabric manager, still the old "
+        "version, failed to start; CUDA fails with error 802 and the GPUs sit idle",
+        expected="idle",
+        model="H100",
+        gpus=8,
+        duration=120,
+        timeline=[(0, "idle")],
+        jobs=[],
+        health=dict(fabric_manager="failed", fm_version="570.86.15"),
+    ),
+    "dataloader-d-state": dict(
+        description="data-loader workers stuck in D state reading an NFS mount that stopped "
+        "answering: the GPUs wait for input",
+        expected="input_pipeline",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "input")],
+        jobs=[_job(cmd=("python", "train_vit.py", "--data", "/data/imagenet", "--workers", "20"))],
+        health=dict(
+            d_state=dict(
+                workers=6, wchan="rpc_wait_bit_killable", mount=("/data", "nfs4", "fs01:/export")
+            )
+        ),
+    ),
+    "gpu-missing-from-nvml": dict(
+        description="8 GPUs on the PCI bus, 7 in NVML: one failed to initialise when the driver "
+        "loaded (RmInitAdapter failed); the job runs on the other seven",
+        expected="compute",
+        model="H100",
+        gpus=7,
+        duration=300,
+        timeline=[(0, "compute")],
+        jobs=[_job()],
+        health=dict(pci_only_gpus=1),
+        kernel_lines=[
+            (-261830.0, "NVRM: GPU 0000:db:00.0: RmInitAdapter failed! (0x26:0x56:1474)"),
+            (-261830.0, "NVRM: GPU 0000:db:00.0: rm_init_adapter failed, device minor number 7"),
+        ],
+    ),
+    "acs-enabled": dict(
+        description="ACS redirects peer-to-peer requests on the PCIe switches above the GPUs "
+        "(read as root): GPU-to-GPU traffic goes through the root complex",
+        expected="communication",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "comm")],
+        jobs=[_job(cmd=("torchrun", "--nproc-per-node", "8", "train_ddp.py"))],
+        health=dict(root=True, acs=True),
+    ),
+    "ib-port-down": dict(
+        description="one InfiniBand port down and one at 200 Gb/s of 400, nvidia_peermem not "
+        "loaded: a multi-node job's all-reduce waits on the network",
+        expected="communication",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "comm")],
+        jobs=[_job(cmd=("torchrun", "--nproc-per-node", "8", "train_ddp.py"))],
+        health=dict(
+            ib=[("4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)")] * 5
+            + [
+                ("1: DOWN", "3: Disabled", "10 Gb/sec (4X SDR)"),
+                ("4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)"),
+                ("4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)"),
+            ],
+            peermem=False,
+        ),
+    ),
 }

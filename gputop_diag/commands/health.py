@@ -1,0 +1,151 @@
+"""`gputop-diag health`: node and job health checks, each finding with its evidence and where it
+was read, the next step, and the bottleneck class it bears on (docs/health.md).
+
+Reads one snapshot (the GPUs and their processes), then the GPU processes' environments and
+states, the PCI bus, NVML's health settings, InfiniBand ports and the fabric manager. Exit 3
+when no driver is usable (the findings that could be made are still printed), 2 for a usage
+error, 0 otherwise: a finding is the output, not a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..collect.health import read_health
+from ..health import judge
+from ..model.codec import iso_time
+from ..model.exits import EXIT_NO_GPU
+from ..model.health import HEALTH_SCHEMA, SEVERITIES, HealthReport
+from ..sources import Sources
+from .common import add_sanitize, no_driver_error, sample_once
+
+REPLAY = False  # a recording holds no health facts
+SCHEMA = HEALTH_SCHEMA
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help=f"print one JSON document ({SCHEMA})")
+    p.add_argument(
+        "--pid",
+        metavar="PID",
+        type=int,
+        action="append",
+        default=[],
+        help="also check this process and its descendants (a job not yet on a GPU); repeatable",
+    )
+    p.add_argument(
+        "--no-lspci",
+        action="store_true",
+        help="do not run `lspci -vvv` for the ACS control of the bridges above the GPUs",
+    )
+    add_sanitize(p)
+
+
+def run(args: argparse.Namespace, feed: Sources) -> int:
+    snap = sample_once(feed, fast=True)
+    facts = read_health(feed, snap, watched=args.pid, with_acs=not args.no_lspci)
+    report = judge(facts)
+    doc = build(report)
+    if getattr(args, "sanitize", False):
+        from .common import sanitized_output, seeded_sanitizer
+
+        sanitizer = seeded_sanitizer(feed, [snap])
+        doc = sanitize_doc(doc, sanitizer, report)
+        text = json.dumps(doc, indent=2) if args.json else render_text(doc)
+        text = sanitized_output(text, sanitizer)
+        if text is None:
+            return 1
+        print(text)
+    else:
+        print(json.dumps(doc, indent=2) if args.json else render_text(doc))
+    err = no_driver_error(snap)
+    if err is not None:
+        print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        return EXIT_NO_GPU
+    return 0
+
+
+def build(report: HealthReport) -> dict[str, Any]:
+    f = report.facts
+    counts = {s: sum(1 for x in report.findings if x.severity == s) for s in SEVERITIES}
+    return {
+        "schema": SCHEMA,
+        "hostname": f.hostname,
+        "timestamp": iso_time(f.timestamp),
+        "worst": report.worst,
+        "counts": counts,
+        "read_s": None if f.read_s is None else round(f.read_s, 4),
+        "examined": {
+            "gpus_nvml": len(f.nvml.gpus),
+            "gpus_pci": len(f.pci.gpus),
+            "nvswitches": len(f.pci.nvswitches),
+            "processes": f.processes.examined,
+            "environments": len(f.processes.envs),
+            "ib_ports": len(f.interconnect.ib_ports),
+        },
+        "findings": [
+            {
+                "id": x.id,
+                "severity": x.severity,
+                "check": x.check,
+                "title": x.title,
+                "bears_on": list(x.bears_on),
+                "layer": x.layer,
+                "gpus": list(x.gpus),
+                "pids": list(x.pids),
+                "evidence": [{"text": e.text, "source": e.source} for e in x.evidence],
+                "next_step": x.next_step or None,
+            }
+            for x in report.findings
+        ],
+    }
+
+
+def sanitize_doc(doc: dict[str, Any], sanitizer, report: HealthReport) -> dict[str, Any]:
+    """Every string through the one sanitizer: the host, the PCI bus ids of GPUs, bridges and
+    switches (the layout of the node), paths and mount sources."""
+    f = report.facts
+    sanitizer.seed_hostname(doc["hostname"])
+    for g in f.pci.gpus:
+        for b in (g.bdf, *g.bridges):
+            sanitizer.seed_pci(b)
+    for b in f.pci.nvswitches:
+        sanitizer.seed_pci(b)
+    for g in f.nvml.gpus:
+        sanitizer.seed_pci(g.bus_id)
+    for s in f.processes.stuck:  # the file servers of the mounts: server:/export
+        for m in s.mounts:
+            server, sep, _ = m.device.partition(":/")
+            if sep:
+                sanitizer.seed_hostname(server)
+    sanitizer.learn_document(doc)
+    out = sanitizer.document(doc)
+    out["sanitized"] = True
+    return out
+
+
+_MARK = {"critical": "CRITICAL", "warning": "WARNING", "info": "info", "ok": "ok"}
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    c = doc["counts"]
+    lines = [
+        f"{doc['hostname']}  health  {doc['timestamp']}  "
+        f"{c['critical']} critical, {c['warning']} warning(s), {c['info']} info, {c['ok']} ok",
+        "",
+    ]
+    for x in doc["findings"]:
+        lines.append(f"{_MARK[x['severity']]:<8}  {x['title']}  [{x['id']}]")
+        if x["severity"] == "ok" and not x["next_step"]:
+            continue
+        bears = ", ".join(x["bears_on"]) or "-"
+        layer = f"   driver-chain layer: {x['layer']}" if x["layer"] else ""
+        lines.append(f"{'':<10}bears on: {bears}{layer}")
+        for e in x["evidence"]:
+            lines.append(f"{'':<10}- {e['text']}  ({e['source']})")
+        if x["next_step"]:
+            lines.append(f"{'':<10}next: {x['next_step']}")
+    return "\n".join(lines)

@@ -1,0 +1,241 @@
+"""Node and job health: what the health readers found (facts) and what the judgement made of it
+(findings). Frozen data only; the readers are in `collect/health/`, the judgement in `health/`.
+
+A reading that could not be made says why in `problem`, in the words a person acts on:
+"permission denied", "absent", "not available from this driver", "not supported", or the error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+HEALTH_SCHEMA = "gputop-diag.health/1"
+
+SEVERITIES = ("critical", "warning", "info", "ok")  # most urgent first
+# The bottleneck classes a finding can bear on: the classifier's own names
+# (diagnose/types.py BOTTLENECK_CLASSES; tests/test_health_judge.py checks they agree).
+HEALTH_CLASSES = (
+    "capacity",
+    "bandwidth",
+    "compute",
+    "input_pipeline",
+    "synchronization",
+    "communication",
+    "scheduler",
+)
+
+# Why a reading is missing: one vocabulary for every reader.
+DENIED = "permission denied"
+ABSENT = "absent"
+NO_SYMBOL = "not available from this driver"
+NOT_SUPPORTED = "not supported"
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One value and where it was read (a path, an NVML call, a command); `problem` when the
+    value could not be had."""
+
+    value: Any
+    source: str
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+# -- facts: processes ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ProcessEnv:
+    """The health-relevant variables of one process's environment (/proc/<pid>/environ); only
+    the watched names are kept, never the whole environment."""
+
+    pid: int
+    name: str | None
+    source: str  # /proc/<pid>/environ
+    variables: tuple[tuple[str, str], ...] = ()
+    problem: str | None = None
+    gpus: tuple[int, ...] = ()  # the GPUs NVML lists it on (empty: a watched job's process)
+
+
+@dataclass(frozen=True, slots=True)
+class MountRef:
+    """A mount a stuck process touches: through an open file (`via` "fd N") or its working
+    directory."""
+
+    mount_point: str
+    fs_type: str
+    device: str  # the mount source: server:/export for NFS
+    via: str
+
+
+@dataclass(frozen=True, slots=True)
+class StuckProcess:
+    """A process of a GPU job in uninterruptible sleep (state D in /proc/<pid>/stat)."""
+
+    pid: int
+    name: str
+    state: str  # "D"
+    wchan: str | None  # /proc/<pid>/wchan: the kernel function it waits in ("0": unknown)
+    root_pid: int  # the GPU process (or watched job process) it belongs to
+    mounts: tuple[MountRef, ...] = ()
+    mounts_problem: str | None = None  # why its mounts or open files could not be read
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessFacts:
+    envs: tuple[ProcessEnv, ...] = ()
+    stuck: tuple[StuckProcess, ...] = ()
+    examined: int = 0  # processes whose state was read (GPU processes and their descendants)
+    unreadable: int = 0  # of those, how many could not be read (gone or denied)
+
+
+# -- facts: PCI ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AcsBridge:
+    """ACS control on one bridge above a GPU, from `lspci -vvv -s BDF` ("ACSCtl:" line)."""
+
+    bdf: str
+    flags: tuple[tuple[str, bool], ...] = ()  # ("SrcValid", True), ("ReqRedir", True), ...
+    has_acs: bool | None = None  # False: the capability list shows no ACS; None: not read
+    problem: str | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PciGpu:
+    """An NVIDIA display or 3D controller on the PCI bus (/sys/bus/pci/devices/BDF)."""
+
+    bdf: str  # 0000:18:00.0
+    device_id: str | None = None  # 0x2330
+    class_code: str | None = None  # 0x030200
+    link_speed: Reading | None = None  # current_link_speed, "32.0 GT/s PCIe"
+    link_speed_max: Reading | None = None
+    link_width: Reading | None = None
+    link_width_max: Reading | None = None
+    aer: tuple[tuple[str, Reading], ...] = ()  # ("correctable", Reading(total)), ...
+    bridges: tuple[str, ...] = ()  # the bridges above it, nearest first
+    acs: tuple[AcsBridge, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PciFacts:
+    gpus: tuple[PciGpu, ...] = ()
+    nvswitches: tuple[str, ...] = ()  # BDFs of vendor 0x10de class 0x0680 devices
+    problem: str | None = None  # /sys/bus/pci/devices could not be listed
+    source: str = "/sys/bus/pci/devices"
+
+
+# -- facts: NVML --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FabricState:
+    """NVML's view of a GPU's place in the NVLink fabric (nvmlDeviceGetGpuFabricInfo[V])."""
+
+    state: str  # "not_supported", "not_started", "in_progress", "completed"
+    status: int | None = None  # nvmlReturn_t of the registration
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlGpu:
+    index: int
+    bus_id: str | None  # NVML form: 00000000:18:00.0
+    name: str | None = None
+    util_gpu_pct: float | None = None
+    persistence: Reading | None = None  # True / False
+    gsp_firmware: Reading | None = None  # (enabled, default) as booleans
+    pcie_gen: Reading | None = None
+    pcie_gen_max: Reading | None = None
+    pcie_width: Reading | None = None
+    pcie_width_max: Reading | None = None
+    fabric: Reading | None = None  # value: FabricState
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlFacts:
+    gpus: tuple[NvmlGpu, ...] = ()
+    driver_version: str | None = None
+    problem: str | None = None  # NVML could not be opened (no driver)
+
+
+# -- facts: interconnect ------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class IbPort:
+    """/sys/class/infiniband/<device>/ports/<port>/: state, phys_state, rate, link_layer."""
+
+    device: str
+    port: str
+    state: str | None  # "4: ACTIVE"
+    phys_state: str | None  # "5: LinkUp"
+    rate: str | None  # "400 Gb/sec (4X NDR)"
+    link_layer: str | None  # "InfiniBand" or "Ethernet" (RoCE)
+    problem: str | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InterconnectFacts:
+    ib_ports: tuple[IbPort, ...] = ()
+    ib_problem: str | None = None  # /sys/class/infiniband: absent (no IB) or unreadable
+    peermem: Reading | None = None  # value: the loaded module's name, or None
+    source: str = "/sys/class/infiniband"
+
+
+@dataclass(frozen=True, slots=True)
+class FabricManagerFacts:
+    """The fabric manager of an NVSwitch system: what the machine says of it."""
+
+    dev_nodes: tuple[str, ...] = ()  # /dev/nvidia-nvswitch*
+    service: Reading | None = None  # `systemctl is-active nvidia-fabricmanager`: "active", ...
+    version: Reading | None = None  # `nv-fabricmanager --version`
+    asked: bool = False  # False: no NVSwitch found, the service was not asked about
+
+
+@dataclass(frozen=True, slots=True)
+class HealthFacts:
+    """Everything one health read found."""
+
+    timestamp: float
+    hostname: str
+    processes: ProcessFacts = field(default_factory=ProcessFacts)
+    pci: PciFacts = field(default_factory=PciFacts)
+    nvml: NvmlFacts = field(default_factory=NvmlFacts)
+    interconnect: InterconnectFacts = field(default_factory=InterconnectFacts)
+    fabric_manager: FabricManagerFacts = field(default_factory=FabricManagerFacts)
+    read_s: float | None = None  # wall time of the read
+
+
+# -- findings -----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class HealthEvidence:
+    text: str  # "CUDA_LAUNCH_BLOCKING=1"
+    source: str  # "/proc/41216/environ"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One check's verdict, tied to the bottleneck class it bears on."""
+
+    id: str  # "env.cuda_launch_blocking"
+    severity: str  # one of SEVERITIES
+    title: str
+    evidence: tuple[HealthEvidence, ...] = ()
+    next_step: str = ""  # one copyable command line, or a sentence where there is none
+    bears_on: tuple[str, ...] = ()  # classes of HEALTH_CLASSES
+    check: str = ""  # the check it belongs to: "environment", "pcie_link", ...
+    gpus: tuple[int, ...] = ()
+    pids: tuple[int, ...] = ()
+    layer: str | None = None  # a layer of the driver chain ("fabric_manager"), where it is one
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    findings: tuple[Finding, ...]
+    facts: HealthFacts
+
+    @property
+    def worst(self) -> str:
+        return next((s for s in SEVERITIES if any(f.severity == s for f in self.findings)), "ok")
