@@ -291,7 +291,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.replay is not None:
                 from .recording.store import Recording
 
-                feed = Recording.open(args.replay)
+                shown = None
+                if args.sanitize:  # its messages name the file by its pseudonym
+                    from .commands.common import shown_path
+
+                    shown = shown_path(args.replay)
+                feed = Recording.open(args.replay, shown=shown)
             else:
                 feed = make_sources(args, realtime=args.command is None)
         except (ValueError, _recording_error()) as e:  # an unknown scenario, a bad recording

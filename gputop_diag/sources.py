@@ -141,6 +141,51 @@ class Sources:
     def simulated(self) -> bool:
         return self.scenario is not None
 
+    # -- signals: the one way the live view acts on a process -------------------------------
+    def _kill(self, pid: int, sig: int) -> None:
+        """`os.kill`, or the simulator's twin (a demo never signals a real process)."""
+        if self.sim is not None:
+            self.sim.kill(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+    def may_signal(self, pid: int) -> str | None:
+        """None when this user may signal `pid`, else why not, in words. kill(2): root may
+        signal any process; others only a process whose real or saved user id is their real
+        or effective one."""
+        me = (
+            {self.sim.uid_of(self.sim.user)}
+            if self.sim is not None
+            else {os.getuid(), os.geteuid()}
+        )
+        if 0 in me:
+            return None
+        try:
+            proc = self.psutil.Process(pid)
+            uids = proc.uids()
+        except self.psutil.NoSuchProcess:
+            return f"pid {pid} has ended"
+        except self.psutil.AccessDenied:
+            return f"pid {pid} is not readable by this user: only its owner or root may signal it"
+        if me & {uids.real, uids.saved}:
+            return None
+        try:
+            owner = proc.username()
+        except Exception:  # noqa: BLE001 - a name is a courtesy: the uid says it
+            owner = f"uid {uids.real}"
+        return f"pid {pid} belongs to {owner}: only its owner or root may signal it"
+
+    def send_signal(self, pid: int, sig: int) -> tuple[bool, str]:
+        """Send `sig` to `pid`: (sent, what happened, in words)."""
+        name = signal.Signals(sig).name
+        try:
+            self._kill(pid, sig)
+        except ProcessLookupError:
+            return False, f"pid {pid} had already ended: nothing sent"
+        except PermissionError:
+            return False, f"{name} to pid {pid}: not permitted (only its owner or root)"
+        return True, f"sent {name} to pid {pid}"
+
     @classmethod
     def real(cls) -> Sources:
         import psutil

@@ -117,8 +117,8 @@ def test_missing_gpm_still_gives_a_verdict_with_lower_confidence(name):
     d = judge(_strip(window, gpm=None))
     assert d.primary == SCENARIOS[name].expected_class
     assert d.confidence < trail[-1].confidence
-    assert "GPM (SM, tensor and DRAM activity)" in d.missing_evidence
-    assert "GPM (SM, tensor and DRAM activity)" not in d.available_evidence
+    assert "SM, tensor and DRAM activity (GPM counters)" in d.missing_evidence
+    assert "SM, tensor and DRAM activity (GPM counters)" not in d.available_evidence
 
 
 def test_missing_nvlink_leaves_communication_open_and_names_what_is_missing():

@@ -163,7 +163,7 @@ def test_without_gpm_compute_is_judged_from_power_at_lower_confidence():
     d = judge(window(per_gpu=lambda k, i: dict(gpm=False)))
     assert d.primary == "compute"
     assert d.confidence < full.confidence
-    assert "GPM (SM, tensor and DRAM activity)" in d.missing_evidence
+    assert "SM, tensor and DRAM activity (GPM counters)" in d.missing_evidence
     assert any("dcgmi dmon" in c for c in d.checks)
 
 

@@ -483,9 +483,15 @@ def test_a_real_process_started_with_cuda_launch_blocking():
         [sys.executable, "-c", "import time; time.sleep(30)"], env=env, stdin=subprocess.DEVNULL
     )
     try:
-        for _ in range(50):  # until the interpreter is running (its stat says S, sleeping)
+        for _ in range(100):  # until the interpreter runs (before exec, the environment
+            # and command line are still the forking test's)
             facts = read_processes(RealProcFS(), {child.pid: (0,)})
-            if facts.examined and not facts.unreadable:
+            try:
+                ran = "time.sleep" in RealProcFS().read_text(f"/proc/{child.pid}/cmdline")
+            except OSError:
+                ran = False
+            if ran and facts.examined and not facts.unreadable:
+                facts = read_processes(RealProcFS(), {child.pid: (0,)})
                 break
             time.sleep(0.05)
         env_of = {e.pid: dict(e.variables) for e in facts.envs}

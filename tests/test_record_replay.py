@@ -42,6 +42,7 @@ from gputop_diag.model import (
     XidEvent,
 )
 from gputop_diag.model.codec import from_jsonable, jsonable
+from gputop_diag.model.health import Finding, HealthEvidence, HealthFacts
 from gputop_diag.monitor.core import Monitor
 from gputop_diag.recording.store import RECORDING_SCHEMA, Recording, RecordingError, read_recording
 from gputop_diag.recording.writer import RecordingWriter, write_recording
@@ -141,6 +142,7 @@ def every_field_snapshot() -> Snapshot:
         dec_util_pct=1e-9,
         power_w=612.3456789012345,
         temperature_c=71,
+        fan_speed_pct=43,
         memory_temperature_c=80.5,
         sm_clock_mhz=1755,
         mem_clock_mhz=2619,
@@ -182,6 +184,9 @@ def every_field_snapshot() -> Snapshot:
         cuda_visible_devices="0,1",
         environ_readable=True,
         access_denied=True,
+        ppid=4200,
+        parent_name="torchrun",
+        uid=1001,
     )
     return Snapshot(
         timestamp=1768471200.125,
@@ -322,6 +327,24 @@ def every_field_snapshot() -> Snapshot:
                 malformed_lines=2,
             ),
         ),
+        health=model.HealthReport(
+            (
+                Finding(
+                    id="env.cuda_launch_blocking",
+                    severity="warning",
+                    title="CUDA_LAUNCH_BLOCKING=1 in a GPU job's environment",
+                    evidence=(HealthEvidence("CUDA_LAUNCH_BLOCKING=1", "/proc/4242/environ"),),
+                    next_step="unset CUDA_LAUNCH_BLOCKING",
+                    bears_on=("synchronization",),
+                    check="environment",
+                    gpus=(0,),
+                    pids=(4242,),
+                    layer="driver",
+                ),
+            ),
+            # the recorded form: when it was read and how long it took, never the raw facts
+            HealthFacts(1768471200.0, "", read_s=0.004),
+        ),
     )
 
 
@@ -351,6 +374,8 @@ def test_every_model_dataclass_round_trips_with_every_field_set(tmp_path):
 
     walk(snap)
     every = {c for c in vars(model).values() if isinstance(c, type) and dataclasses.is_dataclass(c)}
+    every |= {Finding, HealthEvidence}  # reached through HealthReport
+    seen.pop(HealthFacts)  # recorded without the raw facts (model/health.py `recorded`)
     assert set(seen) == every  # the example reaches every dataclass of the model...
     for cls in every:  # ...with every field away from its default
         assert seen[cls] == {f.name for f in dataclasses.fields(cls)}, cls.__name__

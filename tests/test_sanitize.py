@@ -477,3 +477,30 @@ def test_thousands_of_seeded_names_stay_fast():
     start = time.process_time()
     s.text(text)
     assert time.process_time() - start < 2.0  # typically 0.2 s
+
+
+def test_public_source_lines_and_small_ordinals_are_kept():
+    """Vocabulary, not identity: NCCL's and PyTorch's own `file:line` in their WARN lines, and
+    a CUDA_VISIBLE_DEVICES index closed by the sentence around it; a project's file and a
+    planted project name in the same shape are still replaced."""
+    s = Sanitizer()
+    s.seed_word("project", "orion-llm")
+    kept = [
+        "node:41:47 [1] transport/net_ib.cc:1293 NCCL WARN NET/IB : Got completion from peer",
+        "misc/socket.cc:484 NCCL WARN socketStartConnect: Connect failed",
+        "[E torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:616] Watchdog caught",
+        "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44",
+        "torch/nn/parallel/distributed.py:1211 and transformers/models/llama/modeling_llama.py:9",
+        "(CUDA_VISIBLE_DEVICES=7) and CUDA_VISIBLE_DEVICES=0,7; CUDA_VISIBLE_DEVICES=-1.",
+    ]
+    for text in kept:
+        assert s.text(text) == text
+    assert s.cuda_visible_devices("0,7)") == "0,7)"
+    out = s.text(
+        "orion/train.py:12 and transport/orion-llm.cc:3 and transport/net_ib.cc and "
+        "torch/Orion-LLM/x.py:3 and ../work/train.py:5"
+    )
+    assert "orion" not in out.lower() and "net_ib" not in out and "work/" not in out, out
+    assert s.cuda_visible_devices("0,8a47641b")[:2] == "0," and "8a47" not in s.text(
+        "CUDA_VISIBLE_DEVICES=8a47641b)"
+    )

@@ -3,6 +3,7 @@ a process by pid, SIGHUP, and the usage errors. Real subprocesses, real /proc.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_diag.collect.job import JobWatch, OutputTail
+from gputop_diag.collect.job import JobWatch, OutputTail, default_log_path
 from gputop_diag.sources import Sources
 
 DATA = Path(__file__).parent / "data" / "watch"
@@ -88,7 +89,10 @@ def test_started_command_survives_sighup_of_the_watcher(tmp_path):
                 break
             time.sleep(0.02)
         w.send_signal(signal.SIGHUP)  # what a dropped SSH link sends
-        assert w.wait(10) == -signal.SIGHUP  # the watcher goes...
+        assert w.wait(10) == 128 + signal.SIGHUP  # the watcher goes, as a shell says it...
+        said = log.read_text()
+        assert "the terminal closed (SIGHUP): gputop-diag stopped watching" in said
+        assert "was left running" in said  # ...and the job's log says so
         for _ in range(300):
             if "finished" in log.read_text():
                 break
@@ -490,3 +494,139 @@ def test_a_command_that_ends_before_the_first_sample_is_still_seen():
     assert [(p.pid, p.rss_bytes) for p in seen.processes()] == [(41, 1 << 20)]
     slurm = SimpleNamespace(target="slurm", argv=None, roots=())
     assert _roots_known_at_start(slurm) == []
+
+
+# -- stopping and leaving ----------------------------------------------------------------------
+
+
+def _watching(log: Path, args: list[str], env: dict | None = None) -> subprocess.Popen:
+    """`gputop-diag watch --output LOG ARGS` headless in a subprocess, once its job has started
+    (the job prints `up` first)."""
+    w = subprocess.Popen(
+        [PY, "-m", "gputop_diag", "watch", "--interval", "0.2", "--output", str(log), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    for _ in range(500):
+        if log.exists() and log.read_text().startswith("up"):
+            break
+        time.sleep(0.02)
+    time.sleep(0.3)  # its loop is running
+    return w
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+
+
+@pytest.mark.e2e
+def test_ctrl_c_stops_the_started_job_and_watch_returns_its_status(tmp_path):
+    """Ctrl-C (SIGINT to the watcher, as the terminal sends it) reaches the job as a shell
+    passes it on: SIGINT to its process group; the job ends, watch says so and exits 130."""
+    log = tmp_path / "job.log"
+    code = "import time; print('up', flush=True); time.sleep(30)"
+    w = _watching(log, ["--", PY, "-c", code])
+    try:
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=20)
+        assert w.returncode == 130, err
+        pid = int(re.search(r"SIGINT sent to the job's process group \(pid (\d+)\)", err)[1])
+        assert _gone(pid)
+        assert "Ctrl-C again sends SIGTERM" in err
+        assert "killed by SIGINT" in out  # the summary's state
+        assert f"the job (pid {pid}) ended: killed by SIGINT, exit code 130" in err
+        assert "left running" not in err
+    finally:
+        if w.poll() is None:
+            w.kill()
+
+
+@pytest.mark.e2e
+def test_ctrl_c_again_escalates_to_sigterm_then_sigkill(tmp_path):
+    log = tmp_path / "job.log"
+    code = (
+        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(30)"
+    )
+    w = _watching(log, ["--", PY, "-c", code])
+    try:
+        for _ in range(3):  # SIGINT and SIGTERM are ignored; SIGKILL cannot be
+            w.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+        out, err = w.communicate(timeout=20)
+        assert w.returncode == 128 + signal.SIGKILL, err
+        sent = re.findall(r"Ctrl-C: (\w+) sent", err)
+        assert sent == ["SIGINT", "SIGTERM", "SIGKILL"], err
+        assert "Ctrl-C sent SIGINT, then SIGTERM, then SIGKILL" in err
+    finally:
+        if w.poll() is None:
+            w.kill()
+
+
+@pytest.mark.e2e
+def test_seconds_leaves_the_job_running_and_says_where(cli, tmp_path):
+    """`--seconds N` stops watching, not the job: stderr names its pid and log, and it runs."""
+    code = "import time; print('up', flush=True); time.sleep(30)"
+    r = watch(
+        cli, tmp_path, "--seconds", "1", "--output", str(tmp_path / "j.log"), "--", PY, "-c", code
+    )
+    m = re.search(r"left running \(watching stopped\): pid (\d+), output (\S+);", r.stderr)
+    assert r.returncode == 0 and m, r.stderr
+    pid = int(m[1])
+    try:
+        assert m[2] == str(tmp_path / "j.log") and not _gone(pid)
+        assert "(watched for --seconds; the job goes on)" in r.stdout
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def test_the_log_goes_to_the_state_directory_by_default(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    path = default_log_path(environ={"XDG_STATE_HOME": str(state)})
+    assert path.startswith(str(state / "gputop-diag") + "/") and path.endswith(".log")
+    assert (state / "gputop-diag").is_dir() and (
+        state / "gputop-diag"
+    ).stat().st_mode & 0o777 == 0o700
+    home = default_log_path(environ={"HOME": str(tmp_path / "h")})
+    assert home.startswith(str(tmp_path / "h" / ".local" / "state" / "gputop-diag") + "/")
+    monkeypatch.chdir(tmp_path)
+    refused = tmp_path / "refused"
+    refused.write_text("")  # a file where the directory should be: the temporary directory
+    assert not default_log_path(environ={"XDG_STATE_HOME": str(refused)}).startswith(str(tmp_path))
+
+
+@pytest.mark.e2e
+def test_a_started_commands_log_path_is_shown_and_in_the_state_directory(cli, tmp_path):
+    state = tmp_path / "state"
+    r = cli("watch", "--", PY, "-c", "print('hi')", env={"XDG_STATE_HOME": str(state)})
+    assert r.returncode == 0, r.stderr
+    shown = re.search(r"output: (\S+)", r.stderr)[1]
+    assert shown.startswith(str(state / "gputop-diag" / "gputop-watch-"))
+    assert Path(shown).read_text() == "hi\n"
+    r = cli(
+        "watch", "--sanitize", "--", PY, "-c", "print('hi')", env={"XDG_STATE_HOME": str(state)}
+    )
+    assert str(tmp_path) not in r.stderr and "output: " in r.stderr  # its pseudonym
+
+
+def test_ctrl_c_after_y_goes_on_from_sigterm_to_sigkill(tmp_path):
+    """`y` (stop) sent SIGTERM already: the next Ctrl-C escalates, it never falls back to
+    SIGINT."""
+    w = JobWatch.for_command(
+        Sources.real(), [PY, "-c", "import time; time.sleep(30)"], log_path=str(tmp_path / "j.log")
+    )
+    try:
+        assert w.next_interrupt() == "SIGINT"
+        w.stop(grace_s=5)
+        assert w.exit_signal == "SIGTERM" and w.next_interrupt() == "SIGKILL"
+        assert not w.alive() and w.interrupt() is None  # nothing left to signal
+    finally:
+        if w.popen.poll() is None:
+            w.popen.kill()

@@ -1,17 +1,21 @@
 """The live view in watch mode: it opens on the Job pane; quitting while a started job runs asks
-first (y stops it, d or q again leaves it running)."""
+first (y stops it, d leaves it running, q again keeps the question); Ctrl-C stops the job as a
+shell would (SIGINT, SIGTERM, SIGKILL) and quits with its exit status; a closed terminal leaves
+it running with a line in its log; what stderr says afterwards is what happened."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 
+import pytest
 from test_tui_support import screen_text, tick
 from textual.widgets import ContentSwitcher
 
 from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch
-from gputop_diag.commands.watch import stop_note
+from gputop_diag.commands.watch import after_lines, stop_note
 from gputop_diag.tui import GpuTopApp
 from gputop_diag.tui.job_quit import QuitJobScreen
 
@@ -74,9 +78,17 @@ async def test_quit_asks_and_d_leaves_the_job_running(tmp_path):
             assert not isinstance(app.screen, QuitJobScreen) and app.is_running
             await pilot.press("q")
             await pilot.pause()
+            await pilot.press("q")  # again: the question stays (only d leaves the job)
+            await pilot.pause()
+            assert isinstance(app.screen, QuitJobScreen) and app.is_running
+            assert "Its output goes on to" in screen_text(app)  # the log, named
             await pilot.press("d")
             await pilot.pause()
         assert w.detached and w.popen.poll() is None  # left running
+        pid = w.popen.pid
+        (said,) = after_lines(w, "LOG")
+        assert said.startswith(f"left running (watching stopped): pid {pid}, output LOG"), said
+        assert app.return_code == 0
     finally:
         w.stop(grace_s=2)
 
@@ -94,7 +106,12 @@ async def test_quit_y_stops_the_job_and_returns_its_code(tmp_path):
             await pilot.pause()
         assert w.popen.poll() is not None and w.exit_signal == "SIGTERM"
         assert app.return_code == 143
-        assert stop_note(w) == "the job ended on SIGTERM"
+        assert stop_note(w) == "SIGTERM sent to the job's process group"
+        (said,) = after_lines(w, "LOG")  # true: it ended, it was not left running
+        assert said == (
+            f"SIGTERM sent to the job's process group; the job (pid {w.popen.pid}) ended: "
+            "killed by SIGTERM, exit code 143, output LOG"
+        )
     finally:
         w.stop(grace_s=2)
 
@@ -143,5 +160,92 @@ async def test_quit_y_stops_a_job_that_ignores_sigterm_without_freezing_the_view
         assert w.popen.poll() is not None and w.exit_signal == "SIGKILL" and w.killed
         assert app.return_code == 137
         assert "it was killed with SIGKILL" in stop_note(w)
+    finally:
+        w.stop(grace_s=1)
+
+
+async def _ctrl_c(app, pilot) -> None:
+    """Ctrl-C in the live view, as the terminal sends it."""
+    await pilot.press("ctrl+c")
+    await pilot.pause()
+
+
+async def _until_quit(app, pilot, tries: int = 200) -> None:
+    for _ in range(tries):
+        if not app.is_running:
+            return
+        await pilot.pause(0.05)
+
+
+@pytest.mark.slow
+async def test_ctrl_c_stops_the_job_as_a_shell_would_and_quits_with_its_status(tmp_path):
+    s, w = await _started(tmp_path)
+    try:
+        app = WatchApp(w, s)
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
+            app.feed(1)
+            await pilot.pause()
+            await pilot.press("q")  # a question open: Ctrl-C answers it
+            await pilot.pause()
+            await _ctrl_c(app, pilot)
+            assert not isinstance(app.screen, QuitJobScreen)
+            await _until_quit(app, pilot)
+        assert w.signals_sent == ["SIGINT"] and w.exit_signal == "SIGINT"
+        assert app.return_code == 130  # a shell's 128 + 2
+        (said,) = after_lines(w, None)
+        assert said.startswith("Ctrl-C sent SIGINT to the job's process group; the job")
+        assert said.endswith("ended: killed by SIGINT, exit code 130")
+    finally:
+        w.stop(grace_s=1)
+
+
+@pytest.mark.slow
+async def test_a_second_ctrl_c_escalates_to_sigterm(tmp_path):
+    s = sim.build("idle")
+    log = tmp_path / "j.log"
+    code = (
+        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "print('up', flush=True); time.sleep(30)"
+    )
+    w = JobWatch.for_command(s, [sys.executable, "-c", code], log_path=str(log))
+    try:
+        for _ in range(250):  # its SIGINT handler is in place
+            if log.read_text().startswith("up"):
+                break
+            await asyncio.sleep(0.02)
+        app = WatchApp(w, s)
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            app.feed(1)
+            await pilot.pause()
+            await _ctrl_c(app, pilot)
+            await pilot.pause(0.3)
+            assert app.is_running and w.alive()  # it ignores SIGINT: the view waits
+            toasts = " ".join(str(t.render()) for t in app.screen.query("Toast"))
+            assert "SIGINT sent to the job" in toasts and "again sends SIGTERM" in toasts
+            await _ctrl_c(app, pilot)
+            await _until_quit(app, pilot)
+        assert w.signals_sent == ["SIGINT", "SIGTERM"] and app.return_code == 143
+    finally:
+        w.stop(grace_s=1)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+async def test_a_closed_terminal_leaves_the_job_running_and_says_so_in_its_log(tmp_path):
+    s, w = await _started(tmp_path)
+    try:
+        app = WatchApp(w, s)
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.feed(1)
+            await pilot.pause()
+            assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_DFL, None)  # the guard's
+            signal.raise_signal(signal.SIGHUP)  # what the kernel sends when the terminal goes
+            await _until_quit(app, pilot)
+        assert w.detached and w.popen.poll() is None  # left running
+        last = (tmp_path / "j.log").read_text().splitlines()[-1]
+        assert "[gputop-diag " in last and "the terminal closed (SIGHUP)" in last
+        assert f"the job (pid {w.popen.pid}) was left running" in last
+        (said,) = after_lines(w, None)
+        assert said.startswith(f"left running (watching stopped): pid {w.popen.pid}")
     finally:
         w.stop(grace_s=1)

@@ -3,6 +3,9 @@ table, plain kernel text, and --sanitize."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from test_tui_support import FedApp
 
 from gputop_diag.cli import main
@@ -13,7 +16,8 @@ MonitoredApp = FedApp  # the app's own Monitor ticked by the test, as its collec
 
 
 def text_of(app, selector: str) -> str:
-    return app.query_one(selector).plain
+    """The text, its lines (wrapped with hanging indents to the pane) joined again."""
+    return re.sub(r"\n *", " ", app.query_one(selector).plain)
 
 
 def with_history(app: MonitoredApp) -> None:
@@ -112,3 +116,16 @@ async def test_the_log_before_the_run_shows_once_read_without_another_tick():
         assert app.latest.ticks == 2
         assert "Kernel log read (journal), 2 driver event(s)" in text_of(app, "#xid-triage")
         assert app.query_one("#xid-table").row_count == 2
+
+
+@pytest.mark.slow
+async def test_one_fall_off_gives_its_action_once():
+    """The selected event's step is not given again by the route and the chain below it."""
+    app = MonitoredApp("xid-79")
+    async with app.run_test(size=(120, 60)) as pilot:
+        app.feed(100)
+        await pilot.press("4")
+        await pilot.pause()
+        shown = text_of(app, "#xid-detail") + " " + text_of(app, "#xid-triage")
+        assert shown.count("drain the node and reboot") == 1, shown
+        assert "Xid 79 FALLEN_OFF_BUS on GPU 3 (critical): its question and step as above" in shown

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .filter_screen import FilterScreen
 from .help import HelpScreen
 from .keys import JOB, PANES
+from .panes.memory import MemoryPane
 from .procs import ProcessFilter
 from .side_panel import SidePanel
 
@@ -110,7 +111,8 @@ class KeyActions:
         self.set_filter(self.controls.only_gpu(self.selected_gpu))
 
     def action_sort(self, step: int) -> None:
-        self.controls.sort = self.controls.sort.next(step)
+        shown = self.query_one(MemoryPane).columns_shown
+        self.controls.sort = self.controls.sort.next(step, shown)
         self.repaint_visible()
 
     def action_sort_by(self, column: str) -> None:
@@ -146,3 +148,9 @@ class KeyActions:
     async def action_quit(self) -> None:
         """Quit; while a job this view started still runs, ask first (`job_quit.py`)."""
         self.quitter.quit()
+
+    async def action_interrupt(self) -> None:
+        """Ctrl-C: while a job this view started runs, passed on to it as a shell would (SIGINT,
+        then SIGTERM, then SIGKILL; `job_quit.py`), the view quitting when it has ended;
+        otherwise quit."""
+        self.quitter.interrupt()

@@ -35,6 +35,7 @@ from ..widgets import ASCII_CLASS
 from .actions import LOW_BANDWIDTH_MIN_INTERVAL, KeyActions
 from .collector import Sampling
 from .feed import Feeder, Update
+from .filter_screen import sanitized_filter
 from .hangup import TerminalGuard
 from .header import HeaderFacts, ReplayFacts, first_host
 from .job_quit import JobQuit
@@ -44,6 +45,8 @@ from .messages import CollectorFailed, ReportWritten, SnapshotReady, XidHistoryR
 from .panes.base import Pane, View
 from .panes.memory import MemoryPane
 from .panes.xid import XidPane
+from .process_actions import ProcessActions
+from .process_table import ProcessTable
 from .procs import ProcessControls, ProcessFilter
 from .replaying import Player, ReplayEnded, ReplayExtent
 from .saver import Saver
@@ -88,7 +91,9 @@ class GpuTopApp(KeyActions, App):
         self.sanitize = sanitize
         # --sanitize: one key for the session, so an identifier keeps its pseudonym on screen,
         # in every report and snapshot written (never written anywhere itself)
-        key = secrets.token_bytes(32) if sanitize else None
+        # (`watch` gives its run's key: the job's log has one pseudonym on screen and on stderr)
+        given = getattr(job_watch, "sanitize_key", None)
+        key = (given or secrets.token_bytes(32)) if sanitize else None
         self.sanitizer = Sanitizer(key) if key else None
         self.start_collectors = start_collectors  # False: the caller posts the ticks
         interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
@@ -97,8 +102,12 @@ class GpuTopApp(KeyActions, App):
         self.player = Player(self, replay)
         self.saver = Saver(self, sources, replay, key, save_dir, self._render_header)
         self.quitter = JobQuit(self, job_watch, sanitize)
-        self.guard = TerminalGuard(self, self._on_hangup)
-        self.controls = ProcessControls(process_filter or ProcessFilter())
+        self.guard = TerminalGuard(self, self._on_hangup, on_room=self._resumed)
+        # `--user NAME` under --sanitize: held as the rows are written (its pseudonym)
+        self.controls = ProcessControls(
+            sanitized_filter(process_filter or ProcessFilter(), self.sanitizer)
+        )
+        self.process_actions = ProcessActions(self)  # Enter, T/K/I on the process table
         self.sizing = Layout()
         self.main = MainScreen(id="_default")
         # `gputop-diag watch`: the job the Monitor reads each tick; the view opens on its pane
@@ -233,6 +242,10 @@ class GpuTopApp(KeyActions, App):
     def _sort_by(self, message: MemoryPane.SortBy) -> None:
         if self.controls.sort_by(message.column):
             self.repaint_visible()
+
+    @on(ProcessTable.Wanted)
+    def _process_wanted(self, message: ProcessTable.Wanted) -> None:
+        self.process_actions.handle(message.what, message.key, message.signal)
 
     @on(ReplayExtent)
     def _replay_extent(self, message: ReplayExtent) -> None:

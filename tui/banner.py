@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.text import Text
+
 from ..model import CollectorError
 from ..widgets import DiffText
+from .panes.base import hang_text
 
 BANNER_MAX_ERRORS = 3
 
@@ -14,7 +17,14 @@ class Banner(DiffText):
     """Hidden while everything works. Severity as a class: `-critical` when NVML (the driver
     or a GPU) is involved or sampling itself failed, `-warning` for the other sources."""
 
+    _shown: tuple | None = None
+
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self.show(*self._shown)
+
     def show(self, errors: Sequence[CollectorError], failure: tuple[str, str] | None) -> None:
+        self._shown = (errors, failure)
         lines = [failure] if failure is not None else []
         for e in errors:
             where = ""
@@ -31,5 +41,7 @@ class Banner(DiffText):
         critical = failure is not None or any(e.source == "nvml" for e in errors)
         self.set_class(critical, "-critical")
         self.set_class(not critical, "-warning")
-        self.update(text)
+        # wrapped here, continuation lines under the text (after `! ` and `next: `)
+        width = self.size.width or self.app.size.width - 2
+        self.update(hang_text(Text(text), width))
         self.display = True

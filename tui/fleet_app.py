@@ -18,7 +18,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from ..fleet.judge import FleetVerdict, render_fleet_text
@@ -33,6 +33,7 @@ from .app import GpuTopApp
 from .feed import Feeder, Update
 from .fleet_table import SORTS, FleetTable, fleet_rows
 from .header import first_host
+from .keybar import KeyBar
 from .keys import PANES
 from .messages import CollectorFailed, SnapshotReady
 from .replaying import ReplayExtent
@@ -104,7 +105,7 @@ class FleetApp(App):
         yield Static(id="fleet-problem")
         yield FleetTable(id="fleet-table")
         yield Static(id="fleet-jobs")
-        yield Footer(show_command_palette=False)
+        yield KeyBar(id="footer")
 
     def on_mount(self) -> None:
         self.query_one("#fleet-problem").display = False

@@ -11,7 +11,9 @@ driver turn that into a program that never exits:
 
 `TerminalGuard` owns SIGHUP, SIGTSTP and SIGCONT for the app: SIGCONT resumes application mode
 only after the app's own suspend (Ctrl-Z), never while leaving; on SIGHUP a terminal that is
-gone gets no more writes (a sink stands in for the writer thread) and the app exits. A last
+gone gets no more writes (a sink stands in for the writer thread) and the app exits. A job that
+`gputop-diag watch -- CMD` started is left running (it has its own session) and a line in its
+log says that the watcher left (`JobQuit.hung_up`). A last
 guard, armed by `run_app` only, ends the process with `HANGUP_EXIT` if it is still alive
 `HANGUP_GRACE_S` after the hang-up (nobody is left to stop it by hand).
 
@@ -36,6 +38,7 @@ from typing import Any
 
 HANGUP_GRACE_S = 8.0
 WRITER_WAIT_S = 2.0  # leaving: how long output may wait for a terminal that does not read
+SHED_WAIT_S = 0.25  # running: how long a frame may wait for room before frames are dropped
 WATCH_S = 0.5  # how often the watcher looks at the terminal
 HANGUP_EXIT = 128 + getattr(signal, "SIGHUP", 1)  # 129: what a shell reports for a hang-up
 
@@ -100,10 +103,67 @@ class _Bounded:
         return self._writer.fileno()
 
 
+class _Shedding:
+    """Stands in for the driver's writer thread while the app runs. Textual's writer queue holds
+    30 frames and a write waits for room: a terminal that stops reading (a stalled SSH link, a
+    tmux pane nobody drains) would stop the whole app, keys and `q` included. Here a frame waits
+    at most `SHED_WAIT_S`; then frames are dropped until the terminal has drained half the queue,
+    and the next frame is preceded by `on_room` (the whole screen painted again, so the terminal
+    shows whole frames, not the diff of a dropped one)."""
+
+    def __init__(self, writer: Any, on_room: Callable[[], None]) -> None:
+        self._writer = writer
+        self._on_room = on_room
+        self.shedding = False
+        self.dropped = 0
+
+    def write(self, text: str) -> None:
+        q = self._writer._queue
+        if self.shedding:
+            if q.qsize() > q.maxsize // 2:
+                self.dropped += 1
+                return
+            self.shedding = False
+            self._on_room()
+        try:
+            q.put(text, timeout=SHED_WAIT_S)
+        except queue.Full:
+            self.shedding = True
+            self.dropped += 1
+
+    def flush(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        """Ctrl-Z or the end: what is queued is written (the terminal's restore sequences
+        last), waiting for a terminal that does not read at most `WRITER_WAIT_S`."""
+        _Bounded(self._writer, WRITER_WAIT_S).stop()
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._writer.fileno()
+
+
+def shed(driver: Any, on_room: Callable[[], None]) -> bool:
+    """Running: a terminal that does not read loses frames, never the app (see `_Shedding`).
+    False when the driver has no writer thread of the kind this knows."""
+    writer = getattr(driver, "_writer_thread", None)
+    if writer is None or isinstance(writer, (_Sink, _Bounded, _Shedding)):
+        return False
+    if not hasattr(writer, "_queue") or not hasattr(writer, "join"):
+        return False
+    driver._writer_thread = _Shedding(writer, on_room)
+    return True
+
+
 def bound(driver: Any, wait_s: float = WRITER_WAIT_S) -> bool:
     """Leaving: output waits at most `wait_s` for the terminal (see `_Bounded`). False when the
     driver has no writer thread of the kind this knows."""
     writer = getattr(driver, "_writer_thread", None)
+    if isinstance(writer, _Shedding):
+        writer = writer._writer
     if writer is None or isinstance(writer, (_Sink, _Bounded)):
         return False
     if not hasattr(writer, "_queue") or not hasattr(writer, "join"):
@@ -138,6 +198,8 @@ def mute(driver: Any) -> bool:
     writer = getattr(driver, "_writer_thread", None)
     if writer is None or isinstance(writer, _Sink):
         return False
+    if isinstance(writer, _Shedding):
+        writer = writer._writer
     if isinstance(writer, _Bounded):
         writer.stuck = True
         writer = writer._writer
@@ -163,9 +225,16 @@ def mute(driver: Any) -> bool:
 class TerminalGuard:
     """SIGHUP, SIGTSTP and SIGCONT for one app (see the module's text)."""
 
-    def __init__(self, app: Any, on_hangup: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        app: Any,
+        on_hangup: Callable[[], None],
+        on_room: Callable[[], None] | None = None,
+    ) -> None:
         self.app = app
         self._on_hangup = on_hangup
+        # a terminal that read nothing for a while reads again: paint the whole screen
+        self._on_room = on_room or (lambda: None)
         self.suspended = False  # application mode stopped by our own Ctrl-Z
         self.leaving = False
         self.hung_up = False
@@ -195,7 +264,12 @@ class TerminalGuard:
             except (ValueError, OSError):
                 continue
         self._watch(driver)
+        self._shed(driver)
         return True
+
+    def _shed(self, driver: Any) -> None:
+        if driver is not None and not getattr(driver, "is_headless", False):
+            shed(driver, lambda: self.app.call_later(self._on_room))
 
     def _watch(self, driver: Any) -> None:
         """Start the watcher on the terminal the driver reads and writes (a real one only)."""
@@ -269,11 +343,15 @@ class TerminalGuard:
             return  # not ours to resume (a hang-up's SIGCONT, or one while leaving)
         self.suspended = False
         driver._sigcont_application(signum, frame)
+        self._shed(driver)  # the driver started a new writer thread
 
     def _hangup(self, signum: int, frame: Any) -> None:
         if self.hung_up:
             return
         self.hung_up = True
+        quitter = getattr(self.app, "quitter", None)
+        if quitter is not None:  # a job the view started goes on: its log says we left
+            quitter.hung_up()
         self.leave()
         driver = self.app._driver
         if driver is not None:

@@ -3,6 +3,8 @@ means. Paragraphs wrap to the terminal's width; Esc, `?`, `h`, F1 or `q` close i
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -10,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
 from ..widgets import DiffText
+from .keys import PROCESS_KEYS_HELP
 
 ABOUT = """
 The side panel names the current bottleneck (capacity, bandwidth, compute, input pipeline,
@@ -37,7 +40,11 @@ show the same pseudonyms.
 Processes: the selected GPU's first, then by the sort column (o: next column, O: reverse,
 M memory, P CPU, N pid, or click a column's header). f (or \\, F4) filters: gpu:0,2
 user:alice pid:4242 or words of the command line; g shows only the selected GPU; Esc clears
-the filter.
+the filter. TIME is the time since the process started (htop's layout: 12:05, 5h03:10,
+3d04h); %MEM its resident memory as a share of the host's. A signal (T, K, I) is sent only
+after y, and only to a process of your own (or any, as root); the confirmation says why not.
+From 120 columns each GPU's line shows its temperature, power draw / limit and fan speed
+(- for a board without fans), where the pane has room for them beside the memory figures.
 """
 
 REPLAY_ABOUT = """
@@ -66,7 +73,33 @@ def _action(action: str) -> tuple[str, tuple]:
     return name, tuple(params)
 
 
-def keys_text(app) -> Text:
+def _key_line(t: Text, keys: str, does: str, key_width: int, width: int | None) -> None:
+    """One key and what it does; a description longer than the line continues under itself
+    (a hanging indent), never under the keys."""
+    lead = 2 + key_width + 1
+    t.append(f"  {keys:<{key_width}}", style="bold")
+    if width is None or width - lead < 20:
+        t.append(f" {does}\n")
+        return
+    lines = textwrap.wrap(does, width - lead, break_on_hyphens=False) or [""]
+    t.append(f" {lines[0]}\n")
+    for line in lines[1:]:
+        t.append(" " * lead + line + "\n")
+
+
+STARTED_JOB_KEYS_HELP = (
+    ("q", "ask: y stops it and quits, d leaves it running and quits, n stays"),
+    (
+        "^c",
+        "stop it as a shell would (SIGINT, again SIGTERM, then SIGKILL); the view quits "
+        "with its exit status once it has ended",
+    ),
+    ("(hang-up)", "a closed terminal leaves it running; a line in its log says so"),
+)
+
+
+def keys_text(app, width: int | None = None) -> Text:
+    """The help's text; `width`: the key lines wrapped to it with a hanging indent."""
     t = Text("gputop-diag: what limits this GPU workload right now\n\n", style="bold")
     t.append("Keys\n", style="bold")
     seen: set[str] = set()
@@ -80,11 +113,18 @@ def keys_text(app) -> Text:
             app.get_key_display(Binding(k, b.action, key_display=b.key_display if i == 0 else None))
             for i, k in enumerate(b.key.split(",")[:3])
         )
-        if b.action == "quit":
-            keys += ", ^c"
-        t.append(f"  {keys:<14}", style="bold")
-        t.append(f" {b.tooltip or b.description}\n")
+        _key_line(t, keys, b.tooltip or b.description, 14, width)
+    quitter = getattr(app, "quitter", None)
+    watch = getattr(quitter, "watch", None)
+    if watch is not None and getattr(watch, "started", False):
+        t.append("\nThe job this view started\n", style="bold")
+        for keys, does in STARTED_JOB_KEYS_HELP:
+            _key_line(t, keys, does, 14, width)
+    t.append("\nThe process table (Memory pane)\n", style="bold")
+    for keys, does in PROCESS_KEYS_HELP:
+        _key_line(t, keys, does, 18, width)
     if getattr(app, "replay", None) is not None:
+        t.append("  (a replay shows recorded data: no signal is sent, no environment is read)\n")
         t.append("\n" + paragraphs(REPLAY_ABOUT) + "\n")
     t.append("\n" + paragraphs(ABOUT) + "\n")
     t.append(CLOSE)
@@ -97,3 +137,15 @@ class HelpScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             yield DiffText(keys_text(self.app), id="help-text")
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._fill)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fill)
+
+    def _fill(self) -> None:
+        """The key lines wrapped to the help's width, once it is laid out."""
+        text = self.query_one("#help-text", DiffText)
+        if text.size.width:
+            text.update(keys_text(self.app, text.size.width))

@@ -1,9 +1,15 @@
-"""Quitting while a started job runs (`gputop-diag watch -- CMD`): ask first.
+"""Quitting while a started job runs (`gputop-diag watch -- CMD`).
 
-y stops the job (SIGTERM to its process group, SIGKILL after a grace period) and quits; d — or
-q again — leaves it running (it has its own session and writes to its log file) and quits; n or
-Esc stays. While the job is being stopped (in a worker thread: a job that ignores SIGTERM keeps
-it for the grace period) the view says so and keeps drawing.
+`q` asks first: y stops the job (SIGTERM to its process group, SIGKILL after a grace period)
+and quits with its exit status; d leaves it running on purpose (it has its own session and
+writes to its log file) and quits, and stderr then says so with its pid and log; n or Esc
+stays (`q` again keeps the question). While the job is being stopped (in a worker thread: a job
+that ignores SIGTERM keeps it for the grace period) the view says so and keeps drawing.
+
+Ctrl-C (`interrupt`) stops the job as a shell stops the one in its foreground: SIGINT to its
+process group, SIGTERM the second time, SIGKILL the third; the view keeps drawing and quits with
+the job's exit status once it has ended. A terminal that closes (`hung_up`) leaves the job
+running and writes a line saying so in its log.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
     from ..collect.job import JobWatch
 
 STOP, DETACH = "stop", "detach"
@@ -27,9 +35,15 @@ def question(label: str, log_path: str | None) -> str:
     return (
         f"The job is still running: {label[:60]}{where}\n\n"
         "  y  stop the job and quit\n"
-        "  d  leave it running and quit (also q)\n"
+        "  d  leave it running and quit\n"
         "  n  stay (also Esc)"
     )
+
+
+def interrupt_text(sent: str, pid: int, following: str | None) -> str:
+    """What the view says after a Ctrl-C passed on to the job."""
+    then = f"; Ctrl-C again sends {following}" if following else ""
+    return f"{sent} sent to the job (pid {pid}); the view quits when it has ended{then}"
 
 
 class QuitJobScreen(ModalScreen[str | None]):
@@ -48,7 +62,7 @@ class QuitJobScreen(ModalScreen[str | None]):
     """
     BINDINGS = [
         Binding("y", "choose('stop')", "stop the job"),
-        Binding("d,q", "choose('detach')", "leave it running"),
+        Binding("d", "choose('detach')", "leave it running"),
         Binding("n,escape", "choose('')", "stay"),
     ]
 
@@ -85,31 +99,84 @@ class StoppingJobScreen(ModalScreen[None]):
 
 
 class JobQuit:
-    """`q` for an app that watches a job: quit at once unless a job this view started still
-    runs; then ask, and stop it (in a worker thread) or leave it running."""
+    """`q` and Ctrl-C for an app that watches a job: quit at once unless a job this view started
+    still runs; then ask (`q`) or pass the Ctrl-C on to it (`interrupt`)."""
+
+    ENDED_POLL_S = 0.1  # after a Ctrl-C, how often the view looks whether the job has ended
 
     def __init__(self, app: App, watch: JobWatch | None, sanitize: bool) -> None:
         self.app = app
         self.watch = watch
         self.sanitize = sanitize
+        self._waiting: Timer | None = None
+
+    def _ours_running(self) -> bool:
+        w = self.watch
+        return w is not None and w.started and not w.detached and w.alive()
+
+    def _exit_now(self) -> None:
+        w = self.watch
+        if w is not None and w.started and not w.detached:
+            w._reap()
+            self.app.exit(return_code=w.exit_code or 0)
+            return
+        self.app.exit()
 
     def quit(self) -> None:
-        app, w = self.app, self.watch
-        if w is None or not w.started or w.detached or not w.running:
-            if w is not None and w.started:
-                w._reap()
-                app.exit(return_code=w.exit_code or 0)
-                return
-            app.exit()
+        app = self.app
+        if not self._ours_running():
+            self._exit_now()
             return
-        if isinstance(app.screen, StoppingJobScreen):  # being stopped: quits when done
+        if isinstance(app.screen, (StoppingJobScreen, QuitJobScreen)):
+            return  # being stopped (quits when done), or asked already: the question stays
+        app.push_screen(QuitJobScreen(self._label(), self._log()), self._answer)
+
+    def interrupt(self) -> None:
+        """Ctrl-C: passed on to a started job that still runs (`JobWatch.interrupt`), the view
+        quitting with its exit status once it has ended; otherwise quit at once."""
+        w = self.watch
+        if not self._ours_running():
+            self._exit_now()
             return
-        if isinstance(app.screen, QuitJobScreen):  # asked already: a second quit leaves it
-            self._answer(DETACH)
+        sig = w.interrupt()
+        if sig is None:  # ended meanwhile
+            self._exit_now()
             return
-        log = w.tail.path if w.tail is not None and not self.sanitize else None
-        label = "the job" if self.sanitize else w.label
-        app.push_screen(QuitJobScreen(label, log), self._answer)
+        if isinstance(self.app.screen, QuitJobScreen):
+            self.app.pop_screen()  # answered by the Ctrl-C
+        following = w.next_interrupt() if w.signals_sent[-1] != "SIGKILL" else None
+        self.app.notify(
+            interrupt_text(w.signals_sent[-1], w.roots[0], following), severity="warning"
+        )
+        if self._waiting is None:
+            self._waiting = self.app.set_interval(self.ENDED_POLL_S, self._ended_yet)
+
+    def _ended_yet(self) -> None:
+        if self.watch.alive():
+            return
+        if self._waiting is not None:
+            self._waiting.stop()
+        self._exit_now()
+
+    def hung_up(self) -> None:
+        """The terminal closed: a started job that runs goes on (its own session); its log
+        says that the watcher left (`JobWatch.left_by_hangup`). Safe from a signal handler or
+        another thread."""
+        if self.watch is not None:
+            self.watch.left_by_hangup()
+
+    def _label(self) -> str:
+        return "the job" if self.sanitize else self.watch.label
+
+    def _log(self) -> str | None:
+        """The log's path as the view shows it: under --sanitize its pseudonym."""
+        w = self.watch
+        if w.tail is None:
+            return None
+        sanitizer = getattr(self.app, "sanitizer", None)
+        if self.sanitize:
+            return sanitizer.path(w.tail.path) if sanitizer is not None else None
+        return w.tail.path
 
     def _answer(self, what: str | None) -> None:
         w = self.watch

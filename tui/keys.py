@@ -170,5 +170,68 @@ BINDINGS = [
     _key("question_mark,h,f1", "help", "help", "this help", key_display="?"),
     _key("ctrl+z", "suspend_process", "suspend", "suspend to the shell (fg resumes)", show=False),
     _key("q,f10", "quit", "quit", "quit (also F10, Ctrl-C, Ctrl-Q)"),
-    _key("ctrl+c", "quit", "quit now", "quit", show=False, priority=True, id="quit-ctrl-c"),
+    _key(
+        "ctrl+c",
+        "interrupt",
+        "quit now",
+        "quit; watching a job this view started: stop it as a shell would (SIGINT, again "
+        "SIGTERM, then SIGKILL)",
+        show=False,
+        priority=True,
+        id="quit-ctrl-c",
+    ),
 ]
+
+# The process table's own keys (tui/process_table.py), active while it has the focus: htop's
+# and nvitop's row cursor, horizontal scroll, details, signals and tree view
+# (https://htop.dev/ and nvitop's README: "Keybindings for monitor mode").
+PROCESS_BINDINGS = [
+    Binding("home", "scroll_top", "first process", show=False, id="process-first"),
+    Binding("end", "scroll_bottom", "last process", show=False, id="process-last"),
+    Binding("enter", "select_cursor", "details", show=False, id="process-details"),
+    _key(
+        "T",
+        "signal('SIGTERM')",
+        "terminate",
+        "send SIGTERM to the selected process (asks first)",
+        key_display="T",
+        show=False,
+    ),
+    _key(
+        "K",
+        "signal('SIGKILL')",
+        "kill",
+        "send SIGKILL to the selected process (asks first)",
+        key_display="K",
+        show=False,
+    ),
+    _key(
+        "I",
+        "signal('SIGINT')",
+        "interrupt",
+        "send SIGINT to the selected process (asks first)",
+        key_display="I",
+        show=False,
+    ),
+    _key(
+        "t",
+        "toggle_tree",
+        "tree",
+        "the GPU processes under their parents (again: a list)",
+        show=False,
+    ),  # fmt: skip
+]
+
+# What the help screen and README say of the process table's keys, in this order.
+PROCESS_KEYS_HELP = (
+    ("Up/Down PgUp/PgDn", "move the cursor over the GPU processes"),
+    ("Home/End", "first / last process"),
+    ("Left/Right", "scroll the command lines sideways"),
+    (
+        "Enter",
+        "the selected process: command line, CUDA/NCCL/Slurm environment, threads, "
+        "children, GPU memory history",
+    ),  # fmt: skip
+    ("T / K / I", "send SIGTERM / SIGKILL / SIGINT to the selected process (asks first)"),
+    ("t", "tree view: the GPU processes under their parents (again: a list)"),
+)

@@ -9,6 +9,7 @@ always come first.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from ..model import GIB, MIB, Snapshot
@@ -119,6 +120,26 @@ class ProcRow:
     sm_pct: float | None  # the driver's per-process SM samples, where it gives them
     cpu_pct: float | None
     rss_bytes: int | None
+    elapsed_s: float | None = None  # since the process started
+    mem_pct: float | None = None  # its RSS, % of the host's memory (htop's %MEM)
+    ppid: int | None = None
+    parent_name: str | None = None
+    depth: int = 0  # the tree view: how deep under the first parent shown
+    tree_prefix: str = ""  # the tree view: "├─ ", "│  └─ ", drawn before the command
+    is_parent: bool = False  # the tree view: a parent of GPU processes, not one itself
+
+
+def elapsed_text(seconds: float | None) -> str:
+    """htop's TIME+ layout for the time since a process started: `12:05` (minutes:seconds)
+    under an hour, `5h03:10` under a day, `3d04h` from a day on (htop's Row_printTime)."""
+    if seconds is None or seconds < 0:
+        return "n/a"
+    s = int(seconds)
+    if s < 3600:
+        return f"{s // 60}:{s % 60:02d}"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def process_rows(snap: Snapshot) -> list[ProcRow]:
@@ -130,6 +151,7 @@ def process_rows(snap: Snapshot) -> list[ProcRow]:
         for g in snap.gpus
         for m in g.mig_instances
     }
+    host_total = snap.host.mem_total_bytes if snap.host is not None else None
     rows = []
     for p in snap.gpu_processes:
         mig = migs.get((p.gpu_index, p.gpu_instance_id, p.compute_instance_id))
@@ -153,6 +175,18 @@ def process_rows(snap: Snapshot) -> list[ProcRow]:
                 sm_pct=p.sm_util_pct,
                 cpu_pct=info.cpu_pct if info else None,
                 rss_bytes=info.rss_bytes if info else None,
+                elapsed_s=(
+                    snap.timestamp - info.start_time
+                    if info is not None and info.start_time is not None
+                    else None
+                ),
+                mem_pct=(
+                    100.0 * info.rss_bytes / host_total
+                    if info is not None and info.rss_bytes is not None and host_total
+                    else None
+                ),
+                ppid=info.ppid if info else None,
+                parent_name=info.parent_name if info else None,
             )
         )
     return rows
@@ -177,6 +211,8 @@ SORTS: dict[str, tuple[str, bool]] = {
     "sm": ("SM%", True),
     "cpu": ("CPU%", True),
     "rss": ("RSS", True),
+    "mem_pct": ("%MEM", True),
+    "time": ("TIME", True),  # the longest-running first
     "pid": ("PID", False),
     "gpu": ("GPU", False),
     "user": ("USER", False),
@@ -197,10 +233,16 @@ class SortOrder:
         arrow = ("v" if self.descending else "^") if plain else ("▼" if self.descending else "▲")
         return f"{SORTS[self.column][0]} {arrow}"
 
-    def next(self, step: int = 1) -> SortOrder:
-        names = list(SORTS)
+    def next(self, step: int = 1, shown: Collection[str] | None = None) -> SortOrder:
+        """The next column in `o`'s cycle; `shown`: only the columns drawn at this width (a
+        narrow table has no SM% column to sort by)."""
+        names = [n for n in SORTS if shown is None or n in shown or n == self.column]
         k = names.index(self.column) if self.column in names else 0
-        return SortOrder(names[(k + step) % len(names)])
+        for _ in names:
+            k = (k + step) % len(names)
+            if shown is None or names[k] in shown:
+                return SortOrder(names[k])
+        return self
 
     def flipped(self) -> SortOrder:
         return replace(self, reverse=not self.reverse)
@@ -213,6 +255,8 @@ def _value(row: ProcRow, column: str):
         "sm": row.sm_pct,
         "cpu": row.cpu_pct,
         "rss": row.rss_bytes,
+        "mem_pct": row.mem_pct,
+        "time": row.elapsed_s,
         "pid": row.pid,
         "gpu": row.gpu_index,
         "user": row.user.lower(),
@@ -243,6 +287,8 @@ ORDER_SLACK: dict[str, tuple[float, float]] = {  # column -> (points, share of t
     "sm": (10.0, 0.0),
     "cpu": (10.0, 0.0),
     "rss": (0.0, 0.10),
+    "mem_pct": (0.0, 0.10),
+    "time": (2.0, 0.0),  # every row's TIME moves with the clock: only a start moves a row
 }
 
 
@@ -312,3 +358,62 @@ class ProcessControls:
         if self.sweep:
             return "histories sweep: the newest sample overwrites the oldest at the marker"
         return "histories scroll: newest at the right (more bytes over SSH)"
+
+
+def tree_rows(rows: list[ProcRow], plain: bool = False) -> list[ProcRow]:
+    """`rows` (in their order) as a tree, as nvitop's and htop's tree views draw it: each GPU
+    process under its parent — a row of its own when the parent uses no GPU (a launcher:
+    torchrun, srun, a shell) — and a GPU process started by another under that one. The
+    command carries the branch (`├─ `, `└─ `; ASCII with `plain`)."""
+    mid, end, bar, gap = ("|- ", "`- ", "|  ", "   ") if plain else ("├─ ", "└─ ", "│  ", "   ")
+    by_pid: dict[int, ProcRow] = {}
+    for r in rows:
+        by_pid.setdefault(r.pid, r)
+    kids: dict[int, list[ProcRow]] = {}
+    roots: list[ProcRow] = []
+    for r in rows:
+        parent = by_pid.get(r.ppid) if r.ppid is not None else None
+        if parent is not None and parent is not r and by_pid[r.pid] is r:
+            kids.setdefault(parent.pid, []).append(r)
+        else:
+            roots.append(r)
+    out: list[ProcRow] = []
+
+    def walk(r: ProcRow, lead: str, last: bool, depth: int) -> None:
+        out.append(replace(r, depth=depth, tree_prefix=lead + (end if last else mid)))
+        below = kids.get(r.pid, []) if by_pid[r.pid] is r else []
+        for k, child in enumerate(below):
+            walk(child, lead + (gap if last else bar), k == len(below) - 1, depth + 1)
+
+    groups: dict[int | None, list[ProcRow]] = {}
+    for r in roots:
+        launcher = r.ppid if r.ppid not in (None, 0, 1) else None
+        groups.setdefault(launcher, []).append(r)
+    for ppid, members in groups.items():
+        if ppid is None:
+            for r in members:
+                out.append(replace(r, depth=0, tree_prefix=""))
+                below = kids.get(r.pid, []) if by_pid[r.pid] is r else []
+                for k, child in enumerate(below):
+                    walk(child, "", k == len(below) - 1, 1)
+            continue
+        first = members[0]
+        out.append(
+            ProcRow(
+                key=f":{ppid}",
+                gpu_index=first.gpu_index,
+                gpu_label="",
+                pid=ppid,
+                user="",
+                command=first.parent_name or "(parent)",
+                gpu_mem_bytes=None,
+                share_pct=None,
+                sm_pct=None,
+                cpu_pct=None,
+                rss_bytes=None,
+                is_parent=True,
+            )
+        )
+        for k, r in enumerate(members):
+            walk(r, "", k == len(members) - 1, 1)
+    return out

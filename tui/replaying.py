@@ -145,6 +145,6 @@ class Player:
         for text in message.warnings:
             notify(text, severity="warning", timeout=15)
         if not anything_shown:
-            notify(f"{self.recording.path} holds no snapshots", severity="error", timeout=15)
+            notify(f"{self.recording.shown} holds no snapshots", severity="error", timeout=15)
         else:
             notify("end of the recording: the last frame stays; q quits", timeout=10)

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, DataTable, Footer
+from textual.widgets import ContentSwitcher, DataTable
 
 from ..model import CollectorError
 from .banner import Banner
 from .feed import Update
 from .header import HeaderBar, HeaderFacts
+from .keybar import KeyBar
 from .keys import PANES, SHORT_TITLES, TITLES
 from .layout import Layout
 from .messages import CollectorFailed
@@ -46,7 +47,7 @@ class MainScreen(Screen):
                 yield DriverPane(id="driver")
                 yield JobPane(id="job")
             yield SidePanel(id="side")
-        yield Footer(show_command_palette=False)
+        yield KeyBar(id="footer")
 
     @property
     def current(self) -> str:
@@ -57,7 +58,7 @@ class MainScreen(Screen):
         """Show `pane`, its table (or itself) focused."""
         self.query_one("#panes", ContentSwitcher).current = pane
         table = self.query_one(f"#{pane}").query(DataTable)
-        (table.first() if table else self.query_one(f"#{pane}")).focus()
+        (table.first() if table else self.query_one(f"#{pane}")).focus(scroll_visible=False)
 
     def apply(self, sizing: Layout) -> None:
         sizing.apply(self)
@@ -81,6 +82,9 @@ class MainScreen(Screen):
         """The visible pane (unless the whole panel covers it) and the bottleneck panel."""
         if not sizing.pane_covered:
             self.query_one(f"#{self.current}", Pane).show(u, view)
+        for pane in self.query(Pane):
+            if pane.id != self.current:
+                pane.prepare(u)
         self.query_one(SidePanel).show(
             u.diagnosis,
             strip=sizing.strip,

@@ -14,15 +14,34 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
-from ..diagnose.render import confidence_text
+from ..diagnose.lead import (
+    THROTTLE_EXPLAINS,
+    THROTTLE_KINDS,
+    Lead,
+    lead_of,
+    next_step_of,
+)
+from ..diagnose.render import confidence_text, shown_checks
 from ..diagnose.types import Alert, Diagnosis, Evidence
 from ..widgets import DiffText
+from .panes.base import side_panel_width
+
+__all__ = [
+    "THROTTLE_EXPLAINS",
+    "THROTTLE_KINDS",
+    "Lead",
+    "SidePanel",
+    "lead_of",
+    "next_step_of",
+    "render_full",
+    "render_strip",
+]
 
 SEVERITY_MARK = {"critical": "!! ", "warning": "!  ", "info": "i  "}
 REFRESH_FIGURES_S = 30.0  # a figure that moved, but not materially, is repainted this often
@@ -80,9 +99,24 @@ def verdict_note(d: Diagnosis, interval: float) -> str:
     return confidence_text(d)
 
 
+_SPAN = re.compile(r"(\d+) s\b")  # a time span a text states: `the last 4 s`, `median, 15 s`
+
+
+def _spans_moved(a: str, b: str) -> bool:
+    """Whether the spans two texts state differ by 2 s or more: a held `no kernels in the last
+    4 s` beside `figures 10 s old` would say two things about the same moment."""
+    sa, sb = _SPAN.findall(a), _SPAN.findall(b)
+    if len(sa) != len(sb):
+        return True
+    return any(abs(int(x) - int(y)) >= 2 for x, y in zip(sa, sb, strict=True))
+
+
 def material(a: Evidence, b: Evidence) -> bool:
-    """Whether figure `b` differs from `a` enough to repaint a panel shown with `a`."""
+    """Whether figure `b` differs from `a` enough to repaint a panel shown with `a`: its value
+    moved materially, or the span its text states did."""
     if a.metric != b.metric or (a.value is None) != (b.value is None):
+        return True
+    if _spans_moved(a.text, b.text):
         return True
     if a.value is None or b.value is None:
         return a.text != b.text
@@ -147,40 +181,108 @@ def _pieces(word: str, room: int) -> list[str]:
 
 UNITS = frozenset({"%", "s", "ms", "min", "h", "W", "MHz", "GiB", "MiB", "GB/s", "°C", "cores"})
 _GLUE = "\u00a0"  # holds a figure and its unit together while wrapping
+# a quote that opens or closes a phrase (`'%n %G %t';`), not an apostrophe (`job's`)
+_QUOTE = re.compile(r"(?<![A-Za-z])'|'(?![A-Za-z])")
 
 
-def _glued(words: list[str]) -> list[str]:
+def _glued(words: list[str], quotes: bool = False) -> list[str]:
     """`72 %` and `20.0 GiB` as one word each: a line never ends between a figure and its
-    unit."""
+    unit; with `quotes`, a quoted phrase (`'%n %G %t'`) is one word too."""
     out: list[str] = []
+    open_quote = False
     for w in words:
-        if out and w.rstrip(",.;:)") in UNITS and out[-1][-1:].isdigit():
+        if out and open_quote:
+            out[-1] += _GLUE + w
+        elif out and w.rstrip(",.;:)") in UNITS and out[-1][-1:].isdigit():
             out[-1] += _GLUE + w
         else:
             out.append(w)
+        if quotes and len(_QUOTE.findall(w)) % 2:
+            open_quote = not open_quote
     return out
 
 
-def wrap_words(text: str, first_room: int, room: int) -> list[str]:
+def wrap_words(text: str, first_room: int, room: int, copyable: bool = False) -> list[str]:
     """`text` in lines: the first `first_room` cells wide, the others `room`; broken at spaces
     (never between a figure and its unit), and a word longer than a line after its
-    punctuation."""
-    return [line.replace(_GLUE, " ") for line in _wrap(_glued(text.split()), first_room, room)]
+    punctuation. `copyable`: a quoted phrase is never broken, and a command broken between
+    its words ends the line with ` \\` so that it pastes as one command."""
+    words = _glued(text.split(), quotes=copyable)
+    marks = _command_marks(words) if copyable else [0] * len(words)
+    return [line.replace(_GLUE, " ") for line in _wrap(words, first_room, room, marks)]
 
 
-def _wrap(words: list[str], first_room: int, room: int) -> list[str]:
+# The programs a next step tells the user to run: from one of these on, up to a word that ends
+# with `;` or `,` or a word of prose, the words are one command.
+COMMAND_WORDS = frozenset(
+    {
+        "nvidia-smi",
+        "nsys",
+        "ncu",
+        "py-spy",
+        "iostat",
+        "cat",
+        "ps",
+        "squeue",
+        "sinfo",
+        "sprio",
+        "sacct",
+        "scontrol",
+        "dcgmi",
+        "gputop-diag",
+        "journalctl",
+        "sudo",
+        "modprobe",
+        "torchrun",
+        "vllm",
+        "python",
+        "python3",
+    }
+)
+_PROSE = frozenset(
+    {"—", "then", "and", "while", "or", "to", "if", "after", "for", "on", "the", "with", "where"}
+    | {"show", "shows", "compare", "see", "look", "in", "is", "are", "of", "a", "an"}
+)
+_ENV = re.compile(r"[A-Z][A-Z0-9_]*=\S")
+
+
+def _command_marks(words: list[str]) -> list[int]:
+    """For each word, the number of the command it belongs to (0: prose)."""
+    marks: list[int] = []
+    current = count = 0
+    for w in words:
+        bare = w.strip("`").split(_GLUE)[0]
+        if current and (bare in _PROSE or bare.startswith("(")):
+            current = 0
+        elif not current and (bare in COMMAND_WORDS or _ENV.match(bare)):
+            count += 1
+            current = count
+        marks.append(current)
+        if w.endswith((";", ",", ":")) and "'" not in w[-2:]:
+            current = 0
+    return marks
+
+
+def _wrap(words: list[str], first_room: int, room: int, marks: list[int]) -> list[str]:
     lines: list[str] = []
     line = ""
-    for word in words:
+    for k, word in enumerate(words):
         avail = first_room if not lines else room
-        if line and len(line) + 1 + len(word) <= avail:
+        # a break after this word inside its command needs room for ` \`, unless the rest of
+        # the command fits on this line
+        rest = [w for j, w in enumerate(words[k:], k) if marks[j] == marks[k]] if marks[k] else []
+        joined = len(rest) > 1 and len(line) + 1 + len(" ".join(rest)) > avail
+        if line and len(line) + 1 + len(word) + 2 * joined <= avail:
             line += " " + word
             continue
         if line:
+            if marks[k] and marks[k - 1] == marks[k]:
+                line += " \\"
             lines.append(line)
             line = ""
             avail = room
-        pieces = _pieces(word, max(1, avail))
+        # a word that fits is never broken for the ` \` (the catalog leaves room for it)
+        pieces = _pieces(word, max(1, avail if len(word) <= avail else avail - 2 * joined))
         for piece in pieces[:-1]:
             lines.append(piece)
         line = pieces[-1]
@@ -198,58 +300,12 @@ def _wrapped(
     if not width:
         lines = [item]
     else:
-        lines = wrap_words(item, max(8, width - len(first)), max(8, width - indent))
+        first_room, room = max(8, width - len(first)), max(8, width - indent)
+        lines = wrap_words(item, first_room, room, copyable=True)
     for k, line in enumerate(lines):
         t.append(first if k == 0 else " " * indent, style=style)
         t.append(line, style=style)
         t.append("\n")
-
-
-@dataclass(frozen=True, slots=True)
-class Lead:
-    """What heads the panel when something outranks the workload's class: a hardware fault, a
-    broken driver chain, throttling that explains a compute- or bandwidth-bound class. The
-    first next step is its own."""
-
-    label: str
-    alert: Alert
-    next_step: str | None
-
-
-THROTTLE_KINDS = ("thermal", "power")
-THROTTLE_EXPLAINS = ("compute", "bandwidth")
-
-
-def next_step_of(a: Alert) -> str | None:
-    """The step a lead alert's text names: after `next: ` (its first sentence), else its
-    closing advice after the last colon (`…: check cooling and airflow`)."""
-    if "next: " in a.text:
-        step = a.text.split("next: ", 1)[1]
-        return step.split(". ", 1)[0].rstrip(".")
-    if a.kind != "driver_chain" and ": " in a.text:  # the chain's texts name a step with next:
-        return a.text.rsplit(": ", 1)[1].rstrip(".")
-    return None
-
-
-def lead_of(d: Diagnosis | None) -> Lead | None:
-    """The most severe cause, when it is not the class: fault > broken driver chain >
-    throttling that explains the class."""
-    if d is None:
-        return None
-    if d.faults:
-        return Lead("FAULT", d.faults[0], next_step_of(d.faults[0]))
-    nvml = next((e for e in d.evidence if e.metric == "nvml"), None)
-    if d.primary == "insufficient_data" and nvml is not None:  # NVML failed machine-wide
-        cause = Alert("nvml", "critical", d.evidence[0].text)
-        return Lead("NO GPU DATA", cause, nvml.text.removeprefix("next: "))
-    for a in d.alerts:
-        if a.kind == "driver_chain" and a.severity == "critical":
-            return Lead("DRIVER CHAIN", a, next_step_of(a))
-    if d.primary in THROTTLE_EXPLAINS:
-        for a in d.alerts:
-            if a.kind in THROTTLE_KINDS and a.severity in ("warning", "critical"):
-                return Lead("THROTTLED", a, next_step_of(a))
-    return None
 
 
 def _note(d: Diagnosis, lead: Lead | None, interval: float) -> str:
@@ -276,7 +332,7 @@ def fault_lines(faults: Sequence[Alert]) -> list[tuple[Alert, str]]:
 def _steps(d: Diagnosis, lead: Lead | None) -> list[str]:
     """The next checks, the lead's own first."""
     first = [lead.next_step] if lead is not None and lead.next_step else []
-    return first + [c for c in d.checks if c not in first]
+    return first + [c for c in shown_checks(d) if not any(c.endswith(x) for x in first)]
 
 
 def render_full(
@@ -434,7 +490,7 @@ class SidePanel(VerticalScroll):
         self._args = (d, strip, now, interval, lines, plain)
         now = d.timestamp if now is None and d is not None else (now or 0.0)
         text = self.query_one("#side-text", DiffText)
-        width = text.size.width or max(20, self.size.width - 2)
+        width = self.text_width()
         key = (_verdict_key(d, interval), strip, lines, width)
         due = not 0 <= now - self._shown_at < REFRESH_FIGURES_S
         shown = d
@@ -456,6 +512,16 @@ class SidePanel(VerticalScroll):
         severities = {a.severity for a in (d.alerts if d else ())}
         self.set_class("critical" in severities, "-critical")
         self.set_class("warning" in severities and "critical" not in severities, "-warning")
+
+    def text_width(self) -> int:
+        """The width the text is wrapped to: inside the padding and the scrollbar's gutter
+        (kept whether or not the text scrolls, app.tcss), so that Textual never wraps the
+        pre-wrapped lines again; before the first layout, what the layout will give."""
+        if self.size.width:
+            return max(20, self.scrollable_content_region.width)
+        app_width = self.app.size.width
+        # border 1, padding 1 + 1, gutter 1 in the wide layout; padding 1 + 1 in the narrow one
+        return max(20, side_panel_width(app_width) - 4 if app_width >= 100 else app_width - 2)
 
     def on_resize(self) -> None:
         if self._args is not None:

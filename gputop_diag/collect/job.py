@@ -13,8 +13,11 @@
   `proctree.RESCAN_S`, the processes found last and their descendants in between).
 
 A started command runs in its own session (SIGHUP from a dropped SSH link does not reach it)
-with stdin from /dev/null and stdout and stderr to the log file, so it outlives us when we are
-detached or killed, and its output is not lost when nobody reads it.
+with stdin from /dev/null and stdout and stderr to the log file (by default in the state
+directory, `default_log_path`), so it outlives us when we are detached or killed, and its
+output is not lost when nobody reads it. Ctrl-C reaches it only as a shell would pass it on
+(`interrupt`: SIGINT to its process group, then SIGTERM, then SIGKILL); a watcher that leaves
+while it runs (detached on purpose, or its terminal closed) says so in the log (`leave_note`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ READ_CHUNK = 1024 * 1024
 START_BACK = 64 * 1024  # a file watched from outside: read from this far before its end
 MAX_LINE = 2000  # characters of one output line kept
 STOP_GRACE_S = 10.0  # stopping a started command: SIGTERM, then SIGKILL this much later
+# Ctrl-C once, twice, three times (and more): what a shell user escalates to by hand
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+STATE_DIR = "gputop-diag"  # under $XDG_STATE_HOME, as the live view's `s` and `S` save
 
 
 class WatchError(Exception):
@@ -134,14 +140,31 @@ def signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def default_log_path(now: float | None = None) -> str:
-    """gputop-watch-<local time>.log in the current directory, else the temporary directory."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    name = f"gputop-watch-{stamp}-{os.getpid()}.log"
-    if os.access(".", os.W_OK):
-        return os.path.abspath(name)
+def state_dir(environ: dict | None = None) -> str:
+    """`$XDG_STATE_HOME/gputop-diag`, else `~/.local/state/gputop-diag` (the XDG base directory
+    specification's place for state that outlives a run: logs, history), absolute."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.abspath(os.path.join(state, STATE_DIR))
+
+
+def default_log_path(now: float | None = None, environ: dict | None = None) -> str:
+    """gputop-watch-<local time>-<pid>.log in the state directory (`state_dir`: made, mode
+    0700, when missing), else in the temporary directory; never the current directory (a
+    project's folder, a shared one, `/`)."""
     import tempfile
 
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    name = f"gputop-watch-{stamp}-{os.getpid()}.log"
+    for directory in (state_dir(environ), tempfile.gettempdir()):
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(directory, os.W_OK | os.X_OK):
+            return os.path.join(directory, name)
     return os.path.join(tempfile.gettempdir(), name)
 
 
@@ -174,6 +197,11 @@ class JobWatch:
         self.detached = False
         self.stopped = False  # stop() was called
         self.killed = False  # stop() needed SIGKILL
+        self.interrupts = 0  # Ctrl-C passed on to a started command (`interrupt`)
+        self.signals_sent: list[str] = []  # by `interrupt`, in order: ["SIGINT", "SIGTERM"]
+        # under --sanitize, the key of the run that watches (its stderr and its live view name
+        # the log by one pseudonym)
+        self.sanitize_key: bytes | None = None
         self.stop_grace_s = STOP_GRACE_S  # SIGTERM, then SIGKILL this much later
         self.reader = TreeReader(psutil or sources.psutil, procfs or sources.procfs)
         self.tail = OutputTail(log, log_from_start) if log else None
@@ -338,6 +366,7 @@ class JobWatch:
         self.killed, self.stopped = False, True
         grace_s = self.stop_grace_s if grace_s is None else grace_s
         if self.send(signal.SIGTERM):
+            self.interrupts = max(self.interrupts, INTERRUPT_SIGNALS.index(signal.SIGTERM) + 1)
             deadline = time.monotonic() + grace_s
             while self._group_alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -351,6 +380,68 @@ class JobWatch:
     def detach(self) -> None:
         """Stop watching; a started command keeps running (it has its own session)."""
         self.detached = True
+
+    def interrupt(self) -> int | None:
+        """Ctrl-C, passed on as a shell passes it to the job in its foreground: SIGINT to the
+        started command's process group; the second time SIGTERM, the third (and after) SIGKILL.
+        The signal sent; None when no process of the job is left to get it."""
+        sig = INTERRUPT_SIGNALS[min(self.interrupts, len(INTERRUPT_SIGNALS) - 1)]
+        self.interrupts += 1
+        if not self.send(sig):
+            return None
+        self.signals_sent.append(signal_name(sig))
+        return sig
+
+    def next_interrupt(self) -> str:
+        """The signal the next Ctrl-C sends (`SIGTERM`)."""
+        return signal_name(INTERRUPT_SIGNALS[min(self.interrupts, len(INTERRUPT_SIGNALS) - 1)])
+
+    def alive(self) -> bool:
+        """Some process of a started command's group is left now (not as of the last tick);
+        for a job we did not start, `running`."""
+        if self.popen is None:
+            return self.running
+        if self.popen.poll() is None:
+            return True
+        self._reap()
+        return self._group_alive()
+
+    def leave_note(self, text: str) -> bool:
+        """Append `text` as a line of its own to a started command's output log, marked as
+        ours (the job writes there in append mode too: the line lands between two of its
+        writes). False when there is no such log or it cannot be written."""
+        if self.popen is None or self.tail is None:
+            return False
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
+        try:
+            with open(self.tail.path, "a", encoding="utf-8") as f:
+                f.write(f"\n[gputop-diag {stamp}] {text}\n")
+        except OSError:
+            return False
+        return True
+
+    def left_by_hangup(self) -> bool:
+        """The watcher's terminal closed: a started command that still runs goes on (it has its
+        own session), detached, and its log says that the watcher left. False when there was
+        no such job."""
+        if self.popen is None or self.detached or not self.alive():
+            return False
+        self.detach()
+        self.leave_note(
+            f"the terminal closed (SIGHUP): gputop-diag stopped watching; the job (pid "
+            f"{self.roots[0]}) was left running, its output still comes to this file"
+        )
+        return True
+
+    def ended_words(self) -> str:
+        """How a started command ended, once it has (`exit code 3`, `killed by SIGTERM, exit
+        code 143`)."""
+        self._reap()
+        if self.exit_code is None:
+            return "exit code unknown"
+        if self.exit_signal is not None:
+            return f"killed by {self.exit_signal}, exit code {self.exit_code}"
+        return f"exit code {self.exit_code}"
 
     # -- Slurm -------------------------------------------------------------------------------
     def scheduler_evidence(self) -> list[SchedulerEvidence]:

@@ -47,7 +47,7 @@ STEP_WINDOW_S = 60.0
 MAX_WINDOW_STEPS = 100
 MAX_SITES = 8
 MAX_NOTES = 5
-TEXT_CHARS = 300  # of a note or a call site kept
+TEXT_CHARS = 300  # of a note or a call site kept (a note's word cut in half is dropped)
 DEAD_GRACE_S = 30.0  # a dead process's file is removed once it has not changed for this long
 _STEP_LINE = re.compile(rb'"kind"\s*:\s*"step"')
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -214,7 +214,7 @@ class _Records:
         text = rec.get("text") if isinstance(rec, dict) else rec
         if not isinstance(text, str):
             return False
-        text = " ".join(text.split())[:TEXT_CHARS]
+        text = _cut_whole(" ".join(text.split()))
         if text and text not in self.notes:
             self.notes = [*self.notes, text][-MAX_NOTES:]
         return True
@@ -249,6 +249,18 @@ class _Records:
             ended=self.ended,
             malformed_lines=self.malformed,
         )
+
+
+def _cut_whole(text: str) -> str:
+    """`text` cut to TEXT_CHARS without the word the cut falls in: every surface sanitizes the
+    note after this, and an identifier cut in half (a token's first characters, a host name's
+    first labels) matches no rule and no seed ("…" says something was left out)."""
+    if len(text) <= TEXT_CHARS:
+        return text
+    kept = text[: TEXT_CHARS - 1]
+    if not kept[-1].isspace() and not text[TEXT_CHARS - 1].isspace():  # inside a word
+        kept = kept.rpartition(" ")[0]
+    return kept.rstrip() + "…" if kept.strip() else ""
 
 
 _KNOWN = frozenset((*STEP_PARTS, "memory"))

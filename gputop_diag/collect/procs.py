@@ -29,7 +29,9 @@ MAX_CHILDREN = 64  # descendants listed per GPU process
 
 
 class _Tracked:
-    __slots__ = ("proc", "children", "thread_cpu", "last_t", "environ", "environ_denied")
+    __slots__ = (
+        "proc", "children", "thread_cpu", "last_t", "environ", "environ_denied", "parent"
+    )  # fmt: skip
 
     def __init__(self, proc: Any) -> None:
         self.proc = proc
@@ -39,6 +41,7 @@ class _Tracked:
         self.last_t: float | None = None
         self.environ: dict[str, str] | None = None
         self.environ_denied: bool | None = None  # None: not read yet
+        self.parent: tuple[int, str | None] | None = None  # (ppid, its name), read once a ppid
 
 
 class ProcessCollector:
@@ -95,6 +98,8 @@ class ProcessCollector:
             mem = get(p.memory_info)
             nthreads = get(p.num_threads)
             started = get(p.create_time)
+            ppid = get(p.ppid)
+            uids = get(p.uids)
         if t.environ_denied is None:  # the environment it started with: read once
             try:
                 t.environ, t.environ_denied = p.environ(), False
@@ -121,7 +126,22 @@ class ProcessCollector:
             cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES") if env is not None else None,
             environ_readable=env is not None,
             access_denied=denied,
+            ppid=ppid,
+            parent_name=self._parent_name(t, ppid),
+            uid=uids.real if uids is not None else None,
         )
+
+    def _parent_name(self, t: _Tracked, ppid: int | None) -> str | None:
+        """The parent's name (the tree view), read again only when the parent changed."""
+        if not ppid:
+            return None
+        if t.parent is None or t.parent[0] != ppid:
+            try:
+                name = self.psutil.Process(ppid).name()
+            except (*self._gone, self._denied):
+                name = None
+            t.parent = (ppid, name)
+        return t.parent[1]
 
     def _children(self, t: _Tracked, members: list[Member], dt: float | None) -> tuple:
         before, t.children = t.children, {}
@@ -181,3 +201,21 @@ def busiest(
         ThreadInfo(tid=tid, name=name, cpu_pct=cpu_pct(0, ticks, dt))
         for ticks, tid, name in rates[:BUSIEST_THREADS]
     )
+
+
+# The variables a process detail shows: what decides which GPUs and how a job talks and runs.
+DETAIL_ENV_PREFIXES = ("CUDA_", "NCCL_", "SLURM_", "TORCH_", "PYTORCH_")
+
+
+def job_environment(psutil: Any, pid: int) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """The CUDA_*, NCCL_*, SLURM_*, TORCH_* and PYTORCH_* variables `pid` started with, sorted;
+    or () and why they cannot be read ("permission denied: …", "the process has ended")."""
+    try:
+        env = psutil.Process(pid).environ()
+    except psutil.AccessDenied:
+        return (), "permission denied: another user's process (run as root or as its owner)"
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return (), "the process has ended"
+    except OSError as e:
+        return (), f"not readable: {e.strerror or e}"
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(DETAIL_ENV_PREFIXES))), None

@@ -56,6 +56,38 @@ def seeded_sanitizer(feed, snaps: Iterable[Snapshot] = (), key: bytes | None = N
     return sanitizer
 
 
+_session: dict[str, object] = {}  # this run of the program: its key, its path namer
+
+
+def session_key() -> bytes:
+    """One key for this run of the program, made at its first use: what it prints on stderr
+    under --sanitize (a recording's path in a warning, watch's log path, an error naming a
+    file) and watch's status lines and summary name one path by one pseudonym."""
+    import secrets
+
+    key = _session.get("key")
+    if key is None:
+        key = _session["key"] = secrets.token_bytes(32)
+    return key  # type: ignore[return-value]
+
+
+def shown_path(path: str) -> str:
+    """`path` as a sanitized surface prints it: its pseudonym under `session_key()`, the same
+    wherever it is printed in this run (the summary's `seeded_sanitizer(…, key=session_key())`
+    gives the same)."""
+    return shown_text(path, path=True)
+
+
+def shown_text(text: str, path: bool = False) -> str:
+    """Free text (an error that names a file) through the session's sanitizer."""
+    from ..sanitize.sanitizer import Sanitizer
+
+    namer = _session.get("namer")
+    if namer is None:
+        namer = _session["namer"] = Sanitizer(session_key())
+    return namer.path(text) if path else namer.text(text) or ""  # type: ignore[attr-defined]
+
+
 def sanitized_output(text: str, sanitizer) -> str | None:
     """`text` if nothing in it still looks like an identifier; None (and why, on stderr)
     otherwise: a sanitized command prints nothing rather than a leak."""

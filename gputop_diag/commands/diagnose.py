@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         feed, interval=args.interval, seconds=seconds, on_tick=None if replay else _stop_if_no_nvml
     )
     if monitor.last is None:
-        print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
+        print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE
     diag, snap = monitor.last.diagnosis, monitor.last.snapshot
     err = no_driver_error(snap)

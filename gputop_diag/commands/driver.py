@@ -1,7 +1,9 @@
 """`gputop-diag driver`: the driver -> CUDA runtime -> framework chain, host layer upward, each
 layer with where it was read, and the verdict with the text users see and the next step.
 
-Layers: the kernel module (/proc/driver/nvidia/version), the user-space NVML library, the
+Layers: the kernel module (/proc/driver/nvidia/version), on NVSwitch systems the fabric manager
+(its service, its version against the driver's, the GPUs' fabric registration: the health
+checks' fabric findings), the user-space NVML library, the
 driver's maximum CUDA, the CUDA runtimes every readable process has loaded (/proc/<pid>/maps: a
 runtime too new for the driver never reaches a GPU, so NVML's process list cannot show it), the
 host toolkit (nvcc), and with `--probe-python PATH` what that interpreter's framework says.
@@ -32,8 +34,11 @@ from ..driver.compat import (
     MODULE_NOT_VISIBLE_WHY,
     TABLE_SOURCE,
     TOOLKIT_MIN_DRIVER,
+    FabricFacts,
     LoadedRuntime,
     Problem,
+    fabric_facts,
+    fabric_from_snapshot,
     facts_from_snapshot,
     judge_chain,
     runtime_verdict,
@@ -74,18 +79,20 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         return EXIT_USAGE
     probe: Probe | None = None
     toolkit = toolkit_prog = None
+    fabric: FabricFacts | None = None
     if isinstance(feed, Recording):
         snap = feed.last()
         if snap is None:
-            print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
+            print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
             return EXIT_USAGE
         if snap.driver_chain is None:
             print(
-                f"gputop-diag: {feed.path} holds no driver chain (recorded before it was read)",
+                f"gputop-diag: {feed.shown} holds no driver chain (recorded before it was read)",
                 file=sys.stderr,
             )
             return EXIT_USAGE
         scan = _scan_of(snap)
+        fabric = fabric_from_snapshot(snap)
         if args.probe_python:
             print(
                 "gputop-diag: --probe-python runs on this machine, not on a recording",
@@ -96,9 +103,10 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         snap = sample_once(feed, fast=True)
         scan = read_chain(feed)
         toolkit, toolkit_prog = read_nvcc(feed)
+        fabric = read_fabric(feed, snap)
         if args.probe_python:
             probe = probe_python(feed, args.probe_python, args.timeout)
-    doc = build(snap, scan, toolkit, toolkit_prog, probe)
+    doc = build(snap, scan, toolkit, toolkit_prog, probe, fabric)
     if getattr(args, "sanitize", False):
         from .common import sanitized_output, seeded_sanitizer
 
@@ -118,6 +126,24 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
     return 0
+
+
+def read_fabric(feed: Sources, snap: Snapshot) -> FabricFacts | None:
+    """The fabric-manager layer: on NVSwitch systems only (none found: no layer, nothing
+    asked), judged by the health checks' fabric findings."""
+    from ..collect.health.fabric import read_fabric_manager
+    from ..collect.health.nvml import read_nvml
+    from ..collect.health.pci import read_pci
+    from ..health.node import fabric_findings
+
+    try:
+        pci = read_pci(feed.procfs, feed.run_command, with_acs=False)
+        fm = read_fabric_manager(feed.procfs, feed.run_command, pci.nvswitches)
+        if not fm.asked:
+            return None
+        return fabric_facts(fabric_findings(pci, read_nvml(feed.nvml, snap), fm))
+    except Exception as e:  # noqa: BLE001 - the other layers are still shown
+        return FabricFacts("unknown", f"could not be checked: {type(e).__name__}: {e}")
 
 
 def _scan_of(snap: Snapshot) -> ChainScan:
@@ -159,6 +185,7 @@ def build(
     toolkit: str | None,
     toolkit_prog: str | None,
     probe: Probe | None,
+    fabric: FabricFacts | None = None,
 ) -> dict[str, Any]:
     from dataclasses import replace
 
@@ -169,7 +196,7 @@ def build(
             LoadedRuntime(0, f"{probe.interpreter} (probed)", None, probe.result["torch_cuda"])
         )
     facts = facts_from_snapshot(replace(snap, driver_chain=scan.chain()), toolkit, extra)
-    problems = judge_chain(facts)
+    problems = judge_chain(facts, fabric)
     nvml_err = next((e for e in snap.errors if e.source == "nvml" and e.gpu_index is None), None)
     if facts.driver_max is None:
         max_source = None
@@ -227,6 +254,18 @@ def build(
                 "flavour": scan.module_flavour,
                 "source": scan.module_source or "/proc/driver/nvidia/version (absent)",
                 "text": scan.module_text,
+            },
+            # NVSwitch systems only; null where there is none (no layer, nothing asked)
+            "fabric_manager": None
+            if fabric is None
+            else {
+                "state": fabric.state,
+                "text": fabric.text,
+                "evidence": [{"text": t, "source": src} for t, src in fabric.evidence],
+                "gpus": list(fabric.gpus),
+                "next_step": fabric.next_step or None,
+                "findings": list(fabric.ids),
+                "source": "gputop-diag health (the fabric manager's checks)",
             },
             "nvml_library": {
                 "found": facts.library_found,
@@ -296,6 +335,14 @@ _STATUS = {
 }
 
 
+_FABRIC_STATE = {
+    "ok": "ok",
+    "broken": "BROKEN (error 802)",
+    "warning": "warning",
+    "unknown": "not fully checked",
+}
+
+
 def _lib(x: dict) -> str:
     where = f" ({x['origin']}{', replaced on disk' if x['deleted'] else ''})"
     name = {
@@ -313,7 +360,9 @@ def render_text(doc: dict[str, Any]) -> str:
     km, nv, mx, rt = L["kernel_module"], L["nvml_library"], L["driver_max_cuda"], L["cuda_runtimes"]
     lines = [
         f"Driver chain  {doc['hostname']}  {doc['timestamp']}",
-        "kernel module -> user-space library -> driver's max CUDA -> CUDA runtime -> framework",
+        "kernel module -> "
+        + ("fabric manager -> " if L.get("fabric_manager") is not None else "")
+        + "user-space library -> driver's max CUDA -> CUDA runtime -> framework",
         f"verdict: {_STATUS[doc['status']]}",
         "",
     ]
@@ -327,6 +376,12 @@ def render_text(doc: dict[str, Any]) -> str:
     else:
         mod, where = "?", km["source"]
     lines.append(f"1 kernel module      {mod:<28} {where}")
+    fm = L.get("fabric_manager")
+    if fm is not None:  # NVSwitch systems only
+        state = _FABRIC_STATE.get(fm["state"], fm["state"])
+        lines.append(f"  fabric manager     {state:<28} {fm['text']}")
+        for e in fm["evidence"][:4] if fm["state"] != "ok" else ():
+            lines.append(f"                     - {e['text']} ({e['source']})")
     if nv["found"] is False:
         lib, where = "not found", "libnvidia-ml.so.* in the library directories: none"
     else:

@@ -16,7 +16,7 @@ import time
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import Monitor
 from ..sources import Sources
-from .common import no_driver_error
+from .common import no_driver_error, seeded_sanitizer
 from .options import add_time_options
 
 DEFAULT_LISTEN = ":9401"  # dcgm-exporter listens on :9400; both can run on one node
@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="drop every identifying label (Hostname, UUID, pci_bus_id, hpc_job) and name "
         'threads and helpers "other" unless the runtime named them (pt_data_worker, NCCL, '
-        "...); Prometheus' instance label then tells nodes apart",
+        "...; never a name that holds this machine's or the job's names); Prometheus' "
+        "instance label then tells nodes apart",
     )
 
 
@@ -66,8 +67,6 @@ def parse_listen(text: str) -> tuple[str, int]:
 def run(args: argparse.Namespace, feed: Sources) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from ..prometheus.export import SlurmJobs, TickMetrics, window_of
-
     try:
         addr, port = parse_listen(args.listen)
     except ValueError as e:
@@ -77,13 +76,6 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         print("gputop-diag: --interval must be positive", file=sys.stderr)
         return EXIT_USAGE
     monitor = Monitor(feed, interval=args.interval)
-    metrics = TickMetrics(
-        sanitize=getattr(args, "sanitize", False),
-        dcgm_labels=args.dcgm_labels,
-        jobs=SlurmJobs(feed.psutil),
-        source=f"simulator:{feed.scenario}" if feed.simulated else "nvml",
-        window=window_of(monitor),
-    )
     stop = threading.Event()
     try:
         tick = monitor.tick()
@@ -91,6 +83,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         if err is not None:
             print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
             return EXIT_NO_GPU
+        metrics = tick_metrics(args, feed, monitor, tick)
         metrics.update(tick)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(metrics)
@@ -122,6 +115,22 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         return 0
     finally:
         monitor.close()
+
+
+def tick_metrics(args: argparse.Namespace, feed: Sources, monitor: Monitor, tick):
+    """The metric families the exporter serves, after the Monitor's first `tick`; under
+    --sanitize judged by the one sanitizer, seeded with this machine's names and the tick's."""
+    from ..prometheus.export import SlurmJobs, TickMetrics, window_of
+
+    sanitize = getattr(args, "sanitize", False)
+    return TickMetrics(
+        sanitize=sanitize,
+        sanitizer=seeded_sanitizer(feed, [tick.snapshot]) if sanitize else None,
+        dcgm_labels=args.dcgm_labels,
+        jobs=SlurmJobs(feed.psutil),
+        source=f"simulator:{feed.scenario}" if feed.simulated else "nvml",
+        window=window_of(monitor),
+    )
 
 
 def _loop(monitor: Monitor, metrics, feed: Sources, interval: float, stop: threading.Event):

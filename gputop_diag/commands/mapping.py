@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if isinstance(feed, Recording):
         snap = feed.last()
         if snap is None:
-            print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
+            print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
             return EXIT_USAGE
         mapping = collect_mapping(snap, None)
     else:

@@ -20,7 +20,7 @@ from ..monitor.core import run as run_monitor
 from ..recording.store import Recording, RecordingError, RecordingWriteError
 from ..recording.writer import RecordingWriter
 from ..sources import Sources
-from .common import no_driver_error, seeded_sanitizer
+from .common import no_driver_error, seeded_sanitizer, shown_path, shown_text
 from .options import add_time_options, capped, time_problem
 
 REPLAY = True  # reads `--replay FILE`: writes its (first N seconds of) snapshots again
@@ -111,12 +111,12 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             args.output, interval_s=interval, sanitize=sanitize, sanitizer=sanitizer
         )
     except RecordingError as e:
-        print(f"gputop-diag: {e}", file=sys.stderr)
+        print(f"gputop-diag: {_said(args, e)}", file=sys.stderr)
         return EXIT_USAGE
     if not replay and not feed.simulated:
         until = "Ctrl-C stops" if seconds is None else f"for {seconds:g} s"
         print(
-            f"gputop-diag: recording to {args.output} every {interval:g} s ({until})",
+            f"gputop-diag: recording to {_shown(args, args.output)} every {interval:g} s ({until})",
             file=sys.stderr,
         )
 
@@ -135,7 +135,10 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         with contextlib.suppress(RecordingError):
             writer.close()
         _remove_output(args.output)
-        print(f"gputop-diag: {e}; {args.output} not written", file=sys.stderr)
+        print(
+            f"gputop-diag: {_said(args, e)}; {_shown(args, args.output)} not written",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     finally:
         with contextlib.suppress(RecordingError):
@@ -152,7 +155,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             return 130
         if writer.withheld:
             return 1
-        print(f"gputop-diag: {feed.path} holds no snapshots; nothing written", file=sys.stderr)
+        print(f"gputop-diag: {feed.shown} holds no snapshots; nothing written", file=sys.stderr)
         return EXIT_USAGE
     span = (writer.last or 0.0) - (writer.first or 0.0)
     gpus = writer.header.gpu_count if writer.header else 0
@@ -160,7 +163,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     # On stderr: the recording itself may be going to stdout (-o /dev/stdout).
     print(
         f"recorded {writer.count} snapshots ({span:.0f} s, {gpus} GPU{'s' if gpus != 1 else ''}"
-        f"{', sanitized' if sanitize else ''}) to {args.output}{stopped}",
+        f"{', sanitized' if sanitize else ''}) to {_shown(args, args.output)}{stopped}",
         file=sys.stderr,
     )
     err = no_driver_error(monitor.last.snapshot) if monitor and monitor.last else None
@@ -168,3 +171,14 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
     return 0
+
+
+def _shown(args: argparse.Namespace, path: str) -> str:
+    """A path as stderr names it: under --sanitize its pseudonym, as every other message of
+    this run names it (`common.shown_path`)."""
+    return shown_path(path) if getattr(args, "sanitize", False) else path
+
+
+def _said(args: argparse.Namespace, e: Exception) -> str:
+    """An error's text (it names a file) as stderr says it: sanitized under --sanitize."""
+    return shown_text(str(e)) if getattr(args, "sanitize", False) else str(e)

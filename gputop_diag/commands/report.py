@@ -9,6 +9,7 @@ import os
 import sys
 
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..model.health import HealthReport
 from ..monitor.core import run as run_monitor
 from ..recording.store import Recording
 from ..report.build import ReportSource, make_report
@@ -102,9 +103,10 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(f"gputop-diag: sampling for {seconds:g} s for the report", file=sys.stderr)
     monitor = run_monitor(feed, interval=interval, seconds=seconds)
     if monitor.last is None:
-        print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
+        print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE
     snaps = monitor.history.snapshots()
+    health = None if replay else read_health_once(feed, monitor.last.snapshot)
     report = make_report(
         snaps,
         monitor.last.diagnosis,
@@ -112,6 +114,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         environ=None if replay else feed.environ,
         sources=None if replay else feed,
         model_config=config,
+        health=health,
     )
     text = (
         json.dumps(report.doc, indent=2, ensure_ascii=False) + "\n"
@@ -152,6 +155,22 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
     return 0
+
+
+def read_health_once(feed: Sources, snap) -> HealthReport | None:
+    """The health checks at the end of the window (`gputop-diag health`); None, said on stderr,
+    when the read fails (the report goes on without its Health section)."""
+    from ..collect.health import read_health
+    from ..health import judge
+
+    try:
+        return judge(read_health(feed, snap))
+    except Exception as e:  # noqa: BLE001 - the rest of the report stands
+        print(
+            f"gputop-diag: the health checks could not be read ({type(e).__name__})",
+            file=sys.stderr,
+        )
+        return None
 
 
 def _left_out(left_out: list[dict[str, str]]) -> str:

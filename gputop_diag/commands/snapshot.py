@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if is_recording(feed):
         snap = feed.last()
         if snap is None:
-            print(f"gputop-diag: {feed.path} holds no snapshots", file=sys.stderr)
+            print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
             return EXIT_USAGE
     else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
         snap = sample_once(feed, getattr(args, "fast", False))

@@ -6,6 +6,12 @@ headless: a status line every `STATUS_EVERY_S` on stderr, a summary at the end o
 or one JSON document with `--json`). A started command's exit code is ours; a command killed by
 a signal is said so, and our code is 128 + the signal's number, as a shell's.
 
+Ctrl-C stops a started command as a shell stops the job in its foreground: SIGINT to its
+process group, SIGTERM on the second Ctrl-C, SIGKILL on the third; watching goes on until it
+has ended, and its exit status is ours (130 for a job SIGINT ended). A job we did not start
+(`--pid`, `--slurm`) is not ours to signal: Ctrl-C stops watching it. A terminal that closes
+(SIGHUP) stops watching and leaves the job running, and says so in the job's log.
+
 `--probe` starts the command with the probe in every Python process it starts
 (`probe.launch.probe_environment`): the step split, the host syncs and the allocator are then
 measured inside the job, not estimated from outside. A job watched by `--pid` or `--slurm` is
@@ -15,16 +21,17 @@ read the same way when it was started with the probe some other way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
-import secrets
 import shlex
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
-from ..collect.job import JobWatch, WatchError, default_log_path
+from ..collect.job import INTERRUPT_SIGNALS, JobWatch, WatchError, default_log_path, signal_name
 from ..diagnose.measured import process_memory
 from ..diagnose.measured_render import measured_json, measured_lines
 from ..diagnose.render import render_text, to_json
@@ -38,18 +45,33 @@ from ..model.codec import jsonable, rounded
 from ..model.exits import EXIT_USAGE
 from ..monitor.core import Monitor
 from ..sources import Sources
-from .common import add_sanitize, sanitized_output, seeded_sanitizer
+from .common import (
+    add_sanitize,
+    sanitized_output,
+    seeded_sanitizer,
+    session_key,
+    shown_path,
+    shown_text,
+)
 from .options import add_time_options, capped, time_problem
 
 STATUS_EVERY_S = 10.0
 MAX_SEEN = 512  # processes remembered for the summary
 MAX_ENDED_KEPT = 20  # of which ended ones listed (the newest); older ones are counted
 WATCH_SCHEMA = "gputop-diag.watch/1"
+HANGUP_EXIT = 128 + getattr(signal, "SIGHUP", 1)  # 129: what a shell reports for a hang-up
 DEMO_SECONDS = 300.0  # a simulated watch without --seconds stops after this much simulated time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.usage = "gputop-diag watch [options] (--pid PID | --slurm JOBID | -- CMD [ARGS...])"
+    p.epilog = (
+        "A started command: Ctrl-C stops it as a shell would (SIGINT to its process group; "
+        "again: SIGTERM; a third time: SIGKILL) and watch exits with its status. In the live "
+        "view q asks: y stops it, d leaves it running (its pid and log are printed), n stays. "
+        "A terminal that closes leaves it running, with a line saying so in its log. A --pid "
+        "or --slurm job is not ours to signal: Ctrl-C stops watching it."
+    )
     p.add_argument("--pid", type=int, metavar="PID", help="watch this process and its descendants")
     p.add_argument(
         "--slurm",
@@ -66,8 +88,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--output",
         metavar="FILE",
-        help="where a started command's output goes (default: gputop-watch-<time>.log in the "
-        "current directory)",
+        help="where a started command's output goes (default: gputop-watch-<time>-<pid>.log in "
+        "$XDG_STATE_HOME/gputop-diag, else ~/.local/state/gputop-diag; the path is printed)",
     )
     p.add_argument(
         "--step-regex",
@@ -114,12 +136,14 @@ def _usage(msg: str) -> int:
 
 
 def out_path(args: argparse.Namespace, path: str) -> str:
-    """The job's log path as printed: under --sanitize, its pseudonym."""
-    if not getattr(args, "sanitize", False):
-        return path
-    from ..sanitize.sanitizer import Sanitizer
+    """The job's log path as printed: under --sanitize its pseudonym, the same in every line
+    of this run (the start line, errors, the status lines, the summary: `session_key()`)."""
+    return shown_path(path) if getattr(args, "sanitize", False) else path
 
-    return Sanitizer().path(path)
+
+def said(args: argparse.Namespace, text: str) -> str:
+    """An error's text (it may name the output file or the command) as stderr says it."""
+    return shown_text(text) if getattr(args, "sanitize", False) else text
 
 
 def build_watch(args: argparse.Namespace, feed: Sources) -> JobWatch:
@@ -183,7 +207,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     try:
         watch = build_watch(args, feed)
     except WatchError as e:
-        print(f"gputop-diag: {e}", file=sys.stderr)
+        print(f"gputop-diag: {said(args, str(e))}", file=sys.stderr)
         return e.code
     # under --sanitize nothing printed names the machine, stderr included (a shared screen):
     # the log's path is said as its pseudonym, the label (a command line) not at all
@@ -192,6 +216,8 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         print(f"gputop-diag: watching the job ({watch.target}){where}", file=sys.stderr)
     else:
         print(f"gputop-diag: watching {watch.label}{where}", file=sys.stderr)
+    if getattr(args, "sanitize", False):
+        watch.sanitize_key = session_key()  # the live view names the log as stderr does
     if tui:
         from ..tui.app import run_app
 
@@ -202,29 +228,44 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
             job=watch,
             model_config=getattr(args, "model_config", None),
         )
-        note = stop_note(watch)
-        if note is not None:
-            print(f"gputop-diag: {note}", file=sys.stderr)
-        if watch.started and watch.running and not watch.stopped:  # it was stopped: not left
-            print(
-                f"gputop-diag: left running: pid {watch.roots[0]}, output "
-                f"{out_path(args, watch.tail.path)}",
-                file=sys.stderr,
-            )
+        for line in after_lines(watch, out_path(args, watch.tail.path) if watch.tail else None):
+            print(f"gputop-diag: {line}", file=sys.stderr)
         return _exit_code(watch, code)
     return headless(args, feed, watch)
 
 
 def stop_note(watch: JobWatch) -> str | None:
-    """After quitting with `y`: how the job was stopped."""
-    if not watch.stopped:
-        return None
-    if watch.killed:
+    """How we stopped the job, when we did: `y` when quitting (SIGTERM, SIGKILL after the
+    grace period), or Ctrl-C (the signals it sent)."""
+    if watch.stopped and watch.killed:
         return (
             f"the job did not end within {watch.stop_grace_s:g} s of SIGTERM: it was killed "
             "with SIGKILL"
         )
-    return "the job ended on SIGTERM"
+    if watch.stopped:
+        return "SIGTERM sent to the job's process group"
+    if watch.signals_sent:
+        return f"Ctrl-C sent {', then '.join(watch.signals_sent)} to the job's process group"
+    return None
+
+
+def after_lines(watch: JobWatch, shown_log: str | None) -> list[str]:
+    """What is said on stderr once watching a started command stops, as it is now (asked of the
+    machine, not of the last tick): it ended (how, and how we stopped it), or it still runs
+    (its pid, its log, how to stop it)."""
+    if not watch.started:
+        return []
+    pid = watch.roots[0]
+    log = f", output {shown_log}" if shown_log else ""
+    if watch.alive():
+        why = "watching stopped" if watch.detached else "quit"
+        return [
+            f"left running ({why}): pid {pid}{log}; it goes on in its own session "
+            f"(stop it: kill -INT -{pid})"
+        ]
+    note = stop_note(watch)
+    head = f"{note}; " if note else ""
+    return [f"{head}the job (pid {pid}) ended: {watch.ended_words()}{log}"]
 
 
 def _exit_code(watch: JobWatch, fallback: int = 0) -> int:
@@ -249,7 +290,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     monitor = Monitor(feed, interval=args.interval, job=watch)
     sanitize = getattr(args, "sanitize", False)
     # under --sanitize one key for what this command prints: the status lines and the summary
-    key = secrets.token_bytes(32) if sanitize else None
+    key = session_key() if sanitize else None  # the start line's too
     status_sanitizer = None  # seeded at the first status line (a short job has none)
     writer = None
     if args.record:
@@ -264,16 +305,16 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
                 sanitizer=seeded_sanitizer(feed) if sanitize else None,
             )
         except RecordingError as e:
-            print(f"gputop-diag: {e}", file=sys.stderr)
+            print(f"gputop-diag: {said(args, str(e))}", file=sys.stderr)
             return 1
     clock = feed.clock
     start = clock.now()
     last_status = start
-    interrupts = 0
     seen = SeenProcesses()
     seen.update(_roots_known_at_start(watch))  # one that ends before the first tick is still seen
     probed = ProbesSeen()
     ended_by = None
+    restore = hangup_raises()
     try:
         while True:
             try:
@@ -299,19 +340,21 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
                     ended_by = "seconds"
                     break
                 clock.sleep(args.interval)
+            except HungUp:
+                ended_by = "hangup"
+                break
             except KeyboardInterrupt:
-                interrupts += 1
-                if watch.started and interrupts == 1 and watch.running:
-                    watch.send(signal.SIGINT)
-                    print(
-                        "gputop-diag: sent Ctrl-C to the job; Ctrl-C again stops watching and "
-                        "leaves it running",
-                        file=sys.stderr,
-                    )
-                    continue
+                if watch.started and not watch.detached:  # ours: stopped as a shell would
+                    line = interrupted_line(watch)
+                    if line is not None:
+                        print(f"gputop-diag: {line}", file=sys.stderr)
+                        continue
+                    if watch.interrupts <= len(INTERRUPT_SIGNALS):
+                        continue  # nothing left to signal: the next tick sees the end
                 ended_by = "interrupted"
                 break
     finally:
+        restore()
         monitor.close()
         if writer is not None:
             writer.close()
@@ -321,8 +364,10 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
             "sanitized with confidence",
             file=sys.stderr,
         )
+    if ended_by == "hangup":
+        watch.left_by_hangup()  # it goes on; its log says the watcher left
     if monitor.last is None:
-        return 1
+        return HANGUP_EXIT if ended_by == "hangup" else 1
     if ended_by != "ended":
         watch.detach()
     t = monitor.last
@@ -347,14 +392,51 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         text = sanitized_output(text, sanitizer)
         if text is None:
             return 1
-    print(text)
-    if ended_by != "ended" and watch.started:  # stderr: the user's own terminal
-        print(
-            f"gputop-diag: left running: pid {watch.roots[0]}, output "
-            f"{out_path(args, watch.tail.path)}",
-            file=sys.stderr,
-        )
+    with contextlib.suppress(OSError):  # a closed terminal: the job's log says it
+        print(text)
+        if watch.started and (ended_by != "ended" or watch.signals_sent):  # the user's terminal
+            for line in after_lines(watch, out_path(args, watch.tail.path)):
+                print(f"gputop-diag: {line}", file=sys.stderr)
+    if ended_by == "hangup":
+        return HANGUP_EXIT
     return _exit_code(watch, 0)
+
+
+def interrupted_line(watch: JobWatch) -> str | None:
+    """Ctrl-C while a started command runs: pass it on (`JobWatch.interrupt`) and say what was
+    sent and what the next Ctrl-C sends; None when no process of the job was left."""
+    sig = watch.interrupt()
+    if sig is None:
+        return None
+    pid = watch.roots[0]
+    then = (
+        "it cannot be caught"
+        if sig == signal.SIGKILL
+        else f"waiting for it to end; Ctrl-C again sends {watch.next_interrupt()}"
+    )
+    return f"Ctrl-C: {signal_name(sig)} sent to the job's process group (pid {pid}); {then}"
+
+
+class HungUp(BaseException):
+    """SIGHUP while watching headless: the terminal closed (an SSH session dropped). Not an
+    Exception, as KeyboardInterrupt is not: no collector's `except Exception` may take it."""
+
+
+def hangup_raises():
+    """Make SIGHUP raise `HungUp` in the watch loop (the main thread only); the function that
+    gives SIGHUP back."""
+
+    def hung_up(signum, frame):
+        raise HungUp
+
+    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGHUP, hung_up)
+
+    def restore() -> None:
+        signal.signal(signal.SIGHUP, previous if previous is not None else signal.SIG_DFL)
+
+    return restore
 
 
 class SeenProcesses:
@@ -503,6 +585,8 @@ def summary_text(
         lines.append("  (watched for --seconds; the job goes on)")
     elif ended_by == "interrupted":
         lines.append("  (watching stopped by Ctrl-C; the job goes on)")
+    elif ended_by == "hangup":
+        lines.append("  (the terminal closed: watching stopped; the job goes on)")
     if job.log_path:
         n = job.output_lines
         lines.append(f"  output: {job.log_path} ({n} line{'' if n == 1 else 's'})")

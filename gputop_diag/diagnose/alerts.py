@@ -300,15 +300,17 @@ _CHAIN_SHOWN_ELSEWHERE = frozenset({"no_driver"})
 def driver_chain_alerts(snap) -> tuple[Alert, ...]:
     """A broken driver -> CUDA runtime chain (`Snapshot.driver_chain`): a process whose runtime
     is newer than the driver (it never reaches a GPU, so no other figure shows it), a kernel
-    module that is not the user-space library's version, a libcuda from another driver; each
+    module that is not the user-space library's version, a libcuda from another driver, and on
+    NVSwitch systems a fabric manager that is stopped, not the driver's version or has not
+    registered the GPUs (from the health findings the snapshot carries: CUDA error 802); each
     with the error text the user sees and the next step."""
-    from ..driver.compat import facts_from_snapshot, judge_chain
+    from ..driver.compat import fabric_from_snapshot, facts_from_snapshot, judge_chain
 
     facts = facts_from_snapshot(snap)
     if facts is None:
         return ()
     out = []
-    for p in judge_chain(facts):
+    for p in judge_chain(facts, fabric_from_snapshot(snap)):
         if p.severity != "critical" or p.code in _CHAIN_SHOWN_ELSEWHERE:
             continue
         out.append(

@@ -8,12 +8,14 @@ from typing import Any
 from ..model import Snapshot
 from ..planner.advice import capacity_checks
 from ..planner.hints import job_hints
+from . import thresholds as T
 from .features import Features
+from .job_kind import JOB_COMMAND, SERVING, job_kind
+from .lead import GROWTH_STEP
 
-_QUERY = (
-    "nvidia-smi --query-gpu=index,utilization.gpu,utilization.memory,memory.used,"
-    "memory.total,power.draw,clocks.sm,clocks_event_reasons.active --format=csv -l 1"
-)
+# Clocks, power and the reasons a clock is held down (thermal, power cap), per GPU; short words
+# only, so the command is never broken inside a word on a narrow panel.
+_QUERY = "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER"
 
 CHECKS: dict[str, tuple[str, ...]] = {
     # The first checks of capacity come from the memory planner (`capacity_checks` below), in
@@ -21,10 +23,10 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "capacity": (
         "In the job: print(torch.cuda.memory_summary()) — allocated vs reserved tells true "
         "pressure from fragmentation",
-        "Other processes on the GPU? nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+        "Other processes on the GPU? nvidia-smi -q -d PIDS lists each with its memory",
         "Memory growing every step? Look for tensors kept with their graph (total += loss instead "
-        "of loss.item()) and logged tensors not detached; record it with "
-        "torch.cuda.memory._record_memory_history() and torch.cuda.memory._dump_snapshot()",
+        "of loss.item()) and logged tensors not detached; record it with torch.cuda.memory's "
+        "_record_memory_history() and _dump_snapshot()",
     ),
     "undetermined": (
         "See the job's threads: run gputop-diag as the job's user or as root (another user's "
@@ -36,18 +38,17 @@ CHECKS: dict[str, tuple[str, ...]] = {
         "fill the gaps",
     ),
     "bandwidth": (
-        "Profile one step: with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as p: "
-        "step(); print(p.key_averages().table(sort_by='cuda_time_total', row_limit=15)) "
-        "— look for elementwise and normalization kernels",
+        "Profile one step under torch.profiler.profile (CUDA activity) and list "
+        "p.key_averages() by cuda_time_total — look for elementwise and normalization kernels",
         "Fuse memory-bound ops (torch.compile, fused optimizers and norms) and use bf16/fp16 to "
         "halve the bytes moved",
         "A larger batch raises arithmetic intensity; confirm with Nsight Compute's memory "
-        "chart: ncu --set full -k <kernel> python train.py",
+        "chart: ncu --set full -k <kernel> {cmd}",
     ),
     "compute": (
         "Tensor cores in use? enable AMP (torch.autocast) or TF32 if tensor activity is low",
         "Check clocks and throttling: " + _QUERY,
-        "Profile the top kernels: nsys profile -t cuda,nvtx python train.py; the useful "
+        "Profile the top kernels: nsys profile -t cuda,nvtx {cmd}; the useful "
         "figure is work done per second, not utilization",
     ),
     "input_pipeline": (
@@ -60,8 +61,8 @@ CHECKS: dict[str, tuple[str, ...]] = {
         "Storage: iostat -x 1 and cat /proc/pressure/io; move data to local NVMe or pre-decode it",
     ),
     "synchronization": (
-        "Find the host syncs: torch.cuda.set_sync_debug_mode('warn') reports .item(), .cpu() "
-        "and implicit copies",
+        "Find the host syncs: torch.cuda.set_sync_debug_mode(1) (1: warn) reports .item(), "
+        ".cpu() and implicit copies",
         "See what the spinning thread waits on: py-spy dump --pid {main_pid}",
         "Log and aggregate metrics every N steps, not every step; nsys profile then "
         "nsys analyze -r cuda_api_sync",
@@ -95,16 +96,53 @@ CHECKS: dict[str, tuple[str, ...]] = {
 }
 
 
+# A model server (or an inference run) is not trained: no optimizer, AMP or DataLoader advice; its
+# figure of merit is requests or tokens per second. Classes not listed read as for any job.
+SERVING_CHECKS: dict[str, tuple[str, ...]] = {
+    "bandwidth": (
+        "Decoding reads every weight once per token: batch more requests together (vLLM "
+        "--max-num-seqs, TGI --max-batch-total-tokens) and serve fp8 or int8 weights and KV "
+        "cache to move fewer bytes per token",
+        "Profile the server under load: nsys profile -t cuda,nvtx --delay 60 --duration 30 "
+        "{cmd} while a client sends requests",
+    ),
+    "compute": (
+        "Tensor cores in use? serve in bf16/fp16, or fp8 where the GPU has it, if tensor "
+        "activity is low",
+        "Check clocks and throttling: " + _QUERY,
+        "Profile the server under load: nsys profile -t cuda,nvtx --delay 60 --duration 30 "
+        "{cmd} while a client sends requests; the useful figure is tokens or requests per "
+        "second, not utilization",
+    ),
+    "input_pipeline": (
+        "The GPU waits for requests or for their preparation: compare the request rate with "
+        "what the server completes, and see where the host spends its time: "
+        "py-spy top --pid {main_pid}",
+        "Tokenizing, decoding images or streaming on the CPU? Move it off the serving "
+        "process, or give it more CPU cores",
+    ),
+    "synchronization": (
+        "Host work between decode steps (sampling, detokenizing, streaming): see where the "
+        "server waits: py-spy dump --pid {main_pid}",
+        "Keep CUDA graphs on (vLLM runs them unless --enforce-eager) so each step is one launch",
+    ),
+    "communication": (
+        "Run with NCCL_DEBUG=INFO to see the transport between the tensor-parallel ranks",
+        "Check the topology: nvidia-smi topo -m; tensor parallelism over PCIe waits on every "
+        "layer: fewer GPUs per replica (--tensor-parallel-size), more replicas",
+    ),
+}
+
+
 # How to get the evidence a window lacked, keyed like features.EVIDENCE_NAMES.
 MISSING_CHECKS: dict[str, str] = {
     "util": "No GPU busy time (MIG mode reports none per instance): read per-instance activity "
     "with dcgmi dmon -e 1002,1005 (DCGM profiles MIG instances), or judge with MIG off",
-    "gpm": "No GPM figures (they need a Hopper-class GPU or newer): on older GPUs read SM and "
-    "DRAM activity with dcgmi dmon -e 1002,1003,1004,1005",
+    "gpm": "No SM, tensor and DRAM activity counters (NVML's GPM needs a Hopper-class GPU or "
+    "newer): on older GPUs read them with dcgmi dmon -e 1002,1003,1004,1005",
     "nvlink": "No NVLink figures: nvidia-smi nvlink --status shows whether the links are up; "
     "dcgmi dmon -e 1011,1012 reads their traffic",
-    "processes": "No GPU process list: in a container, run with --pid=host; "
-    "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+    "processes": "No GPU process list: in a container, run with --pid=host; nvidia-smi -q -d PIDS",
     "threads": "No per-process thread data (another user's process?): run as the job's user or "
     "root to see the dataloader workers",
     "host": "No host CPU figures: check that /proc is readable",
@@ -122,6 +160,15 @@ _PRIMARY_WANTS = {
 }
 
 
+def story_pid(cls: str, f: Features) -> int | None:
+    """The one process the verdict is about, named in its scope and in its checks: for
+    capacity the biggest holder of the fullest GPU (the one its evidence names), else the
+    process holding most GPU memory; the busiest main thread where no memory holder is known."""
+    if cls == "capacity" and f.mem_holders:
+        return f.mem_holders[0][0]
+    return f.top_pid or f.main_thread_pid
+
+
 def checks_for(
     cls: str,
     f: Features,
@@ -134,23 +181,45 @@ def checks_for(
     of the process holding most memory (training or inference, its batch and context) and its
     GPU; `plan` (`planner.render.document` of the job's model), where one was made, gives the
     figures and the what-ifs."""
-    pid = f.main_thread_pid or f.top_pid or "<pid>"
+    pid = story_pid(cls, f) or "<pid>"
     jobid = job if job and not job.startswith("pid ") else "<jobid>"
-    out = [c.format(main_pid=pid, job=jobid) for c in CHECKS[cls]]
+    kind = job_kind(newest, story_pid(cls, f))
+    catalog = SERVING_CHECKS if kind == SERVING else CHECKS
+    out = [
+        c.format(main_pid=pid, job=jobid, cmd=JOB_COMMAND) for c in catalog.get(cls, CHECKS[cls])
+    ]
     if cls == "capacity":
         gpu = newest.gpu(f.mem_used_pct_gpu) if newest and f.mem_used_pct_gpu is not None else None
         out = [
             *capacity_checks(
-                job_hints(newest, f.top_pid),
+                job_hints(newest, story_pid(cls, f)),
                 gpu_bytes=gpu.mem_total_bytes if gpu is not None else None,
                 gpu_name=gpu.static.name if gpu is not None else None,
                 plan=plan,
             ),
             *out,
         ]
-    out = [*_measured_checks(cls, f), *out]
+    growth = _growth_checks(cls, f)
+    if growth:  # said first, with its rate: not again as a question
+        out = [c for c in out if not c.startswith("Memory growing every step?")]
+    out = [*_measured_checks(cls, f), *growth, *out]
     out += [MISSING_CHECKS[k] for k in _PRIMARY_WANTS.get(cls, ()) if k in f.missing]
     return tuple(out)
+
+
+def _growth_checks(cls: str, f: Features) -> list[str]:
+    """Memory growing every step while the GPU is not yet full: the leak is the story, and
+    finding what grows comes before any capacity lever."""
+    g, to_full = f.mem_growth_mib_per_min, f.minutes_to_full
+    used = f.mem_used_pct_max
+    if cls != "capacity" or g is None or to_full is None:
+        return []
+    if used is not None and used >= T.CAPACITY_WARN_PCT:
+        return []
+    return [
+        f"Memory grows {g:.0f} MiB/min on GPU {f.mem_growth_gpu}, full in ~{to_full:.0f} min: "
+        + GROWTH_STEP
+    ]
 
 
 def _measured_checks(cls: str, f: Features) -> list[str]:
@@ -158,8 +227,9 @@ def _measured_checks(cls: str, f: Features) -> list[str]:
     allocator's cache rather than the tensors."""
     if cls == "capacity" and any(m.fragmented for m in f.measured_memory):
         return [
-            "Restart with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the allocator's cache, "
-            "not the tensors, fills the GPU (torch.cuda.empty_cache() is not the fix)"
+            "Restart with PYTORCH_CUDA_ALLOC_CONF set to expandable_segments:True: the "
+            "allocator's cache, not the tensors, fills the GPU (torch.cuda.empty_cache() is not "
+            "the fix)"
         ]
     if cls == "synchronization" and f.measured is not None and f.measured.sync_sites:
         top = f.measured.sync_sites[0]

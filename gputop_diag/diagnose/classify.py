@@ -17,8 +17,10 @@ from ..model import OomKill, SchedulerEvidence, Snapshot
 from . import limits, measured_rules, rules
 from . import thresholds as T
 from .alerts import alerts_for, driver_chain_alerts, faults_of, job_alerts
-from .checks import MISSING_CHECKS, checks_for
+from .checks import MISSING_CHECKS, checks_for, story_pid
 from .features import Features, extract
+from .health_evidence import with_health
+from .job_kind import job_argv
 from .rules import Verdict, ev
 from .types import BOTTLENECK_CLASSES, Diagnosis, RuledOut
 
@@ -143,8 +145,10 @@ def build(
     v = verdicts.get(primary)
     scope = f.active_gpus
     # `squeue --me` lists the user's jobs on every node, so a running job is not known to be the
-    # one on these GPUs: the scope names the process holding most GPU memory here.
-    job = None if f.top_pid is None else f"pid {f.top_pid}"
+    # one on these GPUs: the scope names the process the evidence is about (`story_pid`), the
+    # same one the checks name.
+    pid = story_pid(primary, f)
+    job = None if pid is None else f"pid {pid}"
     reason = _no_data_reason(f)
     secondary = secondary_of(primary, verdicts)
     if primary == "insufficient_data":
@@ -232,9 +236,9 @@ def _blind_evidence(f: Features):
         "util_gpu",
         None,
         None,
-        f"{len(f.active_gpus)} GPUs hold running processes, but neither busy time nor GPM "
-        f"activity is reported (power {rules.pct(f.power_pct_median)} of the limit): whether "
-        "they compute or wait cannot be seen",
+        f"{len(f.active_gpus)} GPUs hold running processes, but neither busy time nor SM "
+        f"activity counters are reported (power {rules.pct(f.power_pct_median)} of the limit): "
+        "whether they compute or wait cannot be seen",
         "",
     )
 
@@ -322,9 +326,10 @@ def classify(
     `kernel_oom` the OOM kills from the kernel log (`collect_oom_kills`); when left `None` both
     are read from the newest snapshot (`Snapshot.scheduler_jobs`, `Snapshot.kernel_ooms`), which
     is how the Monitor and a replayed recording pass them. Every alert is attached here: the
-    driver chain's (first) and the watched job's (last) from the newest snapshot. `tick_s` is
-    the seconds between samples coarser than one a second (Prometheus scrapes): each window
-    keeps its number of samples (`thresholds.PROFILING_DIP_MAX_TICK_S`).
+    driver chain's (first) and the watched job's from the newest snapshot, then its health
+    findings (`Snapshot.health`: the cause of the class where they name it, else alerts).
+    `tick_s` is the seconds between samples coarser than one a second (Prometheus scrapes):
+    each window keeps its number of samples (`thresholds.PROFILING_DIP_MAX_TICK_S`).
     """
     scheduler, kernel_oom = _slow_sources(window, scheduler, kernel_oom)
     f = extract(window, tick_s)
@@ -349,5 +354,9 @@ def classify(
             d,
             alerts=driver_chain_alerts(last) + d.alerts + job_alerts(last),
             checks=checks_for(primary, f, d.scope_job, last),  # the job's words (train/serve)
+            cmdline=job_argv(last, story_pid(primary, f)),
         )
+        # the node and job health findings name the cause of the class the figures decided,
+        # or are alerts; they never decide the class (`health_evidence`)
+        d = with_health(d, f, last)
     return replace(d, candidate=raw, candidate_streak=streak)

@@ -27,7 +27,7 @@ from .memory_figures import memory_figures
 # The kinds of evidence a window may lack, in the order they are reported, with their names.
 EVIDENCE_NAMES = {
     "util": "GPU busy time (utilization.gpu)",
-    "gpm": "GPM (SM, tensor and DRAM activity)",
+    "gpm": "SM, tensor and DRAM activity (GPM counters)",
     "nvlink": "NVLink throughput",
     "processes": "GPU process list",
     "threads": "per-process thread and dataloader data",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..model.codec import iso_time, rounded
+from .job_kind import JOB_COMMAND, command_text
+from .lead import lead_of
 from .types import Alert, Diagnosis, Evidence
 
 DIAGNOSIS_SCHEMA = "gputop-diag.diagnosis/1"
@@ -62,6 +64,15 @@ def _doc(d: Diagnosis) -> dict[str, Any]:
     }
 
 
+def shown_checks(d: Diagnosis) -> tuple[str, ...]:
+    """The checks as a person reads them: JOB_COMMAND replaced by the job's command line, as
+    one line to paste (`job_kind.command_text`), where it is known."""
+    cmd = command_text(d.cmdline)
+    if cmd is None:
+        return d.checks
+    return tuple(c.replace(JOB_COMMAND, cmd) for c in d.checks)
+
+
 def confidence_text(d: Diagnosis) -> str:
     """ "confidence 85%", or why there is no figure: not enough data, or the deciding evidence
     is missing."""
@@ -85,6 +96,12 @@ def render_text(d: Diagnosis) -> str:
             "  (a hardware fault comes first: the workload class below is secondary to it)",
             "",
         ]
+    lead = lead_of(d)
+    if lead is not None and lead.label != "FAULT":
+        lines += [f"{lead.label}: {lead.alert.text}"]
+        if lead.next_step:
+            lines += [f"  next: {lead.next_step}"]
+        lines += ["  (this comes first: the workload class below is read in its light)", ""]
     lines.append(f"Bottleneck: {d.label.upper()}  {confidence_text(d)}{scope}")
     if d.secondary:
         lines.append(f"  and also: {d.secondary.replace('_', ' ')}")
@@ -104,7 +121,8 @@ def render_text(d: Diagnosis) -> str:
         lines += ["", "Why not:"]
         lines += [f"  {r.cls.replace('_', ' '):<16} {r.evidence.text}" for r in d.ruled_out]
     if d.checks:
-        lines += ["", "Next checks:"] + [f"  {i}. {c}" for i, c in enumerate(d.checks, 1)]
+        checks = shown_checks(d)
+        lines += ["", "Next checks:"] + [f"  {i}. {c}" for i, c in enumerate(checks, 1)]
     if d.alerts:
         lines += ["", "Alerts:"] + [f"  [{a.severity}] {a.text}" for a in d.alerts]
     return "\n".join(lines)

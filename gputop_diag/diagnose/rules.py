@@ -89,7 +89,8 @@ def communication(f: Features) -> Verdict:
                 "nvlink_in_dips",
                 nv_in,
                 T.NVLINK_DIP_KIB_S,
-                f"NVLink {_gbs(nv_in)} per GPU during the dips vs {_gbs(nv_out)} outside them",
+                f"NVLink {_gbs(nv_in)} per GPU (TX+RX) during the dips vs {_gbs(nv_out)} outside "
+                "them",
                 "KiB/s",
             )
         )
@@ -99,7 +100,7 @@ def communication(f: Features) -> Verdict:
                 "pcie_in_dips",
                 pc_in,
                 T.PCIE_DIP_KB_S,
-                f"PCIe {pc_in / 1e6:.1f} GB/s per GPU during the dips vs "
+                f"PCIe {pc_in / 1e6:.1f} GB/s per GPU (TX+RX) during the dips vs "
                 f"{(pc_out or 0) / 1e6:.1f} GB/s outside them",
                 "KB/s",
             )
@@ -271,7 +272,8 @@ def synchronization(f: Features) -> Verdict:
 def _roofs(f: Features) -> str:
     return (
         f"{f.math_pipe or 'math'} pipes {pct(f.math_median)} of cycles ({pct(f.math_share)} "
-        f"of their roof), DRAM {pct(f.dram_median)} ({pct(f.dram_share)} of its roof), SM "
+        f"of the most they can do), DRAM {pct(f.dram_median)} ({pct(f.dram_share)} of the most "
+        f"it can move), SM "
         f"active {pct(f.sm_median)}"
     )
 
@@ -288,8 +290,8 @@ def bandwidth(f: Features) -> Verdict:
                 "dram_share",
                 dram,
                 T.ROOF_SHARE_PCT,
-                f"DRAM bandwidth {pct(f.dram_median)} of cycles (GPM): {pct(dram)} of its "
-                f"practical peak, vs {pct(math)} for the {f.math_pipe or 'math'} pipes",
+                f"DRAM bandwidth {pct(f.dram_median)} of cycles (GPU counters): {pct(dram)} of the "
+                f"most it can move, vs {pct(math)} for the {f.math_pipe or 'math'} pipes",
             ),
             ev(
                 "sm_occupancy",
@@ -302,7 +304,7 @@ def bandwidth(f: Features) -> Verdict:
             text = f"the GPU waits {as_pct(f.idle_share)} of the time: kernels are not the limit"
         else:
             text = (
-                f"DRAM at {pct(dram)} of its roof (GPM), under {T.ROOF_SHARE_PCT:.0f} %"
+                f"DRAM at {pct(dram)} of the most it can move, under {T.ROOF_SHARE_PCT:.0f} %"
                 f": {_roofs(f)}"
             )
         against = ev("dram_share", dram, T.ROOF_SHARE_PCT, text)
@@ -314,11 +316,13 @@ def bandwidth(f: Features) -> Verdict:
             "memctl_util",
             share,
             T.MEMCTL_BW_PCT,
-            f"memory controller busy {pct(share)} of the time (no GPM: a weak proxy for bandwidth)",
+            f"memory controller busy {pct(share)} of the time (no GPU counters: a weak proxy for "
+            "bandwidth)",
         ),
     )
     text = (
-        "neither GPM nor memory-controller figures reported: bandwidth cannot be judged"
+        "neither GPU counters (GPM) nor memory-controller figures reported: bandwidth cannot "
+        "be judged"
         if share is None
         else f"memory controller busy {pct(share)} of the time, under {T.MEMCTL_BW_PCT:.0f} %"
     )
@@ -347,10 +351,11 @@ def compute(f: Features) -> Verdict:
                 "math_share",
                 math,
                 T.ROOF_SHARE_PCT,
-                f"{f.math_pipe or 'math'} pipes active {pct(f.math_median)} of cycles (GPM, "
-                f"median, {f.recent_s:.0f} s): {pct(math)} of their practical peak, vs "
+                f"{f.math_pipe or 'math'} pipes active {pct(f.math_median)} of cycles (GPU "
+                f"counters, median of the last {f.recent_s:.0f} s): {pct(math)} of the most they "
+                f"can do, vs "
                 f"{pct(f.dram_share)} for DRAM; SM active {pct(f.sm_median)}"
-                + ("" if near else ", no unit near its roof: latency- or issue-bound kernels"),
+                + ("" if near else ", no unit near its limit: latency- or issue-bound kernels"),
             ),
             ev(
                 "util_gpu",
@@ -365,8 +370,8 @@ def compute(f: Features) -> Verdict:
             text = f"the GPU waits {as_pct(f.idle_share)} of the time: kernels are not the limit"
         else:
             text = (
-                f"math pipes at {pct(math)} of their roof, under {T.ROOF_SHARE_PCT:.0f} %: "
-                + _roofs(f)
+                f"math pipes at {pct(math)} of the most they can do, under "
+                f"{T.ROOF_SHARE_PCT:.0f} %: " + _roofs(f)
             )
         against = ev("math_share", math, T.ROOF_SHARE_PCT, text)
         conf = T.CONF_GPM if near else T.CONF_ISSUE_BOUND
@@ -384,7 +389,7 @@ def compute(f: Features) -> Verdict:
             "power_pct",
             f.power_pct_median,
             T.POWER_COMPUTE_PCT,
-            clocks + " (no GPM: judged from power and clocks)",
+            clocks + " (no GPU counters: judged from power and clocks)",
         ),
         ev(
             "util_gpu",
@@ -396,7 +401,7 @@ def compute(f: Features) -> Verdict:
         ),
     )
     if f.power_pct_median is None:
-        text = "no GPM and no power figure: compute cannot be judged"
+        text = "no GPU counters and no power figure: compute cannot be judged"
     elif strong:
         text = f"busy time only {pct(util)}: the GPU waits more than it computes"
     else:

@@ -198,6 +198,14 @@ CONF_FALLBACK = 0.55  # ... from memory-controller busy time or power and clocks
 CONF_FALLBACK_NO_UTIL = 0.45  # ... and without busy time (MIG mode)
 CONF_SCHEDULER = 0.9  # pending past PENDING_WAIT_S
 CONF_SCHEDULER_SHORT_WAIT = 0.6
+# A node or job health finding (docs/health.md) that bears on the class the figures decided:
+# one that names the cause (CUDA_LAUNCH_BLOCKING=1 for synchronization, workers in D state on a
+# network mount for the input pipeline, an NCCL transport turned off for communication) adds
+# 0.1, one that only fits it (a PCIe link trained down, an InfiniBand port down) 0.05; once per
+# verdict, never above 0.95. A finding never names a class on its own (absent figures never vote).
+HEALTH_CAUSE_BONUS = 0.1
+HEALTH_FITS_BONUS = 0.05
+HEALTH_CONF_MAX = 0.95
 # Each missing kind of evidence the verdict relies on takes 15 % off its confidence; a verdict
 # held by hysteresis while its rule no longer fires keeps 80 %.
 MISSING_EVIDENCE_FACTOR = 0.85

@@ -69,6 +69,10 @@ class Diagnosis:
     # Hardware faults that lead above the workload class: a lost GPU, a critical Xid, a row-remap
     # failure, thermal shutdown. The class is still named; these come first on every view.
     faults: tuple[Alert, ...] = ()
+    # The command line of the process the verdict is about (`scope_job`): a check that starts
+    # the job again names it where it says JOB_COMMAND (`render.shown_checks`). A field of its
+    # own, so that every surface sanitizes it as it does any process's command line.
+    cmdline: tuple[str, ...] | None = None
 
     @property
     def has_confidence(self) -> bool:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import Snapshot
+from ..model.health import Finding
 
 # Minimum Linux x86_64 driver per CUDA toolkit release: "Toolkit driver version", the driver
 # bundled with each toolkit. Source: NVIDIA CUDA Toolkit Release Notes, Table 3 "CUDA Toolkit
@@ -101,6 +102,13 @@ ERR_NVML_MISSING = "NVML Shared Library Not Found"
 ERR_COMPAT_HW = "forward compatibility was attempted on non supported HW"  # 804
 ERR_SYSTEM_MISMATCH = "system has unsupported display driver / cuda driver combination"  # 803
 ERR_PTX = "the provided PTX was compiled with an unsupported toolchain"  # 222
+# On an NVSwitch system before the fabric manager has configured the switches and registered the
+# GPUs (CUDA Runtime API, cudaErrorSystemNotReady = 802; NVIDIA Fabric Manager User Guide,
+# https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html).
+ERR_SYSTEM_NOT_READY = (
+    "CUDA error 802: system not yet initialized (cudaErrorSystemNotReady, "
+    "CUDA_ERROR_SYSTEM_NOT_READY)"
+)
 
 
 def version_tuple(v: str | None) -> tuple[int, ...] | None:
@@ -259,8 +267,93 @@ def module_state(f: ChainFacts) -> str | None:
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 
 
-def judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
-    """The problems of the chain, from the host layer upward (debugging starts at the host)."""
+# -- the fabric manager layer (NVSwitch systems only) ---------------------------------------------
+FABRIC_LAYER = "fabric_manager"  # the `layer` of the health findings that feed it
+
+
+@dataclass(frozen=True, slots=True)
+class FabricFacts:
+    """The fabric manager of an NVSwitch system, as the health checks judged it: a layer of the
+    chain between the kernel module and NVML. Where there is no NVSwitch there is no such layer
+    (None, never "missing")."""
+
+    state: str  # "ok", "broken" (CUDA cannot start: error 802), "warning", "unknown"
+    text: str  # the findings' titles, or what was found to be well
+    next_step: str = ""
+    evidence: tuple[tuple[str, str], ...] = ()  # (text, where it was read)
+    gpus: tuple[int, ...] = ()
+    ids: tuple[str, ...] = ()  # the health findings behind it
+
+
+def fabric_facts(findings: Sequence[Finding]) -> FabricFacts | None:
+    """The layer from the health findings whose layer is the fabric manager's; None when there
+    are none (no NVSwitch: the health checks then give the layer no finding)."""
+    mine = [f for f in findings if f.layer == FABRIC_LAYER]
+    if not mine:
+        return None
+    bad = [f for f in mine if f.severity in ("critical", "warning")]
+    shown = bad or mine
+    state = (
+        "broken"
+        if any(f.severity == "critical" for f in bad)
+        else "warning"
+        if bad
+        else "ok"
+        if all(f.severity == "ok" for f in mine)
+        else "unknown"
+    )
+    return FabricFacts(
+        state,
+        "; ".join(f.title for f in shown),
+        next((f.next_step for f in shown if f.next_step), ""),
+        tuple((e.text, e.source) for f in shown for e in f.evidence),
+        tuple(sorted({g for f in shown for g in f.gpus})),
+        tuple(f.id for f in shown),
+    )
+
+
+def fabric_from_snapshot(snap: Snapshot) -> FabricFacts | None:
+    """The layer from the health report a snapshot carries (`Snapshot.health`, the Monitor's
+    slow source); None before it was read, in older recordings, and without NVSwitches."""
+    health = getattr(snap, "health", None)  # a field of snapshots since health joined the Monitor
+    return fabric_facts(health.findings) if health is not None else None
+
+
+def fabric_problem(fabric: FabricFacts | None) -> Problem | None:
+    if fabric is None or fabric.state in ("ok", "unknown"):
+        return None
+    broken = fabric.state == "broken"
+    return Problem(
+        "fabric manager",
+        "critical" if broken else "warning",
+        fabric.text,
+        ERR_SYSTEM_NOT_READY,
+        fabric.next_step or "systemctl status nvidia-fabricmanager",
+        code="fabric_manager",
+        brief=f"{fabric.text.split('; ')[0]}: {fabric.next_step}"
+        if fabric.next_step
+        else fabric.text,
+    )
+
+
+def judge_chain(f: ChainFacts, fabric: FabricFacts | None = None) -> tuple[Problem, ...]:
+    """The problems of the chain, from the host layer upward (debugging starts at the host).
+    `fabric`: the fabric manager of an NVSwitch system (`fabric_facts`), judged between the
+    kernel module and NVML; None where there is no NVSwitch or it was not read."""
+    out = list(_judge_chain(f))
+    problem = fabric_problem(fabric)
+    if problem is None or any(p.code in _NO_FABRIC_BELOW for p in out):
+        return tuple(out)
+    # host layer first: the kernel module's problems, the fabric manager's, the layers above
+    below = [p for p in out if p.layer == "kernel module"]
+    return (*below, problem, *(p for p in out if p.layer != "kernel module"))
+
+
+# No driver, or no module: nothing above the host layer is judged (the fabric manager needs it).
+_NO_FABRIC_BELOW = ("no_driver", "module_not_loaded")
+
+
+def _judge_chain(f: ChainFacts) -> tuple[Problem, ...]:
     out: list[Problem] = []
     if f.library_found is False and not f.module_loaded and not f.nvml_answered:
         out.append(

@@ -164,7 +164,7 @@ def fabric_findings(pci: PciFacts, nvml: NvmlFacts, fm: FabricManagerFacts) -> l
                 "",
                 ("communication",),
                 "fabric_manager",
-                layer="fabric_manager",
+                layer=None,  # no NVSwitch: the driver chain has no fabric-manager layer
             )
         ]
     out = []

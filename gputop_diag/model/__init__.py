@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .health import HealthReport
+
 GIB = 1024**3
 MIB = 1024**2
 
@@ -116,6 +118,7 @@ class GpuState:
     # power, thermal, clocks
     power_w: float | None = None
     temperature_c: float | None = None
+    fan_speed_pct: int | None = None  # of the fans' top speed; None: no fans (SXM boards), n/a
     memory_temperature_c: float | None = None
     sm_clock_mhz: int | None = None
     mem_clock_mhz: int | None = None
@@ -210,6 +213,9 @@ class ProcessInfo:
     cuda_visible_devices: str | None = None
     environ_readable: bool = False
     access_denied: bool = False
+    ppid: int | None = None  # its parent (the tree view)
+    parent_name: str | None = None
+    uid: int | None = None  # its real user id (who may signal it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,6 +508,9 @@ class Snapshot:
     # What the probes inside the tracked processes measured (the GPU processes and the watched
     # job's): None when no probe files were read (a replay of an older recording), () none.
     probes: tuple[ProbeState, ...] | None = None
+    # Slow source (every 30 s, `monitor/health.py`): the node and job health findings and when
+    # they were read; None: not read (a headless command's single tick, an older recording).
+    health: HealthReport | None = None
 
     def gpu(self, index: int) -> GpuState | None:
         for g in self.gpus:

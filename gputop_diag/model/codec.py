@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from . import GpuState, Snapshot
+from .health import HealthReport, health_from_json, health_to_json
 
 SNAPSHOT_SCHEMA = "gputop-diag.snapshot/1"
 
@@ -20,6 +21,8 @@ SNAPSHOT_SCHEMA = "gputop-diag.snapshot/1"
 def jsonable(obj: Any) -> Any:
     """A model object as JSON values: a dataclass is an object of all its fields by name,
     a tuple an array. `from_jsonable` reads it back exactly."""
+    if isinstance(obj, HealthReport):  # its recorded form: the findings, not the raw facts
+        return health_to_json(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {name: jsonable(getattr(obj, name)) for name in field_names(type(obj))}
     if isinstance(obj, (tuple, list)):
@@ -64,6 +67,13 @@ def _kind(data: Any) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "true/false"}.get(
         type(data), "null" if data is None else "a number"
     )
+
+
+def _health_decoder(d: Any) -> HealthReport:
+    try:
+        return health_from_json(d)
+    except ValueError as e:
+        raise _Bad(str(e)) from None
 
 
 @cache
@@ -116,6 +126,8 @@ def _decoder(hint: Any) -> Callable[[Any], Any]:
             return out
 
         return mapping
+    if hint is HealthReport:
+        return _health_decoder
     if dataclasses.is_dataclass(hint):
         return _dataclass_decoder(hint)
     if hint is float:

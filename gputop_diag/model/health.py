@@ -7,6 +7,8 @@ A reading that could not be made says why in `problem`, in the words a person ac
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,3 +241,118 @@ class HealthReport:
     @property
     def worst(self) -> str:
         return next((s for s in SEVERITIES if any(f.severity == s for f in self.findings)), "ok")
+
+
+# -- the recorded form ---------------------------------------------------------------------------
+# What a recording carries of a health read: the findings and when they were read (and how long
+# the read took); never the raw facts (paths, environments, bus layout the findings do not need).
+# `recorded(report)` is that form as a HealthReport; `health_to_json` / `health_from_json` are its
+# exact JSON codec: health_from_json(health_to_json(r)) == recorded(r).
+
+
+def recorded(report: HealthReport) -> HealthReport:
+    """`report` as a recording carries it: the findings, the read's time and duration."""
+    f = report.facts
+    return HealthReport(
+        report.findings, HealthFacts(timestamp=f.timestamp, hostname="", read_s=f.read_s)
+    )
+
+
+def health_to_json(report: HealthReport) -> dict[str, Any]:
+    """The recorded form of `report` as JSON values."""
+    return {
+        "read_at": report.facts.timestamp,
+        "read_s": report.facts.read_s,
+        "findings": [
+            {
+                "id": x.id,
+                "severity": x.severity,
+                "check": x.check,
+                "title": x.title,
+                "bears_on": list(x.bears_on),
+                "layer": x.layer,
+                "gpus": list(x.gpus),
+                "pids": list(x.pids),
+                "evidence": [{"text": e.text, "source": e.source} for e in x.evidence],
+                "next_step": x.next_step,
+            }
+            for x in report.findings
+        ],
+    }
+
+
+def _want(ok: bool, what: str, where: str) -> None:
+    if not ok:
+        raise ValueError(f"expected {what} at health.{where}")
+
+
+def _strings(v: Any, where: str) -> tuple[str, ...]:
+    _want(isinstance(v, list) and all(isinstance(s, str) for s in v), "an array of strings", where)
+    return tuple(v)
+
+
+def _ints(v: Any, where: str) -> tuple[int, ...]:
+    _want(isinstance(v, list) and all(type(i) is int for i in v), "an array of integers", where)
+    return tuple(v)
+
+
+def _finding(d: Any, where: str) -> Finding:
+    _want(isinstance(d, dict), "an object", where)
+    for k in ("id", "severity", "check", "title", "next_step"):
+        _want(isinstance(d.get(k), str), "a string", f"{where}.{k}")
+    _want(d["severity"] in SEVERITIES, "one of " + ", ".join(SEVERITIES), f"{where}.severity")
+    _want(d.get("layer") is None or isinstance(d["layer"], str), "a string or null", where)
+    ev = d.get("evidence", [])
+    _want(isinstance(ev, list), "an array", f"{where}.evidence")
+    evidence = []
+    for k, e in enumerate(ev):
+        at = f"{where}.evidence[{k}]"
+        _want(isinstance(e, dict), "an object", at)
+        _want(
+            isinstance(e.get("text"), str) and isinstance(e.get("source"), str),
+            "text and source strings",
+            at,
+        )
+        evidence.append(HealthEvidence(e["text"], e["source"]))
+    return Finding(
+        d["id"],
+        d["severity"],
+        d["title"],
+        tuple(evidence),
+        d["next_step"],
+        _strings(d.get("bears_on", []), f"{where}.bears_on"),
+        d["check"],
+        _ints(d.get("gpus", []), f"{where}.gpus"),
+        _ints(d.get("pids", []), f"{where}.pids"),
+        d.get("layer"),
+    )
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def health_from_json(data: Any) -> HealthReport:
+    """A recorded health read back (`recorded(report)` exactly); ValueError naming the first
+    value of the wrong shape."""
+    _want(isinstance(data, dict), "an object", "")
+    _want(_number(data.get("read_at")), "a number", "read_at")
+    read_s = data.get("read_s")
+    _want(read_s is None or _number(read_s), "a number or null", "read_s")
+    found = data.get("findings", [])
+    _want(isinstance(found, list), "an array", "findings")
+    findings = tuple(_finding(d, f"findings[{k}]") for k, d in enumerate(found))
+    facts = HealthFacts(timestamp=data["read_at"], hostname="", read_s=read_s)
+    return HealthReport(findings, facts)
+
+
+# -- what a finding's text names, for the sanitizer -----------------------------------------------
+# The server of a network mount in a D-state finding's evidence ("nfs4 from fs01:/export") and
+# an environment variable's value ("NCCL_P2P_DISABLE=value"): names no field of the finding says.
+MOUNT_SERVER = re.compile(r"(?<![\w/.-])([A-Za-z][\w.-]*):/")
+ENV_ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9_]*)=(\S*)")
+
+
+def mount_servers(findings: Iterable[Finding]) -> set[str]:
+    """The servers of the network mounts the findings' evidence names (to seed as host names)."""
+    return {m for f in findings for e in f.evidence for m in MOUNT_SERVER.findall(e.text)}

@@ -55,6 +55,7 @@ from ..model import (
 from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.types import XidTriage
+from .health import HealthWatch
 from .sampler import Sampler
 from .series import Series, cut_series
 from .xid_live import HISTORY_SINCE_S, kernel_xid_events, live_triage, unreadable_error
@@ -131,6 +132,8 @@ class Monitor:
         self._ooms: tuple[OomKill, ...] | None = None
         self._slow_errors: dict[str, CollectorError] = {}
         self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
+        # node and job health, every HEALTH_EVERY_S (its static parts every 5 min)
+        self._health = HealthWatch(self.sources) if self.slow_sources else None
         self._klog_seen: deque[tuple] = deque(maxlen=4 * MAX_XID_EVENTS)
         # every Xid event of this run (the newest MAX_XID_EVENTS), with the tick that brought it
         self._xids: deque[tuple[int, XidEvent]] = deque(maxlen=MAX_XID_EVENTS)
@@ -177,6 +180,10 @@ class Monitor:
             snap = self._attach(self.sampler.collect())
             if self.job is not None:
                 snap = dataclasses.replace(snap, job=self._job_state(snap))
+            if self._health is not None:  # a reader's failure is a finding, never a crash
+                watched = snap.job.root_pids if snap.job is not None else ()
+                read = lambda: self._health.poll(snap, watched)  # noqa: E731
+                snap = dataclasses.replace(snap, health=self.sampler.calling(read))
             return self._add(self._with_probes(snap), series)
 
     def _job_state(self, snap: Snapshot):

@@ -5,6 +5,8 @@ own) is for code that reads the collectors without a Monitor."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..collect.host import HostCollector
 from ..collect.nvml.collector import NvmlCollector
@@ -12,6 +14,8 @@ from ..collect.procs import ProcessCollector
 from ..diagnose.history import History
 from ..model import CollectorError, Snapshot, SystemInfo
 from ..sources import Sources
+
+T = TypeVar("T")
 
 CLOSE_WAIT_S = 1.0  # how long close() waits for a tick in flight (a hung NVML call) by default
 
@@ -84,6 +88,13 @@ class Sampler:
             xid_events=xids,
             errors=tuple(errors),
         )
+
+    def calling(self, read: Callable[[], T]) -> T:
+        """`read()` under the lock a tick's collection holds: NVML calls made beside the tick
+        (the health read) are in flight for `close` too, which never shuts NVML down under
+        them."""
+        with self._lock:
+            return read()
 
     @property
     def busy(self) -> bool:

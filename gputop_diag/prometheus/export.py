@@ -25,6 +25,8 @@ from ..diagnose.features import extract
 from ..diagnose.rules import input_pressure
 from ..model import GpuState, ProcessInfo, Snapshot
 from ..monitor.core import WINDOW_S, Tick
+from ..sanitize.sanitizer import Sanitizer
+from ..sanitize.snapshot import learn_snapshots
 from .dcgm_fields import (
     FIELDS,
     GPU_LABELS,
@@ -42,22 +44,8 @@ from .dcgm_fields import (
 
 PREFIX = "gputop_diag_"
 SLURM_JOB_ENV = "SLURM_JOB_ID"
-# Thread and helper names kept under --sanitize: the runtimes' own, among them every name the
-# classifier reads (the main thread `pt_main_thread`, the input pipelines' workers: PyTorch's
-# pt_data_worker / pt_pin_memory, tf.data, multiprocessing pools, DALI, Grain); any other
-# name becomes "other".
-SAFE_NAME_PREFIXES = (
-    "pt_",
-    "tf_",
-    "ForkPoolWorker",
-    "SpawnPoolWorker",
-    "dali",
-    "grain",
-    "NCCL",
-    "cuda",
-    "python",
-    "torch",
-)
+NAMES_CACHED = 4096  # thread and helper names judged under --sanitize, remembered
+OTHER = "other"  # a thread's or helper's name under --sanitize when it is not a runtime's
 
 
 def _family(f: Field, labels: Sequence[str]) -> Metric:
@@ -123,8 +111,14 @@ class TickMetrics:
         jobs: SlurmJobs | None = None,
         source: str = "nvml",
         window: Callable[[], Sequence[Snapshot]] | None = None,
+        sanitizer: Sanitizer | None = None,
     ) -> None:
         self.sanitize = sanitize
+        # Under --sanitize: the one sanitizer, seeded with the machine's names
+        # (`commands.common.seeded_sanitizer`), judges each thread and helper name.
+        self.sanitizer = (sanitizer if sanitizer is not None else Sanitizer()) if sanitize else None
+        self._shown_names: dict[str, str] = {}
+        self._learned_pids: frozenset[int] = frozenset()
         self.gpu_label_names = (
             GPU_LABELS
             if dcgm_labels
@@ -150,6 +144,8 @@ class TickMetrics:
     def update(self, tick: Tick) -> None:
         """Build every family from `tick` (the exporter's loop calls this once per tick)."""
         snap = tick.snapshot
+        if self.sanitizer is not None:
+            self._learn(snap)
         for x in snap.xid_events:
             if x.gpu_index is not None:
                 self._last_xid[x.gpu_index] = x.xid
@@ -157,6 +153,16 @@ class TickMetrics:
         families = self._build(tick)
         with self._lock:
             self._families = families
+
+    def _learn(self, snap: Snapshot) -> None:
+        """Seed the sanitizer with the names of a snapshot whose processes are new (their
+        owners, command lines, working directories); the names judged so far are judged
+        again."""
+        pids = frozenset(p.pid for p in snap.processes)
+        if pids != self._learned_pids:
+            learn_snapshots(self.sanitizer, [snap])
+            self._learned_pids = pids
+            self._shown_names.clear()
 
     def _keep(self, names: Sequence[str]) -> list[str]:
         if not self.sanitize:
@@ -171,6 +177,9 @@ class TickMetrics:
         gpu_labels: dict[int, list[str]] = {}
         for g in snap.gpus:
             full = dict(zip(self.gpu_label_names, _gpu_label_values(g, host), strict=True))
+            for n in (MODEL_LABEL, MODEL_LABEL_LINT_CLEAN):  # NVML's words: sanitized too
+                if n in full:
+                    full[n] = self._text(full[n])
             full[JOB_LABEL] = job_of.get(g.index, "")
             gpu_labels[g.index] = [full[n] for n in gpu_names]
         out: list[Metric] = []
@@ -200,8 +209,9 @@ class TickMetrics:
         out += self._processes(snap, node_names, node_labels, job_of)
         return out
 
-    @staticmethod
-    def _mig_samples(m: Metric, get, g: GpuState, names: list[str], labels: list[str]) -> None:
+    def _mig_samples(
+        self, m: Metric, get, g: GpuState, names: list[str], labels: list[str]
+    ) -> None:
         """A MIG instance's sample: its parent GPU's labels plus GPU_I_PROFILE and GPU_I_ID,
         as dcgm-exporter writes them."""
         base = dict(zip(names, labels, strict=True))
@@ -211,7 +221,7 @@ class TickMetrics:
                 continue
             lab = {
                 **base,
-                MIG_PROFILE_LABEL: mig_profile(mi),
+                MIG_PROFILE_LABEL: self._text(mig_profile(mi)),
                 MIG_ID_LABEL: str(mi.gpu_instance_id),
             }
             m.add_sample(m.name, lab, v)
@@ -362,12 +372,29 @@ class TickMetrics:
                 loader.add_metric([*labels, pid], helpers)
         return [gpu_mem, threads, children, loader]
 
+    def _text(self, value: str) -> str:
+        """A label value NVML gives (the GPU's model, a MIG profile): as it reads, or under
+        --sanitize through the sanitizer (a model name and a profile read the same)."""
+        if self.sanitizer is None or not value:
+            return value
+        return self.sanitizer.text(value) or ""
+
     def _name(self, name: str | None) -> str:
+        """A thread's or helper's name; under --sanitize kept only where the sanitizer keeps it
+        whole (a runtime's: `pt_data_worker`, `NCCL Progress 0`, `cuda-EvtHandlr`, the names
+        the classifier reads), else "other": a script's, a title's or a user's own name (also
+        `pt_<project>`, a runtime's shape around a seeded name) could identify them."""
         if not name:
             return ""
-        if self.sanitize and not name.startswith(SAFE_NAME_PREFIXES):
-            return "other"  # a script's or a user's own name could identify them
-        return name
+        if self.sanitizer is None:
+            return name
+        shown = self._shown_names.get(name)
+        if shown is None:
+            shown = name if self.sanitizer.process_name(name) == name else OTHER
+            if len(self._shown_names) >= NAMES_CACHED:
+                self._shown_names.clear()
+            self._shown_names[name] = shown
+        return shown
 
 
 def _gpu_label_values(g: GpuState, host: str) -> tuple[str, ...]:

@@ -167,17 +167,22 @@ class Recording:
     """A recording opened for reading: `Recording.open(path)` checks the header;
     `snapshots()` streams the snapshots (each call reads the file again)."""
 
-    def __init__(self, path: str, header: RecordingHeader) -> None:
+    def __init__(self, path: str, header: RecordingHeader, shown: str | None = None) -> None:
         self.path = path
+        # what messages and the live view's header name it by: `path`, or under --sanitize its
+        # pseudonym (`commands.common.shown_path`), one for the whole run
+        self.shown = shown or path
         self.header = header
-        self.name = os.path.basename(path)
+        self.name = os.path.basename(self.shown)
         self.warnings: list[str] = []
         self.on_warning: Callable[[str], None] = _stderr_warning
 
     @classmethod
-    def open(cls, path: str) -> Recording:
-        """Raises RecordingError (one line) for a missing, unreadable or foreign file."""
-        rec = cls(path, RecordingHeader(interval_s=1.0))
+    def open(cls, path: str, shown: str | None = None) -> Recording:
+        """Raises RecordingError (one line) for a missing, unreadable or foreign file; its
+        messages name the file as `shown` (its pseudonym under --sanitize), else as `path`."""
+        rec = cls(path, RecordingHeader(interval_s=1.0), shown)
+        path = rec.shown
         lines = rec._raw_lines()
         try:
             first = next(lines, None)
@@ -191,7 +196,7 @@ class Recording:
             raise RecordingError(  # stopped while writing its first line: nothing whole in it
                 f"{path} is empty: not a gputop-diag recording (its only line is cut off); {_HINT}"
             )
-        rec.header = _header(path, raw)
+        rec.header = _header(path, raw)  # `path` as shown: only its messages name it
         return rec
 
     def _warn(self, text: str) -> None:
@@ -203,12 +208,12 @@ class Recording:
         try:
             raw = open(self.path, "rb")  # noqa: SIM115 - closed by the caller
         except OSError as e:
-            raise RecordingError(f"cannot read {self.path}: {e.strerror or e}") from None
+            raise RecordingError(f"cannot read {self.shown}: {e.strerror or e}") from None
         try:
             magic = raw.peek(2)[:2]
         except OSError as e:  # a directory opens on some systems and fails here
             raw.close()
-            raise RecordingError(f"cannot read {self.path}: {e.strerror or e}") from None
+            raise RecordingError(f"cannot read {self.shown}: {e.strerror or e}") from None
         if magic == GZIP_MAGIC:
             members = GzipMembers(raw)
             return raw, io.BufferedReader(members, 256 * 1024), members
@@ -227,7 +232,7 @@ class Recording:
                 except OSError as e:
                     where = "its start" if n == 0 else f"line {n}"
                     raise RecordingError(
-                        f"{self.path} is damaged after {where} ({e}); not a readable recording"
+                        f"{self.shown} is damaged after {where} ({e}); not a readable recording"
                     ) from None
                 if len(raw) <= MAX_LINE_BYTES and not raw.endswith(b"\n") and gz is not None:
                     end = gz.end
@@ -235,7 +240,7 @@ class Recording:
                         if end.kind == "damaged" and (n == 0 or not end.at_end):
                             where = "its start" if n == 0 else f"line {n}"
                             raise RecordingError(
-                                f"{self.path} is damaged after {where} ({end.why}); "
+                                f"{self.shown} is damaged after {where} ({end.why}); "
                                 "not a readable recording"
                             )
                         if end.kind == "damaged":
@@ -249,10 +254,11 @@ class Recording:
                 if len(raw) > MAX_LINE_BYTES:
                     if n == 1:
                         raise RecordingError(
-                            f"{self.path} is not a gputop-diag recording (no header line); " + _HINT
+                            f"{self.shown} is not a gputop-diag recording (no header line); "
+                            + _HINT
                         )
                     raise RecordingError(
-                        f"{self.path}: line {n} is longer than "
+                        f"{self.shown}: line {n} is longer than "
                         f"{MAX_LINE_BYTES // 2**20} MiB; not a snapshot"
                     )
                 if raw.strip():
@@ -270,7 +276,7 @@ class Recording:
         for item in self._raw_lines():
             if isinstance(item, _CutOff):
                 extra = f" (and line {damaged[0]} is damaged)" if damaged else ""
-                self._warn(f"{self.path} {item.note}{extra}; read what it holds")
+                self._warn(f"{self.shown} {item.note}{extra}; read what it holds")
                 return
             n, raw = item
             if not header_seen:
@@ -278,7 +284,7 @@ class Recording:
                 continue
             if damaged is not None:
                 n_bad, why = damaged
-                raise RecordingError(f"{self.path}: line {n_bad} is not a snapshot: {why}")
+                raise RecordingError(f"{self.shown}: line {n_bad} is not a snapshot: {why}")
             try:
                 snap = snapshot_from_line(raw)
             except ValueError as e:
@@ -286,14 +292,14 @@ class Recording:
                 continue
             if previous is not None and snap.timestamp < previous:
                 raise RecordingError(
-                    f"{self.path}: line {n} goes back in time ({snap.timestamp:.3f} after "
+                    f"{self.shown}: line {n} goes back in time ({snap.timestamp:.3f} after "
                     f"{previous:.3f}); the recording is damaged"
                 )
             previous = snap.timestamp
             yield snap
         if damaged is not None:
             self._warn(
-                f"{self.path}: the last line ({damaged[0]}) is cut off or damaged "
+                f"{self.shown}: the last line ({damaged[0]}) is cut off or damaged "
                 f"({damaged[1]}); skipped"
             )
 
@@ -313,24 +319,24 @@ class Recording:
                 snap = snapshot_from_line(raw)
             except ValueError as e:
                 if damaged is not None:  # the last two lines: not a cut-off tail
-                    raise RecordingError(f"{self.path}: line {n} is not a snapshot: {e}") from None
+                    raise RecordingError(f"{self.shown}: line {n} is not a snapshot: {e}") from None
                 damaged = (n, str(e))
                 continue
             if damaged is not None:
                 self._warn(
-                    f"{self.path}: the last line ({damaged[0]}) is cut off or damaged "
+                    f"{self.shown}: the last line ({damaged[0]}) is cut off or damaged "
                     f"({damaged[1]}); skipped"
                 )
             if cut is not None:
-                self._warn(f"{self.path} {cut.note}; read what it holds")
+                self._warn(f"{self.shown} {cut.note}; read what it holds")
             return snap
         if damaged is not None:  # the only snapshot line is cut off: none, as snapshots() says
             self._warn(
-                f"{self.path}: the last line ({damaged[0]}) is cut off or damaged "
+                f"{self.shown}: the last line ({damaged[0]}) is cut off or damaged "
                 f"({damaged[1]}); skipped"
             )
         if cut is not None:
-            self._warn(f"{self.path} {cut.note}; read what it holds")
+            self._warn(f"{self.shown} {cut.note}; read what it holds")
         return None
 
     def extent(

@@ -28,9 +28,10 @@ from .store import (
 # Why the writer looks like this (a recording must stay readable whatever ends the process):
 #
 # A signal can end a recording at any moment. SIGKILL (the OOM killer, `kill -9`) ends the
-# process between two instructions; SIGINT, SIGHUP and SIGTERM raise KeyboardInterrupt (see
-# `commands/record.py` and `commands/watch.py`) between any two bytecodes of the writing code,
-# and the caller then closes the file, or, under `watch`, goes on writing. The gzip module's
+# process between two instructions; SIGINT, SIGHUP and SIGTERM raise an exception (see
+# `commands/record.py`: KeyboardInterrupt; `commands/watch.py`: KeyboardInterrupt, and HungUp
+# for SIGHUP) between any two bytecodes of the writing code, and the caller then closes the
+# file, or, under `watch` after a Ctrl-C, goes on writing. The gzip module's
 # GzipFile cannot be interrupted like that: its `write()` advances the compressor, hands the
 # bytes to the file, then updates its CRC and length, in separate steps, and `flush()` advances
 # the compressor before it writes. An interruption between two steps left a stream whose next

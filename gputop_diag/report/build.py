@@ -31,10 +31,14 @@ from ..collect.identity import read_machine_names
 from ..collect.model_config import ModelConfig
 from ..diagnose.render import to_json
 from ..diagnose.types import Diagnosis
+from ..driver.compat import fabric_facts
 from ..model import Snapshot
 from ..model.codec import iso_time, jsonable
+from ..model.health import HealthReport
 from ..sanitize.sanitizer import Sanitizer, leak_note
 from . import sections
+from .health import health as health_section
+from .health import seed_health
 from .memory_plan import plan_section
 
 REPORT_SCHEMA = "gputop-diag.report/1"
@@ -66,6 +70,7 @@ SECTIONS: tuple[str, ...] = (
     "throttle",
     "xid",
     "driver_chain",
+    "health",
     "mapping",
     "processes",
     "scheduler",
@@ -82,6 +87,7 @@ def make_report(
     sources: Any = None,
     sanitizer: Sanitizer | None = None,
     model_config: ModelConfig | None = None,
+    health: HealthReport | None = None,
 ) -> Report:
     """The sanitized report of `snaps` (oldest first) and the diagnosis of their end.
 
@@ -90,7 +96,9 @@ def make_report(
     the snapshots: its names, the job's working directories, `pwd`; and lets the memory
     planner find the config.json the job's command line names. `model_config`
     (`--model-config`) puts the planner's prediction beside what the job holds in the memory
-    section."""
+    section. `health`: the health checks' report (`gputop-diag health`), else the one the last
+    snapshot carries: its findings that are not ok, and the fabric manager's layer of the
+    driver chain."""
     from .markdown import render_markdown, render_section
 
     if not snaps:
@@ -98,7 +106,11 @@ def make_report(
     s = sanitizer if sanitizer is not None else Sanitizer()
     environ = dict(environ or {})
     last = snaps[-1]
+    if health is None:
+        health = getattr(last, "health", None)  # recorded with the snapshot (the Monitor's)
     _seed(s, snaps, diagnosis, environ, sources)
+    seed_health(s, health)
+    fabric = fabric_facts(health.findings) if health is not None else None
 
     doc: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
@@ -119,7 +131,8 @@ def make_report(
         "utilization": lambda: sections.utilization(snaps),
         "throttle": lambda: sections.throttle(snaps),
         "xid": lambda: sections.xid(snaps),
-        "driver_chain": lambda: sections.driver_chain(last, diagnosis, s),
+        "driver_chain": lambda: sections.driver_chain(last, diagnosis, s, fabric),
+        "health": lambda: health_section(health, s),
         "mapping": lambda: sections.mapping(last, environ, s),
         "processes": lambda: sections.processes(last, s),
         "scheduler": lambda: sections.scheduler(last, s),

@@ -20,6 +20,7 @@ SECTION_TITLES = {
     "throttle": "Throttle reasons",
     "xid": "Xid events",
     "driver_chain": "Driver chain",
+    "health": "Node and job health",
     "mapping": "Device mapping",
     "processes": "GPU processes",
     "scheduler": "Scheduler",
@@ -364,6 +365,29 @@ def _driver_chain(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def _health(h: dict[str, Any]) -> list[str]:
+    if not h.get("read"):
+        return [
+            "The health checks were not read for this report (`gputop-diag health` reads them)."
+        ]
+    c = h.get("counts") or {}
+    found = h.get("findings") or ()
+    out = [
+        f"Read at {h['read_at']}: {c.get('critical', 0)} critical, {c.get('warning', 0)} "
+        f"warning(s), {c.get('info', 0)} info, {c.get('ok', 0)} ok.",
+    ]
+    if not found:
+        return [*out, "", "Every check is ok."]
+    for x in found:
+        bears = ", ".join(b.replace("_", " ") for b in x["bears_on"])
+        tail = f" (bears on {bears})" if bears else ""
+        out += ["", f"- **{x['severity']}**: {_md(x['title'])}{tail}"]
+        out += [f"  - {_md(e['text'])} ({_md(e['read_from'])})" for e in x["evidence"]]
+        if x.get("next_step"):
+            out.append(f"  - next: {_code(x['next_step'])}")
+    return out
+
+
 def _mapping(m: dict[str, Any]) -> list[str]:
     out = ["How it was mapped:", *[f"- {_md(x)}" for x in m.get("logic") or ()], ""]
     out.append("Conclusions:")
@@ -450,6 +474,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "throttle": _throttle,
     "xid": _xid,
     "driver_chain": _driver_chain,
+    "health": _health,
     "mapping": _mapping,
     "processes": _processes,
     "scheduler": _scheduler,

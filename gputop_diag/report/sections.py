@@ -13,7 +13,14 @@ from typing import Any
 
 from ..collect.mapping import QUERY_COMMAND, ProcessMapping, collect_mapping
 from ..diagnose.types import Diagnosis
-from ..driver.compat import facts_from_snapshot, judge_chain, module_state, status_of, version_tuple
+from ..driver.compat import (
+    FabricFacts,
+    facts_from_snapshot,
+    judge_chain,
+    module_state,
+    status_of,
+    version_tuple,
+)
 from ..model import MIB, Snapshot, formats
 from ..model.stats import median, percentile, slope_per_s
 from ..sanitize.sanitizer import Sanitizer
@@ -258,10 +265,13 @@ def xid(snaps: Sequence[Snapshot]) -> dict[str, Any]:
     return {"events": sum(r["count"] for r in rows), "codes": rows}
 
 
-def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any]:
+def driver_chain(
+    last: Snapshot, diag: Diagnosis, s: Sanitizer, fabric: FabricFacts | None = None
+) -> dict[str, Any]:
     """The driver -> CUDA runtime chain as `gputop-diag driver` judges it (the snapshot carries
-    the chain: kernel module, library on disk, the runtimes processes loaded); before the chain
-    was read, what NVML said."""
+    the chain: kernel module, library on disk, the runtimes processes loaded; `fabric`, on
+    NVSwitch systems, the fabric manager from the health checks); before the chain was read,
+    what NVML said."""
     sysinfo = last.system
     facts = facts_from_snapshot(last)
     if facts is None:  # a recording made before the chain was read, or one out of date
@@ -278,6 +288,17 @@ def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any
             "version": s.text(module_state(facts)) if facts.module_loaded else module_state(facts),
             "read_from": "/proc/driver/nvidia/version",
         },
+        *(
+            []
+            if fabric is None
+            else [
+                {
+                    "layer": "fabric manager",
+                    "version": fabric.state,
+                    "read_from": "systemctl, nv-fabricmanager --version, NVML's fabric state",
+                }
+            ]
+        ),
         {
             "layer": "NVML library",
             "version": s.text(facts.library_version),
@@ -294,7 +315,7 @@ def driver_chain(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any
             "read_from": f"/proc/<pid>/maps of {chain.scanned if chain else 0} processes",
         },
     ]
-    problems = judge_chain(facts)
+    problems = judge_chain(facts, fabric)
     status = status_of(problems)
     out = [
         {

@@ -2,8 +2,9 @@
 chain), read by field: names seeded from their fields first (`learn_document`), then every
 field written through the sanitizer by what it holds (`document`): a host name, a UUID, a
 serial, a bus id, a user, a command line read with its process's name (a rewritten title is
-told by the two disagreeing), thread and child names, a job id, raw kernel-log text dropped,
-minor numbers and device nodes removed, the rest as free text."""
+told by the two disagreeing), thread and child names, a job id, a health finding by the health
+rules (`health.py`), raw kernel-log text dropped, minor numbers and device nodes removed, the
+rest as free text."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from . import health as HEALTH
 from . import rules as R
 from . import titles
 from .rules import H
@@ -34,7 +36,12 @@ def learn_document(s: Sanitizer, doc: Any) -> None:
 
 
 def _seed_walk(s: Sanitizer, v: Any, key: str | None, parent: str | None, texts: list[str]) -> None:
-    if isinstance(v, dict):
+    if HEALTH.is_finding(v):  # a health finding (a snapshot's `health`, `health --json`)
+        texts += HEALTH.learn_finding(s, v)
+    elif HEALTH.quotes_findings(v):  # a diagnosis's evidence or alert quoting one
+        HEALTH.seed_texts(s, [v["text"]])
+        texts.append(v["text"])
+    elif isinstance(v, dict):
         for k, x in v.items():
             _seed_walk(s, x, k, key or parent, texts)
     elif isinstance(v, list):
@@ -75,6 +82,13 @@ def document(s: Sanitizer, doc: Any) -> Any:
 
 
 def _walk(s: Sanitizer, v: Any, key: str | None, parent: str | None) -> Any:
+    if HEALTH.is_finding(v):
+        return HEALTH.finding_document(s, v)
+    if HEALTH.quotes_findings(v):
+        return {
+            k: HEALTH.health_text(s, x) if k == "text" else _walk(s, x, k, key or parent)
+            for k, x in v.items()
+        }
     if isinstance(v, dict):
         if "cmdline" in v and isinstance(v.get("cmdline"), list):
             return _process(s, v, key or parent)

@@ -58,6 +58,10 @@ from .vocabulary import VOCABULARY
 PRIVATE_MAP_SCHEMA = "gputop-diag.private-map/1"
 _WORD_CLASSES = ("job_name", "account", "partition", "serial", "project", "secret")
 _CASE_SENSITIVE = frozenset({"arg", "env", "path", "url", "secret"})
+# An index as written, with what closes the sentence around it (`(CUDA_VISIBLE_DEVICES=7)`),
+# and `-1` (no GPU): an ordinal names no one.
+_CVD_ORDINAL = re.compile(r"-?\d{1,4}[)\]}>.,;:!?'\"]*")
+_CVD_WORDS = frozenset({"all", "none", "void", "nodevfiles"})
 _CVD_UUID = re.compile(rf"(?i)(?:GPU|MIG)-[0-9a-f-]+|MIG-GPU-{UUID}/\d+/\d+")
 
 
@@ -112,6 +116,10 @@ class Sanitizer:
             forms.append(original)
         self._emit(cls, p)
         return p
+
+    def is_pseudonym(self, text: str) -> bool:
+        """`text` is a pseudonym this sanitizer gave (copied back from its own output)."""
+        return text in self._entries
 
     def kept(self, w: T.Work, cls: str, original: str, canonical: str | None = None) -> str:
         """The pseudonym of `original`, parked in `w` (for the free-text rules)."""
@@ -414,7 +422,7 @@ class Sanitizer:
         out = []
         for entry in value.split(","):
             s = entry.strip()
-            if not s or s.isdigit() or s.lower() in ("all", "none", "void", "nodevfiles"):
+            if not s or _CVD_ORDINAL.fullmatch(s) or s.lower() in _CVD_WORDS:
                 out.append(entry)
             elif _CVD_UUID.fullmatch(s):
                 out.append(self.uuid(s))

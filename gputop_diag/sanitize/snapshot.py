@@ -10,6 +10,7 @@ from typing import Any
 
 from ..model import Snapshot
 from ..model.codec import jsonable, snapshot_to_json
+from .health import seed_findings
 from .sanitizer import Sanitizer
 
 _NAMED_PARTS = ("xid_events", "errors", "scheduler_jobs", "kernel_ooms", "probes")
@@ -20,6 +21,7 @@ def learn_snapshots(s: Sanitizer, snaps: Iterable[Snapshot]) -> None:
     each distinct part that names things reveals (those seldom change; the figures around
     them change every tick, so a long window costs little more than its last snapshot)."""
     parts: dict[str, dict[Any, None]] = {k: {} for k in ("system", "gpus", "mig", "processes")}
+    findings: dict[Any, None] = {}  # the health findings (`Snapshot.health`, every 30 s)
     for k in (*_NAMED_PARTS, "job"):
         parts[k] = {}
     for snap in snaps:
@@ -35,6 +37,10 @@ def learn_snapshots(s: Sanitizer, snaps: Iterable[Snapshot]) -> None:
             parts["job"][snap.job] = None
         if snap.driver_chain is not None:
             parts.setdefault("driver_chain", {})[snap.driver_chain] = None
+        health = getattr(snap, "health", None)
+        if health is not None:
+            findings.update(dict.fromkeys(health.findings))
+    seed_findings(s, findings)  # mount servers and bus ids: before the free text is learnt
     doc: dict[str, Any] = {k: [jsonable(x) for x in v] for k, v in parts.items()}
     doc["gpus"] = [{"static": g} for g in doc["gpus"]]
     doc["gpus"].append({"mig_instances": doc.pop("mig")})

@@ -19,7 +19,7 @@ from . import rules as R
 from . import titles
 from .forms import host
 from .rules import UUID, H
-from .vocabulary import FILE_EXTENSIONS, PUBLIC_PACKAGES
+from .vocabulary import FILE_EXTENSIONS, PUBLIC_PACKAGES, PUBLIC_SOURCE_DIRS, SOURCE_EXTENSIONS
 from .work import (  # noqa: F401 - the names the sanitizer reads from here
     ALLOWED_L,
     ALLOWED_R,
@@ -279,10 +279,31 @@ def _path(s: Sanitizer, m: re.Match, w: Work) -> str:
     return w.keep(shown, kept) + raw[len(kept) :]
 
 
+def _public_source(p: str, after: str) -> bool:
+    """`transport/net_ib.cc` before `:1293`: a public project's own source file, named by the
+    line it printed (NCCL's WARN lines, PyTorch's C++ messages), not anyone's path."""
+    if not re.match(r":\d+\b", after):
+        return False
+    *dirs, base = p.split("/")
+    while dirs and dirs[0] in (".", ".."):  # `../c10/cuda/CUDAException.cpp:44`
+        dirs.pop(0)
+    stem, dot, ext = base.rpartition(".")
+    if not dot or not stem or ext not in SOURCE_EXTENSIONS or not dirs:
+        return False
+    if dirs[0] in PUBLIC_PACKAGES:  # a public package's module: `torch/nn/parallel/…py:1211`
+        return all(_MODULE_DIR.fullmatch(d) for d in dirs[1:])
+    return all(d in PUBLIC_SOURCE_DIRS for d in dirs)
+
+
+_MODULE_DIR = re.compile(r"_?[a-z][a-z0-9_]*")
+
+
 def _relpath(s: Sanitizer, m: re.Match, w: Work) -> str:
     raw = m.group(0)
     p = raw.rstrip(".,")
     tail = raw[len(p) :]
+    if not tail and _public_source(p, m.string[m.end() :]):
+        return raw
     first = p.split("/", 1)[0]
     if "." in first and not first.startswith("."):
         if _public(first):

@@ -91,7 +91,7 @@ def argv(s: Sanitizer, args: Sequence[str], name: str | None = None) -> list[str
         words = args[0].split()
         learn_names(s, [*words, *args[1:]])
         first = _base(words[0]) if words else ""
-        head = [first if safe_program(first) else s.pseudonym("arg", words[0])] if words else []
+        head = [first if _public(s, first) else s.pseudonym("arg", words[0])] if words else []
         return head + arguments(s, [*words[1:], *args[1:]])
     learn_names(s, args)
     prog = _base(args[0])
@@ -132,11 +132,23 @@ def process_name(
     untouched command line (`cmdline`); otherwise read as a title (`arg-…`)."""
     if not name or not name.strip():
         return name
-    if safe_program(name.strip()):
+    if _public(s, name.strip()):
         return name
     if cmdline and not is_title(cmdline, name) and same_program(cmdline[0], name):
         return s.text(name) or name
     s.learn([name])
     words = name.split()
-    head = words[0] if safe_program(words[0]) else s.pseudonym("arg", words[0])
+    head = words[0] if _public(s, words[0]) else s.pseudonym("arg", words[0])
     return " ".join([head, *arguments(s, words[1:])])
+
+
+def _public(s: Sanitizer, name: str) -> bool:
+    r"""A public program's or runtime's name with nothing seeded in it: the vocabulary's shapes
+    are open (`pt_[a-z]+`, `nccl[\w-]*`, `NCCL Word N`), so `pt_<project>` or
+    `nccl-<host>`, a title cut to 15 characters, fits them and is still someone's. What
+    follows each `-`, `_` or space is read on its own too (`nccl-gpu-07` holds the host
+    `gpu-07`, which the whole does not show as a word)."""
+    if not safe_program(name):
+        return False
+    starts = [0, *(k + 1 for k, c in enumerate(name) if c in "-_ ")]
+    return all(s.text(name[k:]) == name[k:] for k in starts)

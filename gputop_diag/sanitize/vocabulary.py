@@ -41,6 +41,9 @@ SAFE_PROGRAM = re.compile(
     |ray::(?:IDLE|RayTrainWorker|TrainTrainable|_[A-Za-z]\w*)(?:\.\w+)*(?:\(\))?
     |VLLM::\w+|(?:Engine|Worker|Scheduler)Core\w*
     |pt_[a-z]+(?:_[a-z]+)*_?\d*|pt_main_thread
+    |tf_data_[a-z_]+|(?:Fork|Spawn|ForkServer)PoolWorker-\d+|\[DALI\]\[TP\d+\]|dali_[a-z_]+
+    # (input pipelines' workers, read by diagnose/host_figures.py: tf.data's thread pools,
+    # Lib/multiprocessing/pool.py's workers, DALI's thread pool)
     |NCCL\ [A-Za-z]+(?:\ \d+)?|nccl[\w-]*
     |cuda-?[A-Za-z]+|cuda\w*|cudnn\w*|cublas\w*|cufft\w*
     |tritonserver|trtllm-\w+|nvidia-[\w-]+|nv-hostengine|nv-fabricmanager|dcgm[\w-]*
@@ -107,3 +110,16 @@ FILE_EXTENSIONS = frozenset(
     jar class js ts mjs css map wasm rs go java rb pl lua r jl m mm swift kt scala so
     dist info sbatch slurm batch run job out err stderr stdout""".split()
 )
+
+# The source trees of public projects whose messages name their own `file:line`: NCCL's WARN
+# lines (`transport/net_ib.cc:1293`, `misc/socket.cc:484`; github.com/NVIDIA/nccl, src/) and
+# PyTorch's (`torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:616`, `c10/cuda/CUDAException.cpp`;
+# github.com/pytorch/pytorch). A relative `dir/…/file.ext:LINE` whose directories are all
+# these, with a source file's extension, is vocabulary (which code printed the line), kept.
+PUBLIC_SOURCE_DIRS = frozenset(
+    """transport graph misc collectives device include plugin ras register proxy net nccl src
+    torch csrc c10 c10d aten ATen native cuda cudnn distributed autograd core jit utils
+    nn optim lib python profiler dynamo inductor _inductor runtime cpu third_party gloo tensorpipe
+    rpc api functorch kineto fbgemm cutlass cub thrust""".split()
+)
+SOURCE_EXTENSIONS = frozenset("c cc cpp cxx cu cuh h hh hpp hxx py pyx inl".split())

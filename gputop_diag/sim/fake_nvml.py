@@ -271,6 +271,16 @@ class FakeNvml(NvmlExtras):
         return int(g["power_w"] * (self._m.clock.now() - self._m.boot_time) * 1000)
 
     @nvml_api
+    def nvmlDeviceGetFanSpeed(self, handle):
+        """Percent of the fans' top speed, following the temperature. The simulated boards
+        (H100 and A100 SXM) have no fans: NOT_SUPPORTED, as the driver answers for them,
+        unless a test gives the model fans."""
+        self._no_mig_handle(handle)
+        if not self._sim(handle).model.get("fans"):
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+        return int(max(30, min(100, 30 + (self._g(handle)["temp"] - 30) * 1.4)))
+
+    @nvml_api
     def nvmlDeviceGetTemperature(self, handle, sensor):
         if sensor != _real.NVML_TEMPERATURE_GPU:
             raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)

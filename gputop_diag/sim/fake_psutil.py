@@ -32,6 +32,7 @@ sdiskio = namedtuple(
 )
 pmem = namedtuple("pmem", "rss vms shared text lib data dirty")
 pthread = namedtuple("pthread", "id user_time system_time")
+puids = namedtuple("puids", "real effective saved")
 pcputimes = namedtuple("pcputimes", "user system children_user children_system iowait")
 
 GIB = 1024**3
@@ -93,6 +94,10 @@ class FakeProcess:
 
     def ppid(self) -> int:
         return self._proc().ppid
+
+    def uids(self):
+        uid = self._m.uid_of(self._proc().user)
+        return puids(uid, uid, uid)
 
     def parent(self):
         pp = self._proc().ppid

@@ -609,6 +609,24 @@ class SimMachine:
         )
         self.kernel_lines = self._kernel_lines()
 
+    def uid_of(self, user: str) -> int:
+        """A simulated user's id (the same /proc/<pid>/status gives): root 0, the shell's user
+        1001, anyone else 1002."""
+        return 0 if user == "root" else 1001 if user == self.user else 1002
+
+    def kill(self, pid: int, sig: int) -> None:
+        """`os.kill` on the simulated machine: never a real process. The process ends (a
+        training script ends on SIGINT, SIGTERM and SIGKILL alike), so the next ticks show it
+        gone; ProcessLookupError and PermissionError as the kernel gives them."""
+        with self.lock:
+            p = self.alive(pid)
+            if p is None:
+                raise ProcessLookupError(3, "No such process")
+            if self.user != "root" and p.user != self.user:
+                raise PermissionError(1, "Operation not permitted")
+            if sig != 0:
+                self.vanish_process(pid)
+
     def vanish_process(self, pid: int) -> None:
         """The process exits: NVML stops listing it and psutil raises NoSuchProcess."""
         self.vanished.add(pid)

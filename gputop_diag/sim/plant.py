@@ -2,8 +2,10 @@
 prints (tests/test_sanitize_planted.py): the host's name, the shell's environment, the accounts
 in /etc/passwd, each process's owner, name (comm), command line or rewritten title, environment
 and working directory, each GPU's UUID, serial and bus id as NVML gives them, kernel-log lines,
-Slurm's jobs (names, users, partitions, accounts, nodes) and the interpreter's answer to
-`driver --probe-python`.
+Slurm's jobs (names, users, partitions, accounts, nodes), the health checks' inputs (the job's
+environment variables, the data mount its workers wait on), the interpreter's answer to
+`driver --probe-python`, and what a probe inside the job's ranks writes (the sync call sites'
+files, lines and calls; its notes) in a scenario with a probe.
 
 A plant is a JSON document (`Plant.to_json`); `build()` applies one named by
 $GPUTOP_DIAG_SIM_PLANT (a file), so whole commands run on a planted machine as on any other.
@@ -52,6 +54,15 @@ class Plant:
     kernel_lines: list[str] = field(default_factory=list)  # logged at the scenario's start
     slurm: list[dict[str, Any]] = field(default_factory=list)  # jobs, as scenarios give them
     probe: dict[str, Any] | None = None  # {returncode, stdout, stderr} of the python probe
+    # The in-job probe's records (scenarios with `probe`): [site, call, share of the sync time]
+    # per call site, and notes written after its hello.
+    probe_sites: list[list[Any]] = field(default_factory=list)
+    probe_notes: list[str] = field(default_factory=list)
+    # The health checks' inputs (sim/health_procs.py): variables added to the environment of
+    # the job's ranks and workers, and the data mount its workers wait on in D state
+    # [mount point, file system type, source such as "server:/export"].
+    health_env: dict[str, str] = field(default_factory=dict)
+    health_mount: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,6 +126,36 @@ class _PlantedPsutil:
         return getattr(self._inner, name)
 
 
+def _plant_probe(m: Any, plant: Plant) -> None:
+    """The planted call sites and notes in every rank's probe file, as the probe writes them."""
+    if plant.probe_sites and m.spec.get("probe") is not None:
+        sites = tuple(tuple(s) for s in plant.probe_sites)
+        m.spec = {**m.spec, "probe": {**m.spec["probe"], "sites": sites}}
+    if plant.probe_notes:
+        head = m._probe_head
+
+        def planted_head(p: Any, w: dict, world: int) -> list[dict]:
+            records = head(p, w, world)
+            t = records[0]["t"]
+            return [*records, *(dict(kind="note", t=t, text=n) for n in plant.probe_notes)]
+
+        m._probe_head = planted_head
+
+
+def _plant_health(m: Any, plant: Plant) -> None:
+    """The planted variables in the job's environments, the planted data mount in mountinfo."""
+    jobs = getattr(getattr(m, "health", None), "jobs", None)
+    if jobs is None:
+        return
+    if plant.health_env:
+        for p in m.procs.values():
+            if p.role in ("rank", "worker"):
+                p.environ = {**p.environ, **plant.health_env}
+    if plant.health_mount:
+        d_state = {**jobs.cfg.get("d_state", {}), "mount": tuple(plant.health_mount)}
+        jobs.cfg = {**jobs.cfg, "d_state": d_state}
+
+
 def apply(sources: Sources, plant: Plant) -> Sources:
     """`sources` (a simulated machine) with `plant` in it."""
     m = sources.sim
@@ -156,6 +197,8 @@ def apply(sources: Sources, plant: Plant) -> Sources:
             plant.probe.get("stdout", ""),
             plant.probe.get("stderr", ""),
         )
+    _plant_probe(m, plant)
+    _plant_health(m, plant)
     files = {}
     if plant.passwd is not None:
         files["/etc/passwd"] = plant.passwd

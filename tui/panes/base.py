@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,10 +45,31 @@ class Pane(VerticalScroll):
     def show(self, u: Update, view: View) -> None:
         raise NotImplementedError
 
+    def prepare(self, u: Update) -> None:
+        """Called each tick while the pane is hidden: mount what its rows need (cheap when
+        nothing changed), so that switching to it draws at once, not after a mount."""
+
+    def watch_has_focus(self, _has_focus: bool) -> None:
+        # Textual restyles the focused widget and every widget inside it (a `:focus` rule could
+        # match them): ~280 lines on the Utilization pane, a third of a pane switch. No rule
+        # styles a pane's contents by the pane's focus (app.tcss), so the pane alone.
+        self.app.stylesheet.update_nodes([self], animate=True)
+
     def on_resize(self) -> None:
         # A pane just switched to has no size until it is laid out: draw again once it has.
         if self.display:
             self.post_message(self.Resized())
+
+    def check_width(self, width: int) -> None:
+        """After the next refresh, draw again if the pane's width is no longer `width` (a
+        pane drawn while the terminal was resized, at a width its layout then changed: a
+        history `last 8 s` wide until the next repaint)."""
+
+        def check() -> None:
+            if self.display and self.is_mounted and pane_width(self) != width:
+                self.post_message(self.Resized())
+
+        self.call_after_refresh(check)
 
 
 def set_text(widget: Static | DiffText, content: str | Text) -> None:
@@ -96,6 +118,49 @@ def sync_rows(
 
 
 gib = formats.gib
+
+BULLETS = ("! ", "!  ", "· ", "• ", "- ", "i  ")
+_COLUMN = re.compile(r"[a-z][\w'.]*(?: [\w'.]+)*  +(?=\S)")  # a label, then its value
+
+
+def hanging_indent(line: str) -> int:
+    """Where a wrapped line's continuation starts: under the text after its leading spaces
+    and its bullet (`! `, `· `, `• `), or after `next: ` / `users see: `."""
+    body = line.lstrip(" ")
+    indent = len(line) - len(body)
+    for bullet in sorted(BULLETS, key=len, reverse=True):
+        if body.startswith(bullet):
+            return indent + len(bullet)
+    for label in ("next: ", "users see: ", "meaning: ", "seen: ", "then: ", "text: "):
+        if body.startswith(label):
+            return indent + len(label)
+    column = _COLUMN.match(line)  # `kernel module       550.54.15 (open)`
+    return column.end() if column else indent
+
+
+def hang_text(text: Text, width: int, indent_of: Callable[[str], int] = hanging_indent) -> Text:
+    """`text` with each line longer than `width` broken at spaces, its continuation lines
+    indented under its text (`indent_of`), styles kept: a terminal's own wrap would start
+    them at the margin. A word longer than a line is cut where it must."""
+    if width <= 0:
+        return text
+    out = Text(end=text.end)
+    lines = text.split("\n", allow_blank=True)
+    for k, line in enumerate(lines):
+        plain = line.plain
+        indent = min(indent_of(plain), width // 2)
+        start, room = 0, width
+        while len(plain) - start > room:
+            space = plain.rfind(" ", start + 1, start + room + 1)
+            cut = space if space > start else start + room
+            out.append_text(line[start:cut])
+            out.append("\n" + " " * indent)
+            start = cut + 1 if plain[cut : cut + 1] == " " else cut
+            room = width - indent
+        out.append_text(line[start:])
+        if k < len(lines) - 1:
+            out.append("\n")
+    return out
 
 
 def pct(v: float | None) -> str:

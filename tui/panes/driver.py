@@ -1,13 +1,24 @@
-"""Pane 5, Driver: the driver -> CUDA runtime -> framework chain, host layer upward.
+"""Pane 5, Driver: the driver -> CUDA runtime -> framework chain, host layer upward, and the
+node and job health checks.
 
 The kernel module and the user-space library (the slow source `Snapshot.driver_chain`, read
-every few seconds), the driver's maximum CUDA (NVML), the CUDA runtimes processes loaded (their
-/proc/<pid>/maps: a runtime too new for the driver never reaches a GPU, so only its maps show
-it), and the verdict with the text users see and the next step. `gputop-diag driver` prints the
-same with the libraries' paths, nvcc and --probe-python.
+every few seconds), on NVSwitch systems the fabric manager (the health checks' fabric findings,
+`driver.compat.fabric_from_snapshot`), the driver's maximum CUDA (NVML), the CUDA runtimes
+processes loaded (their /proc/<pid>/maps: a runtime too new for the driver never reaches a GPU,
+so only its maps show it), and the verdict with the text users see and the next step.
+`gputop-diag driver` prints the same with the libraries' paths, nvcc and --probe-python.
+
+Below it, Health: the findings of the last health read (`Snapshot.health`, the Monitor's slow
+source, every 30 s) that are not ok, worst first, each with its evidence and where it was read,
+the classes it bears on and its next step, a command kept whole (broken only between its words,
+with ` \\` where it goes on); then the checks that were ok. `gputop-diag health` prints the same.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import datetime, timezone
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,16 +27,22 @@ from ...collect.cuda_libs import unreadable_why
 from ...driver.compat import (
     MODULE_NOT_VISIBLE,
     MODULE_NOT_VISIBLE_WHY,
+    FabricFacts,
     current_chain,
+    fabric_from_snapshot,
     facts_from_snapshot,
     judge_chain,
     runtime_verdict,
     status_of,
 )
 from ...model import ProcessCuda, Snapshot
+from ...model.health import SEVERITIES, Finding, HealthReport
+from ...monitor.health import HEALTH_EVERY_S
+from ...sanitize.health import health_text, seed_texts
 from ...widgets import DiffText
 from ..feed import Update
-from .base import Pane, View
+from ..side_panel import wrap_words
+from .base import Pane, View, hang_text, pane_width
 
 _VERDICT = {"too_new": "TOO NEW", "mvc": "minor-version compat", "compat": "forward compat"}
 _STATUS = {
@@ -34,6 +51,21 @@ _STATUS = {
     "broken": ("BROKEN", "bold reverse"),
     "no_driver": ("NO DRIVER", "bold"),
 }
+# the fabric manager's row: its state (as `gputop-diag driver` words it) and its style
+_FABRIC = {
+    "ok": ("ok", "bold"),
+    "broken": ("BROKEN (error 802)", "bold reverse"),
+    "warning": ("WARNING", "bold"),
+    "unknown": ("not fully checked", "bold"),
+}
+# the health section: each severity's word (readable without colour) and its style
+_SEVERITY = {
+    "critical": ("CRITICAL", "bold reverse"),
+    "warning": ("WARNING", "bold"),
+    "info": ("INFO", ""),
+}
+EVIDENCE_SHOWN = 4  # evidence lines per finding (2 on a short terminal); `gputop-diag health`
+WIDE_FROM = 60  # pane width from which findings' details line up after the severity word
 
 
 def _libs(p: ProcessCuda) -> str:
@@ -54,22 +86,33 @@ class DriverPane(Pane):
         yield DiffText(id="driver-text")
 
     def show(self, u: Update, view: View) -> None:
-        self.query_one("#driver-text", DiffText).update(render(u.snapshot, view))
+        # wrapped here, with hanging indents: the label column, a bullet, `next: `
+        width = pane_width(self)
+        text = hang_text(render(u, view, width), width)
+        self.query_one("#driver-text", DiffText).update(text)
+        self.check_width(width)
 
 
-def render(snap: Snapshot, view: View) -> Text:
+def render(u: Update, view: View, width: int = 0) -> Text:
+    """The pane's text; the health section and the next steps wrapped to `width` (0: not
+    wrapped), the rest left to `hang_text`."""
+    snap = u.snapshot
     s = snap.system
     chain = current_chain(snap)
     stale = chain is None and snap.driver_chain is not None
+    # the health findings as sampled, their text through the session's sanitizer
+    fabric = shown_fabric(u.sampled or snap, view)
     t = Text()
     t.append(
-        "kernel module → user-space library → driver's max CUDA → CUDA runtime → framework\n\n"
+        "kernel module → "
+        + ("fabric manager → " if fabric is not None else "")
+        + "user-space library → driver's max CUDA → CUDA runtime → framework\n\n"
     )
     facts = facts_from_snapshot(snap)
 
-    def row(label: str, value: str, where: str = "") -> None:
+    def row(label: str, value: str, where: str = "", style: str = "bold") -> None:
         t.append(f"{label:<19} ", style="dim")
-        t.append(value, style="bold")
+        t.append(value, style=style)
         if where:
             t.append(f"  {where}", style="dim")
         t.append("\n")
@@ -87,6 +130,9 @@ def render(snap: Snapshot, view: View) -> Text:
         row("kernel module", MODULE_NOT_VISIBLE, MODULE_NOT_VISIBLE_WHY)
     else:
         row("kernel module", "not loaded", "no /proc/driver/nvidia")
+    if fabric is not None:  # NVSwitch systems only: between the module and NVML
+        value, where, style = _fabric_row(fabric)
+        row("fabric manager", value, where, style)
     library = (chain.library_version if chain else None) or s.driver_version
     row(
         "NVML library",
@@ -112,7 +158,7 @@ def render(snap: Snapshot, view: View) -> Text:
             "see the banner.\n",
             style="bold",
         )
-    problems = judge_chain(facts) if facts is not None else ()
+    problems = judge_chain(facts, fabric) if facts is not None else ()
     if facts is not None:
         status = status_of(problems)
         if any(p.code == "no_driver" for p in problems):
@@ -125,14 +171,19 @@ def render(snap: Snapshot, view: View) -> Text:
         mark = "!" if p.severity == "critical" else "·"
         t.append(f"{mark} {p.layer}: {p.text}\n", style="bold" if p.severity == "critical" else "")
         t.append(f"  users see: {p.error_text}\n")
-        t.append(f"  next: {p.next_step}\n", style="dim")
+        # a command in it is broken only between its words, with ` \` where it goes on
+        steps = wrap_words(p.next_step, width - 8, width - 8, copyable=True) if width else None
+        for k, line in enumerate(steps or [p.next_step]):
+            t.append(f"  {'next: ' if k == 0 else ' ' * 6}{line}\n", style="dim")
     if not view.short:
         t.append(
             "\nDebug from the host layer upward; after a driver upgrade, reboot or reload the "
             "module before testing. `gputop-diag driver` adds the libraries' paths, nvcc and "
-            "--probe-python PATH (torch.version.cuda).",
+            "--probe-python PATH (torch.version.cuda).\n",
             style="dim",
         )
+    t.append("\n")
+    render_health(t, u.sampled or snap, u.replaying, view, width)
     t.rstrip()
     return t
 
@@ -165,3 +216,175 @@ def _processes(t: Text, snap: Snapshot, facts, view: View) -> None:
         shown = _VERDICT.get(status, "ok" if status == "ok" else "?")
         t.append(shown + "\n", style="bold" if status == "too_new" else "")
         t.append(f"    {libs}\n", style="dim")
+
+
+def _fabric_row(fabric: FabricFacts) -> tuple[str, str, str]:
+    """The fabric manager's state, what was found (its first finding: each of them, with its
+    evidence, is under Health below) and the state's style."""
+    value, style = _FABRIC.get(fabric.state, (fabric.state, "bold"))
+    more = len(fabric.ids) - 1 if fabric.state != "ok" else 0
+    if more <= 0:
+        return value, fabric.text, style
+    return value, f"{fabric.text.split('; ')[0]} (+{more} more under Health)", style
+
+
+# -- health ---------------------------------------------------------------------------------------
+def _hider(view: View, report: HealthReport | None):
+    """A health finding's text as drawn: under --sanitize through the session's sanitizer by
+    the health rules every sanitized output shares (`sanitize/health.py`: the servers of
+    network mounts and the bus ids the findings name seeded first, an environment variable's
+    value kept only when it is a flag); without one (never in the app), nothing free-form."""
+    if not view.sanitize:
+        return lambda text: text
+    s = view.sanitizer
+    if s is None:
+        return lambda text: "(hidden under --sanitize)"
+    if report is not None:
+        seed_texts(s, [x for f in report.findings for x in _texts_of(f)])
+    return lambda text: health_text(s, text) if text else text
+
+
+def _texts_of(f: Finding) -> tuple[str, ...]:
+    return (f.title, f.next_step, *(x for e in f.evidence for x in (e.text, e.source)))
+
+
+def shown_fabric(snap: Snapshot, view: View) -> FabricFacts | None:
+    """The fabric manager's layer from the health read `snap` carries (None: no NVSwitch, or
+    not read yet), its words as drawn."""
+    fabric = fabric_from_snapshot(snap)
+    if fabric is None or not view.sanitize:
+        return fabric
+    hide = _hider(view, snap.health)
+    return replace(
+        fabric,
+        text=hide(fabric.text),
+        next_step=hide(fabric.next_step),
+        evidence=tuple((hide(e), hide(src)) for e, src in fabric.evidence),
+    )
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%H:%M:%S")
+
+
+def render_health(t: Text, snap: Snapshot, replaying: bool, view: View, width: int) -> None:
+    """The Health section: the findings that are not ok, worst first, then the checks that were
+    ok; before the first read, or in a recording made without it, why there is nothing."""
+    report = snap.health
+    every = f"every {HEALTH_EVERY_S:.0f} s"
+    if report is None:
+        t.append("Health: ", style="bold")
+        t.append("not in this recording" if replaying else f"not read yet ({every})")
+        t.append("\n")
+        return
+    t.append(f"Health (read {_when(report.facts.timestamp)} UTC, {every})\n", style="bold")
+    hide = _hider(view, report)
+    order = {sev: k for k, sev in enumerate(SEVERITIES)}
+    found = sorted(
+        (f for f in report.findings if f.severity != "ok"), key=lambda f: order[f.severity]
+    )
+    pad = 10 if not width or width >= WIDE_FROM else 2
+    for f in found:
+        _finding(t, f, hide, pad, view, width)
+    ok = [hide(f.id) for f in report.findings if f.severity == "ok"]
+    checks = "check" if len(ok) == 1 else "checks"
+    line = f"{len(ok)} {checks} ok" + (f": {', '.join(ok)}" if ok else "")
+    _hung(t, line, len(f"{len(ok)} {checks} ok: "), width, "dim")
+
+
+def _hung(t: Text, line: str, indent: int, width: int, style: str = "") -> None:
+    """`line` wrapped at spaces to `width`, its continuation lines `indent` columns in (and
+    only so far: a break at a double space leaves no space to start the next line)."""
+    pieces = hang_text(Text(line), width, lambda _: indent).plain.split("\n")
+    for k, piece in enumerate(pieces):
+        piece = piece.rstrip(" ")
+        t.append((" " * indent + piece.lstrip(" ") if k else piece) + "\n", style=style)
+
+
+def _finding(t: Text, f: Finding, hide, pad: int, view: View, width: int) -> None:
+    word, style = _SEVERITY.get(f.severity, (f.severity.upper(), ""))
+    head = Text(word, style=style)
+    head.append(" " * max(1, pad - len(word)))
+    head.append(hide(f.title), style="bold" if f.severity != "info" else "")
+    # the title hangs under itself; the details under the title (wide) or indented (narrow)
+    t.append_text(hang_text(head, width, lambda _: max(pad, len(word) + 1)))
+    t.append("\n")
+    inset = " " * pad
+    shown = 2 if view.short else EVIDENCE_SHOWN
+    for e in f.evidence[:shown]:
+        _hung(t, f"{inset}· {hide(e.text)}  ({hide(e.source)})", pad + 2, width)
+    if len(f.evidence) > shown:
+        more = len(f.evidence) - shown
+        _hung(t, f"{inset}· (+{more} more: gputop-diag health)", pad + 2, width, "dim")
+    classes = ", ".join(c.replace("_", " ") for c in f.bears_on) or "no bottleneck class"
+    layer = f"; driver-chain layer: {f.layer.replace('_', ' ')}" if f.layer else ""
+    _hung(t, f"{inset}bears on: {classes}{layer}", pad + len("bears on: "), width, "dim")
+    if f.next_step:
+        for line in _next_lines(hide(f.next_step), pad, width):
+            t.append(line + "\n")
+
+
+_COMMENT = re.compile(r"\s+#\s+")
+
+
+def _next_lines(step: str, pad: int, width: int) -> list[str]:
+    """`next: ` and a health next step (`command  # comment`) in lines of `width`: the
+    command broken only between its words (a quoted phrase is one word), each line it goes on
+    from ending with ` \\`; a comment that does not fit after it on lines of its own, each
+    starting with `# ` (pasted, none of it runs)."""
+    first = " " * pad + "next: "
+    if not width:
+        return [first + step]
+    command, comment = _split_comment(step)
+    words = _quoted_words(command)
+    indent = len(first)
+    if max(map(len, words), default=0) + 2 > width - indent:
+        indent = min(indent, 2)  # a word wider than the hanging room: start further left
+    lines = _packed(words, width - len(first), width - indent, " \\")
+    out = [first + lines[0]] + [" " * indent + line for line in lines[1:]]
+    if comment:
+        tail = f"  # {comment}"
+        if len(out[-1]) + len(tail) <= width:
+            out[-1] += tail
+        else:
+            room = width - indent - 2
+            out += [" " * indent + "# " + line for line in _packed(comment.split(), room, room)]
+    return out
+
+
+def _split_comment(step: str) -> tuple[str, str]:
+    """`command  # comment` as its command and its comment ("" where it has none)."""
+    parts = _COMMENT.split(step, maxsplit=1)
+    return (parts[0], parts[1]) if len(parts) == 2 else (step, "")
+
+
+def _quoted_words(command: str) -> list[str]:
+    """The command's words, a quoted phrase (`'GSP Firmware'`) as one word."""
+    words: list[str] = []
+    quote = ""
+    for w in command.split():
+        if quote:
+            words[-1] += " " + w
+        else:
+            words.append(w)
+        for ch in w:
+            if ch in "'\"" and (not quote or ch == quote):
+                quote = "" if quote else ch
+    return words
+
+
+def _packed(words: list[str], first_room: int, room: int, mark: str = "") -> list[str]:
+    """`words` in lines (the first `first_room` wide, the others `room`); a line the words go
+    on from ends with `mark`, room kept for it. A word wider than a line stands alone."""
+    lines: list[str] = []
+    line = ""
+    for k, w in enumerate(words):
+        avail = room if lines else first_room
+        last = k == len(words) - 1
+        if not line or len(line) + 1 + len(w) + (0 if last else len(mark)) <= avail:
+            line = f"{line} {w}" if line else w
+            continue
+        lines.append(line + mark)
+        line = w
+    lines.append(line)
+    return lines

@@ -17,17 +17,21 @@ from ...collect.model_config import ModelConfig
 from ...model import GpuState, Snapshot, formats
 from ...monitor.series import GpuSeries
 from ...planner.live import JobPlan, compare, job_plan, job_process, measured_of, plan_lines
-from ...widgets import CellTable, DiffLine, DiffText, MemoryBar
+from ...widgets import DiffLine, DiffText, MemoryBar
 from ..feed import Update
+from ..filter_screen import shown_filter_text
 from ..holds import Holds, Step
+from ..process_table import ProcessTable, clip
 from ..procs import (
     SORTS,
     ProcRow,
+    elapsed_text,
     matches,
     nearly_sorted,
     ordered,
     process_rows,
     size_text,
+    tree_rows,
 )
 from .base import Pane, View, gib, pane_width, sync_rows
 
@@ -42,7 +46,7 @@ DRIVER_RESERVE_TIP = (
 )
 MIN_BAR = 4
 LONG_BAR = 16  # below this the figures take their short form and the bar gets the room
-COMMAND_MAX = 200
+MIN_COMMAND = 12  # the COMMAND column's least width
 
 # (key, label, width, shown from this pane width up); COMMAND takes what is left.
 COLUMNS: tuple[tuple[str, str, int | None, int], ...] = (
@@ -53,7 +57,9 @@ COLUMNS: tuple[tuple[str, str, int | None, int], ...] = (
     ("share", "SHARE", 5, 120),
     ("sm", "SM%", 4, 96),
     ("cpu", "CPU%", 5, 0),
+    ("mem_pct", "%MEM", 5, 110),  # htop's: RSS of the host's memory
     ("rss", "RSS", 6, 96),
+    ("time", "TIME", 8, 100),  # since the process started, in htop's TIME+ layout
     ("command", "COMMAND", None, 0),
 )
 
@@ -118,11 +124,48 @@ def figures(g: GpuState, s: GpuSeries | None, short: bool | str = False) -> tupl
     return text, flag
 
 
+# Terminal columns from which each GPU's line shows temperature, power and fan, where they fit
+# beside the long figures (a pane of about 120 columns: 200 with the panel, 120 without it)
+THERMAL_FROM = 120
+
+
+def thermal_text(g: GpuState, plain: bool = False) -> str:
+    """nvitop's Temp / Pwr:Usage/Cap / Fan for a GPU's line: `71°C 612/700W fan 45%`; `-` for
+    a GPU without fans (NVML: not supported), `n/a` for a figure not read."""
+    temp = "n/a" if g.temperature_c is None else f"{g.temperature_c:.0f}{'C' if plain else '°C'}"
+    power = "n/a" if g.power_w is None else f"{g.power_w:.0f}"
+    limit = g.static.power_limit_w
+    watts = f"{power}/{limit:.0f}W" if limit else f"{power}W"
+    fan = "-" if g.fan_speed_pct is None else f"{g.fan_speed_pct}%"
+    return f"{temp} {watts} fan {fan}"
+
+
 def _pct(v: float | None) -> str:
     return formats.pct(v, unit=False)
 
 
-def row_cells(r: ProcRow, columns: tuple[str, ...]) -> tuple[Text, ...]:
+def command_width(width: int, columns: tuple[str, ...]) -> int:
+    """The COMMAND column's width in a pane `width` wide: what the other columns leave (each
+    with a cell of padding either side) beside the table's one-column scrollbar gutter."""
+    others = sum(w + 2 for key, _, w, _ in COLUMNS if key in columns and w is not None)
+    return max(MIN_COMMAND, width - 1 - others - 2)
+
+
+def row_cells(
+    r: ProcRow,
+    columns: tuple[str, ...],
+    command_width: int = 80,
+    offset: int = 0,
+    plain: bool = False,
+) -> tuple[Text, ...]:
+    if r.is_parent:  # the tree view's launcher row: its pid and name, no figures of its own
+        cells = dict.fromkeys(columns, "")
+        cells["pid"] = str(r.pid)
+        cells["command"] = clip(r.command, offset, command_width, plain)
+        return tuple(
+            Text(cells[c], justify="right" if c == "pid" else "left", no_wrap=True, style="dim")
+            for c in columns
+        )
     cells = {
         "gpu": r.gpu_label,
         "pid": str(r.pid),
@@ -132,9 +175,11 @@ def row_cells(r: ProcRow, columns: tuple[str, ...]) -> tuple[Text, ...]:
         "sm": _pct(r.sm_pct),
         "cpu": "n/a" if r.cpu_pct is None else f"{r.cpu_pct:.0f}",
         "rss": size_text(r.rss_bytes),
-        "command": r.command[:COMMAND_MAX],
+        "mem_pct": "n/a" if r.mem_pct is None else f"{r.mem_pct:.1f}",
+        "time": elapsed_text(r.elapsed_s),
+        "command": clip(r.tree_prefix + r.command, offset, command_width, plain),
     }
-    right = {"pid", "gpu_mem", "share", "sm", "cpu", "rss"}
+    right = {"pid", "gpu_mem", "share", "sm", "cpu", "rss", "mem_pct", "time"}
     return tuple(
         Text(cells[c], justify="right" if c in right else "left", no_wrap=True) for c in columns
     )
@@ -150,8 +195,12 @@ class MemoryPane(Pane):
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
+        self.columns_shown: tuple[str, ...] | None = None  # as last drawn; None: not yet
         self._bars: dict[str, MemoryBar] = {}
         self._columns: tuple[str, ...] = ()
+        self._command_width = 0
+        self._last: tuple[Update, View] | None = None  # to draw again on a key of the table
+        self.tree_view = False  # `t`: the processes under their parents
         self._order: tuple[str, ...] = ()
         self._holds = Holds(max_hold_s=30.0)
         self._sorted_by: tuple | None = None
@@ -168,7 +217,11 @@ class MemoryPane(Pane):
         yield legend
         yield DiffText(id="mem-plan", wrap=False)
         yield DiffLine(id="mem-procs-title", classes="pane-title")
-        yield CellTable(id="mem-procs", cursor_type="row")
+        yield ProcessTable(id="mem-procs", cursor_type="row")
+
+    def on_focus(self) -> None:
+        """The pane's keys are the process table's (arrows, Enter, T/K/I, t)."""
+        self.query_one(ProcessTable).focus(scroll_visible=False)
 
     def _ensure_bars(self, snap: Snapshot) -> dict[str, MemoryBar]:
         keys = _bar_keys(snap)
@@ -180,19 +233,33 @@ class MemoryPane(Pane):
         return self._bars
 
     def show(self, u: Update, view: View) -> None:
+        self._last = (u, view)
         snap = u.snapshot
         bars = self._ensure_bars(snap)
         width = pane_width(self)
         gpus = [g for g in snap.gpus if view.filter.shows_gpu(g.index)]
         live = [g for g in gpus if not g.lost and g.mem_total_bytes is not None]
 
+        thermal = self.app.size.width >= THERMAL_FROM
+
         def fit(short: bool | str) -> tuple[int, dict[int, tuple[str, str]]]:
             figs = {g.index: figures(g, u.gpus.get(g.index), short) for g in live}
+            if thermal:
+                figs = {
+                    g.index: (
+                        f"{figs[g.index][0]}  {thermal_text(g, view.plain)}",
+                        figs[g.index][1],
+                    )
+                    for g in live
+                }
             # " text" beside the bar, then "  " and " FLAG " (MemoryBar)
             room = max((1 + len(t) + (len(f) + 4 if f else 0) for t, f in figs.values()), default=0)
             return min(40, width - LABEL_WIDTH - room), figs
 
         bar_width, figs = fit(short=False)
+        if thermal and bar_width < LONG_BAR:  # no room beside the long figures: left out
+            thermal = False
+            bar_width, figs = fit(short=False)
         if bar_width < LONG_BAR:
             bar_width, figs = fit(short=True)
         if bar_width < MIN_BAR:
@@ -244,7 +311,7 @@ class MemoryPane(Pane):
             legend.set_text("  no GPU to show")
         if snap.gpus and not gpus:
             legend.display = True
-            legend.set_text(f"  no GPU matches the filter ({view.filter.describe()}); esc clears")
+            legend.set_text(f"  no GPU matches the filter ({shown_filter_text(view)}); esc clears")
         self._show_plan(u.sampled or snap, view, width)
         self._show_processes(snap, view, width)
 
@@ -281,31 +348,43 @@ class MemoryPane(Pane):
         box.update("\n".join("  " + line for line in lines))
 
     def _show_processes(self, snap: Snapshot, view: View, width: int) -> None:
-        table = self.query_one("#mem-procs", DataTable)
+        table = self.query_one(ProcessTable)
         columns = columns_for(width)
-        if columns != self._columns:  # a new width: a new set of columns (never per tick)
+        self.columns_shown = columns  # `o` cycles through these only
+        cmd_width = command_width(width, columns)
+        selected, selected_row = table.selected_key, table.cursor_row
+        if (columns, cmd_width) != (self._columns, self._command_width):
+            # A new width: new columns, every cell drawn again at the new width (never per
+            # tick). Fixed widths: no cell is ever wider than its column, so none wraps.
             if self._columns:
                 table.clear(columns=True)
             for key, label, col_width, _ in COLUMNS:
                 if key in columns:
-                    table.add_column(label, key=key, width=col_width)
-            self._columns = columns
+                    table.add_column(label, key=key, width=col_width or cmd_width)
+            self._columns, self._command_width = columns, cmd_width
             self._order = ()
         every = [held_row(self._holds, r, snap.timestamp) for r in process_rows(snap)]
         shown = ordered([r for r in every if matches(r, view.filter)], view.sort, view.selected_gpu)
-        rows = {r.key: row_cells(r, columns) for r in shown}
+        if self.tree_view:
+            shown = tree_rows(shown, view.plain)
+        longest = max((len(r.tree_prefix) + len(r.command) for r in shown), default=0)
+        table.command_room = max(0, longest - cmd_width + 1)
+        table.command_offset = min(table.command_offset, table.command_room)
+        offset = table.command_offset
+        rows = {r.key: row_cells(r, columns, cmd_width, offset, view.plain) for r in shown}
         order = tuple(rows)
         sync_rows(table, rows, columns)
         by_key = {r.key: r for r in shown}
         on_screen = [by_key[k] for k in self._order if k in by_key]
         if (
-            len(on_screen) == len(shown)
+            not self.tree_view
+            and len(on_screen) == len(shown)
             and set(self._order) == set(order)
-            and (view.sort, view.selected_gpu) == self._sorted_by
+            and (view.sort, view.selected_gpu, self.tree_view) == self._sorted_by
             and nearly_sorted(on_screen, view.sort, view.selected_gpu)
         ):
             order = self._order  # as good as sorted: no re-sort, no whole-table repaint
-        self._sorted_by = (view.sort, view.selected_gpu)
+        self._sorted_by = (view.sort, view.selected_gpu, self.tree_view)
         if order != self._order and order:  # sort only when the order itself changed
             rank = {k: i for i, k in enumerate(order)}
             k_gpu, k_pid = columns.index("gpu"), columns.index("pid")
@@ -313,17 +392,36 @@ class MemoryPane(Pane):
                 key=lambda cells: rank.get(f"{str(cells[k_gpu]).split(':')[0]}:{cells[k_pid]}", 0)
             )
         self._order = order
+        # The cursor stays on its process however the rows moved; a process that ended
+        # leaves it on its neighbour.
+        table.select_key(selected, selected_row)
         title = self.query_one("#mem-procs-title", DiffLine)
-        n, total = len(shown), len(every)
+        n, total = len([r for r in shown if not r.is_parent]), len(every)
         count = f"{n}" if n == total else f"{n} of {total}"
         head = f"GPU processes ({count})" if total else "GPU processes: none is using a GPU"
         if view.filter.active:
-            head += f"  filter: {view.filter.describe()}"
+            head += f"  filter: {shown_filter_text(view)}"
         if total:
             head += f"  sorted by {view.sort.label(view.plain)}"
+            if view.sort.column not in columns:
+                head += " (column not shown at this width)"
+            if view.selected_gpu is not None and len({r.gpu_index for r in shown}) > 1:
+                head += f", GPU {view.selected_gpu} first"  # `ordered` puts them first
+            head += "  tree" if self.tree_view else ""
         hints = "  (o sort, f filter, esc clears)" if view.filter.active else "  (o sort, f filter)"
         title.set_text(head + (hints if total and len(head) + len(hints) <= width else ""))
         table.set_class(view.sort.column in SORTS, "-sorted")
+
+    @on(ProcessTable.Wanted)
+    def _process_wanted(self, event: ProcessTable.Wanted) -> None:
+        """A key of the process table: draw again (its command lines scrolled), or ask the
+        app (details, a signal)."""
+        if event.what in ("scroll", "tree") and self._last is not None:
+            event.stop()
+            if event.what == "tree":
+                self.tree_view = not self.tree_view
+            u, view = self._last
+            self._show_processes(u.snapshot, view, pane_width(self))
 
     @on(DataTable.HeaderSelected, "#mem-procs")
     def _header_clicked(self, event: DataTable.HeaderSelected) -> None:

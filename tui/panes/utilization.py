@@ -43,7 +43,7 @@ BENIGN_REASONS = {"gpu_idle", "applications_clocks", "sync_boost", "display_cloc
 
 DETAIL_HISTORIES = ("sm", "util", "memctl", "power_pct", "clock_pct")
 DETAIL_LABELS = {
-    "sm": "SM (GPM)",
+    "sm": "SM active",
     "util": "busy",
     "memctl": "mem ctl",
     "power_pct": "power",
@@ -52,11 +52,17 @@ DETAIL_LABELS = {
 DETAIL_TEXTS = ("clocks", "power", "pcie", "nvlink", "gpm")
 
 
-def _rate(kib_s: float | None) -> str:
+def _rate(kib_s: float | None, unit: int = 1024) -> str:
+    """A link's rate as the side panel writes it (GB/s, MB/s); NVLink counts KiB/s, NVML's
+    PCIe throughput KB/s (`unit` 1000)."""
     if kib_s is None:
         return "n/a"
-    b = kib_s * 1024
+    b = kib_s * unit
     return f"{b / 1e9:.1f} GB/s" if b >= 1e9 else f"{b / 1e6:.0f} MB/s"
+
+
+def _sum(tx: float | None, rx: float | None) -> float | None:
+    return None if tx is None else tx + (rx or 0.0)
 
 
 def _now(g: GpuState, key: str) -> float | None:
@@ -121,22 +127,36 @@ def detail_parts(g: GpuState, held: dict[str, tuple] | None = None) -> dict[str,
             f"{'n/a' if temp_c is None else f'{temp_c:.0f} C':>4}",
             f"  P{pstate if pstate is not None else '?'}",
         ],
+        # TX+RX: the sum the side panel's communication figures give per GPU
         "pcie": [
             f"{'PCIe':>{LABEL}} TX ",
-            f"{_rate(tx):>9}",
+            f"{_rate(tx, 1000):>9}",
             "  RX ",
-            f"{_rate(rx):>9}",
+            f"{_rate(rx, 1000):>9}",
+            "  TX+RX ",
+            f"{_rate(_sum(tx, rx), 1000):>9}",
             f"  gen{gen or '?'} x{lanes or '?'}"
-            f" (max gen{st.pcie_max_gen or '?'} x{st.pcie_max_width or '?'})",
+            + (
+                ""
+                if (gen, lanes) == (st.pcie_max_gen, st.pcie_max_width)
+                else f" (max gen{st.pcie_max_gen or '?'} x{st.pcie_max_width or '?'})"
+            ),
         ],
         "nvlink": [f"{'NVLink':>{LABEL}} not available"]
         if nv_tx is None
-        else [f"{'NVLink':>{LABEL}} TX ", f"{_rate(nv_tx):>9}", "  RX ", f"{_rate(nv_rx):>9}"],
+        else [
+            f"{'NVLink':>{LABEL}} TX ",
+            f"{_rate(nv_tx):>9}",
+            "  RX ",
+            f"{_rate(nv_rx):>9}",
+            "  TX+RX ",
+            f"{_rate(_sum(nv_tx, nv_rx)):>9}",
+        ],
     }
     if g.gpm is not None:
         sm, occ, tensor, dram = f["gpm"]
         out["gpm"] = [
-            f"{'GPM':>{LABEL}} SM ",
+            f"{'counters':>{LABEL}} SM ",
             f"{pct(sm):>4}",
             "  occupancy ",
             f"{pct(occ):>4}",
@@ -146,7 +166,9 @@ def detail_parts(g: GpuState, held: dict[str, tuple] | None = None) -> dict[str,
             f"{pct(dram):>4}",
         ]
     else:
-        out["gpm"] = [f"{'GPM':>{LABEL}} not on this GPU: busy time is not SM use"]
+        out["gpm"] = [
+            f"{'counters':>{LABEL}} no SM counters (GPM) on this GPU: busy time is not SM use"
+        ]
     return out
 
 
@@ -243,6 +265,9 @@ class UtilizationPane(Pane):
         yield HistoryLine("iowait", label_width=LABEL, id="util-iowait")
         yield PartsLine(id="util-pressure")
 
+    def prepare(self, u: Update) -> None:
+        self._ensure_gpu_lines(u.snapshot)
+
     def _ensure_gpu_lines(self, snap: Snapshot) -> dict[int, HistoryLine]:
         keys = tuple(g.index for g in snap.gpus)
         if tuple(self._gpu_lines) != keys:
@@ -270,6 +295,7 @@ class UtilizationPane(Pane):
         if fresh:  # a new GPU, width or mode: every figure afresh
             self._holds.forget()
             self._layout = key
+            self.check_width(width)
         w = max(8, min(HISTORY_POINTS, width - RESERVED))
         tick = max(0, u.ticks - 1)
         newest = tick if view.sweep else None

@@ -28,7 +28,7 @@ from ...xid.catalog import DRIVER_MESSAGES, entry, sxid_entry
 from ...xid.events import KernelEvent
 from ...xid.types import XidTriage
 from ..feed import Update
-from .base import Pane, View, set_text, sync_rows
+from .base import Pane, View, hang_text, pane_width, set_text, sync_rows
 
 COLUMNS = ("seq", "time", "gpu", "xid", "name", "source")
 ROUTE_LINES = 4  # groups shown in the triage summary
@@ -86,6 +86,8 @@ class XidPane(Pane):
         self._triage: XidTriage | None = None
         self._sanitize = False
         self._asked = False
+        self._shown_step: str | None = None  # the step the detail gives
+        self._triage_args: tuple | None = None
 
     def compose(self) -> ComposeResult:
         table = DataTable(id="xid-table", cursor_type="row")
@@ -128,13 +130,14 @@ class XidPane(Pane):
         table = self.query_one("#xid-table", DataTable)
         sync_rows(table, rows, COLUMNS, lambda cells: int(cells[0]), reverse=True)
         self.show_detail()
-        self._show_triage(result, u.replaying, u.xid_scan)
+        self._show_triage(result, u.replaying, u.xid_scan, self._shown_step)
 
     @on(DataTable.RowHighlighted, "#xid-table")
     def _highlighted(self) -> None:
         self.show_detail()
 
     def show_detail(self) -> None:
+        self._shown_step = None
         detail = self.query_one("#xid-detail", DiffText)
         table = self.query_one("#xid-table", DataTable)
         if not self._events or not table.row_count:
@@ -148,7 +151,9 @@ class XidPane(Pane):
         key = table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value
         e = self._events.get(key)
         if e is not None:
-            set_text(detail, self._describe(e))
+            set_text(detail, hang_text(self._describe(e), pane_width(self)))
+            if self._triage_args is not None:  # the route below says this step once, not again
+                self._show_triage(*self._triage_args, self._shown_step)
 
     def _describe(self, e: KernelEvent) -> Text:
         where = "an unknown GPU" if e.gpu_index is None else f"GPU {e.gpu_index}"
@@ -174,6 +179,7 @@ class XidPane(Pane):
             t.append(f"{d.title} on {where} ({sev})\n", style="bold")
         t.append(f"meaning: {meaning}" + (f" — likely {causes}" if causes else "") + "\n")
         t.append(f"next: {question} Then: {step}\n")
+        self._shown_step = step
         if self._sanitize and (e.pid is not None or e.process_name):
             t.append("process: (hidden under --sanitize)\n")
         elif e.pid is not None or e.process_name:
@@ -190,7 +196,16 @@ class XidPane(Pane):
         )
         return t
 
-    def _show_triage(self, result: XidTriage, replaying: bool, scan_state: XidScan | None) -> None:
+    def _show_triage(
+        self,
+        result: XidTriage,
+        replaying: bool,
+        scan_state: XidScan | None,
+        said: str | None = None,
+    ) -> None:
+        """`said`: the step the detail above gives; the route and the chains do not give it
+        again (one fall-off's action was on screen six times)."""
+        self._triage_args = (result, replaying, scan_state)
         t = Text()
         if replaying:
             t.append(
@@ -209,8 +224,11 @@ class XidPane(Pane):
             for g in route[:ROUTE_LINES]:
                 times = f" ×{g.count}" if g.count > 1 else ""
                 gpu = self._public(g.gpu)
-                t.append(f"• {g.title}{times} on {gpu} ({g.severity}): ask: {g.question} ")
-                t.append(f"Then: {g.step}\n")
+                t.append(f"• {g.title}{times} on {gpu} ({g.severity}): ")
+                if g.step == said:
+                    t.append("its question and step as above\n")
+                else:
+                    t.append(f"ask: {g.question} Then: {g.step}\n")
             if len(route) > ROUTE_LINES:
                 t.append(f"  (+{len(route) - ROUTE_LINES} more: gputop-diag xid)\n", style="dim")
         for f in result.findings[:3]:
@@ -220,10 +238,11 @@ class XidPane(Pane):
                 t.append(f"  seen: {f.detail}\n")
             t.append(f"  then: {f.action}\n")
         for c in [c for c in result.chains if c.severity != "info"][:3]:  # not cleanups
-            t.append(f"{c.first} → {c.then} on {self._public(c.gpu)}: {c.meaning}; {c.action}\n")
+            action = "" if said and c.action.split(";")[0] in said else f"; {c.action}"
+            t.append(f"{c.first} → {c.then} on {self._public(c.gpu)}: {c.meaning}{action}\n")
         for n in result.notes:
             t.append(f"{n}\n", style="dim")
-        set_text(self.query_one("#xid-triage", DiffText), t)
+        set_text(self.query_one("#xid-triage", DiffText), hang_text(t, pane_width(self)))
 
     def _public(self, device: str) -> str:
         """A device name fit for the screen: under --sanitize no bus id."""

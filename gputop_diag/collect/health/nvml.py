@@ -64,23 +64,31 @@ class _Caller:
             return Reading(None, source, problem)
 
 
-def read_nvml(nvml: Any, snap: Snapshot) -> NvmlFacts:
-    """Persistence mode, GSP firmware mode, PCIe link and fabric state of every GPU of `snap`."""
+def read_nvml(nvml: Any, snap: Snapshot, *, opened: bool = False) -> NvmlFacts:
+    """Persistence mode, GSP firmware mode, PCIe link and fabric state of every GPU of `snap`.
+    `opened`: the caller holds NVML open (the Monitor's sampler does, for its whole run): no
+    nvmlInit/nvmlShutdown pair of its own, so a shutdown never runs beside a call in flight."""
+    if opened:
+        return _read(nvml, snap)
     try:
         nvml.nvmlInit()
     except Exception as e:  # noqa: BLE001 - no driver, no library: a state, said as such
         return NvmlFacts(problem=f"NVML could not be opened: {type(e).__name__}: {e}")
     try:
-        call = _Caller(nvml)
-        driver = call("nvmlSystemGetDriverVersion")
-        gpus = tuple(_gpu(call, g) for g in snap.gpus)
-        version = driver.value.decode() if isinstance(driver.value, bytes) else driver.value
-        return NvmlFacts(gpus, version)
+        return _read(nvml, snap)
     finally:
         try:
             nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001, S110 - nothing to do about a failed shutdown
             pass
+
+
+def _read(nvml: Any, snap: Snapshot) -> NvmlFacts:
+    call = _Caller(nvml)
+    driver = call("nvmlSystemGetDriverVersion")
+    gpus = tuple(_gpu(call, g) for g in snap.gpus)
+    version = driver.value.decode() if isinstance(driver.value, bytes) else driver.value
+    return NvmlFacts(gpus, version)
 
 
 def _gpu(call: _Caller, g) -> NvmlGpu:

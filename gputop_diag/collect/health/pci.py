@@ -87,14 +87,38 @@ def read_pci(procfs, run_command, with_acs: bool = True) -> PciFacts:
 
 
 def _gpu(procfs, bdf: str, cls: str) -> PciGpu:
+    dev = _read(procfs, f"{DEVICES}/{bdf}/device")
+    link, aer = _link_and_aer(procfs, bdf)
+    return PciGpu(bdf, dev.value, cls, *link, aer=aer, bridges=bridges_above(procfs, bdf))
+
+
+def _link_and_aer(procfs, bdf: str) -> tuple[list[Reading], tuple[tuple[str, Reading], ...]]:
     base = f"{DEVICES}/{bdf}"
-    dev = _read(procfs, f"{base}/device")
     link = [_read(procfs, f"{base}/{name}") for name in LINK_FILES]
     aer = []
     for key, name in AER_FILES:
         r = _read(procfs, f"{base}/{name}")
         aer.append((key, r if not r.ok else Reading(parse_aer(r.value), r.source)))
-    return PciGpu(bdf, dev.value, cls, *link, aer=tuple(aer), bridges=bridges_above(procfs, bdf))
+    return link, tuple(aer)
+
+
+def reread_links(procfs, pci: PciFacts) -> PciFacts:
+    """`pci` (a scan of the bus made earlier) with each GPU's link and AER files read again:
+    what changes under load, without listing the bus or running lspci."""
+    gpus = []
+    for g in pci.gpus:
+        link, aer = _link_and_aer(procfs, g.bdf)
+        gpus.append(
+            replace(
+                g,
+                link_speed=link[0],
+                link_speed_max=link[1],
+                link_width=link[2],
+                link_width_max=link[3],
+                aer=aer,
+            )
+        )
+    return replace(pci, gpus=tuple(gpus))
 
 
 def bridges_above(procfs, bdf: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from ...model.health import ABSENT, DENIED, MountRef, ProcessEnv, ProcessFacts, StuckProcess
 from ..proctree import ProcTree
@@ -32,6 +33,8 @@ WATCHED_VARIABLES = (
 )
 MAX_PROCESSES = 512  # GPU processes, watched ones and their descendants examined, at most
 MAX_FDS = 64  # open files of one stuck process whose mount is looked up
+# (pid, its start time) -> the environment read of it (`read_environments`' cache)
+EnvCache = dict[tuple[int, str | None], ProcessEnv]
 # File systems a process can hang on when the server or the network stops answering.
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "lustre", "ceph", "gpfs", "beegfs", "9p", "glusterfs")
 
@@ -84,22 +87,60 @@ def _unescape(s: str) -> str:
     return s.replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
 
 
-def read_environments(procfs, gpu_pids: Mapping[int, tuple[int, ...]], watched: Iterable[int]):
-    """The watched variables of each GPU process (with the GPUs it is on) and watched process."""
+def read_environments(
+    procfs,
+    gpu_pids: Mapping[int, tuple[int, ...]],
+    watched: Iterable[int],
+    cache: EnvCache | None = None,
+    stats: dict[int, str] | None = None,
+):
+    """The watched variables of each GPU process (with the GPUs it is on) and watched process.
+    With `cache` ((pid, start time) -> ProcessEnv), each process's environment is read once: a
+    pid seen before with the same start time is taken from it, a pid gone or reused is
+    dropped from it; `stats` keeps the /proc/<pid>/stat read for the start time."""
     envs = []
+    keys = set()
     for pid in sorted(set(gpu_pids) | set(watched)):
-        path = f"/proc/{pid}/environ"
-        try:
-            found = parse_environ(procfs.read_text(path))
-        except OSError as e:
-            envs.append(
-                ProcessEnv(pid, None, path, problem=problem_of(e), gpus=gpu_pids.get(pid, ()))
-            )
-            continue
-        envs.append(
-            ProcessEnv(pid, None, path, tuple(sorted(found.items())), gpus=gpu_pids.get(pid, ()))
-        )
+        gpus = gpu_pids.get(pid, ())
+        key = None
+        if cache is not None:
+            key = (pid, start_time(procfs, pid, stats))
+            keys.add(key)
+            hit = cache.get(key)
+            if hit is not None:
+                envs.append(hit if hit.gpus == gpus else replace(hit, gpus=gpus))
+                continue
+        env = read_environment(procfs, pid, gpus)
+        if cache is not None:
+            cache[key] = env
+        envs.append(env)
+    if cache is not None:
+        for key in [k for k in cache if k not in keys]:
+            del cache[key]
     return tuple(envs)
+
+
+def read_environment(procfs, pid: int, gpus: tuple[int, ...] = ()) -> ProcessEnv:
+    path = f"/proc/{pid}/environ"
+    try:
+        found = parse_environ(procfs.read_text(path))
+    except OSError as e:
+        return ProcessEnv(pid, None, path, problem=problem_of(e), gpus=gpus)
+    return ProcessEnv(pid, None, path, tuple(sorted(found.items())), gpus=gpus)
+
+
+def start_time(procfs, pid: int, stats: dict[int, str] | None = None) -> str | None:
+    """Field 22 of /proc/<pid>/stat (starttime, clock ticks after boot): with the pid, it tells
+    one process from a later one that reuses its pid. None when unreadable. The text read is
+    kept in `stats`."""
+    try:
+        stat = procfs.read_text(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    if stats is not None:
+        stats[pid] = stat
+    fields = stat[stat.rfind(")") + 1 :].split()
+    return fields[19] if len(fields) > 19 else None
 
 
 def _descendants(tree: ProcTree, roots: list[int]) -> list[tuple[int, int]]:
@@ -121,10 +162,13 @@ def read_processes(
     gpu_pids: Mapping[int, tuple[int, ...]],
     watched: Iterable[int] = (),
     now: float = 0.0,
+    env_cache: EnvCache | None = None,
 ) -> ProcessFacts:
-    """Environments of the GPU and watched processes; their trees' processes in state D."""
+    """Environments of the GPU and watched processes (with `env_cache`, each read once per
+    process: `read_environments`); their trees' processes in state D."""
     watched = list(watched)
-    envs = read_environments(procfs, gpu_pids, watched)
+    stats: dict[int, str] = {}  # read once in this pass: for the start time and the state
+    envs = read_environments(procfs, gpu_pids, watched, env_cache, stats)
     roots = sorted(set(gpu_pids) | set(watched))
     tree = ProcTree(procfs)
     tree.refresh(roots, now)
@@ -132,7 +176,8 @@ def read_processes(
     for pid, root in _descendants(tree, roots):
         examined += 1
         try:
-            name, state = parse_state(procfs.read_text(f"/proc/{pid}/stat"))
+            stat = stats.pop(pid, None) or procfs.read_text(f"/proc/{pid}/stat")
+            name, state = parse_state(stat)
         except (OSError, ValueError):
             unreadable += 1
             continue

@@ -345,6 +345,9 @@ class NvmlCollector:
             dec_util_pct=float(dec[0]) if dec is not None else None,
             power_w=power_mw / 1000.0 if power_mw is not None else None,
             temperature_c=q(i, "nvmlDeviceGetTemperature", h, n.NVML_TEMPERATURE_GPU),
+            # A board without fans (SXM, passively cooled) answers NOT_SUPPORTED: None, and
+            # the call is not made again (Query's skip list)
+            fan_speed_pct=q(i, "nvmlDeviceGetFanSpeed", h),
             memory_temperature_c=mem_temp,
             sm_clock_mhz=q(i, "nvmlDeviceGetClockInfo", h, n.NVML_CLOCK_SM, key="clock_sm"),
             mem_clock_mhz=q(i, "nvmlDeviceGetClockInfo", h, n.NVML_CLOCK_MEM, key="clock_mem"),

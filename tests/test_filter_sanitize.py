@@ -1,0 +1,99 @@
+"""The process filter under `--sanitize`: the rows show pseudonyms, so what the user types (a
+real user name, a word of a command line) is sanitized the same way before it is compared,
+and it is never drawn as typed (the tab strip, the table's title, the prompt's error)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from test_sanitize_planted import build_case, planted
+from test_tui import everything_shown
+from test_tui_support import FedApp
+
+from gputop_diag.sanitize.sanitizer import Sanitizer
+from gputop_diag.tui.filter_screen import FilterScreen, sanitized_filter, shown_filter_text
+from gputop_diag.tui.procs import ProcessFilter, parse_filter
+
+
+def _rows(app) -> int:
+    return app.query_one("#mem-procs").row_count
+
+
+async def _filter(app, pilot, typed: str) -> None:
+    await pilot.press("f")
+    await pilot.pause()
+    assert isinstance(app.screen, FilterScreen)
+    for ch in typed:
+        await pilot.press("space" if ch == " " else ch)
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+@pytest.mark.slow
+async def test_a_real_user_name_typed_finds_its_pseudonymised_rows(monkeypatch, tmp_path):
+    plant, corpus, _ = build_case(31, "compute-bound")
+    with planted(monkeypatch, tmp_path, plant):
+        app = FedApp("compute-bound", sanitize=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(5)
+        await pilot.pause()
+        real = app.latest.sampled
+        owners = {p.user for p in real.processes if p.user}
+        names = {f for x in corpus.secrets if x.what == "user" for f in x.forms}
+        user = sorted(owners & names)[0]
+        everyone = _rows(app)
+        mine = sum(
+            1 for gp in real.gpu_processes if getattr(real.process(gp.pid), "user", 0) == user
+        )
+        assert 0 < mine <= everyone
+        for typed in (f"user:{user}", user.upper()):
+            await _filter(app, pilot, typed)
+            assert _rows(app) == mine, typed  # before: 0 rows, the pseudonyms never match
+            shown = everything_shown(app)
+            assert user.lower() not in shown.lower(), typed  # the tab strip, the title
+            assert corpus.survivors(shown) == []
+        pseudonym = app.controls.filter.users or {app.controls.filter.text}
+        await pilot.press("escape")
+        await pilot.pause()
+        assert _rows(app) == everyone
+        await _filter(app, pilot, f"user:{next(iter(pseudonym))}")  # copied from the screen
+        assert _rows(app) == mine
+        await _filter(app, pilot, f"pid:{user}")  # an error that quotes what was typed
+        assert isinstance(app.screen, FilterScreen)
+        assert user.lower() not in everything_shown(app).lower()
+
+
+def test_the_filter_is_held_and_described_as_the_rows_are_written():
+    s = Sanitizer()
+    f = sanitized_filter(parse_filter("gpu:1 user:alice pid:42 Alice train.py"), s)
+    pseudonym = s.user("alice")
+    assert f.gpus == {1} and f.pids == {42} and f.users == {pseudonym}
+    assert f.text == f"{pseudonym} train.py"
+    assert sanitized_filter(f, s) == f  # pseudonyms stay as they are
+    assert sanitized_filter(parse_filter("user:alice"), None).users == {"alice"}
+    given = SimpleNamespace(filter=ProcessFilter(users=frozenset({"alice"})), sanitizer=s)
+    assert shown_filter_text(given) == f"user {pseudonym}"  # --user NAME, held as typed
+    given.sanitizer = None
+    assert shown_filter_text(given) == "user alice"
+
+
+@pytest.mark.slow
+async def test_user_given_on_the_command_line_finds_its_rows_under_sanitize(monkeypatch, tmp_path):
+    """`gputop-diag --sanitize --user NAME`: the filter the view starts with is held as the
+    rows are written, so it finds NAME's processes and never shows NAME."""
+    plant, corpus, _ = build_case(32, "compute-bound")
+    user = plant.processes[0].user or plant.user
+    with planted(monkeypatch, tmp_path, plant):
+        app = FedApp(
+            "compute-bound", sanitize=True, process_filter=ProcessFilter(users=frozenset({user}))
+        )
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(5)
+        await pilot.pause()
+        real = app.latest.sampled
+        mine = sum(
+            1 for gp in real.gpu_processes if getattr(real.process(gp.pid), "user", 0) == user
+        )
+        assert mine and _rows(app) == mine
+        assert user.lower() not in everything_shown(app).lower()

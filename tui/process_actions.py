@@ -1,0 +1,237 @@
+"""What the process table's keys do beyond the table (`ProcessTable.Wanted`): Enter opens the
+process's details, `T`/`K`/`I` ask before sending a signal. A small object the app holds: it
+reads the app's latest tick, the Monitor's history and the sources, and pushes the screens of
+`process_screens.py`. Under --sanitize every line drawn goes through the session's sanitizer.
+"""
+
+from __future__ import annotations
+
+import signal
+import textwrap
+from typing import Any
+
+from rich.text import Text
+
+from ..collect.procs import DETAIL_ENV_PREFIXES, job_environment
+from ..model import GpuProcess, ProcessInfo
+from ..widgets import history
+from .process_screens import ProcessDetailScreen, SignalScreen
+from .procs import command_text, elapsed_text, size_text
+
+HISTORY_S = 600.0  # the GPU memory history shown: the Monitor keeps ten minutes
+HISTORY_CELLS = 60
+SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL, "SIGINT": signal.SIGINT}
+REPLAY_SAYS = "a replay shows recorded data: there is no process here to signal"
+
+
+def hanging(text: str, width: int, indent: int = 2, hang: int = 6) -> list[str]:
+    """`text` wrapped to `width` with a hanging indent: the first line at `indent`, the rest
+    at `hang`, so a continued line never reads as a new item. Words longer than a line are
+    cut (a path), never lost."""
+    return textwrap.wrap(
+        text,
+        width=max(hang + 8, width),
+        initial_indent=" " * indent,
+        subsequent_indent=" " * hang,
+        break_long_words=True,
+        break_on_hyphens=False,
+        drop_whitespace=True,
+    ) or [" " * indent]
+
+
+def pid_of(key: str) -> int:
+    """The pid of a row key: "gpu:pid" (a GPU process), ":pid" (a parent in the tree)."""
+    return int(key.rsplit(":", 1)[1])
+
+
+class ProcessActions:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        # pid -> (its host info, its GPU rows, when) as last seen: the details of a process
+        # that ended say what it was
+        self._seen: dict[int, tuple[ProcessInfo | None, tuple[GpuProcess, ...], float]] = {}
+        self._parents: set[int] = set()  # pids asked about from the tree's launcher rows
+
+    def handle(self, what: str, key: str | None, signal_name: str | None = None) -> None:
+        if key is None:
+            return
+        pid = pid_of(key)
+        if key.startswith(":"):  # the tree view's launcher row: not a GPU process
+            self._parents.add(pid)
+        if what == "detail":
+            self.app.push_screen(ProcessDetailScreen(lambda width: self.detail(pid, width)))
+        elif what == "signal" and signal_name in SIGNALS:
+            self.ask_signal(pid, signal_name)
+
+    def _parent_alive(self, pid: int) -> bool:
+        sources = self.app.sources
+        return sources is not None and bool(sources.psutil.pid_exists(pid))
+
+    def _parent_of(self, pid: int) -> tuple[str, tuple[int, ...]]:
+        """A launcher's name and its GPU processes, from the latest tick."""
+        u = self.app.latest
+        kids = [] if u is None else [p for p in u.snapshot.processes if p.ppid == pid]
+        name = next((p.parent_name for p in kids if p.parent_name), None) or "?"
+        return name, tuple(sorted({p.pid for p in kids}))
+
+    # -- text ---------------------------------------------------------------------------------
+    def _shown(self, text: str) -> str:
+        """`text` as drawn: under --sanitize through the session's sanitizer."""
+        s = self.app.sanitizer
+        return text if s is None else (s.text(text) or "")
+
+    def _look(self, pid: int) -> tuple[ProcessInfo | None, tuple[GpuProcess, ...], float, bool]:
+        """(host info, GPU rows, when seen, still running) of `pid` in the latest tick, else as
+        last seen."""
+        u = self.app.latest
+        if u is not None:
+            snap = u.snapshot
+            gpus = tuple(p for p in snap.gpu_processes if p.pid == pid)
+            info = snap.process(pid)
+            if gpus or info is not None:
+                self._seen[pid] = (info, gpus, snap.timestamp)
+                return info, gpus, snap.timestamp, True
+        info, gpus, at = self._seen.get(pid, (None, (), 0.0))
+        return info, gpus, at, False
+
+    def detail(self, pid: int, width: int) -> Text:
+        if pid in self._parents:
+            return self._parent_detail(pid, width)
+        info, gpus, at, running = self._look(pid)
+        u = self.app.latest
+        now = u.snapshot.timestamp if u is not None else at
+        t = Text()
+
+        def head(title: str) -> None:
+            t.append(f"\n{self._shown(title)}\n", style="bold")
+
+        def line(text: str, indent: int = 2, hang: int = 6) -> None:
+            for part in hanging(self._shown(text), width, indent, hang):
+                t.append(part + "\n")
+
+        name = (info.name if info else None) or "?"
+        user = (info.user if info else None) or "?"
+        t.append(self._shown(f"PROCESS {pid}  {name}  user {user}") + "\n", style="bold")
+        if not running:
+            ago = f" {now - at:.0f} s ago" if at else ""
+            t.append(f"ENDED: no longer running (last seen{ago})\n", style="bold reverse")
+        facts = [f"GPU {p.gpu_index}: {size_text(p.used_memory_bytes)}" for p in gpus]
+        if info is not None:
+            if info.cpu_pct is not None:
+                facts.append(f"CPU {info.cpu_pct:.0f}%")
+            if info.rss_bytes is not None:
+                facts.append(f"RSS {size_text(info.rss_bytes)}")
+            if info.start_time is not None:
+                facts.append(f"running {elapsed_text(at - info.start_time)}")
+            if info.ppid:
+                facts.append(f"parent {info.ppid} {info.parent_name or ''}".rstrip())
+        line("  ".join(facts) or "no figures", 0, 4)
+        head("COMMAND")
+        cmdline = info.cmdline if info else None
+        if cmdline:
+            line(" ".join(cmdline))
+        else:
+            line(command_text(None, info.name if info else None) + "  (command line not readable)")
+        head("ENVIRONMENT (" + ", ".join(p + "*" for p in DETAIL_ENV_PREFIXES) + ")")
+        for text in self._environment(pid, running):
+            line(text)
+        head("THREADS")
+        if info is not None and info.num_threads is not None:
+            busiest = ", ".join(
+                f"{th.name} {th.tid} {th.cpu_pct or 0:.0f}%" for th in info.busiest_threads
+            )
+            line(f"{info.num_threads} threads" + (f"; busiest: {busiest}" if busiest else ""))
+        else:
+            line("not readable")
+        head(f"CHILDREN ({len(info.children) if info else 0})")
+        for c in (info.children if info else ())[:32]:
+            cpu = "" if c.cpu_pct is None else f"  {c.cpu_pct:.0f}% CPU"
+            line(f"{c.pid}  {c.name}{cpu}")
+        if info is None or not info.children:
+            line("none")
+        head(f"GPU MEMORY (last {HISTORY_S / 60:.0f} min, a cell a tick)")
+        values = self._memory_history(pid)
+        known = [v for v in values if v is not None]
+        if known:
+            top = max(known)
+            glyphs = history(values, min(HISTORY_CELLS, width - 4), self.app.low_bandwidth, top)
+            t.append(f"  {glyphs}\n")
+            line(f"now {size_text(values[-1])}  min {size_text(min(known))}  max {size_text(top)}")
+        else:
+            line("no GPU memory recorded for this pid")
+        t.append("\nEsc closes\n")
+        return t
+
+    def _parent_detail(self, pid: int, width: int) -> Text:
+        """A launcher of GPU processes (torchrun, srun, a shell): it holds no GPU memory and
+        is not sampled; its environment is read, its GPU processes listed."""
+        name, kids = self._parent_of(pid)
+        running = self._parent_alive(pid)
+        t = Text()
+        t.append(self._shown(f"PROCESS {pid}  {name}") + "\n", style="bold")
+        t.append("the parent of GPU processes; it uses no GPU itself\n")
+        if not running:
+            t.append("ENDED: no longer running\n", style="bold reverse")
+        t.append(
+            self._shown("\nENVIRONMENT (" + ", ".join(p + "*" for p in DETAIL_ENV_PREFIXES) + ")")
+            + "\n",
+            style="bold",
+        )
+        for text in self._environment(pid, running):
+            for part in hanging(self._shown(text), width):
+                t.append(part + "\n")
+        t.append(f"\nGPU PROCESSES UNDER IT ({len(kids)})\n", style="bold")
+        for part in hanging(" ".join(map(str, kids)) or "none", width):
+            t.append(part + "\n")
+        t.append("\nEsc closes\n")
+        return t
+
+    def _environment(self, pid: int, running: bool) -> list[str]:
+        sources = self.app.sources
+        if sources is None:
+            return ["not recorded: a replay shows recorded data"]
+        if not running:
+            return ["not readable: the process has ended"]
+        found, why = job_environment(sources.psutil, pid)
+        if why is not None:
+            return [f"not readable: {why}"]
+        return [f"{k}={v}" for k, v in found] or ["none of these is set"]
+
+    def _memory_history(self, pid: int) -> list[float | None]:
+        out: list[float | None] = []
+        for snap in self.app.monitor.history.snapshots(HISTORY_S):
+            used = [p.used_memory_bytes for p in snap.gpu_processes if p.pid == pid]
+            known = [b for b in used if b is not None]
+            out.append(float(sum(known)) if known else None)
+        return out
+
+    # -- signals ------------------------------------------------------------------------------
+    def ask_signal(self, pid: int, name: str) -> None:
+        if pid in self._parents:
+            info, running = None, self._parent_alive(pid) or self.app.sources is None
+            command = self._parent_of(pid)[0]
+        else:
+            info, _, _, running = self._look(pid)
+            command = command_text(info.cmdline if info else None, info.name if info else None)
+        what = self._shown(f"pid {pid} ({command})")
+        sources = self.app.sources
+        why = (
+            REPLAY_SAYS
+            if sources is None
+            else (f"pid {pid} has ended" if not running else sources.may_signal(pid))
+        )
+        t = Text()
+        if why is None:
+            t.append(f"Send {name} to {what}?\n\n", style="bold")
+            t.append("y sends it; any other key cancels")
+        else:
+            t.append(f"{name} cannot be sent to {what}:\n", style="bold")
+            t.append(self._shown(why) + "\n\nnothing was sent; any key closes")
+
+        def answered(send: bool | None) -> None:
+            if not send or sources is None:
+                return
+            _, said = sources.send_signal(pid, int(SIGNALS[name]))
+            self.app.notify(self._shown(said), timeout=4)
+
+        self.app.push_screen(SignalScreen(t, why is None), answered)
