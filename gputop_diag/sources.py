@@ -175,9 +175,25 @@ class Sources:
             owner = f"uid {uids.real}"
         return f"pid {pid} belongs to {owner}: only its owner or root may signal it"
 
-    def send_signal(self, pid: int, sig: int) -> tuple[bool, str]:
-        """Send `sig` to `pid`: (sent, what happened, in words)."""
+    def send_signal(self, pid: int, sig: int, started: float | None = None) -> tuple[bool, str]:
+        """Send `sig` to `pid`: (sent, what happened, in words). `started`: when the process
+        the user chose started (epoch s, as the tick saw it); a pid that now names a process
+        started at another time (the one chosen ended, the pid was given to another) is not
+        signalled. Who may signal is asked again at this moment."""
         name = signal.Signals(sig).name
+        try:
+            now_started = self.psutil.Process(pid).create_time()
+        except self.psutil.NoSuchProcess:
+            return False, f"pid {pid} had already ended: nothing sent"
+        except Exception:  # noqa: BLE001 - unreadable: the kernel's own check stands below
+            now_started = None
+        if started is not None and now_started is not None and abs(now_started - started) > 1:
+            return False, (
+                f"pid {pid} is now another process (the one chosen has ended): nothing sent"
+            )
+        why = self.may_signal(pid)
+        if why is not None:
+            return False, f"{why}: nothing sent"
         try:
             self._kill(pid, sig)
         except ProcessLookupError:

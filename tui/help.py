@@ -33,7 +33,7 @@ panel's memory-growth alert), not a job starting.
 Saving: s writes the sanitized report of what the view holds (its last ten minutes: Markdown
 and JSON, host and user names, UUIDs, bus ids and paths replaced, safe to paste into a public
 issue); S writes the last snapshot as JSON with the Xid history, for local use. Both go to
---save-dir (default: here), else $XDG_STATE_HOME/gputop-diag or ~/.local/state/gputop-diag,
+--save-dir if given, else $XDG_STATE_HOME/gputop-diag or ~/.local/state/gputop-diag,
 else /tmp; the toast says where. Under --sanitize the screen, the report and the snapshot all
 show the same pseudonyms.
 

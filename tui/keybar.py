@@ -13,6 +13,7 @@ from itertools import groupby
 
 from rich.text import Text
 from textual import events
+from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import Widget
@@ -74,6 +75,9 @@ class KeyBar(Widget, can_focus=False):
             if b.show and b.action not in actions:  # one entry per action, as `Footer` does
                 actions.add(b.action)
                 shown.append((node, b, enabled))
+        # The app's and the screen's keys first (help and quit stay on a narrow bar), then the
+        # focused widget's (the process table's Enter, T/K/I, t where there is room).
+        shown.sort(key=lambda x: not isinstance(x[0], (App, Screen)))
         # As `Footer` draws them: a run of bindings in one group is one entry, its keys side by
         # side ("12345 panes"), the first of them what a click runs.
         for group, run in groupby(shown, key=lambda x: x[1].group):

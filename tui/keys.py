@@ -188,14 +188,13 @@ BINDINGS = [
 PROCESS_BINDINGS = [
     Binding("home", "scroll_top", "first process", show=False, id="process-first"),
     Binding("end", "scroll_bottom", "last process", show=False, id="process-last"),
-    Binding("enter", "select_cursor", "details", show=False, id="process-details"),
+    Binding("enter", "select_cursor", "details", key_display="Enter", id="process-details"),
     _key(
         "T",
         "signal('SIGTERM')",
         "terminate",
         "send SIGTERM to the selected process (asks first)",
         key_display="T",
-        show=False,
     ),
     _key(
         "K",
@@ -203,7 +202,6 @@ PROCESS_BINDINGS = [
         "kill",
         "send SIGKILL to the selected process (asks first)",
         key_display="K",
-        show=False,
     ),
     _key(
         "I",
@@ -211,14 +209,12 @@ PROCESS_BINDINGS = [
         "interrupt",
         "send SIGINT to the selected process (asks first)",
         key_display="I",
-        show=False,
     ),
     _key(
         "t",
         "toggle_tree",
         "tree",
         "the GPU processes under their parents (again: a list)",
-        show=False,
     ),  # fmt: skip
 ]
 

@@ -207,12 +207,19 @@ class ProcessActions:
 
     # -- signals ------------------------------------------------------------------------------
     def ask_signal(self, pid: int, name: str) -> None:
+        started: float | None = None  # which process the user chose, should its pid be reused
         if pid in self._parents:
             info, running = None, self._parent_alive(pid) or self.app.sources is None
             command = self._parent_of(pid)[0]
+            if self.app.sources is not None:
+                try:
+                    started = self.app.sources.psutil.Process(pid).create_time()
+                except Exception:  # noqa: BLE001 - gone or unreadable: said when sending
+                    started = None
         else:
             info, _, _, running = self._look(pid)
             command = command_text(info.cmdline if info else None, info.name if info else None)
+            started = info.start_time if info is not None else None
         what = self._shown(f"pid {pid} ({command})")
         sources = self.app.sources
         why = (
@@ -229,9 +236,12 @@ class ProcessActions:
             t.append(self._shown(why) + "\n\nnothing was sent; any key closes")
 
         def answered(send: bool | None) -> None:
-            if not send or sources is None:
+            if sources is None or why is not None:
                 return
-            _, said = sources.send_signal(pid, int(SIGNALS[name]))
+            if not send:
+                self.app.notify(f"{name} not sent", timeout=2)
+                return
+            _, said = sources.send_signal(pid, int(SIGNALS[name]), started)
             self.app.notify(self._shown(said), timeout=4)
 
         self.app.push_screen(SignalScreen(t, why is None), answered)

@@ -181,8 +181,9 @@ def _pieces(word: str, room: int) -> list[str]:
 
 UNITS = frozenset({"%", "s", "ms", "min", "h", "W", "MHz", "GiB", "MiB", "GB/s", "°C", "cores"})
 _GLUE = "\u00a0"  # holds a figure and its unit together while wrapping
-# a quote that opens or closes a phrase (`'%n %G %t';`), not an apostrophe (`job's`)
-_QUOTE = re.compile(r"(?<![A-Za-z])'|'(?![A-Za-z])")
+# a quote that opens or closes a phrase (`'%n %G %t';`), not an apostrophe (`job's`,
+# `pid 41200's`)
+_QUOTE = re.compile(r"(?<![A-Za-z0-9])'|'(?![A-Za-z])")
 
 
 def _glued(words: list[str], quotes: bool = False) -> list[str]:
@@ -260,6 +261,8 @@ def _command_marks(words: list[str]) -> list[int]:
         marks.append(current)
         if w.endswith((";", ",", ":")) and "'" not in w[-2:]:
             current = 0
+        elif w.endswith(".") and not w.endswith("..") and len(w) > 1:
+            current = 0  # a sentence's end (`-n 50. Users see: …`): prose follows
     return marks
 
 

@@ -127,7 +127,7 @@ def sanitize_doc(doc: dict[str, Any], sanitizer, report: HealthReport) -> dict[s
     return out
 
 
-_MARK = {"critical": "CRITICAL", "warning": "WARNING", "info": "info", "ok": "ok"}
+_MARK = {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO", "ok": "ok"}
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -141,8 +141,8 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(f"{_MARK[x['severity']]:<8}  {x['title']}  [{x['id']}]")
         if x["severity"] == "ok" and not x["next_step"]:
             continue
-        bears = ", ".join(x["bears_on"]) or "-"
-        layer = f"   driver-chain layer: {x['layer']}" if x["layer"] else ""
+        bears = ", ".join(c.replace("_", " ") for c in x["bears_on"]) or "-"
+        layer = f"   driver-chain layer: {x['layer'].replace('_', ' ')}" if x["layer"] else ""
         lines.append(f"{'':<10}bears on: {bears}{layer}")
         for e in x["evidence"]:
             lines.append(f"{'':<10}- {e['text']}  ({e['source']})")

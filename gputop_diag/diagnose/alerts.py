@@ -317,8 +317,10 @@ def driver_chain_alerts(snap) -> tuple[Alert, ...]:
             Alert(
                 "driver_chain",
                 "critical",
-                f"driver chain broken at the {p.layer}: {p.brief or p.text}. Users see: "
-                f'"{p.first_error}" (gputop-diag driver)',
+                # what users see first, the step (a command) last: a copied command takes
+                # no prose with it
+                f'driver chain broken at the {p.layer} (users see "{p.first_error}"): '
+                f"{p.brief or p.text} (gputop-diag driver)",
             )
         )
     return tuple(out)

@@ -45,7 +45,7 @@ from ..model.health import (
 )
 from ..sources import Sources
 
-HEALTH_EVERY_S = 30.0  # a pass: processes, NVML, links, ports (the "every 30 s")
+HEALTH_EVERY_S = 30.0  # a pass: processes, NVML, links, ports
 STATIC_EVERY_S = 300.0  # the PCI scan, lspci and the fabric manager's service and version
 
 # The checks each part's facts feed (the `check` of their findings): a part that failed before

@@ -83,14 +83,20 @@ def render(
         t.append("waiting for the first sample of the job…")
         return t
     label = "(job)" if view.sanitize else job.label
+    room = max(10, width - 5)
     t.append("Job ", style="bold")
-    t.append(label[: max(10, width - 5)], style="bold")
+    t.append(label if len(label) <= room else label[: room - 1] + "…", style="bold")
     t.append("\n  " + state_line(job))
     if job.root_pids and not view.sanitize:
         t.append(f" · pid {', '.join(map(str, job.root_pids[:4]))}")
     t.append("\n")
     if job.log_path:
-        where = "(output file)" if view.sanitize else job.log_path
+        # under --sanitize the path's pseudonym, as watch's own lines name it
+        sanitizer = view.sanitizer
+        if view.sanitize:
+            where = sanitizer.path(job.log_path) if sanitizer is not None else "(output file)"
+        else:
+            where = job.log_path
         t.append(f"  output: {where} ({job.output_lines} lines)\n")
     if job.problem and not view.sanitize:
         t.append(f"  note: {job.problem}\n", style="italic")

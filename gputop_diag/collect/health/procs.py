@@ -23,7 +23,7 @@ from dataclasses import replace
 from ...model.health import ABSENT, DENIED, MountRef, ProcessEnv, ProcessFacts, StuckProcess
 from ..proctree import ProcTree
 
-# The variables the health checks judge (health/environment.py says why each matters).
+# The variables the health checks judge (health/rules.py says why each matters).
 WATCHED_VARIABLES = (
     "CUDA_LAUNCH_BLOCKING",
     "NCCL_P2P_DISABLE",
