@@ -155,6 +155,21 @@ PROFILES: dict[str, dict] = {
             disk_read=1.4e9,
         ),
     ),
+    # the loaders wait on storage that stopped answering (uninterruptible sleep on a network
+    # mount): the GPUs wait as long, the workers burn no CPU, the reads are not on a local disk
+    "input_stalled": dict(
+        shape="sawtooth",
+        period=8.0,
+        busy_s=1.5,
+        wait="t_input",
+        busy=COMPUTE_GPU,
+        idle=IDLE_GPU,
+        mem_frac=0.55,
+        nvlink_busy=6.0e6,
+        nvlink_idle=2.0e5,
+        pcie_kbps=300_000,
+        host=dict(workers=20, worker_cpu=2, main_cpu=8, pin_cpu=1, iowait=38, io_psi=64.0),
+    ),
     "input_step": dict(  # the loaders fall behind every step: idle 0.75 s of each 1.2 s step
         shape="sawtooth",
         period=1.2,

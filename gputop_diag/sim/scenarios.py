@@ -396,7 +396,7 @@ SCENARIOS: dict[str, dict] = {
         model="H100",
         gpus=8,
         duration=300,
-        timeline=[(0, "input")],
+        timeline=[(0, "input_stalled")],
         jobs=[_job(cmd=("python", "train_vit.py", "--data", "/data/imagenet", "--workers", "20"))],
         health=dict(
             d_state=dict(
