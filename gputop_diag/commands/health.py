@@ -18,7 +18,7 @@ from ..collect.health import read_health
 from ..health import judge
 from ..model.codec import iso_time
 from ..model.exits import EXIT_NO_GPU
-from ..model.health import HEALTH_SCHEMA, SEVERITIES, HealthReport
+from ..model.health import HEALTH_SCHEMA, SEVERITIES, HealthReport, finding_to_json
 from ..sources import Sources
 from .common import add_sanitize, no_driver_error, sample_once
 
@@ -86,20 +86,9 @@ def build(report: HealthReport) -> dict[str, Any]:
             "environments": len(f.processes.envs),
             "ib_ports": len(f.interconnect.ib_ports),
         },
+        # the schema's next_step is null where a finding has none
         "findings": [
-            {
-                "id": x.id,
-                "severity": x.severity,
-                "check": x.check,
-                "title": x.title,
-                "bears_on": list(x.bears_on),
-                "layer": x.layer,
-                "gpus": list(x.gpus),
-                "pids": list(x.pids),
-                "evidence": [{"text": e.text, "source": e.source} for e in x.evidence],
-                "next_step": x.next_step or None,
-            }
-            for x in report.findings
+            {**finding_to_json(x), "next_step": x.next_step or None} for x in report.findings
         ],
     }
 

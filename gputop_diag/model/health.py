@@ -258,26 +258,28 @@ def recorded(report: HealthReport) -> HealthReport:
     )
 
 
+def finding_to_json(x: Finding) -> dict[str, Any]:
+    """One finding as JSON values (a recording's and `health --json`'s)."""
+    return {
+        "id": x.id,
+        "severity": x.severity,
+        "check": x.check,
+        "title": x.title,
+        "bears_on": list(x.bears_on),
+        "layer": x.layer,
+        "gpus": list(x.gpus),
+        "pids": list(x.pids),
+        "evidence": [{"text": e.text, "source": e.source} for e in x.evidence],
+        "next_step": x.next_step,
+    }
+
+
 def health_to_json(report: HealthReport) -> dict[str, Any]:
     """The recorded form of `report` as JSON values."""
     return {
         "read_at": report.facts.timestamp,
         "read_s": report.facts.read_s,
-        "findings": [
-            {
-                "id": x.id,
-                "severity": x.severity,
-                "check": x.check,
-                "title": x.title,
-                "bears_on": list(x.bears_on),
-                "layer": x.layer,
-                "gpus": list(x.gpus),
-                "pids": list(x.pids),
-                "evidence": [{"text": e.text, "source": e.source} for e in x.evidence],
-                "next_step": x.next_step,
-            }
-            for x in report.findings
-        ],
+        "findings": [finding_to_json(x) for x in report.findings],
     }
 
 
