@@ -187,6 +187,7 @@ def every_field_snapshot() -> Snapshot:
         ppid=4200,
         parent_name="torchrun",
         uid=1001,
+        parent_user="alice",
     )
     return Snapshot(
         timestamp=1768471200.125,

@@ -235,7 +235,7 @@ async def test_time_and_mem_columns_show_what_the_process_holds():
 
 @pytest.mark.parametrize(
     "size, hide_panel, shown",
-    [((200, 50), False, True), ((120, 40), True, True), ((120, 40), False, False),
+    [((200, 50), False, True), ((120, 40), True, True), ((120, 40), False, True),
      ((100, 30), True, False), ((80, 24), False, False)],
 )  # fmt: skip
 async def test_temperature_power_and_fan_from_120_columns_where_they_fit(size, hide_panel, shown):
@@ -252,8 +252,9 @@ async def test_temperature_power_and_fan_from_120_columns_where_they_fit(size, h
         # SXM boards have no fans: NVML says not supported, the line says `-`
         assert all(("°C" in line and "fan -" in line and "/700W" in line) == shown
                    for line in gpu_lines[:8])  # fmt: skip
-        if shown:  # beside the long figures, never instead of them
-            assert all("GiB" in line for line in gpu_lines[:8])
+        if shown:  # beside the figures (the short ones beside the panel), never instead of them
+            assert all(("GiB" if hide_panel or size[0] > 120 else "% free ") in line
+                       for line in gpu_lines[:8])  # fmt: skip
         assert all(len(line.rstrip()) <= size[0] for line in screen_lines(app))
 
 
@@ -294,6 +295,7 @@ def test_new_fields_round_trip_through_the_codec():
     snap = Monitor(sim.build("comm-bound")).tick().snapshot
     info = snap.processes[0]
     assert info.ppid and info.parent_name == "torchrun" and info.uid == 1001
+    assert info.parent_user == "alice"
     snap = replace(snap, gpus=(replace(snap.gpus[0], fan_speed_pct=41), *snap.gpus[1:]))
     assert from_jsonable(Snapshot, jsonable(snap)) == snap
 
@@ -467,6 +469,8 @@ async def test_t_shows_the_gpu_processes_under_their_launcher():
         await settled(pilot, lambda: table.row_count == 9)
         commands = [str(table.get_row_at(r)[-1]) for r in range(table.row_count)]
         assert commands[0].startswith("torchrun")
+        users = [str(table.get_row_at(r)[2]) for r in range(table.row_count)]
+        assert users[0] == users[1] == "alice"  # the launcher's own user, read from its pid
         assert all(c.startswith("├─ ") for c in commands[1:-1]) and commands[-1].startswith("└─ ")
         assert "GPU processes (8)" in screen_text(app) and "tree" in screen_text(app)
         await pilot.press("end", "enter")  # the keys work in the tree too

@@ -124,6 +124,7 @@ class ProcRow:
     mem_pct: float | None = None  # its RSS, % of the host's memory (htop's %MEM)
     ppid: int | None = None
     parent_name: str | None = None
+    parent_user: str | None = None
     depth: int = 0  # the tree view: how deep under the first parent shown
     tree_prefix: str = ""  # the tree view: "├─ ", "│  └─ ", drawn before the command
     is_parent: bool = False  # the tree view: a parent of GPU processes, not one itself
@@ -187,6 +188,7 @@ def process_rows(snap: Snapshot) -> list[ProcRow]:
                 ),
                 ppid=info.ppid if info else None,
                 parent_name=info.parent_name if info else None,
+                parent_user=info.parent_user if info else None,
             )
         )
     return rows
@@ -404,7 +406,7 @@ def tree_rows(rows: list[ProcRow], plain: bool = False) -> list[ProcRow]:
                 gpu_index=first.gpu_index,
                 gpu_label="",
                 pid=ppid,
-                user="",
+                user=first.parent_user or "",
                 command=first.parent_name or "(parent)",
                 gpu_mem_bytes=None,
                 share_pct=None,

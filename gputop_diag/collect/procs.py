@@ -41,7 +41,8 @@ class _Tracked:
         self.last_t: float | None = None
         self.environ: dict[str, str] | None = None
         self.environ_denied: bool | None = None  # None: not read yet
-        self.parent: tuple[int, str | None] | None = None  # (ppid, its name), read once a ppid
+        # (ppid, its name, its user), read once a ppid
+        self.parent: tuple[int, str | None, str | None] | None = None
 
 
 class ProcessCollector:
@@ -127,21 +128,26 @@ class ProcessCollector:
             environ_readable=env is not None,
             access_denied=denied,
             ppid=ppid,
-            parent_name=self._parent_name(t, ppid),
+            parent_name=self._parent(t, ppid)[0],
             uid=uids.real if uids is not None else None,
+            parent_user=self._parent(t, ppid)[1],
         )
 
-    def _parent_name(self, t: _Tracked, ppid: int | None) -> str | None:
-        """The parent's name (the tree view), read again only when the parent changed."""
+    def _parent(self, t: _Tracked, ppid: int | None) -> tuple[str | None, str | None]:
+        """The parent's name and user (the tree view), read again only when the parent
+        changed."""
         if not ppid:
-            return None
+            return None, None
         if t.parent is None or t.parent[0] != ppid:
+            name = user = None
             try:
-                name = self.psutil.Process(ppid).name()
+                parent = self.psutil.Process(ppid)
+                name = parent.name()
+                user = parent.username()
             except (*self._gone, self._denied):
-                name = None
-            t.parent = (ppid, name)
-        return t.parent[1]
+                pass
+            t.parent = (ppid, name, user)
+        return t.parent[1], t.parent[2]
 
     def _children(self, t: _Tracked, members: list[Member], dt: float | None) -> tuple:
         before, t.children = t.children, {}

@@ -216,6 +216,7 @@ class ProcessInfo:
     ppid: int | None = None  # its parent (the tree view)
     parent_name: str | None = None
     uid: int | None = None  # its real user id (who may signal it)
+    parent_user: str | None = None  # its parent's user (the tree view's launcher row)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ def _seed_walk(s: Sanitizer, v: Any, key: str | None, parent: str | None, texts:
     elif isinstance(v, str) and v:
         if key == "hostname":
             s.seed_hostname(v)
-        elif key == "user":
+        elif key in ("user", "parent_user"):
             s.seed_user(v)
         elif key in ("job_id", "scope_job"):
             s.seed_job(v)
@@ -116,7 +116,7 @@ def _walk(s: Sanitizer, v: Any, key: str | None, parent: str | None) -> Any:
         return s.pseudonym("serial", v, v.lower())
     if key in ("pci_bus_id", "pci") and _PCI_FIELD.fullmatch(v):
         return s.pci(v)
-    if key == "user":
+    if key in ("user", "parent_user"):
         return s.user(v)
     if key == "cuda_visible_devices":
         return s.cuda_visible_devices(v)

@@ -124,8 +124,9 @@ def figures(g: GpuState, s: GpuSeries | None, short: bool | str = False) -> tupl
     return text, flag
 
 
-# Terminal columns from which each GPU's line shows temperature, power and fan, where they fit
-# beside the long figures (a pane of about 120 columns: 200 with the panel, 120 without it)
+# Terminal columns from which each GPU's line shows temperature, power and fan, where they fit:
+# beside the long figures in a pane of about 120 columns, beside the short ones (`free 20.7G`)
+# in the narrower pane beside the panel
 THERMAL_FROM = 120
 
 
@@ -161,6 +162,7 @@ def row_cells(
     if r.is_parent:  # the tree view's launcher row: its pid and name, no figures of its own
         cells = dict.fromkeys(columns, "")
         cells["pid"] = str(r.pid)
+        cells["user"] = r.user if len(r.user) <= 9 else r.user[:8] + "+"
         cells["command"] = clip(r.command, offset, command_width, plain)
         return tuple(
             Text(cells[c], justify="right" if c == "pid" else "left", no_wrap=True, style="dim")
@@ -257,9 +259,11 @@ class MemoryPane(Pane):
             return min(40, width - LABEL_WIDTH - room), figs
 
         bar_width, figs = fit(short=False)
-        if thermal and bar_width < LONG_BAR:  # no room beside the long figures: left out
-            thermal = False
-            bar_width, figs = fit(short=False)
+        if thermal and bar_width < LONG_BAR:  # beside the short figures (a pane beside the panel)
+            bar_width, figs = fit(short=True)
+            if bar_width < LONG_BAR:  # no room beside those either: left out
+                thermal = False
+                bar_width, figs = fit(short=False)
         if bar_width < LONG_BAR:
             bar_width, figs = fit(short=True)
         if bar_width < MIN_BAR:
