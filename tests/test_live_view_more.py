@@ -35,3 +35,86 @@ def test_a_launchers_user_is_sanitized_on_every_form():
         assert owner not in str(doc).lower()
         clean = Sanitizer().model(dataclasses.replace(snap, processes=procs))
         assert all(p.parent_user.startswith("user-") for p in clean.processes)
+
+
+# -- the health checks' static parts never hold up a tick ----------------------------------------
+
+
+def test_a_hung_lspci_does_not_hold_up_the_tick_on_a_wall_clock():
+    import threading
+
+    from gputop_diag.monitor.health import HealthWatch
+    from gputop_diag.monitor.sampler import Sampler
+
+    src = sim.build("acs-enabled", realtime=True)
+    release, entered = threading.Event(), threading.Event()
+    inner = src.run_command
+
+    def run_command(argv, timeout):
+        if argv[0] == "lspci":  # hangs until released, as lspci on a wedged bus does
+            entered.set()
+            release.wait(30)
+        return inner(argv, timeout)
+
+    src.run_command = run_command
+    sampler = Sampler(src)
+    watch = HealthWatch(src)
+    assert watch.background  # a wall clock: the static read has a thread of its own
+    first = watch.poll(sampler.collect())  # returns while lspci is still hung
+    assert entered.wait(10) and watch.static_pending()
+    checks = {f.check for f in first.findings}
+    assert not checks & {"pcie_acs", "pcie_link", "gpu_count", "fabric_manager"}  # not judged
+    assert "environment" in checks and "persistence" in checks  # over nothing; the rest is
+    assert not any("check failed" in f.title for f in first.findings)
+    assert watch.poll(sampler.collect()) is first  # not due yet, nothing new
+    release.set()
+    assert watch.join_static(10)
+    assert watch.due()  # the scan is in: the next tick takes it at once
+    second = watch.poll(sampler.collect())
+    acs = next(f for f in second.findings if f.id == "pcie.acs")
+    assert acs.severity == "warning" and "pci.gpu_count" in {f.id for f in second.findings}
+    assert watch.static_reads == 1
+
+
+def test_on_a_clock_that_jumps_the_static_parts_are_read_where_they_are_due():
+    from gputop_diag.monitor.health import HealthWatch
+    from gputop_diag.monitor.sampler import Sampler
+
+    src = sim.build("acs-enabled")
+    watch = HealthWatch(src)
+    assert not watch.background
+    report = watch.poll(Sampler(src).collect())
+    assert ("pcie.acs", "warning") in {(f.id, f.severity) for f in report.findings}
+    assert watch.static_reads == 1 and not watch.static_pending()
+
+
+def test_a_failing_scan_in_its_thread_is_said_and_tried_again_a_pass_later_not_each_tick():
+    from gputop_diag.monitor.health import HEALTH_EVERY_S, HealthWatch
+    from gputop_diag.monitor.sampler import Sampler
+
+    src = sim.build("acs-enabled", realtime=True)
+    inner = src.procfs
+    scans = []
+
+    class Broken:
+        def __getattr__(self, name):
+            return getattr(inner, name)
+
+        def listdir(self, path):
+            if path == "/sys/bus/pci/devices":
+                scans.append(path)
+                raise RuntimeError("the bus scan broke")  # a reader's bug, not an unreadable file
+            return inner.listdir(path)
+
+    src.procfs = Broken()
+    sampler, watch = Sampler(src), HealthWatch(src)
+    watch.poll(sampler.collect())
+    assert watch.join_static(10) and watch.due()
+    said = watch.poll(sampler.collect())  # the failure, said once it is in
+    failed = [f for f in said.findings if f.id == "health.check_failed"]
+    assert failed and "pci" in failed[0].title and "the bus scan broke" in failed[0].title
+    for _ in range(3):  # no new scan tick after tick: the next pass, 30 s on, tries again
+        watch.poll(sampler.collect())
+    assert watch.join_static(10) and len(scans) == 1 and watch.static_reads == 1
+    assert not watch.due()
+    assert watch.due(src.clock.now() + HEALTH_EVERY_S)

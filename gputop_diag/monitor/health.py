@@ -11,6 +11,11 @@ What each pass reads, and how often:
 - at the start and then every `STATIC_EVERY_S`: the node's static parts, the PCI scan (vendor
   and class of every device, the bridges above the GPUs, `lspci -vvv` for ACS) and, on
   NVSwitch systems, `systemctl is-active nvidia-fabricmanager` and `nv-fabricmanager --version`.
+  On a wall clock these run in a thread of their own, so that no tick waits for a slow or hung
+  command (their timeouts are 10 s and 5 s): until the first scan is in, its checks are left
+  out (never judged over empty facts), and the pass after it ends takes it in at once. On a
+  clock that jumps (headless commands over the simulator, whose ticks take no time) they run
+  where they are due.
 
 A reader that raises becomes a finding ("health check failed: ...") and the part's last good
 facts stand; nothing here stops a tick. The report returned is the recorded form
@@ -19,6 +24,7 @@ facts stand; nothing here stops a tick. The report returned is the recorded form
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -90,10 +96,30 @@ class HealthWatch:
         self.last_pass_s: float | None = None  # wall seconds the latest pass took
         self._envs: EnvCache = {}
         self._good: dict[str, Any] = {}  # part -> its last facts read without an exception
+        # the static read: in a thread on a wall clock (module docstring)
+        self.background = bool(getattr(feed.clock, "realtime", False))
+        self._static_lock = threading.Lock()
+        self._static_thread: threading.Thread | None = None
+        self._static_done: list[tuple[str, Any, BaseException | None]] | None = None
 
     def due(self, now: float | None = None) -> bool:
+        """A pass is due: the first, one `every_s` after the last, or a static read has ended."""
         now = self.feed.clock.now() if now is None else now
+        if self._static_done is not None:
+            return True
         return self.read_at is None or not 0 <= now - self.read_at < self.every_s
+
+    def static_pending(self) -> bool:
+        """A static read is running in its thread."""
+        t = self._static_thread
+        return t is not None and t.is_alive()
+
+    def join_static(self, timeout: float | None = None) -> bool:
+        """Wait for a static read in its thread (at exit; a test): True when none runs."""
+        t = self._static_thread
+        if t is not None:
+            t.join(timeout)
+        return not self.static_pending()
 
     def poll(self, snap: Snapshot, watched: Iterable[int] = ()) -> HealthReport:
         """The latest report: read now when a pass is due, else the one read last."""
@@ -129,20 +155,31 @@ class HealthWatch:
             "processes",
             lambda: read_processes(feed.procfs, gpu_pids, watched, now, env_cache=self._envs),
         )
-        if static or "pci" not in self._good:  # a failed scan is tried again next pass
-            pci = part("pci", lambda: read_pci(feed.procfs, feed.run_command, self.with_acs))
-        else:
-            pci = part("pci", lambda: reread_links(feed.procfs, self._good["pci"]))
-        if static or "fabric_manager" not in self._good:
-            fm = part(
-                "fabric_manager",
-                lambda: read_fabric_manager(feed.procfs, feed.run_command, pci.nvswitches),
-            )
-        else:
-            fm = self._good["fabric_manager"]
-        if static:
+        # a static read that ended since the last pass: taken in, and none started again now
+        ended = self._take_static(failed)
+        # due, or never read whole yet (a failed scan is tried again at the next pass)
+        static = static or "pci" not in self._good or "fabric_manager" not in self._good
+        pending: set[str] = set()
+        if static and ended is None and not self.static_pending():
             self.static_at = now
             self.static_reads += 1
+            if self.background:
+                self._static_thread = threading.Thread(
+                    target=self._static_read, name="health-static", daemon=True
+                )
+                self._static_thread.start()
+            else:
+                self._static_read()
+                ended = self._take_static(failed)
+        fresh = ended or set()
+        if "pci" in fresh:
+            pci = self._good["pci"]
+        elif "pci" in self._good:  # between scans: the links' speeds and AER counters again
+            pci = part("pci", lambda: reread_links(feed.procfs, self._good["pci"]))
+        else:
+            pci = _EMPTY["pci"]
+            pending |= {"pci", "fabric_manager"} if self.static_pending() else set()
+        fm = self._good.get("fabric_manager", _EMPTY["fabric_manager"])
         # the sampler holds NVML open for the Monitor's whole run
         nvml = part("nvml", lambda: read_nvml(feed.nvml, snap, opened=True))
         inter = part("interconnect", lambda: read_interconnect(feed.procfs))
@@ -161,7 +198,10 @@ class HealthWatch:
             failed.append(("judgement", e))
             findings = ()
         unread = {
-            c for name, _ in failed if name not in self._good for c in PART_CHECKS.get(name, ())
+            c
+            for name in {*(n for n, _ in failed), *pending}
+            if name not in self._good
+            for c in PART_CHECKS.get(name, ())
         }
         if unread:
             findings = tuple(f for f in findings if f.check not in unread)
@@ -170,6 +210,41 @@ class HealthWatch:
         order = {s: k for k, s in enumerate(SEVERITIES)}
         ranked = sorted((*map(_failure, failed), *findings), key=lambda f: order[f.severity])
         return recorded(HealthReport(tuple(ranked), facts))
+
+    def _take_static(self, failed: list[tuple[str, BaseException]]) -> set[str] | None:
+        """The parts of the static read that ended since the last pass, taken in (their
+        failures added to `failed`); None when none ended."""
+        with self._static_lock:
+            done, self._static_done = self._static_done, None
+        if done is None:
+            return None
+        fresh: set[str] = set()
+        for name, facts, error in done:
+            if error is not None:
+                failed.append((name, error))
+            else:
+                self._good[name] = facts
+                fresh.add(name)
+        return fresh
+
+    def _static_read(self) -> None:
+        """The node's static parts (module docstring): the PCI scan, then the fabric manager
+        over the NVSwitches it found; each part's facts or exception, taken by the next pass."""
+        feed = self.feed
+        out: list[tuple[str, Any, BaseException | None]] = []
+        try:
+            pci = read_pci(feed.procfs, feed.run_command, self.with_acs)
+            out.append(("pci", pci, None))
+        except Exception as e:  # noqa: BLE001 - a failing check must never stop a tick
+            out.append(("pci", None, e))
+            pci = self._good.get("pci", _EMPTY["pci"])
+        try:
+            fm = read_fabric_manager(feed.procfs, feed.run_command, pci.nvswitches)
+            out.append(("fabric_manager", fm, None))
+        except Exception as e:  # noqa: BLE001
+            out.append(("fabric_manager", None, e))
+        with self._static_lock:
+            self._static_done = out
 
 
 def _failure(failed: tuple[str, BaseException]) -> Finding:
