@@ -58,7 +58,7 @@ def test_a_hung_lspci_does_not_hold_up_the_tick_on_a_wall_clock():
 
     src.run_command = run_command
     sampler = Sampler(src)
-    watch = HealthWatch(src)
+    watch = HealthWatch(src, wait_first=False)  # the live view's
     assert watch.background  # a wall clock: the static read has a thread of its own
     first = watch.poll(sampler.collect())  # returns while lspci is still hung
     assert entered.wait(10) and watch.static_pending()
@@ -107,7 +107,7 @@ def test_a_failing_scan_in_its_thread_is_said_and_tried_again_a_pass_later_not_e
             return inner.listdir(path)
 
     src.procfs = Broken()
-    sampler, watch = Sampler(src), HealthWatch(src)
+    sampler, watch = Sampler(src), HealthWatch(src, wait_first=False)
     watch.poll(sampler.collect())
     assert watch.join_static(10) and watch.due()
     said = watch.poll(sampler.collect())  # the failure, said once it is in
@@ -118,3 +118,21 @@ def test_a_failing_scan_in_its_thread_is_said_and_tried_again_a_pass_later_not_e
     assert watch.join_static(10) and len(scans) == 1 and watch.static_reads == 1
     assert not watch.due()
     assert watch.due(src.clock.now() + HEALTH_EVERY_S)
+
+
+def test_a_one_shot_commands_first_report_is_whole_and_its_refreshes_are_threaded():
+    from gputop_diag.monitor.health import STATIC_EVERY_S, HealthWatch
+    from gputop_diag.monitor.sampler import Sampler
+
+    src = sim.build("acs-enabled", realtime=True)
+    sampler, watch = Sampler(src), HealthWatch(src)  # diagnose, report, record: wait_first
+    first = watch.poll(sampler.collect())
+    assert ("pcie.acs", "warning") in {(f.id, f.severity) for f in first.findings}
+    assert watch._static_thread is None  # read where it was due
+    later = src.clock.now() + STATIC_EVERY_S
+    src.clock.start -= STATIC_EVERY_S  # five minutes on, on the wall clock
+    assert watch.due(later)
+    again = watch.poll(sampler.collect())
+    assert watch.static_reads == 2 and watch._static_thread is not None
+    assert watch.join_static(10)
+    assert ("pcie.acs", "warning") in {(f.id, f.severity) for f in again.findings}  # the last

@@ -97,7 +97,9 @@ class GpuTopApp(KeyActions, App):
         self.sanitizer = Sanitizer(key) if key else None
         self.start_collectors = start_collectors  # False: the caller posts the ticks
         interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
-        self.feeder = Feeder(Monitor(sources, interval=interval, job=job_watch), self.sanitizer)
+        self.feeder = Feeder(
+            Monitor(sources, interval=interval, job=job_watch, live=True), self.sanitizer
+        )
         self.sampling = Sampling(self.feeder, self.post_message)
         self.player = Player(self, replay)
         self.saver = Saver(self, sources, replay, key, save_dir, self._render_header)

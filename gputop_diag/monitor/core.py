@@ -99,7 +99,9 @@ class Monitor:
     `Monitor(None)` replays: it only takes `feed()`, queries nothing and uses the evidence
     recorded in each snapshot. `tick_s` is for snapshots coarser than one a second (a node read
     back from Prometheus' scrapes): the window judged and the history kept stretch with it, and
-    the classifier is told the tick.
+    the classifier is told the tick. `live`: a view draws each tick, so even the first waits
+    for no slow command (the health checks' first PCI scan comes in a tick later); without it
+    the first tick's health report is whole.
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class Monitor:
         history_s: float = HISTORY_S,
         job: JobWatch | None = None,
         tick_s: float = 1.0,
+        live: bool = False,
     ) -> None:
         self.tick_s = tick_s
         history_s *= tick_s
@@ -133,7 +136,7 @@ class Monitor:
         self._slow_errors: dict[str, CollectorError] = {}
         self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
         # node and job health, every HEALTH_EVERY_S (its static parts every 5 min)
-        self._health = HealthWatch(self.sources) if self.slow_sources else None
+        self._health = HealthWatch(self.sources, wait_first=not live) if self.slow_sources else None
         self._klog_seen: deque[tuple] = deque(maxlen=4 * MAX_XID_EVENTS)
         # every Xid event of this run (the newest MAX_XID_EVENTS), with the tick that brought it
         self._xids: deque[tuple[int, XidEvent]] = deque(maxlen=MAX_XID_EVENTS)

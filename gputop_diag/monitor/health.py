@@ -11,11 +11,12 @@ What each pass reads, and how often:
 - at the start and then every `STATIC_EVERY_S`: the node's static parts, the PCI scan (vendor
   and class of every device, the bridges above the GPUs, `lspci -vvv` for ACS) and, on
   NVSwitch systems, `systemctl is-active nvidia-fabricmanager` and `nv-fabricmanager --version`.
-  On a wall clock these run in a thread of their own, so that no tick waits for a slow or hung
-  command (their timeouts are 10 s and 5 s): until the first scan is in, its checks are left
-  out (never judged over empty facts), and the pass after it ends takes it in at once. On a
-  clock that jumps (headless commands over the simulator, whose ticks take no time) they run
-  where they are due.
+  On a wall clock the refreshes run in a thread of their own, so that no tick waits for a slow
+  or hung command (their timeouts are 10 s and 5 s), and so does the first scan for a live view
+  (`wait_first=False`): until it is in, its checks are left out (never judged over empty facts),
+  and the pass after it ends takes it in at once. A one-shot command's first pass reads it
+  where it is due, so its first report is whole. On a clock that jumps (headless commands over
+  the simulator, whose ticks take no time) every read runs where it is due.
 
 A reader that raises becomes a finding ("health check failed: ...") and the part's last good
 facts stand; nothing here stops a tick. The report returned is the recorded form
@@ -82,6 +83,7 @@ class HealthWatch:
         with_acs: bool = True,
         every_s: float = HEALTH_EVERY_S,
         static_every_s: float = STATIC_EVERY_S,
+        wait_first: bool = True,
     ) -> None:
         self.feed = feed
         self.with_acs = with_acs
@@ -98,6 +100,7 @@ class HealthWatch:
         self._good: dict[str, Any] = {}  # part -> its last facts read without an exception
         # the static read: in a thread on a wall clock (module docstring)
         self.background = bool(getattr(feed.clock, "realtime", False))
+        self.wait_first = wait_first  # the first scan read where it is due (a one-shot report)
         self._static_lock = threading.Lock()
         self._static_thread: threading.Thread | None = None
         self._static_done: list[tuple[str, Any, BaseException | None]] | None = None
@@ -163,7 +166,7 @@ class HealthWatch:
         if static and ended is None and not self.static_pending():
             self.static_at = now
             self.static_reads += 1
-            if self.background:
+            if self.background and not (self.wait_first and self.static_reads == 1):
                 self._static_thread = threading.Thread(
                     target=self._static_read, name="health-static", daemon=True
                 )
