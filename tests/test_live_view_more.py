@@ -136,3 +136,20 @@ def test_a_one_shot_commands_first_report_is_whole_and_its_refreshes_are_threade
     assert watch.static_reads == 2 and watch._static_thread is not None
     assert watch.join_static(10)
     assert ("pcie.acs", "warning") in {(f.id, f.severity) for f in again.findings}  # the last
+
+
+# -- a named cause's checks ------------------------------------------------------------------
+
+
+def test_loader_workers_stuck_on_a_mount_get_the_storage_check_not_more_workers():
+    m = Monitor(sim.build("dataloader-d-state"))
+    m.run_for(30)
+    d = m.last.diagnosis
+    assert d.primary == "input_pipeline"
+    assert "stat -f /data" in d.checks[0]
+    assert d.checks[1].startswith("Storage:")
+    assert not any("num_workers" in c for c in d.checks)  # a new worker blocks on it too
+    plain = Monitor(sim.build("input-starved"))  # loaders short of CPU: more workers is right
+    plain.run_for(30)
+    assert plain.last.diagnosis.primary == "input_pipeline"
+    assert plain.last.diagnosis.checks[0].startswith("Raise DataLoader num_workers")

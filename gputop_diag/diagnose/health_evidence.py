@@ -176,6 +176,26 @@ def _story_pid(d: Diagnosis) -> int | None:
     return int(job[4:]) if job.startswith("pid ") and job[4:].isdigit() else None
 
 
+# Checks of a class that a named cause makes wrong or secondary: (dropped, brought forward), by
+# the start of the check's text. Loader workers in D state on a mount do not want more workers
+# (each new one blocks on the same mount): the storage check comes first.
+CAUSE_CHECKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "procs.d_state": (("Raise DataLoader num_workers",), ("Storage:",)),
+}
+
+
+def _after_cause(checks: Sequence[str], causes: Sequence[Finding]) -> tuple[str, ...]:
+    """The class's own checks once `causes` are named (CAUSE_CHECKS)."""
+    dropped: tuple[str, ...] = ()
+    first: tuple[str, ...] = ()
+    for x in causes:
+        drop, bring = CAUSE_CHECKS.get(x.id, ((), ()))
+        dropped, first = dropped + drop, first + bring
+    kept = [c for c in checks if not c.startswith(dropped)] if dropped else list(checks)
+    return (*(c for c in kept if first and c.startswith(first)),
+            *(c for c in kept if not (first and c.startswith(first))))  # fmt: skip
+
+
 def _first_checks(findings: Sequence[Finding]) -> list[str]:
     out: list[str] = []
     for x in findings:
@@ -217,7 +237,7 @@ def with_health(d: Diagnosis, f: Features, snap: Snapshot | None) -> Diagnosis:
         d,
         confidence=confidence,
         evidence=(*named, *d.evidence),
-        checks=(*_first_checks(causes), *d.checks),
+        checks=(*_first_checks(causes), *_after_cause(d.checks, causes)),
         alerts=_merged(d.alerts, alerts),
     )
 
