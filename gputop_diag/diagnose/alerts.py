@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..driver.compat import fabric_from_snapshot, facts_from_snapshot, judge_chain
 from ..model import OomKill, SchedulerEvidence
 from ..model.formats import clip_words
 from ..xid.catalog import describe
@@ -304,8 +305,6 @@ def driver_chain_alerts(snap) -> tuple[Alert, ...]:
     NVSwitch systems a fabric manager that is stopped, not the driver's version or has not
     registered the GPUs (from the health findings the snapshot carries: CUDA error 802); each
     with the error text the user sees and the next step."""
-    from ..driver.compat import fabric_from_snapshot, facts_from_snapshot, judge_chain
-
     facts = facts_from_snapshot(snap)
     if facts is None:
         return ()

@@ -45,6 +45,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model import XidEvent
+from ..model.codec import from_jsonable, jsonable
 from . import documents as D
 from . import paths as P
 from . import rules as R
@@ -484,8 +486,6 @@ class Sanitizer:
     def model(self, obj: Any) -> Any:
         """A sanitized copy of a model object (a Snapshot, a Diagnosis): the same type, every
         field through `document`."""
-        from ..model.codec import from_jsonable, jsonable
-
         doc = jsonable(obj)
         self.learn_document(doc)
         return from_jsonable(type(obj), self.document(doc))
@@ -493,9 +493,6 @@ class Sanitizer:
     def xid_events(self, events: Sequence[Any]) -> tuple[Any, ...]:
         """Xid events (the live view's list) with their bus ids replaced and their raw
         kernel-log text dropped."""
-        from ..model import XidEvent
-        from ..model.codec import from_jsonable, jsonable
-
         doc = {"xid_events": jsonable(list(events))}
         self.learn_document(doc)
         return from_jsonable(tuple[XidEvent, ...], self.document(doc)["xid_events"])

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
+from ..driver.compat import ERR_NO_DRIVER_TORCH, ERR_TORCH_TOO_OLD, cuda_tuple, runtime_verdict
 from ..sources import CommandResult, run_real_command
 from .fake_slurm import FakeSlurm
 from .fake_slurm import option as _opt
@@ -93,15 +94,6 @@ class FakeCommands:
     def _python_probe(self, interpreter: str) -> CommandResult:
         """The jobs' interpreter answering `gputop-diag driver --probe-python`: its torch build
         and whether it initialises CUDA on this driver, with PyTorch's warning when it cannot."""
-        import json
-
-        from ..driver.compat import (
-            ERR_NO_DRIVER_TORCH,
-            ERR_TORCH_TOO_OLD,
-            cuda_tuple,
-            runtime_verdict,
-        )
-
         m = self._m
         planted = getattr(m, "probe_answer", None)  # sim/plant.py: what a planted one says
         if planted is not None:
