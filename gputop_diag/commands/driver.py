@@ -30,6 +30,7 @@ from ..collect.cuda_libs import (
 )
 from ..driver.compat import (
     ERR_MISMATCH,
+    FABRIC_STATE_WORDS,
     MODULE_NOT_VISIBLE,
     MODULE_NOT_VISIBLE_WHY,
     TABLE_SOURCE,
@@ -335,14 +336,6 @@ _STATUS = {
 }
 
 
-_FABRIC_STATE = {
-    "ok": "ok",
-    "broken": "BROKEN (error 802)",
-    "warning": "warning",
-    "unknown": "not fully checked",
-}
-
-
 def _lib(x: dict) -> str:
     where = f" ({x['origin']}{', replaced on disk' if x['deleted'] else ''})"
     name = {
@@ -378,7 +371,7 @@ def render_text(doc: dict[str, Any]) -> str:
     lines.append(f"1 kernel module      {mod:<28} {where}")
     fm = L.get("fabric_manager")
     if fm is not None:  # NVSwitch systems only
-        state = _FABRIC_STATE.get(fm["state"], fm["state"])
+        state = FABRIC_STATE_WORDS.get(fm["state"], fm["state"])
         lines.append(f"  fabric manager     {state:<28} {fm['text']}")
         for e in fm["evidence"][:4] if fm["state"] != "ok" else ():
             lines.append(f"                     - {e['text']} ({e['source']})")

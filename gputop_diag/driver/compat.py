@@ -269,6 +269,13 @@ DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 
 # -- the fabric manager layer (NVSwitch systems only) ---------------------------------------------
 FABRIC_LAYER = "fabric_manager"  # the `layer` of the health findings that feed it
+# The layer's state in words, as `gputop-diag driver` and the Driver pane say it
+FABRIC_STATE_WORDS = {
+    "ok": "ok",
+    "broken": "BROKEN (error 802)",
+    "warning": "WARNING",
+    "unknown": "not fully checked",
+}
 
 
 @dataclass(frozen=True, slots=True)

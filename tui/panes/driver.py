@@ -25,6 +25,7 @@ from textual.app import ComposeResult
 
 from ...collect.cuda_libs import unreadable_why
 from ...driver.compat import (
+    FABRIC_STATE_WORDS,
     MODULE_NOT_VISIBLE,
     MODULE_NOT_VISIBLE_WHY,
     FabricFacts,
@@ -51,13 +52,8 @@ _STATUS = {
     "broken": ("BROKEN", "bold reverse"),
     "no_driver": ("NO DRIVER", "bold"),
 }
-# the fabric manager's row: its state (as `gputop-diag driver` words it) and its style
-_FABRIC = {
-    "ok": ("ok", "bold"),
-    "broken": ("BROKEN (error 802)", "bold reverse"),
-    "warning": ("WARNING", "bold"),
-    "unknown": ("not fully checked", "bold"),
-}
+# the fabric manager's row: its state's style (its words are `gputop-diag driver`'s)
+_FABRIC_STYLE = {"broken": "bold reverse"}
 # the health section: each severity's word (readable without colour) and its style
 _SEVERITY = {
     "critical": ("CRITICAL", "bold reverse"),
@@ -221,7 +217,8 @@ def _processes(t: Text, snap: Snapshot, facts, view: View) -> None:
 def _fabric_row(fabric: FabricFacts) -> tuple[str, str, str]:
     """The fabric manager's state, what was found (its first finding: each of them, with its
     evidence, is under Health below) and the state's style."""
-    value, style = _FABRIC.get(fabric.state, (fabric.state, "bold"))
+    value = FABRIC_STATE_WORDS.get(fabric.state, fabric.state)
+    style = _FABRIC_STYLE.get(fabric.state, "bold")
     more = len(fabric.ids) - 1 if fabric.state != "ok" else 0
     if more <= 0:
         return value, fabric.text, style
