@@ -153,3 +153,15 @@ def test_loader_workers_stuck_on_a_mount_get_the_storage_check_not_more_workers(
     plain.run_for(30)
     assert plain.last.diagnosis.primary == "input_pipeline"
     assert plain.last.diagnosis.checks[0].startswith("Raise DataLoader num_workers")
+
+
+def test_a_hanging_indent_break_at_a_double_space_starts_no_line_with_a_space():
+    from rich.text import Text
+
+    from gputop_diag.tui.panes.base import hang_text
+
+    for width in range(12, 30):
+        lines = hang_text(Text("   first words  then  more words  after that"), width).plain
+        for line in lines.split("\n")[1:]:
+            assert line.startswith("   ") and line[3] != " ", (width, lines)
+        assert " ".join(lines.split()) == "first words then more words after that"

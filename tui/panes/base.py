@@ -155,7 +155,9 @@ def hang_text(text: Text, width: int, indent_of: Callable[[str], int] = hanging_
             cut = space if space > start else start + room
             out.append_text(line[start:cut])
             out.append("\n" + " " * indent)
-            start = cut + 1 if plain[cut : cut + 1] == " " else cut
+            start = cut
+            while plain[start : start + 1] == " ":  # a break at "  " starts no line with a space
+                start += 1
             room = width - indent
         out.append_text(line[start:])
         if k < len(lines) - 1:
