@@ -38,7 +38,9 @@ async def test_a_snapshot_reaches_the_widgets(size):
         assert "gpu-node-07" in header and "570.124.06" in header and "12.8" in header
         assert "8 GPU" in header
         bar = text_of(app, "#mem-gpu0")
-        assert "GPU0" in bar and "/79.6 GiB" in bar and "headroom" in bar
+        assert "GPU0" in bar and (
+            "/79.6 GiB" in bar and "headroom" in bar or "/79.6G" in bar and " free " in bar
+        )  # the long figures, or beside the panel at 120 columns the short ones and thermals
         assert "MiB/min" not in bar and "GROWING" not in bar  # steady memory: no trend
         assert app.query_one("#mem-procs", DataTable).row_count == 9  # 8 ranks, a co-tenant
         side = text_of(app, "#side-text")
@@ -234,7 +236,7 @@ async def test_lost_gpu_mid_run_shows_the_banner_and_the_rest_goes_on():
         assert "GPU 3" in text_of(app, "#banner") and "is lost" in text_of(app, "#banner")
         assert "next:" in text_of(app, "#banner")
         assert "LOST" in text_of(app, "#mem-gpu3")
-        assert "/79.6 GiB" in text_of(app, "#mem-gpu2")  # the others still report
+        assert "/79.6" in text_of(app, "#mem-gpu2")  # the others still report
         side = text_of(app, "#side-text")
         assert "Xid 79" in side and "GPU 3 is lost" in side
         await pilot.press("4")
@@ -276,7 +278,7 @@ async def test_a_failing_collector_shows_a_banner_and_the_view_keeps_its_figures
         app.post_message(CollectorFailed("sampler", "sampling failed: OSError: boom", "retry"))
         await pilot.pause()
         assert "boom" in text_of(app, "#banner") and "next: retry" in text_of(app, "#banner")
-        assert "/79.6 GiB" in text_of(app, "#mem-gpu0")
+        assert "/79.6" in text_of(app, "#mem-gpu0")
         app.feed(1)  # the next good tick clears it
         await pilot.pause()
         assert not app.query_one("#banner").display
@@ -459,7 +461,7 @@ async def test_a_bare_snapshot_message_is_enough():
         # the same tick, with the slow sources (Slurm, the kernel log) attached by the Monitor
         assert app.latest.snapshot.timestamp == snap.timestamp == app.sim_sources.clock.now()
         assert app.latest.snapshot.gpus == snap.gpus and app.latest.snapshot.slow_sources_at
-        assert "/79.6 GiB" in text_of(app, "#mem-gpu0")
+        assert "/79.6" in text_of(app, "#mem-gpu0")
 
 
 async def test_capacity_oom_kill_from_the_kernel_log_reaches_the_panel():
