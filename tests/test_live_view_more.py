@@ -165,3 +165,42 @@ def test_a_hanging_indent_break_at_a_double_space_starts_no_line_with_a_space():
         for line in lines.split("\n")[1:]:
             assert line.startswith("   ") and line[3] != " ", (width, lines)
         assert " ".join(lines.split()) == "first words then more words after that"
+
+
+# -- health --replay ---------------------------------------------------------------------------
+
+
+def test_health_replays_a_recordings_findings_sanitized_or_not(capsys, tmp_path):
+    import json
+
+    from gputop_diag import cli
+
+    path = str(tmp_path / "run.jsonl.gz")
+    assert cli.main(["--demo", "dataloader-d-state", "record", "--seconds", "3", "-o", path]) == 0
+    capsys.readouterr()
+    assert cli.main(["--replay", path, "health", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "gputop-diag.health/1" and doc["examined"] is None
+    stuck = next(x for x in doc["findings"] if x["id"] == "procs.d_state")
+    assert stuck["severity"] == "critical" and "fs01:/export" in json.dumps(stuck)
+    assert doc["hostname"] == "gpu-node-07"
+    assert cli.main(["--replay", path, "health", "--sanitize"]) == 0
+    text = capsys.readouterr().out
+    assert "CRITICAL" in text and "in state D" in text
+    assert "fs01" not in text and "/export" not in text and "gpu-node-07" not in text
+    assert cli.main(["--replay", path, "health", "--pid", "1"]) == 2
+    assert "not a recording's" in capsys.readouterr().err
+
+
+def test_health_replay_of_a_recording_without_a_health_read_says_so(capsys, tmp_path):
+    import dataclasses
+
+    from gputop_diag import cli
+    from gputop_diag.monitor.core import Monitor
+    from gputop_diag.recording.writer import write_recording
+
+    snaps = [dataclasses.replace(Monitor(sim.build("idle")).tick().snapshot, health=None)]
+    path = str(tmp_path / "old.jsonl")
+    write_recording(path, snaps)
+    assert cli.main(["--replay", path, "health"]) == 2
+    assert "holds no health read" in capsys.readouterr().err

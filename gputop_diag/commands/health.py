@@ -4,7 +4,9 @@ was read, the next step, and the bottleneck class it bears on (docs/health.md).
 Reads one snapshot (the GPUs and their processes), then the GPU processes' environments and
 states, the PCI bus, NVML's health settings, InfiniBand ports and the fabric manager. Exit 3
 when no driver is usable (the findings that could be made are still printed), 2 for a usage
-error, 0 otherwise: a finding is the output, not a failure.
+error, 0 otherwise: a finding is the output, not a failure. `--replay FILE`: the findings the
+recording's last health read made (a recording keeps findings, not the facts read; `examined`
+is then null).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import Any
 from ..collect.health import read_health
 from ..health import judge
 from ..model.codec import iso_time
-from ..model.exits import EXIT_NO_GPU
+from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..model.health import HEALTH_SCHEMA, SEVERITIES, HealthReport, finding_to_json
+from ..recording.store import Recording
 from ..sources import Sources
 from .common import add_sanitize, no_driver_error, sample_once
 
-REPLAY = False  # a recording holds no health facts
+REPLAY = True  # `--replay FILE`: the findings of the recording's last health read
 SCHEMA = HEALTH_SCHEMA
 
 
@@ -44,7 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_sanitize(p)
 
 
-def run(args: argparse.Namespace, feed: Sources) -> int:
+def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
+    if isinstance(feed, Recording):
+        return _replayed(args, feed)
     snap = sample_once(feed, fast=True)
     facts = read_health(feed, snap, watched=args.pid, with_acs=not args.no_lspci)
     report = judge(facts)
@@ -68,17 +73,57 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     return 0
 
 
-def build(report: HealthReport) -> dict[str, Any]:
+def _replayed(args: argparse.Namespace, rec: Recording) -> int:
+    if args.pid:
+        print(
+            "gputop-diag: --pid reads this machine's processes, not a recording's",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    snap = rec.last()  # each tick carries the latest read; else the last one that had one
+    if snap is not None and snap.health is None:
+        snap = None
+        for s in rec.snapshots():
+            snap = s if s.health is not None else snap
+    if snap is None:
+        print(
+            f"gputop-diag: {rec.shown} holds no health read (recorded without the slow sources, "
+            "or before the health checks existed)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    doc = build(snap.health, hostname=snap.system.hostname)
+    if getattr(args, "sanitize", False):
+        from .common import sanitized_output, seeded_sanitizer
+
+        sanitizer = seeded_sanitizer(rec, [snap])
+        sanitizer.learn_document(doc)
+        doc = {**sanitizer.document(doc), "sanitized": True}
+        text = json.dumps(doc, indent=2) if args.json else render_text(doc)
+        text = sanitized_output(text, sanitizer)
+        if text is None:
+            return 1
+        print(text)
+    else:
+        print(json.dumps(doc, indent=2) if args.json else render_text(doc))
+    return 0
+
+
+def build(report: HealthReport, hostname: str | None = None) -> dict[str, Any]:
+    """The document; `hostname` for a recorded report (it keeps the findings, not the facts:
+    `examined` is null)."""
     f = report.facts
     counts = {s: sum(1 for x in report.findings if x.severity == s) for s in SEVERITIES}
     return {
         "schema": SCHEMA,
-        "hostname": f.hostname,
+        "hostname": hostname if hostname is not None else f.hostname,
         "timestamp": iso_time(f.timestamp),
         "worst": report.worst,
         "counts": counts,
         "read_s": None if f.read_s is None else round(f.read_s, 4),
-        "examined": {
+        "examined": None
+        if hostname is not None
+        else {
             "gpus_nvml": len(f.nvml.gpus),
             "gpus_pci": len(f.pci.gpus),
             "nvswitches": len(f.pci.nvswitches),
