@@ -204,3 +204,80 @@ def test_health_replay_of_a_recording_without_a_health_read_says_so(capsys, tmp_
     write_recording(path, snaps)
     assert cli.main(["--replay", path, "health"]) == 2
     assert "holds no health read" in capsys.readouterr().err
+
+
+# -- the host line (nvitop's CPU / MEM / SWP) --------------------------------------------------
+
+
+def _host(**kw):
+    from gputop_diag.model import HostState
+
+    base = dict(
+        cpu_count=64, cpu_pct=40.0, iowait_pct=3.0, load_avg=(20.0, 18.0, 15.0),
+        mem_total_bytes=512 * 2**30, mem_used_bytes=200 * 2**30,
+        swap_total_bytes=8 * 2**30, swap_used_bytes=0,
+    )  # fmt: skip
+    return HostState(**{**base, **kw})
+
+
+def test_the_host_line_takes_the_form_that_fits():
+    from gputop_diag.tui.panes.memory import host_text
+
+    wide = host_text(_host(), 200)
+    assert wide.startswith("  HOST  CPU ████░░░░░░ 40% iowait 3%  MEM ████░░░░░░ 200G/512G")
+    assert "SWP ░░░░░░░░░░ 0M/8.0G  load 20.0/64" in wide
+    for width in range(20, 200):
+        line = host_text(_host(), width)
+        assert len(line) <= width
+        if width >= 44:
+            assert "CPU 40%" in line or "40% iowait" in line
+    assert host_text(_host(), 60) == "  HOST  CPU 40% iowait 3%  MEM 200G/512G  SWP 0M/8.0G"
+    assert "#" in host_text(_host(), 200, plain=True) and "█" not in host_text(_host(), 200, True)
+    assert "SWP none" in host_text(_host(swap_total_bytes=0), 120)
+    assert "MEM n/a" in host_text(_host(mem_total_bytes=None, mem_used_bytes=None), 120)
+    assert host_text(None, 120) == "  HOST  not read"
+
+
+def test_the_host_figures_hold_until_they_move_by_a_step():
+    from gputop_diag.tui.holds import Holds
+    from gputop_diag.tui.panes.memory import held_host
+
+    holds = Holds(max_hold_s=30.0)
+    shown = held_host(holds, _host(cpu_pct=40.0), 0.0)
+    assert held_host(holds, _host(cpu_pct=42.0), 1.0).cpu_pct == 40.0  # a wobble: held
+    assert held_host(holds, _host(cpu_pct=80.0), 2.0).cpu_pct == 80.0  # a move: repainted
+    grown = _host(mem_used_bytes=260 * 2**30)
+    assert held_host(holds, grown, 3.0).mem_used_bytes == 260 * 2**30
+    assert held_host(holds, _host(cpu_pct=80.5), 40.0).cpu_pct == 80.5  # due after 30 s
+    assert shown.cpu_pct == 40.0
+
+
+async def test_the_host_line_follows_the_host_and_gives_way_on_a_short_terminal():
+    import dataclasses
+
+    from test_tui_support import FedApp, screen_lines, settled
+
+    from gputop_diag.tui import SnapshotReady
+
+    app = FedApp("input-starved")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(3)
+        await settled(pilot, lambda: any("HOST  CPU" in line for line in screen_lines(app)))
+        host = app.latest.snapshot.host
+        line = next(line for line in screen_lines(app) if "HOST  CPU" in line)
+        assert f"CPU {host.cpu_pct:.0f}%" in line and f"/{host.cpu_count}" in line
+        u = app.feeder.tick()
+        calm = dataclasses.replace(host, cpu_pct=3.0, iowait_pct=0.0)
+        app.post_message(SnapshotReady(dataclasses.replace(
+            u, snapshot=dataclasses.replace(u.snapshot, host=calm)
+        )))  # fmt: skip
+        await settled(pilot, lambda: any("CPU 3% iowait 0%" in x for x in screen_lines(app)))
+        assert any("CPU 3% iowait 0%" in x for x in screen_lines(app))
+        await pilot.resize_terminal(80, 24)
+        app.feed(1)
+        await settled(pilot, lambda: not any("HOST  CPU" in x for x in screen_lines(app)))
+        assert not any("HOST  CPU" in x for x in screen_lines(app))  # rows first
+        await pilot.resize_terminal(200, 50)
+        app.feed(1)
+        await settled(pilot, lambda: any("HOST  CPU █" in x for x in screen_lines(app)))
+        assert any("HOST  CPU █" in x and "SWP" in x for x in screen_lines(app))

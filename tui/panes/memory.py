@@ -1,6 +1,6 @@
-"""Pane 1, Memory: per GPU used / driver-reserved / free, headroom and growth; the memory
-planner's prediction beside what the job holds (with a model's config); the GPU process
-table."""
+"""Pane 1, Memory: per GPU used / driver-reserved / free, headroom and growth; the host's CPU,
+memory and swap (nvitop's and htop's bars); the memory planner's prediction beside what the job
+holds (with a model's config); the GPU process table."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from ...collect.model_config import ModelConfig
-from ...model import GpuState, Snapshot, formats
+from ...model import GpuState, HostState, Snapshot, formats
 from ...monitor.series import GpuSeries
 from ...planner.live import JobPlan, compare, job_plan, job_process, measured_of, plan_lines
 from ...widgets import DiffLine, DiffText, MemoryBar
 from ..feed import Update
 from ..filter_screen import shown_filter_text
-from ..holds import Holds, Step
+from ..holds import LOAD, PERCENT, Holds, Step
 from ..process_table import ProcessTable, clip
 from ..procs import (
     SORTS,
@@ -124,6 +124,68 @@ def figures(g: GpuState, s: GpuSeries | None, short: bool | str = False) -> tupl
     return text, flag
 
 
+# The host line's figures: repainted when one moves by its step (holds.py), as the rows are
+HOST_STEPS = (PERCENT, PERCENT, Step(share=0.02), Step(share=0.02), LOAD)
+HOST_BAR = 10  # cells of each of the host line's bars, where they fit
+
+
+def host_text(h: HostState | None, width: int, plain: bool = False) -> str:
+    """The host's line, as nvitop's CPU / MEM / SWP bars and htop's header give it: CPU busy
+    (of all cores) with iowait, memory used of total, swap used of total, the 1-minute load;
+    with bars where they fit, the figures alone where not."""
+    if h is None:
+        return "  HOST  not read"
+    full, empty = ("#", ".") if plain else ("█", "░")
+
+    def bar(part: float | None, whole: float | None) -> str:
+        if part is None or not whole:
+            return ""
+        n = round(HOST_BAR * min(1.0, max(0.0, part / whole)))
+        return full * n + empty * (HOST_BAR - n) + " "
+
+    def size(b: int | None) -> str:  # `336G` from 100 GiB up: a host's memory is large
+        return f"{b / 2**30:.0f}G" if b is not None and b >= 100 * 2**30 else size_text(b)
+
+    def of(used: int | None, total: int | None) -> str:
+        if total is None:
+            return "n/a"
+        if not total:
+            return "none"
+        return f"{size(used)}/{size(total)}"
+
+    cpu = f"{h.cpu_pct:.0f}%"
+    io = "" if h.iowait_pct is None else f" iowait {h.iowait_pct:.0f}%"
+    load = "" if not h.load_avg else f"  load {h.load_avg[0]:.1f}/{h.cpu_count}"
+    mem, swap = of(h.mem_used_bytes, h.mem_total_bytes), of(h.swap_used_bytes, h.swap_total_bytes)
+    bars = (
+        bar(h.cpu_pct, 100),
+        bar(h.mem_used_bytes, h.mem_total_bytes),
+        bar(h.swap_used_bytes, h.swap_total_bytes),
+    )
+    forms = (
+        f"  HOST  CPU {bars[0]}{cpu}{io}  MEM {bars[1]}{mem}  SWP {bars[2]}{swap}{load}",
+        f"  HOST  CPU {cpu}{io}  MEM {mem}  SWP {swap}{load}",
+        f"  HOST  CPU {cpu}{io}  MEM {mem}  SWP {swap}",
+        f"  HOST  CPU {cpu}  MEM {mem}",
+    )
+    return next((f for f in forms if len(f) <= width), forms[-1][:width])
+
+
+def held_host(holds: Holds, h: HostState | None, now: float) -> HostState | None:
+    """`h` with the figures on screen (HOST_STEPS)."""
+    if h is None:
+        return None
+    load = h.load_avg[0] if h.load_avg else None
+    cpu, io, mem, swap, load = holds.get(
+        "host", (h.cpu_pct, h.iowait_pct, h.mem_used_bytes, h.swap_used_bytes, load),
+        HOST_STEPS, now,
+    )  # fmt: skip
+    avg = None if h.load_avg is None or load is None else (load, *h.load_avg[1:])
+    return replace(
+        h, cpu_pct=cpu, iowait_pct=io, mem_used_bytes=mem, swap_used_bytes=swap, load_avg=avg
+    )
+
+
 # Terminal columns from which each GPU's line shows temperature, power and fan, where they fit:
 # beside the long figures in a pane of about 120 columns, beside the short ones (`free 20.7G`)
 # in the narrower pane beside the panel
@@ -217,6 +279,7 @@ class MemoryPane(Pane):
         legend = DiffLine(id="mem-legend")
         legend.tooltip = DRIVER_RESERVE_TIP
         yield legend
+        yield DiffLine(id="mem-host")
         yield DiffText(id="mem-plan", wrap=False)
         yield DiffLine(id="mem-procs-title", classes="pane-title")
         yield ProcessTable(id="mem-procs", cursor_type="row")
@@ -316,6 +379,11 @@ class MemoryPane(Pane):
         if snap.gpus and not gpus:
             legend.display = True
             legend.set_text(f"  no GPU matches the filter ({shown_filter_text(view)}); esc clears")
+        host = self.query_one("#mem-host", DiffLine)
+        host.display = not view.short  # as the legend: rows first on a short terminal
+        if host.display:
+            shown = held_host(self._holds, snap.host, snap.timestamp)
+            host.set_text(host_text(shown, width, view.plain))
         self._show_plan(u.sampled or snap, view, width)
         self._show_processes(snap, view, width)
 
