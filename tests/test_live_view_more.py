@@ -281,3 +281,62 @@ async def test_the_host_line_follows_the_host_and_gives_way_on_a_short_terminal(
         app.feed(1)
         await settled(pilot, lambda: any("HOST  CPU █" in x for x in screen_lines(app)))
         assert any("HOST  CPU █" in x and "SWP" in x for x in screen_lines(app))
+
+
+# -- tagging: m tags, U untags, T/K/I ask for every tagged process ----------------------------
+
+
+async def test_tagged_processes_are_marked_and_a_signal_asks_for_all_of_them():
+    from test_tui_support import FedApp, screen_text, settled
+
+    from gputop_diag.tui.process_table import ProcessTable
+
+    app = FedApp("compute-bound")  # eight ranks of alice's, one process of bob's on GPU 0
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(3)
+        table = app.query_one("#mem-procs", ProcessTable)
+        await settled(pilot, lambda: table.row_count == 9)
+        pid_col = list(table.columns).index("pid")
+        pids = [int(str(table.get_row_at(r)[pid_col])) for r in range(3)]
+        await pilot.press("m", "m", "m")  # each tags its row and moves on, as htop's Space
+        await settled(pilot, lambda: "3 tagged" in screen_text(app))
+        assert table.cursor_row == 3
+        marks = [str(table.get_row_at(r)[0]) for r in range(4)]
+        assert [m.endswith("*") for m in marks] == [True, True, True, False]
+        await pilot.press("up", "m")  # again: untagged
+        await settled(pilot, lambda: "2 tagged" in screen_text(app))
+        owners = {p.pid: p.user for p in app.latest.snapshot.processes}
+        theirs = [p for p in pids[:2] if owners[p] != "alice"]
+        await pilot.press("K")
+        await settled(pilot, lambda: "tagged process" in app.screen.text)
+        text = app.screen.text
+        mine = [p for p in pids[:2] if owners[p] == "alice"]
+        assert f"Send SIGKILL to {len(mine)} tagged process(es)?" in text
+        assert all(f"pid {p} (" in text for p in pids[:2]) and f"pid {pids[2]} (" not in text
+        if theirs:  # bob's: refused, with why
+            assert "belongs to bob" in text and "cannot be sent to 1 of them" in text
+        await pilot.press("y")
+        await pilot.pause()
+        machine = app.sim_sources.sim
+        assert all(machine.alive(p) is None for p in mine)  # sent to each of them
+        assert all(machine.alive(p) is not None for p in theirs)
+        app.feed(1)  # the ended ones are untagged; bob's stays tagged
+        await settled(pilot, lambda: f"{len(theirs)} tagged" in screen_text(app) or not theirs)
+        await pilot.press("U")
+        await settled(pilot, lambda: "tagged" not in screen_text(app))
+        assert not any(str(table.get_row_at(r)[0]).endswith("*") for r in range(table.row_count))
+        await pilot.press("T")  # nothing tagged: the selected process, as before
+        await settled(pilot, lambda: "Send SIGTERM to pid" in app.screen.text
+                      or "cannot be sent to pid" in app.screen.text)  # fmt: skip
+        await pilot.press("n")
+
+
+async def test_the_keys_for_tagging_are_in_the_help():
+    from test_tui_support import FedApp
+
+    app = FedApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("h")
+        await pilot.pause()
+        text = app.screen.query_one("#help-text").plain
+        assert "m / U" in text and "every tagged process" in text

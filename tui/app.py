@@ -247,7 +247,7 @@ class GpuTopApp(KeyActions, App):
 
     @on(ProcessTable.Wanted)
     def _process_wanted(self, message: ProcessTable.Wanted) -> None:
-        self.process_actions.handle(message.what, message.key, message.signal)
+        self.process_actions.handle(message.what, message.key, message.signal, message.tagged)
 
     @on(ReplayExtent)
     def _replay_extent(self, message: ReplayExtent) -> None:

@@ -211,6 +211,14 @@ PROCESS_BINDINGS = [
         key_display="I",
     ),
     _key(
+        "m",
+        "tag",
+        "tag",
+        "tag / untag the selected process, the cursor moves on (htop's and nvitop's Space, "
+        "which here pauses); T, K and I then ask for every tagged process",
+    ),
+    _key("U", "untag_all", "untag all", "untag every process", show=False),
+    _key(
         "t",
         "toggle_tree",
         "tree",
@@ -229,5 +237,10 @@ PROCESS_KEYS_HELP = (
         "children, GPU memory history",
     ),  # fmt: skip
     ("T / K / I", "send SIGTERM / SIGKILL / SIGINT to the selected process (asks first)"),
+    (
+        "m / U",
+        "tag the selected process (the cursor moves on) / untag all: T, K and I then ask for "
+        "every tagged process at once (htop's and nvitop's Space, which here pauses)",
+    ),
     ("t", "tree view: the GPU processes under their parents (again: a list)"),
 )

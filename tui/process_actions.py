@@ -1,5 +1,6 @@
 """What the process table's keys do beyond the table (`ProcessTable.Wanted`): Enter opens the
-process's details, `T`/`K`/`I` ask before sending a signal. A small object the app holds: it
+process's details, `T`/`K`/`I` ask before sending a signal (to the tagged processes at once,
+where some are tagged). A small object the app holds: it
 reads the app's latest tick, the Monitor's history and the sources, and pushes the screens of
 `process_screens.py`. Under --sanitize every line drawn goes through the session's sanitizer.
 """
@@ -52,7 +53,13 @@ class ProcessActions:
         self._seen: dict[int, tuple[ProcessInfo | None, tuple[GpuProcess, ...], float]] = {}
         self._parents: set[int] = set()  # pids asked about from the tree's launcher rows
 
-    def handle(self, what: str, key: str | None, signal_name: str | None = None) -> None:
+    def handle(
+        self,
+        what: str,
+        key: str | None,
+        signal_name: str | None = None,
+        tagged: tuple[int, ...] = (),
+    ) -> None:
         if key is None:
             return
         pid = pid_of(key)
@@ -61,7 +68,10 @@ class ProcessActions:
         if what == "detail":
             self.app.push_screen(ProcessDetailScreen(lambda width: self.detail(pid, width)))
         elif what == "signal" and signal_name in SIGNALS:
-            self.ask_signal(pid, signal_name)
+            if tagged:
+                self.ask_signal_tagged(tagged, signal_name)
+            else:
+                self.ask_signal(pid, signal_name)
 
     def _parent_alive(self, pid: int) -> bool:
         sources = self.app.sources
@@ -206,20 +216,24 @@ class ProcessActions:
         return out
 
     # -- signals ------------------------------------------------------------------------------
-    def ask_signal(self, pid: int, name: str) -> None:
-        started: float | None = None  # which process the user chose, should its pid be reused
+    def _target(self, pid: int) -> tuple[str, float | None, bool]:
+        """(its command, when it started, still running) of a process to signal."""
         if pid in self._parents:
-            info, running = None, self._parent_alive(pid) or self.app.sources is None
-            command = self._parent_of(pid)[0]
+            command, started = self._parent_of(pid)[0], None
+            running = self._parent_alive(pid) or self.app.sources is None
             if self.app.sources is not None:
                 try:
                     started = self.app.sources.psutil.Process(pid).create_time()
                 except Exception:  # noqa: BLE001 - gone or unreadable: said when sending
                     started = None
-        else:
-            info, _, _, running = self._look(pid)
-            command = command_text(info.cmdline if info else None, info.name if info else None)
-            started = info.start_time if info is not None else None
+            return command, started, running
+        info, _, _, running = self._look(pid)
+        command = command_text(info.cmdline if info else None, info.name if info else None)
+        return command, (info.start_time if info is not None else None), running
+
+    def ask_signal(self, pid: int, name: str) -> None:
+        # `started`: which process the user chose, should its pid be reused
+        command, started, running = self._target(pid)
         what = self._shown(f"pid {pid} ({command})")
         sources = self.app.sources
         why = (
@@ -245,3 +259,48 @@ class ProcessActions:
             self.app.notify(self._shown(said), timeout=4)
 
         self.app.push_screen(SignalScreen(t, why is None), answered)
+
+    def ask_signal_tagged(self, pids: tuple[int, ...], name: str) -> None:
+        """One question for every tagged process: those that may be signalled listed with
+        their commands, the others with why not; `y` sends to the first ones."""
+        sources = self.app.sources
+        targets, refused = [], []
+        for pid in pids:
+            command, started, running = self._target(pid)
+            why = (
+                REPLAY_SAYS
+                if sources is None
+                else (f"pid {pid} has ended" if not running else sources.may_signal(pid))
+            )
+            line = self._shown(f"pid {pid} ({command})")
+            if why is None:
+                targets.append((pid, started, line))
+            else:
+                why = why.removeprefix(f"pid {pid} ")  # the line names it already
+                refused.append(f"{line}: {self._shown(why)}")
+        t = Text()
+        if targets:
+            t.append(f"Send {name} to {len(targets)} tagged process(es)?\n", style="bold")
+            for _, _, line in targets:
+                t.append(f"  {line}\n")
+        if refused:
+            t.append(f"\n{name} cannot be sent to {len(refused)} of them:\n", style="bold")
+            for line in refused:
+                t.append(f"  {line}\n")
+        ask = "y sends it; any other key cancels"
+        t.append("\n" + (ask if targets else "nothing was sent; any key closes"))
+
+        def answered(send: bool | None) -> None:
+            if sources is None or not targets:
+                return
+            if not send:
+                self.app.notify(f"{name} not sent", timeout=2)
+                return
+            sig = int(SIGNALS[name])
+            said = [sources.send_signal(pid, sig, started) for pid, started, _ in targets]
+            sent = sum(1 for ok, _ in said if ok)
+            failed = [self._shown(text) for ok, text in said if not ok]
+            summary = f"sent {name} to {sent} of {len(targets)} tagged process(es)"
+            self.app.notify("; ".join([summary, *failed]), timeout=6 if failed else 4)
+
+        self.app.push_screen(SignalScreen(t, bool(targets)), answered)

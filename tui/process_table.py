@@ -3,8 +3,9 @@ sideways, and the keys that act on the selected process.
 
 As in htop and nvitop: Up/Down, PgUp/PgDn, Home/End move the cursor over every row (the table
 scrolls to keep it in sight), Left/Right scroll the command lines, a cut command ends in `…`;
-Enter opens the process's details, `T`/`K`/`I` ask to send SIGTERM/SIGKILL/SIGINT, `t` shows
-the processes as a tree. The table only says what was asked (`ProcessTable.Wanted`); the pane
+Enter opens the process's details, `T`/`K`/`I` ask to send SIGTERM/SIGKILL/SIGINT (to every
+tagged process where some are: `m` tags and moves on, `U` untags all), `t` shows the processes
+as a tree. The table only says what was asked (`ProcessTable.Wanted`); the pane
 and the app decide what happens.
 """
 
@@ -53,13 +54,16 @@ class ProcessTable(CellTable):
 
     class Wanted(Message):
         """A key asked for something about the selected process: `what` is "detail",
-        "signal" (with `signal`: "SIGTERM", "SIGKILL", "SIGINT"), "tree" or "scroll"."""
+        "signal" (with `signal`: "SIGTERM", "SIGKILL", "SIGINT"), "tag", "untag", "tree" or
+        "scroll". `tagged`: the tagged processes' pids, set by the pane (a signal goes to
+        them, not to the selected one, where there are some)."""
 
         def __init__(self, what: str, key: str | None, signal: str | None = None) -> None:
             super().__init__()
             self.what = what
             self.key = key  # the selected row's key ("gpu:pid"), None without rows
             self.signal = signal
+            self.tagged: tuple[int, ...] = ()
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
@@ -148,3 +152,12 @@ class ProcessTable(CellTable):
 
     def action_toggle_tree(self) -> None:
         self._want("tree")
+
+    def action_tag(self) -> None:
+        if self.row_count:
+            self._want("tag")
+            super().action_cursor_down()  # as htop's Space: tag, then the next row
+            self._moved()
+
+    def action_untag_all(self) -> None:
+        self._want("untag")

@@ -214,24 +214,32 @@ def command_width(width: int, columns: tuple[str, ...]) -> int:
     return max(MIN_COMMAND, width - 1 - others - 2)
 
 
+TAG_MARK = "*"  # after the GPU cell of a tagged process (`m`), as htop marks tagged rows
+TAGGED_STYLE = "bold underline"  # and its row: readable without colour
+
+
 def row_cells(
     r: ProcRow,
     columns: tuple[str, ...],
     command_width: int = 80,
     offset: int = 0,
     plain: bool = False,
+    tagged: bool = False,
 ) -> tuple[Text, ...]:
+    mark = TAG_MARK if tagged else ""
     if r.is_parent:  # the tree view's launcher row: its pid and name, no figures of its own
         cells = dict.fromkeys(columns, "")
+        cells["gpu"] = mark
         cells["pid"] = str(r.pid)
         cells["user"] = r.user if len(r.user) <= 9 else r.user[:8] + "+"
         cells["command"] = clip(r.command, offset, command_width, plain)
+        style = TAGGED_STYLE if tagged else "dim"
         return tuple(
-            Text(cells[c], justify="right" if c == "pid" else "left", no_wrap=True, style="dim")
+            Text(cells[c], justify="right" if c == "pid" else "left", no_wrap=True, style=style)
             for c in columns
         )
     cells = {
-        "gpu": r.gpu_label,
+        "gpu": (r.gpu_label + mark)[:3] if mark and len(r.gpu_label) < 3 else r.gpu_label,
         "pid": str(r.pid),
         "user": r.user if len(r.user) <= 9 else r.user[:8] + "+",  # htop marks a cut name
         "gpu_mem": size_text(r.gpu_mem_bytes),
@@ -244,8 +252,10 @@ def row_cells(
         "command": clip(r.tree_prefix + r.command, offset, command_width, plain),
     }
     right = {"pid", "gpu_mem", "share", "sm", "cpu", "rss", "mem_pct", "time"}
+    style = TAGGED_STYLE if tagged else ""
     return tuple(
-        Text(cells[c], justify="right" if c in right else "left", no_wrap=True) for c in columns
+        Text(cells[c], justify="right" if c in right else "left", no_wrap=True, style=style)
+        for c in columns
     )
 
 
@@ -265,6 +275,7 @@ class MemoryPane(Pane):
         self._command_width = 0
         self._last: tuple[Update, View] | None = None  # to draw again on a key of the table
         self.tree_view = False  # `t`: the processes under their parents
+        self.tagged: set[int] = set()  # `m`: pids a signal key then goes to
         self._order: tuple[str, ...] = ()
         self._holds = Holds(max_hold_s=30.0)
         self._sorted_by: tuple | None = None
@@ -443,7 +454,13 @@ class MemoryPane(Pane):
         table.command_room = max(0, longest - cmd_width + 1)
         table.command_offset = min(table.command_offset, table.command_room)
         offset = table.command_offset
-        rows = {r.key: row_cells(r, columns, cmd_width, offset, view.plain) for r in shown}
+        # a tagged process that ended is untagged (a pid given to another process never is)
+        self.tagged &= {r.pid for r in every} | {r.ppid for r in every if r.ppid}
+        tagged = self.tagged
+        rows = {
+            r.key: row_cells(r, columns, cmd_width, offset, view.plain, r.pid in tagged)
+            for r in shown
+        }
         order = tuple(rows)
         sync_rows(table, rows, columns)
         by_key = {r.key: r for r in shown}
@@ -461,7 +478,9 @@ class MemoryPane(Pane):
             rank = {k: i for i, k in enumerate(order)}
             k_gpu, k_pid = columns.index("gpu"), columns.index("pid")
             table.sort(
-                key=lambda cells: rank.get(f"{str(cells[k_gpu]).split(':')[0]}:{cells[k_pid]}", 0)
+                key=lambda cells: rank.get(
+                    f"{str(cells[k_gpu]).rstrip(TAG_MARK).split(':')[0]}:{cells[k_pid]}", 0
+                )
             )
         self._order = order
         # The cursor stays on its process however the rows moved; a process that ended
@@ -480,6 +499,7 @@ class MemoryPane(Pane):
             if view.selected_gpu is not None and len({r.gpu_index for r in shown}) > 1:
                 head += f", GPU {view.selected_gpu} first"  # `ordered` puts them first
             head += "  tree" if self.tree_view else ""
+            head += f"  {len(tagged)} tagged (U untags)" if tagged else ""
         hints = "  (o sort, f filter, esc clears)" if view.filter.active else "  (o sort, f filter)"
         title.set_text(head + (hints if total and len(head) + len(hints) <= width else ""))
         table.set_class(view.sort.column in SORTS, "-sorted")
@@ -488,10 +508,17 @@ class MemoryPane(Pane):
     def _process_wanted(self, event: ProcessTable.Wanted) -> None:
         """A key of the process table: draw again (its command lines scrolled), or ask the
         app (details, a signal)."""
-        if event.what in ("scroll", "tree") and self._last is not None:
+        if event.what == "signal":  # to the tagged processes where there are some
+            event.tagged = tuple(sorted(self.tagged))
+        if event.what in ("scroll", "tree", "tag", "untag") and self._last is not None:
             event.stop()
             if event.what == "tree":
                 self.tree_view = not self.tree_view
+            elif event.what == "tag" and event.key is not None:
+                pid = int(event.key.rsplit(":", 1)[1])
+                self.tagged ^= {pid}
+            elif event.what == "untag":
+                self.tagged.clear()
             u, view = self._last
             self._show_processes(u.snapshot, view, pane_width(self))
 
