@@ -108,8 +108,9 @@ class HealthWatch:
     def due(self, now: float | None = None) -> bool:
         """A pass is due: the first, one `every_s` after the last, or a static read has ended."""
         now = self.feed.clock.now() if now is None else now
-        if self._static_done is not None:
-            return True
+        with self._static_lock:
+            if self._static_done is not None:
+                return True
         return self.read_at is None or not 0 <= now - self.read_at < self.every_s
 
     def static_pending(self) -> bool:
@@ -118,7 +119,9 @@ class HealthWatch:
         return t is not None and t.is_alive()
 
     def join_static(self, timeout: float | None = None) -> bool:
-        """Wait for a static read in its thread (at exit; a test): True when none runs."""
+        """Wait at most `timeout` for a static read in its thread: True when none runs. (At
+        exit none is waited for: the thread is a daemon, and the command it may be waiting on
+        has its own timeout.)"""
         t = self._static_thread
         if t is not None:
             t.join(timeout)
@@ -162,7 +165,6 @@ class HealthWatch:
         ended = self._take_static(failed)
         # due, or never read whole yet (a failed scan is tried again at the next pass)
         static = static or "pci" not in self._good or "fabric_manager" not in self._good
-        pending: set[str] = set()
         if static and ended is None and not self.static_pending():
             self.static_at = now
             self.static_reads += 1
@@ -181,7 +183,9 @@ class HealthWatch:
             pci = part("pci", lambda: reread_links(feed.procfs, self._good["pci"]))
         else:
             pci = _EMPTY["pci"]
-            pending |= {"pci", "fabric_manager"} if self.static_pending() else set()
+        # A part never read whole (its scan still running, or failed and said so when its
+        # failure came in) leaves its checks out, never judged over empty facts.
+        pending = {name for name in ("pci", "fabric_manager") if name not in self._good}
         fm = self._good.get("fabric_manager", _EMPTY["fabric_manager"])
         # the sampler holds NVML open for the Monitor's whole run
         nvml = part("nvml", lambda: read_nvml(feed.nvml, snap, opened=True))
