@@ -238,12 +238,13 @@ def test_health_replays_a_recordings_findings_sanitized_or_not(capsys, tmp_path)
     assert cli.main(["--replay", path, "health", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "gputop-diag.health/1" and doc["examined"] is None
+    assert doc["recorded"] is True
     stuck = next(x for x in doc["findings"] if x["id"] == "procs.d_state")
     assert stuck["severity"] == "critical" and "fs01:/export" in json.dumps(stuck)
     assert doc["hostname"] == "gpu-node-07"
     assert cli.main(["--replay", path, "health", "--sanitize"]) == 0
     text = capsys.readouterr().out
-    assert "CRITICAL" in text and "in state D" in text
+    assert "CRITICAL" in text and "in state D" in text and "  health (recorded)  " in text
     assert "fs01" not in text and "/export" not in text and "gpu-node-07" not in text
     assert cli.main(["--replay", path, "health", "--pid", "1"]) == 2
     assert "not a recording's" in capsys.readouterr().err

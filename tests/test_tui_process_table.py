@@ -503,7 +503,7 @@ async def test_the_trees_launcher_row_opens_its_details_and_can_be_signalled():
         await pilot.pause(0.2)
         launcher = int(str(table.get_row_at(0)[1]))
         text = app.screen.text
-        assert f"PROCESS {launcher}  torchrun" in text and "uses no GPU" in text
+        assert f"PROCESS {launcher}  torchrun  user alice" in text and "uses no GPU" in text
         assert "GPU PROCESSES UNDER IT (8)" in text and "ENDED" not in text
         await pilot.press("escape", "T")
         await pilot.pause()

@@ -84,6 +84,11 @@ class ProcessActions:
         name = next((p.parent_name for p in kids if p.parent_name), None) or "?"
         return name, tuple(sorted({p.pid for p in kids}))
 
+    def _parent_user(self, pid: int) -> str:
+        u = self.app.latest
+        kids = [] if u is None else [p for p in u.snapshot.processes if p.ppid == pid]
+        return next((p.parent_user for p in kids if p.parent_user), None) or "?"
+
     # -- text ---------------------------------------------------------------------------------
     def _shown(self, text: str) -> str:
         """`text` as drawn: under --sanitize through the session's sanitizer."""
@@ -178,7 +183,8 @@ class ProcessActions:
         name, kids = self._parent_of(pid)
         running = self._parent_alive(pid)
         t = Text()
-        t.append(self._shown(f"PROCESS {pid}  {name}") + "\n", style="bold")
+        user = self._parent_user(pid)
+        t.append(self._shown(f"PROCESS {pid}  {name}  user {user}") + "\n", style="bold")
         t.append("the parent of GPU processes; it uses no GPU itself\n")
         if not running:
             t.append("ENDED: no longer running\n", style="bold reverse")

@@ -113,6 +113,7 @@ class ProcessCollector:
         denied = denied or bool(t.environ_denied) or (root is not None and root.threads_denied)
         dt = None if t.last_t is None else now - t.last_t
         t.last_t = now
+        parent_name, parent_user = self._parent(t, ppid)
         return ProcessInfo(
             pid=pid,
             name=name,
@@ -128,9 +129,9 @@ class ProcessCollector:
             environ_readable=env is not None,
             access_denied=denied,
             ppid=ppid,
-            parent_name=self._parent(t, ppid)[0],
+            parent_name=parent_name,
             uid=uids.real if uids is not None else None,
-            parent_user=self._parent(t, ppid)[1],
+            parent_user=parent_user,
         )
 
     def _parent(self, t: _Tracked, ppid: int | None) -> tuple[str | None, str | None]:

@@ -92,7 +92,7 @@ def _replayed(args: argparse.Namespace, rec: Recording) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    doc = build(snap.health, hostname=snap.system.hostname)
+    doc = build(snap.health, recorded_on=snap.system.hostname)
     if getattr(args, "sanitize", False):
         from .common import sanitized_output, seeded_sanitizer
 
@@ -109,20 +109,23 @@ def _replayed(args: argparse.Namespace, rec: Recording) -> int:
     return 0
 
 
-def build(report: HealthReport, hostname: str | None = None) -> dict[str, Any]:
-    """The document; `hostname` for a recorded report (it keeps the findings, not the facts:
-    `examined` is null)."""
+def build(report: HealthReport, recorded_on: str | None = None) -> dict[str, Any]:
+    """The document; `recorded_on` (the recording's host name, "" where it has none) for a
+    recorded report: it keeps the findings, not the facts read, so `examined` is null and
+    `recorded` true."""
+    recorded = recorded_on is not None
     f = report.facts
     counts = {s: sum(1 for x in report.findings if x.severity == s) for s in SEVERITIES}
     return {
         "schema": SCHEMA,
-        "hostname": hostname if hostname is not None else f.hostname,
+        "hostname": recorded_on if recorded else f.hostname,
+        "recorded": recorded,
         "timestamp": iso_time(f.timestamp),
         "worst": report.worst,
         "counts": counts,
         "read_s": None if f.read_s is None else round(f.read_s, 4),
         "examined": None
-        if hostname is not None
+        if recorded
         else {
             "gpus_nvml": len(f.nvml.gpus),
             "gpus_pci": len(f.pci.gpus),
@@ -167,7 +170,8 @@ _MARK = {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO", "ok": "ok
 def render_text(doc: dict[str, Any]) -> str:
     c = doc["counts"]
     lines = [
-        f"{doc['hostname']}  health  {doc['timestamp']}  "
+        f"{doc['hostname']}  health{' (recorded)' if doc.get('recorded') else ''}  "
+        f"{doc['timestamp']}  "
         f"{c['critical']} critical, {c['warning']} warning(s), {c['info']} info, {c['ok']} ok",
         "",
     ]

@@ -20,7 +20,7 @@ from ...planner.live import JobPlan, compare, job_plan, job_process, measured_of
 from ...widgets import DiffLine, DiffText, MemoryBar
 from ..feed import Update
 from ..filter_screen import shown_filter_text
-from ..holds import LOAD, PERCENT, Holds, Step
+from ..holds import CELSIUS, LOAD, PERCENT, WATTS, Holds, Step
 from ..process_table import ProcessTable, clip
 from ..procs import (
     SORTS,
@@ -168,7 +168,7 @@ def host_text(h: HostState | None, width: int, plain: bool = False) -> str:
         f"  HOST  CPU {cpu}{io}  MEM {mem}  SWP {swap}",
         f"  HOST  CPU {cpu}  MEM {mem}",
     )
-    return next((f for f in forms if len(f) <= width), forms[-1][:width])
+    return next((f for f in forms if len(f) <= width), clip(forms[-1], 0, width, plain))
 
 
 def held_host(holds: Holds, h: HostState | None, now: float) -> HostState | None:
@@ -190,6 +190,17 @@ def held_host(holds: Holds, h: HostState | None, now: float) -> HostState | None
 # beside the long figures in a pane of about 120 columns, beside the short ones (`free 20.7G`)
 # in the narrower pane beside the panel
 THERMAL_FROM = 120
+
+
+THERMAL_STEPS = (CELSIUS, WATTS, PERCENT)  # held as the rows are: a watt a second is no news
+
+
+def held_thermal(holds: Holds, g: GpuState, now: float) -> GpuState:
+    """`g` with the temperature, power and fan on screen (THERMAL_STEPS)."""
+    temp, power, fan = holds.get(
+        f"thermal-{g.index}", (g.temperature_c, g.power_w, g.fan_speed_pct), THERMAL_STEPS, now
+    )
+    return replace(g, temperature_c=temp, power_w=power, fan_speed_pct=fan)
 
 
 def thermal_text(g: GpuState, plain: bool = False) -> str:
@@ -317,15 +328,17 @@ class MemoryPane(Pane):
         live = [g for g in gpus if not g.lost and g.mem_total_bytes is not None]
 
         thermal = self.app.size.width >= THERMAL_FROM
+        shown_thermal = (
+            {g.index: thermal_text(held_thermal(self._holds, g, snap.timestamp), view.plain)
+             for g in live}
+            if thermal else {}
+        )  # fmt: skip
 
         def fit(short: bool | str) -> tuple[int, dict[int, tuple[str, str]]]:
             figs = {g.index: figures(g, u.gpus.get(g.index), short) for g in live}
             if thermal:
                 figs = {
-                    g.index: (
-                        f"{figs[g.index][0]}  {thermal_text(g, view.plain)}",
-                        figs[g.index][1],
-                    )
+                    g.index: (f"{figs[g.index][0]}  {shown_thermal[g.index]}", figs[g.index][1])
                     for g in live
                 }
             # " text" beside the bar, then "  " and " FLAG " (MemoryBar)
