@@ -206,6 +206,7 @@ def test_loader_workers_stuck_on_a_mount_get_the_storage_check_not_more_workers(
     assert "stat -f /data" in d.checks[0]
     assert d.checks[1].startswith("Storage:")
     assert not any("num_workers" in c for c in d.checks)  # a new worker blocks on it too
+    assert not any(c.startswith("Time the loader alone") for c in d.checks)  # it hangs too
     plain = Monitor(sim.build("input-starved"))  # loaders short of CPU: more workers is right
     plain.run_for(30)
     assert plain.last.diagnosis.primary == "input_pipeline"
@@ -398,3 +399,19 @@ async def test_the_keys_for_tagging_are_in_the_help():
         await pilot.pause()
         text = app.screen.query_one("#help-text").plain
         assert "m / U" in text and "every tagged process" in text
+
+
+def test_an_input_pipeline_on_a_saturated_host_is_not_told_to_add_workers():
+    import dataclasses
+
+    from gputop_diag.diagnose import thresholds as T
+    from gputop_diag.diagnose.checks import checks_for
+    from gputop_diag.diagnose.features import Features
+
+    f = Features(cpu_count=32, host_cpu_median=T.HOST_CPU_SATURATED_PCT + 5)
+    busy = checks_for("input_pipeline", f)
+    assert busy[0].startswith("The host's 32 cores are 90 % busy: more DataLoader workers")
+    assert not any(c.startswith("Raise DataLoader num_workers") for c in busy)
+    spare = checks_for("input_pipeline", dataclasses.replace(f, host_cpu_median=60.0))
+    assert spare[0].startswith("Raise DataLoader num_workers")
+    assert checks_for("compute", f) == checks_for("compute", dataclasses.replace(f, cpu_count=4))

@@ -202,9 +202,26 @@ def checks_for(
     growth = _growth_checks(cls, f)
     if growth:  # said first, with its rate: not again as a question
         out = [c for c in out if not c.startswith("Memory growing every step?")]
-    out = [*_measured_checks(cls, f), *growth, *out]
+    saturated = _saturated_host_checks(cls, f)
+    if saturated:  # more workers cannot help a host with no core to spare
+        out = [c for c in out if not c.startswith("Raise DataLoader num_workers")]
+    out = [*_measured_checks(cls, f), *growth, *saturated, *out]
     out += [MISSING_CHECKS[k] for k in _PRIMARY_WANTS.get(cls, ()) if k in f.missing]
     return tuple(out)
+
+
+def _saturated_host_checks(cls: str, f: Features) -> list[str]:
+    """An input pipeline on a host whose cores are all busy: the lever is less CPU work per
+    sample (or more cores), not more loader workers competing for the same cores."""
+    cpu = f.host_cpu_median
+    if cls != "input_pipeline" or cpu is None or cpu < T.HOST_CPU_SATURATED_PCT:
+        return []
+    return [
+        f"The host's {f.cpu_count} cores are {cpu:.0f} % busy: more DataLoader workers cannot "
+        "help. Cut the CPU work per sample (decode and augment on the GPU: NVIDIA DALI, "
+        "torchvision.io.decode_jpeg on cuda; pre-decoded or pre-resized data) or give the job "
+        "more cores"
+    ]
 
 
 def _growth_checks(cls: str, f: Features) -> list[str]:

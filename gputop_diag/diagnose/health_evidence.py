@@ -178,9 +178,10 @@ def _story_pid(d: Diagnosis) -> int | None:
 
 # Checks of a class that a named cause makes wrong or secondary: (dropped, brought forward), by
 # the start of the check's text. Loader workers in D state on a mount do not want more workers
-# (each new one blocks on the same mount): the storage check comes first.
+# (each new one blocks on the same mount), nor the loader timed alone (it hangs there too):
+# the storage check comes first.
 CAUSE_CHECKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "procs.d_state": (("Raise DataLoader num_workers",), ("Storage:",)),
+    "procs.d_state": (("Raise DataLoader num_workers", "Time the loader alone"), ("Storage:",)),
 }
 
 
