@@ -415,3 +415,21 @@ def test_an_input_pipeline_on_a_saturated_host_is_not_told_to_add_workers():
     spare = checks_for("input_pipeline", dataclasses.replace(f, host_cpu_median=60.0))
     assert spare[0].startswith("Raise DataLoader num_workers")
     assert checks_for("compute", f) == checks_for("compute", dataclasses.replace(f, cpu_count=4))
+
+
+def test_a_gpu_whose_last_rank_is_killed_in_the_demo_falls_idle():
+    import signal
+
+    src = sim.build("compute-bound")
+    m = Monitor(src)
+    m.run_for(5)
+    before = {g.index: g.util_gpu_pct for g in m.last.snapshot.gpus}
+    assert before[0] > 90 and before[1] > 90
+    rank0 = next(p.pid for p in m.last.snapshot.gpu_processes if p.gpu_index == 0 and
+                 p.used_memory_bytes and p.used_memory_bytes > 2**34)  # fmt: skip
+    sent, said = src.send_signal(rank0, signal.SIGTERM)
+    assert sent, said
+    m.run_for(5)
+    after = m.last.snapshot.gpus
+    assert after[0].util_gpu_pct < 10 and after[1].util_gpu_pct > 90
+    assert after[0].power_w < 0.5 * after[1].power_w  # its power falls with it

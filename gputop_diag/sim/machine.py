@@ -129,6 +129,7 @@ class SimMachine:
             g: clock.start + t for g, t in spec.get("lost", []) if g < n
         }
         self.vanished: set[int] = set()
+        self.idle_after: dict[int, float] = {}  # GPU -> when its last rank was signalled away
         self.exit_at: dict[int, float] = {}  # pid -> epoch it exits
         self.lock = threading.RLock()
         self.profiles = profiles_of(spec)
@@ -210,7 +211,7 @@ class SimMachine:
     def busy_sample(self, gi: int, k: int) -> float:
         """Share of the driver's sample k (the ~1/6 s before it) that GPU gi was busy."""
         t1 = sample_time_us(k) / 1e6
-        return busy_share(self.profile_at(t1), sample_time_us(k - 1) / 1e6, t1, gi)
+        return self._busy_share(self.profile_at(t1), sample_time_us(k - 1) / 1e6, t1, gi)
 
     def busy(self, t: float, gi: int) -> float:
         """Share of the last second GPU gi was busy: NVML's utilization over its sample period
@@ -219,7 +220,7 @@ class SimMachine:
         t0, t1 = sample_time_us(k - SAMPLES_PER_S) / 1e6, sample_time_us(k) / 1e6
         prof = self.profile_at(t1)
         if prof is self.profile_at(sample_time_us(k - SAMPLES_PER_S + 1) / 1e6):
-            return busy_share(prof, t0, t1, gi)  # one profile over the whole second
+            return self._busy_share(prof, t0, t1, gi)  # one profile over the whole second
         return sum(self.busy_sample(gi, k - j) for j in range(SAMPLES_PER_S)) / SAMPLES_PER_S
 
     def driver_sample(self, gi: int, k: int, figure: str) -> float | None:
@@ -227,7 +228,7 @@ class SimMachine:
         "sm_mhz") over the ~1/6 s before it; None where the device does not report it."""
         t1 = sample_time_us(k) / 1e6
         prof = self.profile_at(t1)
-        f = busy_share(prof, sample_time_us(k - 1) / 1e6, t1, gi)
+        f = self._busy_share(prof, sample_time_us(k - 1) / 1e6, t1, gi)
         busy, idle, m = prof["busy"], prof["idle"], self.model
         if figure in ("util", "memctl"):
             b, i = busy.get(figure), idle.get(figure)
@@ -626,6 +627,23 @@ class SimMachine:
                 raise PermissionError(1, "Operation not permitted")
             if sig != 0:
                 self.vanish_process(pid)
+                self._idle_if_unused(p)
+
+    def _idle_if_unused(self, p: SimProc) -> None:
+        """A GPU whose last rank was signalled away stops working from now on (its kernels
+        end with the process): busy time, clocks and power fall to idle."""
+        if p.role != "rank" or p.gpu is None:
+            return
+        others = [q for q in self.procs.values() if q.role == "rank" and q.gpu == p.gpu]
+        if not any(self.alive(q.pid) for q in others):
+            self.idle_after.setdefault(p.gpu, self.clock.now())
+
+    def _busy_share(self, prof: dict, t0: float, t1: float, gi: int) -> float:
+        """`busy_share`, but none after the GPU's last rank was signalled away."""
+        since = self.idle_after.get(gi)
+        if since is not None and t1 > since:
+            return 0.0
+        return busy_share(prof, t0, t1, gi)
 
     def vanish_process(self, pid: int) -> None:
         """The process exits: NVML stops listing it and psutil raises NoSuchProcess."""
