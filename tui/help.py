@@ -43,8 +43,11 @@ user:alice pid:4242 or words of the command line; g shows only the selected GPU;
 the filter. TIME is the time since the process started (htop's layout: 12:05, 5h03:10,
 3d04h); %MEM its resident memory as a share of the host's. A signal (T, K, I) is sent only
 after y, and only to a process of your own (or any, as root); the confirmation says why not.
+m tags a process (the cursor moves on; Space pauses here), U untags all: with processes
+tagged, T, K and I ask once for all of them.
 From 120 columns each GPU's line shows its temperature, power draw / limit and fan speed
-(- for a board without fans), where the pane has room for them beside the memory figures.
+(- for a board without fans), beside the memory figures (their short form beside the panel).
+HOST: the host's CPU busy and iowait, memory and swap used, load over cores (30 rows and up).
 """
 
 REPLAY_ABOUT = """

@@ -152,10 +152,9 @@ class ProcessActions:
             line(text)
         head("THREADS")
         if info is not None and info.num_threads is not None:
-            busiest = ", ".join(
-                f"{th.name} {th.tid} {th.cpu_pct or 0:.0f}%" for th in info.busiest_threads
-            )
-            line(f"{info.num_threads} threads" + (f"; busiest: {busiest}" if busiest else ""))
+            line(f"{info.num_threads} threads" + ("; busiest:" if info.busiest_threads else ""))
+            for th in info.busiest_threads:  # a line each: a name with spaces stays by its tid
+                line(f"  {th.cpu_pct or 0:>3.0f}%  tid {th.tid}  {th.name}")
         else:
             line("not readable")
         head(f"CHILDREN ({len(info.children) if info else 0})")

@@ -49,7 +49,10 @@ __all__ = [
 
 class UnknownScenario(ValueError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"unknown scenario {name!r}; choose one of: {', '.join(SCENARIOS)}")
+        super().__init__(
+            f"unknown scenario {name!r}; choose one of: {', '.join(SCENARIOS)} "
+            "(`gputop-diag demo --list` says what each shows)"
+        )
 
 
 def list_scenarios() -> list[ScenarioInfo]:

@@ -67,7 +67,7 @@ COLUMNS: tuple[tuple[str, str, int | None, int], ...] = (
 # How far a process's figures may drift before its row is repainted (holds.py): a CPU figure
 # wobbles by ten points a second in a busy process, and each repaint is a row over SSH.
 ROW_STEPS = (
-    Step(share=0.02),  # GPU memory: 2 % (the GPU's own bar above is exact)
+    Step(share=0.01),  # GPU memory: 1 % (a leak's row moves with its GPU's bar above)
     Step(points=2.0),  # its share of the GPU, points
     Step(points=10.0),  # SM %
     Step(points=10.0),  # CPU, % of a core
