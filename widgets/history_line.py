@@ -4,22 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.style import Style
 from textual.app import ComposeResult
 from textual.widget import Widget
 
-from .diff_line import DiffLine
-from .trace import Trace
+from .diff_line import DiffCells, DiffLine
+from .glyphs import history
+from .trace import Trace, sweep_cells
+
+PARTS = ("label", "trace", "value", "note")
 
 
-class HistoryLine(Widget):
+class HistoryLine(DiffCells, Widget):
     """`label  ▁▂▅█▇…  98%  note` — the last `width` values on a fixed 0..`top` scale.
 
     The scale never follows the data: 30 % looks like 30 % whatever came before, so a flat line
     at the top means busy and a flat line at the bottom means idle. Label, trace, value and
     note are separate widgets, so a tick that moves only the value repaints only the value;
     the trace sweeps (see `Trace`) when given the newest sample's number.
+
+    `split=False`: one widget that draws the whole line itself (a sixth of the memory of the
+    parts and the trace's chunks, which a pane of many histories pays for every one of them),
+    repainting only the cells that changed; a change is then written from the nearest place
+    where a widget edge cuts the row, so such lines sit in front of a `CutGrid`.
     """
 
+    COMPONENT_CLASSES = {f"history-line--{part}" for part in PARTS}
     DEFAULT_CSS = """
     HistoryLine {
         height: 1;
@@ -40,6 +50,7 @@ class HistoryLine(Widget):
         label_width: int = 9,
         value_width: int = 5,
         top: float = 100.0,
+        split: bool = True,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
@@ -48,18 +59,25 @@ class HistoryLine(Widget):
         self.label_width = label_width
         self.value_width = value_width
         self.top = top
-        self._parts: dict[str, DiffLine | Trace] = {
-            "label": DiffLine(classes="history-line--label"),
-            "trace": Trace(classes="history-line--trace"),
-            "value": DiffLine(classes="history-line--value"),
-            "note": DiffLine(classes="history-line--note"),
-        }
+        self._trace = ""  # split=False: the trace's cells on screen
+        self._parts: dict[str, DiffLine | Trace] = (
+            {
+                "label": DiffLine(classes="history-line--label"),
+                "trace": Trace(classes="history-line--trace"),
+                "value": DiffLine(classes="history-line--value"),
+                "note": DiffLine(classes="history-line--note"),
+            }
+            if split
+            else {}
+        )
 
     def compose(self) -> ComposeResult:
         yield from self._parts.values()
 
     @property
     def plain(self) -> str:
+        if not self._parts:
+            return super().plain
         return "".join(p.plain for p in self._parts.values())
 
     def show(
@@ -79,11 +97,34 @@ class HistoryLine(Widget):
         if label is not None:
             self.label = label
         w = self.label_width
-        self._parts["label"].set_text(f"{self.label:<{w}.{w}} ")
+        texts = {
+            "label": f"{self.label:<{w}.{w}} ",
+            "value": f" {value:>{self.value_width}}",
+            "note": f" {note}" if note else "",
+        }
+        if not self._parts:
+            if values is not None:
+                self._trace = (
+                    sweep_cells(values, width, newest, plain, self.top)
+                    if newest is not None
+                    else history(values, width, plain, self.top)
+                )
+            texts["trace"] = self._trace
+            self.set_runs([(texts[p], f"history-line--{p}") for p in PARTS])
+            return
+        for part in ("label", "value", "note"):
+            self._parts[part].set_text(texts[part])
         if values is not None:
             self._parts["trace"].show(
                 values, width, newest if newest is not None else 0, sweep=newest is not None,
                 plain=plain, top=self.top,
             )  # fmt: skip
-        self._parts["value"].set_text(f" {value:>{self.value_width}}")
-        self._parts["note"].set_text(f" {note}" if note else "")
+
+    def _run_style(self, component: str, base: Style) -> Style:
+        # The style a part widget of that class would have (its colour blended as a child's).
+        return self.get_component_rich_style(component)
+
+    def render_line(self, y: int):
+        if self._parts:  # a container of parts: its own blank background
+            return Widget.render_line(self, y)
+        return super().render_line(y)

@@ -13,6 +13,8 @@ PLAIN_GLYPHS = {"used": "#", "reserved": "+", "free": "."}
 
 
 class _Bar(DiffLine):
+    """The label and the bar: they change seldom (the selection, a cell of memory)."""
+
     COMPONENT_CLASSES = {"memory-bar--used", "memory-bar--reserved", "memory-bar--free"}
     DEFAULT_CSS = """
     _Bar > .memory-bar--used { color: $accent; }
@@ -21,9 +23,20 @@ class _Bar(DiffLine):
     """
 
 
+class _Figures(DiffLine):
+    """The figures, then the flag: what moves each tick, written from their own first cell."""
+
+    COMPONENT_CLASSES = {"memory-bar--flag"}
+    DEFAULT_CSS = """
+    _Figures > .memory-bar--flag { text-style: bold reverse; }
+    """
+
+
 class MemoryBar(Widget):
     """`GPU0  ████▒▒░░░░  58.9/79.6 GiB …  GROWING` — each part has its own glyph (readable
-    without colour) and its own style; label, bar, figures and flag repaint separately."""
+    without colour) and its own style. Two widgets: label and bar, then figures and flag, so
+    that a moving figure is written from the figures' first cell (each widget costs some
+    30 KB, and a pane has a bar per GPU)."""
 
     DEFAULT_CSS = """
     MemoryBar {
@@ -31,25 +44,20 @@ class MemoryBar(Widget):
         width: 1fr;
         layout: horizontal;
         & > DiffLine { width: auto; }
-        & > .memory-bar--flag { text-style: bold reverse; }
     }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._label = DiffLine(classes="memory-bar--label")
         self._bar = _Bar(classes="memory-bar--bar")
-        self._text = DiffLine(classes="memory-bar--text")
-        self._gap = DiffLine()
-        self._flag = DiffLine(classes="memory-bar--flag")
+        self._text = _Figures(classes="memory-bar--text")
 
     def compose(self) -> ComposeResult:
-        yield from (self._label, self._bar, self._text, self._gap, self._flag)
+        yield from (self._bar, self._text)
 
     @property
     def plain(self) -> str:
-        parts = (self._label, self._bar, self._text, self._gap, self._flag)
-        return "".join(p.plain for p in parts)
+        return self._bar.plain + self._text.plain
 
     def show(
         self,
@@ -71,7 +79,7 @@ class MemoryBar(Widget):
             total,
             width,
         )
-        runs = []
+        runs = [(label, "")]
         k = 0
         while k < len(bar):  # one run per part, so each part takes its part's style
             j = k
@@ -80,16 +88,15 @@ class MemoryBar(Widget):
             part = next((p for p, g in glyphs.items() if g == bar[k]), "")
             runs.append((bar[k:j], f"memory-bar--{part}" if part else ""))
             k = j
-        self._label.set_text(label)
         self._bar.set_runs(runs)
-        self._text.set_text(f" {text}")
-        self._gap.set_text("  " if flag else "")
-        self._flag.set_text(f" {flag} " if flag else "")
+        self._show_figures(f" {text}", "  " if flag else "", flag)
 
     def show_message(self, label: str, message: str, *, alarm: bool = False) -> None:
         """No bar: just the label and a message (a lost GPU, no figures)."""
-        self._label.set_text(label)
-        self._bar.set_runs(())
-        self._text.set_text("" if alarm else message)
-        self._gap.set_text("")
-        self._flag.set_text(f" {message} " if alarm else "")
+        self._bar.set_runs(((label, ""),))
+        self._show_figures("" if alarm else message, "", message if alarm else "")
+
+    def _show_figures(self, text: str, gap: str, flag: str) -> None:
+        self._text.set_runs(
+            ((text, ""), (gap, ""), (f" {flag} ", "memory-bar--flag")) if flag else ((text, ""),)
+        )

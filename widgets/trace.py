@@ -44,6 +44,15 @@ def sweep_cells(
     return "".join(cells)
 
 
+def ruler_cells(width: int, newest: int, sweep: bool = True, plain: bool = False) -> str:
+    """The ruler under sweeping traces: a marker under the newest cell (sample `newest`), or
+    under the right end when they scroll."""
+    cells = [" "] * max(0, width)
+    if width > 0 and newest >= 0:
+        cells[newest % width if sweep else width - 1] = "^" if plain else "▲"
+    return "".join(cells)
+
+
 def chunks(text: str, size: int = CHUNK) -> list[str]:
     return [text[k : k + size] for k in range(0, len(text), size)]
 
@@ -110,8 +119,4 @@ class Ruler(Trace):
     """Marks the newest cell of the traces above it (sweeping), or their right end."""
 
     def mark(self, width: int, newest: int, *, sweep: bool = True, plain: bool = False) -> None:
-        glyph = "^" if plain else "▲"
-        cells = [" "] * max(0, width)
-        if width > 0 and newest >= 0:
-            cells[newest % width if sweep else width - 1] = glyph
-        self.show_cells("".join(cells))
+        self.show_cells(ruler_cells(width, newest, sweep, plain))
