@@ -5,7 +5,7 @@ row in reverse video, cells drawn again at a new width, and the cursor kept on i
 from __future__ import annotations
 
 import pytest
-from test_tui_support import FedApp, screen_lines, screen_text, settled
+from test_tui_support import FedApp, press_held, screen_lines, screen_text, settled
 
 from gputop_diag.sim.scenarios import SCENARIOS
 from gputop_diag.tui.process_table import ProcessTable, clip
@@ -126,17 +126,13 @@ async def test_left_right_scroll_the_command_column_and_a_cut_command_ends_in_an
         # only the command moved: the figures' columns stay where they were
         now = [line for line in _table_lines(app, table) if "alice" in line]
         assert [line[:40] for line in now] == [line[:40] for line in other]
-        for _ in range(30):  # the end of the longest command, and no further
-            await pilot.press("right")
-        await pilot.pause()
+        await press_held(pilot, "right", 30)  # the end of the longest command, and no further
         ends = [str(table.get_cell(k, "command")) for k in table.rows]
         assert all(not c.endswith("…") for c in ends), ends
         await pilot.press("left")
         await pilot.pause()
         assert table.command_offset == table.command_room - 8 or table.command_offset == 0
-        for _ in range(30):
-            await pilot.press("left")
-        await pilot.pause()
+        await press_held(pilot, "left", 30)
         assert [str(table.get_cell(k, "command")) for k in table.rows] == commands
 
 

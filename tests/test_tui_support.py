@@ -7,6 +7,8 @@ Not a test module of its own: the TUI tests import `FedApp` from here.
 
 from __future__ import annotations
 
+from textual import events
+
 from gputop_diag import sim
 from gputop_diag.tui import GpuTopApp, SnapshotReady
 
@@ -63,3 +65,19 @@ async def settled(pilot, check, tries: int = 40) -> bool:
             return True
         await pilot.pause(0.05)
     return check()
+
+
+async def press_held(pilot, key: str, times: int) -> None:
+    """`key` pressed `times` times in a row, as a held key repeats it: the same key events
+    `pilot.press` sends, queued on the app one after another, then waited on. (`pilot.press`
+    waits for the machine to go idle after every key, drawing a frame each time: ~50 ms a key,
+    where only the state after the last key is asserted.)"""
+    app = pilot.app
+    for _ in range(times):
+        event = events.Key(key, None)
+        event.set_sender(app)
+        app.post_message(event)
+    # the first pause returns once the app has taken every key (a key its bindings do not
+    # take goes on to the focused widget); the second once that widget has taken them too
+    await pilot.pause()
+    await pilot.pause()
