@@ -443,8 +443,13 @@ async def test_only_the_visible_pane_renders(monkeypatch):
         await pilot.press("2")
         await pilot.pause()
         n = len(calls)
-        app.feed(3)
+        app.feed(3)  # three ticks queued at once: drawn once, as the newest
         await pilot.pause()
+        assert len(calls) == n + 1
+        assert app.latest.snapshot.timestamp == app.monitor.history.latest.timestamp
+        for _ in range(2):  # a tick at a time: a frame each
+            app.feed(1)
+            await pilot.pause()
         assert len(calls) == n + 3
 
 

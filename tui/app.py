@@ -117,6 +117,7 @@ class GpuTopApp(KeyActions, App):
         self.selected_gpu: int | None = None
         self.latest: Update | None = None
         self._failure: CollectorFailed | None = None
+        self._render_due = False  # a draw of `latest` is queued (`_snapshot_ready`)
         self._can_select = False
         self._scrollbar_render: type[ScrollBarRender] | None = None
         self.host = first_host(sources, replay, self.sanitizer)  # before the first tick
@@ -211,9 +212,18 @@ class GpuTopApp(KeyActions, App):
     # -- messages ----------------------------------------------------------------------------
     @on(SnapshotReady)
     def _snapshot_ready(self, message: SnapshotReady) -> None:
+        """The newest tick, drawn after the messages queued before it: ticks queued behind a
+        slow frame (a stalled terminal, a resumed Ctrl-Z) are drawn once, as the newest."""
         self.latest = message.update
         self._failure = None
-        self._safely(self._render, message.update)
+        if not self._render_due:
+            self._render_due = True
+            self.call_later(self._render_latest)
+
+    def _render_latest(self) -> None:
+        self._render_due = False
+        if self.latest is not None:
+            self._safely(self._render, self.latest)
 
     @on(CollectorFailed)
     def _collector_failed(self, message: CollectorFailed) -> None:
