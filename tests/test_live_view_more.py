@@ -433,3 +433,16 @@ def test_a_gpu_whose_last_rank_is_killed_in_the_demo_falls_idle():
     after = m.last.snapshot.gpus
     assert after[0].util_gpu_pct < 10 and after[1].util_gpu_pct > 90
     assert after[0].power_w < 0.5 * after[1].power_w  # its power falls with it
+
+
+def test_a_broken_driver_chain_is_not_asked_about_again_in_the_checks():
+    from gputop_diag.diagnose.render import shown_checks
+
+    broken = Monitor(sim.build("driver-mismatch"))
+    broken.run_for(10)
+    d = broken.last.diagnosis
+    assert any(c.startswith("Driver and runtime agree?") for c in d.checks)  # the class's own
+    assert not any(c.startswith("Driver and runtime agree?") for c in shown_checks(d))
+    idle = Monitor(sim.build("idle"))
+    idle.run_for(10)
+    assert any(c.startswith("Driver and runtime agree?") for c in shown_checks(idle.last.diagnosis))

@@ -64,13 +64,21 @@ def _doc(d: Diagnosis) -> dict[str, Any]:
     }
 
 
+# Checks a lead has already answered (`lead.py`): with the driver chain named broken, asking
+# whether the driver and the runtime agree repeats the verdict.
+ANSWERED_BY_LEAD = {"DRIVER CHAIN": ("Driver and runtime agree?",)}
+
+
 def shown_checks(d: Diagnosis) -> tuple[str, ...]:
     """The checks as a person reads them: JOB_COMMAND replaced by the job's command line, as
-    one line to paste (`job_kind.command_text`), where it is known."""
+    one line to paste (`job_kind.command_text`), where it is known; none its lead answered."""
+    lead = lead_of(d)
+    answered = ANSWERED_BY_LEAD.get(lead.label, ()) if lead is not None else ()
+    checks = tuple(c for c in d.checks if not c.startswith(answered)) if answered else d.checks
     cmd = command_text(d.cmdline)
     if cmd is None:
-        return d.checks
-    return tuple(c.replace(JOB_COMMAND, cmd) for c in d.checks)
+        return checks
+    return tuple(c.replace(JOB_COMMAND, cmd) for c in checks)
 
 
 def confidence_text(d: Diagnosis) -> str:
