@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,15 @@ def test_a_job_started_with_the_probe_some_other_way_is_read_by_pid(cli, tmp_pat
         start_new_session=True,
     )
     try:
+        # the job has imported torch and stepped (slow on a loaded machine) before it is watched
+        folder, deadline = runtime / "gputop-diag", time.monotonic() + 90
+
+        def stepped() -> bool:
+            files = [f for f in folder.glob("*") if f.is_file()] if folder.is_dir() else []
+            return any('"kind":"step"' in f.read_text(errors="replace") for f in files)
+
+        while time.monotonic() < deadline and not stepped():
+            time.sleep(0.2)
         r = cli(
             "watch", "--pid", str(job.pid), "--seconds", "6", "--interval", "0.5", "--json",
             env={"XDG_RUNTIME_DIR": str(runtime)},
