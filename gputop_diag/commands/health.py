@@ -53,19 +53,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     snap = sample_once(feed, fast=True)
     facts = read_health(feed, snap, watched=args.pid, with_acs=not args.no_lspci)
     report = judge(facts)
-    doc = build(report)
-    if getattr(args, "sanitize", False):
-        from .common import sanitized_output, seeded_sanitizer
-
-        sanitizer = seeded_sanitizer(feed, [snap])
-        doc = sanitize_doc(doc, sanitizer, report)
-        text = json.dumps(doc, indent=2) if args.json else render_text(doc)
-        text = sanitized_output(text, sanitizer)
-        if text is None:
-            return 1
-        print(text)
-    else:
-        print(json.dumps(doc, indent=2) if args.json else render_text(doc))
+    if not _print(args, build(report), report, feed, snap):
+        return 1
     err = no_driver_error(snap)
     if err is not None:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
@@ -93,20 +82,26 @@ def _replayed(args: argparse.Namespace, rec: Recording) -> int:
         )
         return EXIT_USAGE
     doc = build(snap.health, recorded_on=snap.system.hostname)
+    return 0 if _print(args, doc, snap.health, rec, snap) else 1
+
+
+def _print(args: argparse.Namespace, doc: dict[str, Any], report: HealthReport, feed, snap) -> bool:
+    """Print `doc` as JSON or text, under --sanitize through the one sanitizer (seeded from
+    `feed`: this machine, or a recording's snapshots only); False when the output was refused."""
     if getattr(args, "sanitize", False):
         from .common import sanitized_output, seeded_sanitizer
 
-        sanitizer = seeded_sanitizer(rec, [snap])
-        sanitizer.learn_document(doc)
-        doc = {**sanitizer.document(doc), "sanitized": True}
-        text = json.dumps(doc, indent=2) if args.json else render_text(doc)
-        text = sanitized_output(text, sanitizer)
+        sanitizer = seeded_sanitizer(feed, [snap])
+        doc = sanitize_doc(doc, sanitizer, report)
+        text = sanitized_output(
+            json.dumps(doc, indent=2) if args.json else render_text(doc), sanitizer
+        )
         if text is None:
-            return 1
+            return False
         print(text)
     else:
         print(json.dumps(doc, indent=2) if args.json else render_text(doc))
-    return 0
+    return True
 
 
 def build(report: HealthReport, recorded_on: str | None = None) -> dict[str, Any]:
