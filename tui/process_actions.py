@@ -77,17 +77,19 @@ class ProcessActions:
         sources = self.app.sources
         return sources is not None and bool(sources.psutil.pid_exists(pid))
 
+    def _kids(self, pid: int) -> list[ProcessInfo]:
+        """A launcher's GPU processes in the latest tick: they carry its name and user."""
+        u = self.app.latest
+        return [] if u is None else [p for p in u.snapshot.processes if p.ppid == pid]
+
     def _parent_of(self, pid: int) -> tuple[str, tuple[int, ...]]:
         """A launcher's name and its GPU processes, from the latest tick."""
-        u = self.app.latest
-        kids = [] if u is None else [p for p in u.snapshot.processes if p.ppid == pid]
+        kids = self._kids(pid)
         name = next((p.parent_name for p in kids if p.parent_name), None) or "?"
         return name, tuple(sorted({p.pid for p in kids}))
 
     def _parent_user(self, pid: int) -> str:
-        u = self.app.latest
-        kids = [] if u is None else [p for p in u.snapshot.processes if p.ppid == pid]
-        return next((p.parent_user for p in kids if p.parent_user), None) or "?"
+        return next((p.parent_user for p in self._kids(pid) if p.parent_user), None) or "?"
 
     # -- text ---------------------------------------------------------------------------------
     def _shown(self, text: str) -> str:

@@ -21,6 +21,7 @@ from ...widgets import DiffLine, DiffText, MemoryBar
 from ..feed import Update
 from ..filter_screen import shown_filter_text
 from ..holds import CELSIUS, LOAD, PERCENT, WATTS, Holds, Step
+from ..process_actions import pid_of
 from ..process_table import ProcessTable, clip
 from ..procs import (
     SORTS,
@@ -528,8 +529,7 @@ class MemoryPane(Pane):
             if event.what == "tree":
                 self.tree_view = not self.tree_view
             elif event.what == "tag" and event.key is not None:
-                pid = int(event.key.rsplit(":", 1)[1])
-                self.tagged ^= {pid}
+                self.tagged ^= {pid_of(event.key)}
             elif event.what == "untag":
                 self.tagged.clear()
             u, view = self._last
