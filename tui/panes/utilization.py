@@ -338,7 +338,7 @@ class UtilizationPane(Pane):
                 history = s.util if s is not None else ()
                 line.show(
                     history if paint else None, "LOST", w, label=f"{mark}GPU{g.index}",
-                    plain=view.plain, newest=newest, note="off the bus" if g.lost else "",
+                    plain=view.plain, newest=newest, note="off bus" if g.lost else "",
                 )  # fmt: skip
                 continue
             (busy,) = self._holds.get(f"gpu{g.index}", (g.util_gpu_pct,), (PERCENT,), now)
