@@ -298,35 +298,45 @@ def _ints(v: Any, where: str) -> tuple[int, ...]:
     return tuple(v)
 
 
+_FINDING_STRINGS = ("id", "severity", "check", "title", "next_step")
+
+
 def _finding(d: Any, where: str) -> Finding:
-    _want(isinstance(d, dict), "an object", where)
-    for k in ("id", "severity", "check", "title", "next_step"):
-        _want(isinstance(d.get(k), str), "a string", f"{where}.{k}")
-    _want(d["severity"] in SEVERITIES, "one of " + ", ".join(SEVERITIES), f"{where}.severity")
-    _want(d.get("layer") is None or isinstance(d["layer"], str), "a string or null", where)
+    # Checked first and named only on failure: a long recording holds many findings, and
+    # building each message for every one of them was most of the time it took to read.
+    if not isinstance(d, dict):
+        _want(False, "an object", where)
+    for k in _FINDING_STRINGS:
+        if not isinstance(d.get(k), str):
+            _want(False, "a string", f"{where}.{k}")
+    if d["severity"] not in SEVERITIES:
+        _want(False, "one of " + ", ".join(SEVERITIES), f"{where}.severity")
+    layer = d.get("layer")
+    if layer is not None and not isinstance(layer, str):
+        _want(False, "a string or null", where)
     ev = d.get("evidence", [])
-    _want(isinstance(ev, list), "an array", f"{where}.evidence")
+    if not isinstance(ev, list):
+        _want(False, "an array", f"{where}.evidence")
     evidence = []
     for k, e in enumerate(ev):
-        at = f"{where}.evidence[{k}]"
-        _want(isinstance(e, dict), "an object", at)
-        _want(
-            isinstance(e.get("text"), str) and isinstance(e.get("source"), str),
-            "text and source strings",
-            at,
-        )
-        evidence.append(HealthEvidence(e["text"], e["source"]))
+        if not isinstance(e, dict):
+            _want(False, "an object", f"{where}.evidence[{k}]")
+        text, source = e.get("text"), e.get("source")
+        if not (isinstance(text, str) and isinstance(source, str)):
+            _want(False, "text and source strings", f"{where}.evidence[{k}]")
+        evidence.append(HealthEvidence(text, source))
+    bears_on, gpus, pids = d.get("bears_on", []), d.get("gpus", []), d.get("pids", [])
     return Finding(
         d["id"],
         d["severity"],
         d["title"],
         tuple(evidence),
         d["next_step"],
-        _strings(d.get("bears_on", []), f"{where}.bears_on"),
+        () if bears_on == [] else _strings(bears_on, f"{where}.bears_on"),
         d["check"],
-        _ints(d.get("gpus", []), f"{where}.gpus"),
-        _ints(d.get("pids", []), f"{where}.pids"),
-        d.get("layer"),
+        () if gpus == [] else _ints(gpus, f"{where}.gpus"),
+        () if pids == [] else _ints(pids, f"{where}.pids"),
+        layer,
     )
 
 
