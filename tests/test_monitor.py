@@ -261,3 +261,31 @@ def test_a_feed_that_lags_the_clock_does_not_take_later_kernel_lines_for_new_eve
     m = Monitor(sources)
     events = [(x.xid, x.source) for s in made for x in m.feed(s).snapshot.xid_events]
     assert events == [(79, "nvml")]
+
+
+@pytest.mark.parametrize("scenario", ["xid-79", "memory-leak"])
+def test_the_series_carried_tick_to_tick_is_the_series_cut_whole(scenario):
+    """The live view's histories, carried over from the last tick, are what a cut of the whole
+    history makes: past the 240 points kept, across a GPU lost at 90 s (xid-79), with a
+    growing GPU's rate (memory-leak), and after the history is replaced (a replay's seek)."""
+    from gputop_diag.monitor.series import SeriesCutter, cut_series
+
+    m = Monitor(sim.build(scenario))
+    cutter = SeriesCutter()
+    cuts = []
+
+    def check(tick) -> None:
+        got = cutter.cut(m.history, m.diagnosis, 60.0)  # every tick, as the Monitor does
+        if tick.count % 4 == 0 or tick.count > 238:
+            assert got == cut_series(m.history, m.diagnosis, 60.0), tick.count
+        cuts.append(got)
+
+    m.run_for(245, check)
+    assert len(cuts[-1].host_cpu) == 240 and len(cuts[0].host_cpu) == 1
+    lost = [g for g in cuts[-1].gpus.values() if g.util[-1] is None]
+    assert bool(lost) == (scenario == "xid-79")
+    assert any(g.mem_growing for g in cuts[-1].gpus.values()) == (scenario == "memory-leak")
+    other = Monitor(sim.build("compute-bound"))
+    other.run_for(5)
+    assert cutter.cut(other.history, None, 60.0) == cut_series(other.history, None, 60.0)
+    assert len(cutter.cut(other.history, None, 60.0).host_cpu) == 6

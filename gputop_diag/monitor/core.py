@@ -57,7 +57,7 @@ from ..sources import Sources
 from ..xid.types import XidTriage
 from .health import HealthWatch
 from .sampler import Sampler
-from .series import Series, cut_series
+from .series import Series, SeriesCutter
 from .xid_live import HISTORY_SINCE_S, kernel_xid_events, live_triage, unreadable_error
 
 if TYPE_CHECKING:
@@ -128,6 +128,7 @@ class Monitor:
         self.ticks = 0
         self.interrupted = False  # set by `run()` when Ctrl-C ended the loop early
         self._lock = threading.Lock()
+        self._series = SeriesCutter()  # the live view's histories, carried tick to tick
         self._slow_at: float | None = None
         self._jobs: tuple[SchedulerEvidence, ...] | None = None
         self._chain: DriverChain | None = None
@@ -343,7 +344,7 @@ class Monitor:
             self._xids_newest_first,
             self.xid_triage,
             self._history_scan,
-            cut_series(self.history, self.diagnosis, WINDOW_S) if series else None,
+            self._series.cut(self.history, self.diagnosis, WINDOW_S) if series else None,
         )
         return self.last
 

@@ -6,7 +6,6 @@ never iterates the history while a tick appends to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..diagnose.history import History
@@ -71,40 +70,109 @@ def _job_window(history: History) -> tuple[Snapshot, ...]:
     return tuple(s for s in history.snapshots(JOB_KEEP_S) if s.job is not None)
 
 
+def _row(s: Snapshot, index: int) -> tuple[float | None, ...]:
+    """GPU `index`'s figures in `s` (util, memctl, SM, power, clock), all None where it gave
+    nothing or was lost."""
+    x = s.gpu(index)
+    if x is None or x.lost:
+        return _NO_ROW
+    return (x.util_gpu_pct, x.util_mem_pct, _sm(x), x.power_pct_of_limit, x.sm_clock_pct_of_max)
+
+
+_NO_ROW: tuple[None, ...] = (None,) * 5
+_HOST = -1  # the columns' key for the host's CPU and iowait
+
+
+def _host_row(s: Snapshot) -> tuple[float | None, ...]:
+    return (None, None) if s.host is None else (s.host.cpu_pct, s.host.iowait_pct)
+
+
+class SeriesCutter:
+    """Cuts the Series tick after tick, reading only the ticks that are new since its last cut
+    (the history moves by one tick a time; the columns drop its oldest and append its newest).
+    Whatever else happened to the history (a replay that seeks, a history cleared) is read
+    whole again, so a cut is always what `cut_series` makes from the same history."""
+
+    def __init__(self) -> None:
+        self._snaps: list[Snapshot] = []  # the ticks the columns hold, oldest first
+        self._cols: dict[int, list[list[float | None]]] = {}  # GPU index (or _HOST) -> columns
+
+    def cut(self, history: History, diagnosis: Diagnosis | None, window_s: float) -> Series:
+        snaps = history.snapshots()[-HISTORY_POINTS:]
+        if not snaps:
+            self._snaps, self._cols = [], {}
+            return Series()
+        dropped, new = self._moved(snaps)
+        if new is None:  # not the held ticks moved on: read them all
+            self._snaps, self._cols, dropped, new = [], {}, 0, snaps
+        wanted = [g.index for g in snaps[-1].gpus]
+        for key in [k for k in self._cols if k != _HOST and k not in wanted]:
+            del self._cols[key]
+        for key in [_HOST, *wanted]:
+            cols = self._cols.get(key)
+            if cols is None:  # a GPU the held columns do not have: read it over every tick
+                self._cols[key] = self._columns(key, snaps)
+                continue
+            for col, more in zip(cols, self._columns(key, new), strict=True):
+                del col[:dropped]
+                col.extend(more)
+        self._snaps = list(snaps)
+        return self._series(snaps, history, diagnosis, window_s)
+
+    def _moved(self, snaps: list[Snapshot]) -> tuple[int, list[Snapshot] | None]:
+        """(ticks dropped at the front, ticks new at the end) when `snaps` are the held ticks
+        moved on; (0, None) when they are not."""
+        held = self._snaps
+        if not held:
+            return 0, None
+        first = snaps[0]
+        dropped = next((i for i, s in enumerate(held) if s is first), None)
+        if dropped is None:
+            return 0, None
+        kept = len(held) - dropped
+        if kept > len(snaps) or any(
+            a is not b for a, b in zip(held[dropped:], snaps[:kept], strict=True)
+        ):
+            return 0, None
+        return dropped, snaps[kept:]
+
+    @staticmethod
+    def _columns(key: int, snaps: list[Snapshot]) -> list[list[float | None]]:
+        rows = [_host_row(s) for s in snaps] if key == _HOST else [_row(s, key) for s in snaps]
+        width = 2 if key == _HOST else 5
+        return [[r[k] for r in rows] for k in range(width)]
+
+    def _series(
+        self, snaps: list[Snapshot], history: History, diagnosis: Diagnosis | None, window_s: float
+    ) -> Series:
+        growing = growing_gpus(diagnosis)
+        window = history.snapshots(window_s) if growing else ()
+        times = [s.timestamp for s in window]
+        gpus: dict[int, GpuSeries] = {}
+        for g in snaps[-1].gpus:
+            util, memctl, sm, power, clock = self._cols[g.index]
+            rate = None
+            if g.index in growing and not g.lost:
+                mem = []
+                for s in window:
+                    x = s.gpu(g.index)
+                    mem.append(None if x is None or x.lost else _mem_mib(x))
+                slope = slope_per_s(times, mem)
+                rate = None if slope is None else slope * 60.0
+            gpus[g.index] = GpuSeries(
+                util=tuple(util),
+                memctl=tuple(memctl),
+                sm=tuple(sm),
+                power_pct=tuple(power),
+                clock_pct=tuple(clock),
+                mem_growing=g.index in growing and not g.lost,
+                mem_growth_mib_per_min=rate,
+            )
+        cpu, iowait = self._cols[_HOST]
+        return Series(gpus, tuple(cpu), tuple(iowait), _job_window(history))
+
+
 def cut_series(history: History, diagnosis: Diagnosis | None, window_s: float) -> Series:
     """The histories the panes draw, cut from `history` (oldest first); a growing GPU's rate
     is over the diagnosis's window (`window_s`)."""
-    snaps = history.snapshots()[-HISTORY_POINTS:]
-    if not snaps:
-        return Series()
-    growing = growing_gpus(diagnosis)
-    window = history.snapshots(window_s) if growing else ()
-    times = [s.timestamp for s in window]
-    gpus: dict[int, GpuSeries] = {}
-    for g in snaps[-1].gpus:
-        per_tick = [s.gpu(g.index) for s in snaps]
-        live = [None if x is None or x.lost else x for x in per_tick]
-
-        def col(get: Callable[[GpuState], float | None], live=live) -> tuple:
-            return tuple(None if x is None else get(x) for x in live)
-
-        rate = None
-        if g.index in growing and not g.lost:
-            mem = []
-            for s in window:
-                x = s.gpu(g.index)
-                mem.append(None if x is None or x.lost else _mem_mib(x))
-            slope = slope_per_s(times, mem)
-            rate = None if slope is None else slope * 60.0
-        gpus[g.index] = GpuSeries(
-            util=col(lambda x: x.util_gpu_pct),
-            memctl=col(lambda x: x.util_mem_pct),
-            sm=col(_sm),
-            power_pct=col(lambda x: x.power_pct_of_limit),
-            clock_pct=col(lambda x: x.sm_clock_pct_of_max),
-            mem_growing=g.index in growing and not g.lost,
-            mem_growth_mib_per_min=rate,
-        )
-    cpu = tuple(None if s.host is None else s.host.cpu_pct for s in snaps)
-    iowait = tuple(None if s.host is None else s.host.iowait_pct for s in snaps)
-    return Series(gpus, cpu, iowait, _job_window(history))
+    return SeriesCutter().cut(history, diagnosis, window_s)
