@@ -16,7 +16,9 @@ it), the bytes written to the terminal per minute in steady state
 up, which costs more than the steady state after they are full: `--warmup 70` measures that),
 and the time from `q` to the program's exit. Targets: < 2 % of a core, < 120 MB RSS, first
 frame <= 1.0 s, quit <= 0.5 s, <= 20 KB of terminal output per minute on every pane at a 1 s
-interval.
+interval. Then the RSS it compares with: a bare Textual app's in the same pane, and nvitop's
+(`--nvitop-venv PATH`, where an NVIDIA driver lets it run; else the figure measured on an NVIDIA
+machine, 32 MiB): the target there is <= 1.5x nvitop's.
 
 With `--others`, the processes are real: for each count, that many idle processes and 8 stand-ins
 for GPU ranks with 4 children each are spawned (bench/collect.py's), and the live view runs on
@@ -168,6 +170,56 @@ def start_and_quit(cmd: str, runs: int) -> tuple[list[float], list[float]]:
     return frames, quits
 
 
+# A bare Textual program: a header, one Static and a footer (the framework's own floor).
+BARE_TEXTUAL_APP = """
+from textual.app import App
+from textual.widgets import Footer, Header, Static
+class Bare(App):
+    def compose(self):
+        yield Header()
+        yield Static("BOTTLENECK")
+        yield Footer()
+Bare().run()
+"""
+NVITOP_MIB = 32.0  # nvitop's live view, as measured on an NVIDIA machine (it needs a driver)
+# (the figures here are /proc's kB, which are KiB: printed as MiB)
+
+
+def peak_rss_mb(cmd: str, seconds: float = 10.0) -> float | None:
+    """Peak RSS of `cmd` run in a 120x40 tmux pane for `seconds` (None: it exited before)."""
+    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+    tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40", cmd)
+    pid = int(tmux("list-panes", "-t", SESSION, "-F", "#{pane_pid}").strip())
+    time.sleep(seconds)
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
+    except (OSError, StopIteration):
+        hwm = None
+    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+    return None if hwm is None else hwm / 1024
+
+
+def print_baselines(nvitop_venv: str | None) -> None:
+    """What the live view's RSS compares with: a bare Textual program on this machine and
+    nvitop (run where it can: it needs an NVIDIA driver)."""
+    bare = peak_rss_mb(f"exec {sys.executable} -c '{BARE_TEXTUAL_APP}'")
+    bare_mib = bare or float("nan")
+    print(f"  a bare Textual app    {bare_mib:.1f} MiB peak RSS (header, Static, footer)")
+    nvitop = None
+    if nvitop_venv:
+        nvitop = peak_rss_mb(f"exec {os.path.join(nvitop_venv, 'bin', 'nvitop')}")
+    if nvitop is None:
+        nvitop = NVITOP_MIB
+        print(
+            f"  nvitop                {nvitop:.0f} MiB (measured on an NVIDIA machine: it does "
+            "not run without a driver)"
+        )
+    else:
+        print(f"  nvitop                {nvitop:.1f} MiB peak RSS, measured here")
+    print(f"  1.5x nvitop           {1.5 * nvitop:.0f} MiB")
+
+
 def serve_ranks(pids: str, children_files: bool) -> int:
     """The live view over the real ranks `pids` (run inside the tmux pane by `--others`)."""
     from collect import HiddenChildren, sources_for_ranks
@@ -207,7 +259,7 @@ def by_process_count(args: argparse.Namespace) -> int:
             first = first or r["cpu_pct"]
             print(
                 f"{n:>7} {here:>8} {r['cpu_pct']:>8.2f} % core {r['cpu_pct'] / first:>5.2f}x "
-                f"{r['rss_mb']:>6.0f} MB"
+                f"{r['rss_mb']:>5.0f} MiB"
             )
     finally:
         spawned.close()
@@ -257,6 +309,11 @@ def main() -> int:
         metavar="N",
         help="only start and quit the demo N times: the first frame and quit, median and max",
     )
+    ap.add_argument(
+        "--nvitop-venv",
+        help="a virtual environment with nvitop installed: its RSS is measured beside ours "
+        "(where a driver lets it run)",
+    )
     ap.add_argument("--serve-ranks", help=argparse.SUPPRESS)  # inside the pane: the live view
     args = ap.parse_args()
     if args.serve_ranks:
@@ -294,11 +351,11 @@ def main() -> int:
             f"  CPU, steady state     {r['cpu_pct']:.2f} % of one core (target < 2 %); "
             f"{r['cpu_s']:.1f} CPU s in all, start-up included"
         )
-        print(f"  peak RSS              {r['rss_mb']:.0f} MB (target < 120 MB)")
+        print(f"  peak RSS              {r['rss_mb']:.1f} MiB (target < 120 MB)")
         rs = r["resize_s"]
         print(
             f"  resize to 200x50      {rs if rs is not None else float('nan'):.2f} s to repaint; "
-            f"RSS after it {r['rss_after_resize_mb']:.0f} MB"
+            f"RSS after it {r['rss_after_resize_mb']:.1f} MiB"
         )
         print(
             f"  terminal output       {r['kb_min']:.1f} KB/min in steady state "
@@ -309,6 +366,8 @@ def main() -> int:
             f"  quit                  {qs if qs is not None else float('nan'):.2f} s from q to "
             "the program's exit (target <= 0.5 s)"
         )
+    print("RSS beside (the issue's target: <= 1.5x nvitop)")
+    print_baselines(args.nvitop_venv)
     return 0
 
 
