@@ -53,10 +53,19 @@ def nvml_api(fn):
     """A pynvml wrapper: the driver must export its C symbol (else FUNCTION_NOT_FOUND, as pynvml
     raises it); then `NvmlBase._gate` applies init, injected errors, hangs and lost GPUs."""
     name = fn.__name__
+    sym = C_SYMBOLS.get(name, name)
+    if callable(sym):  # the symbol depends on the call's arguments
+
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            self._gate(name, args, kwargs, symbol=sym(args, kwargs))
+            return fn(self, *args, **kwargs)
+
+        return wrapper
 
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        self._gate(name, args, kwargs, symbol=c_symbol(name, args, kwargs))
+        self._gate(name, args, kwargs, symbol=sym)
         return fn(self, *args, **kwargs)
 
     return wrapper
@@ -72,10 +81,17 @@ class NvmlBase:
         self._handles = [ctypes.pointer(new()) for _ in machine.gpus]
         self._migs = [[ctypes.pointer(new()) for _ in g.mig] for g in machine.gpus]
         self._by_addr: dict[int | None, tuple[int, int | None]] = {}
+        # The handle objects given out here, by id (each entry holds its handle, so the id
+        # stays its own): (handle, address, GPU, MIG instance). Callers pass these same objects
+        # back nearly always, and checking that one still points where it did is much cheaper
+        # than `ctypes.cast`; any other object is looked up by address.
+        self._by_id: dict[int, tuple[object, int | None, int, int | None]] = {}
         for i, h in enumerate(self._handles):
             self._by_addr[self._addr(h)] = (i, None)
+            self._by_id[id(h)] = (h, self._addr(h), i, None)
             for k, mh in enumerate(self._migs[i]):
                 self._by_addr[self._addr(mh)] = (i, k)
+                self._by_id[id(mh)] = (mh, self._addr(mh), i, k)
         self._gpm: dict[int | None, tuple[int | None, float]] = {}
         self._event_sets: dict[int | None, dict] = {}
         self._lib = FakeLib(self)  # the C side of this stand-in
@@ -88,12 +104,18 @@ class NvmlBase:
             return None
 
     def _gpu_of(self, h) -> int | None:
+        own = self._by_id.get(id(h))
+        if own is not None and ctypes.addressof(h.contents) == own[1]:
+            return own[2]  # a handle given out here, still pointing where it did
         if not isinstance(h, ctypes._Pointer):
             return None
         hit = self._by_addr.get(self._addr(h))
         return None if hit is None else hit[0]
 
     def _mig_of(self, h) -> int | None:
+        own = self._by_id.get(id(h))
+        if own is not None and ctypes.addressof(h.contents) == own[1]:
+            return own[3]
         hit = self._by_addr.get(self._addr(h))
         return None if hit is None else hit[1]
 
@@ -135,13 +157,16 @@ class NvmlBase:
             gpu = self._gpm.get(self._addr(first), (None,))[0]
         else:
             gpu = self._gpu_of(first)
-        release = m.take_hang(name, gpu)
-        if release is not None:
-            release.wait(HANG_CAP_S)
-        code = m.take_error(name, gpu)
-        if code is not None:
-            raise ERR(code)
-        if gpu is not None and m.is_lost(gpu):
+        # Most calls meet no hang, injected error or lost GPU: skip asking for each then.
+        if m.hangs:
+            release = m.take_hang(name, gpu)
+            if release is not None:
+                release.wait(HANG_CAP_S)
+        if m.errors:
+            code = m.take_error(name, gpu)
+            if code is not None:
+                raise ERR(code)
+        if gpu is not None and m.lost_at and m.is_lost(gpu):
             raise ERR(_real.NVML_ERROR_GPU_IS_LOST)
 
     def _nvmlGetFunctionPointer(self, name):  # noqa: N802 - pynvml's name

@@ -150,25 +150,34 @@ class NvmlExtras(NvmlBase):
             raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)  # utilization is per GPU instance in MIG
         m = self._m
         newest = last_sample(m.clock.now())
-        ks = [
-            k
-            for k in range(newest - _RING.get(sampling_type, RING_SAMPLES) + 1, newest + 1)
-            if sample_time_us(k) > timeStamp
-        ]
+        # The samples newer than timeStamp are the newest ones (sample times increase with k):
+        # walk back from the newest rather than test the whole ring.
+        oldest = newest - _RING.get(sampling_type, RING_SAMPLES) + 1
+        first = newest + 1
+        while first > oldest and sample_time_us(first - 1) > timeStamp:
+            first -= 1
+        ks = range(first, newest + 1)
         if not ks:
             raise ERR(_real.NVML_ERROR_NOT_FOUND)
-        arr = (_real.c_nvmlSample_t * len(ks))()
-        for s, k in zip(arr, ks, strict=True):
-            s.timeStamp = sample_time_us(k)
-            if figure == "mem_mhz":
-                v = float(self._sim(device).model["mem_max"])
-            elif figure == "codec":
-                v = 0.0
-            else:
+        if figure == "mem_mhz":
+            fixed = float(self._sim(device).model["mem_max"])
+        elif figure == "codec":
+            fixed = 0.0
+        else:
+            fixed = None
+        scale = 1000 if figure == "power_w" else 1
+        value_t = _real.c_nvmlValue_t
+        rows = []
+        for k in ks:
+            v = fixed
+            if v is None:
                 v = m.driver_sample(gi, k, figure)
                 if v is None:
                     raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
-            s.sampleValue.uiVal = round(v * 1000) if figure == "power_w" else round(v)
+            rows.append((sample_time_us(k), value_t(uiVal=round(v * scale))))
+        # Built whole from (timeStamp, sampleValue) rows: filling each struct field by field
+        # goes through pynvml's attribute hooks several times per sample.
+        arr = (_real.c_nvmlSample_t * len(ks))(*rows)
         return (_real.NVML_VALUE_TYPE_UNSIGNED_INT, arr[0 : len(ks)])
 
     # -- health ------------------------------------------------------------------------------

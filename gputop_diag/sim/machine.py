@@ -73,6 +73,23 @@ def last_sample(t: float) -> int:
     return k
 
 
+# Noise tables by seed string: drawing 4099 Gaussians costs more than the rest of building a
+# machine, and tests build thousands of machines from a few seeds. The tables are never written.
+_NOISE_TABLES: dict[str, list[float]] = {}
+_NOISE_TABLES_MAX = 256
+
+
+def _noise_table(seed: str) -> list[float]:
+    table = _NOISE_TABLES.get(seed)
+    if table is None:
+        rng = random.Random(seed)
+        table = [rng.gauss(0.0, 1.0) for _ in range(_NOISE_N)]
+        if len(_NOISE_TABLES) >= _NOISE_TABLES_MAX:
+            _NOISE_TABLES.clear()
+        _NOISE_TABLES[seed] = table
+    return table
+
+
 @dataclass(frozen=True)
 class ScenarioInfo:
     name: str
@@ -118,8 +135,7 @@ class SimMachine:
         # upgrade without a reboot: another version; None: not loaded).
         self.module_version: str | None = None if self.no_driver else driver.version
         self.boot_time = clock.start - BOOT_AGO_S
-        rng = random.Random(f"{name}-{seed}")
-        self._noise = [rng.gauss(0.0, 1.0) for _ in range(_NOISE_N)]
+        self._noise = _noise_table(f"{name}-{seed}")
         self.call_counts: Counter = Counter()  # fake pynvml calls, per function
         self.raised: Counter = Counter()  # injected errors actually raised, per function
         self.errors: dict[str, list[list]] = {}
@@ -147,6 +163,9 @@ class SimMachine:
         self.slurm: list[dict] = spec.get("slurm", [])
         self._t: float | None = None
         self._state: dict | None = None
+        # (time, state) of the newest evaluation, set in one assignment once all its work is
+        # done, so that `state()` can answer a repeated time without taking the lock.
+        self._current: tuple[float, dict] | None = None
         self._avg_cache: dict[tuple, dict] = {}
         self.disk_read = self.disk_write = 0.0
         self.host_busy_pct_s = self.host_iowait_pct_s = 0.0
@@ -259,6 +278,9 @@ class SimMachine:
     def state(self) -> dict:
         """The machine at the clock's now; computed once per 0.1 s."""
         t = round(self.clock.now() / STEP_S) * STEP_S
+        current = self._current
+        if current is not None and current[0] == t:
+            return current[1]
         with self.lock:
             if self._state is not None and t == self._t:
                 return self._state
@@ -268,6 +290,7 @@ class SimMachine:
                 self._t, self._state = t, st
                 if self.spec.get("probe") and st["job_on"]:
                     self._write_probes(st)
+                self._current = (t, st)
             return st
 
     def _evaluate(self, t: float) -> dict:
