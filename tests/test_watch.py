@@ -465,6 +465,23 @@ def test_ended_processes_are_capped_with_a_count():
     assert 1 in kept and 100 + MAX_ENDED_KEPT + 29 in kept and 100 not in kept  # newest kept
 
 
+def test_a_process_read_as_it_exits_keeps_the_figures_it_ran_with():
+    """A process read between its exit and its reaping (a zombie: no memory, 0 bytes) is listed
+    with what it held while it ran, not 0 (a race a loaded machine hits)."""
+    from gputop_diag.commands.watch import SeenProcesses
+    from gputop_diag.model import JobProcess
+
+    seen = SeenProcesses()
+    seen.update([JobProcess(7, name="w", rss_bytes=5 << 20, num_threads=4)])
+    seen.update([JobProcess(7, name="w", rss_bytes=0, num_threads=1)])  # the zombie
+    assert [(p.rss_bytes, p.num_threads) for p in seen.processes()] == [(5 << 20, 4)]
+    seen.update([JobProcess(7, name="w", rss_bytes=6 << 20, num_threads=3)])  # still running
+    assert [(p.rss_bytes, p.num_threads) for p in seen.processes()] == [(6 << 20, 3)]
+    fresh = SeenProcesses()  # never seen running: what was read is what is listed
+    fresh.update([JobProcess(8, rss_bytes=0)])
+    assert [p.rss_bytes for p in fresh.processes()] == [0]
+
+
 def test_durations_round_as_the_diagnosis_does():
     from gputop_diag.model.formats import clock
 

@@ -458,7 +458,12 @@ class SeenProcesses:
         for p in now:
             alive.add(p.pid)
             self._ended.pop(p.pid, None)
-            if p.pid in self._procs or len(self._procs) < MAX_SEEN:
+            held = self._procs.get(p.pid)
+            if held is not None and p.rss_bytes == 0 and held.rss_bytes:
+                # read as it exited (a zombie holds no memory and reads 0): the summary keeps
+                # what it was while it ran
+                continue
+            if held is not None or len(self._procs) < MAX_SEEN:
                 self._procs[p.pid] = p
         for pid in sorted(self._procs.keys() - alive - self._ended.keys()):
             self._ended[pid] = None
