@@ -356,7 +356,7 @@ def pytest_collection_finish(session):
     generation is collected less often: the suite allocates heavily (the live view's widgets,
     snapshots) and spent a tenth to a sixth of its CPU re-scanning long-lived objects (measured:
     tests/test_tui.py with tests/test_tui_process_table.py, 47-53 -> 41-42 CPU-s). Garbage is
-    still collected; only when differs."""
+    still collected, only less often."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 50, 100)
