@@ -29,10 +29,12 @@ import warnings
 
 import pytest
 
-# The program as a user starts it reads the bytecode `pip install` compiled: so do the suite's
-# workers and the programs its tests start. An environment with PYTHONDONTWRITEBYTECODE set
-# would make each of them compile every module from source again (about a tenth of the suite's
-# CPU); set here, before the workers start, it reaches all of them.
+# The program as a user starts it reads compiled bytecode: so do the suite's workers and the
+# programs its tests start (the test command installs with --no-compile, so each module is
+# compiled once, when first imported, and read compiled from then on). An environment with
+# PYTHONDONTWRITEBYTECODE set would make each of them compile every module from source again
+# (about a tenth of the suite's CPU); set here, before the workers start, it reaches all of
+# them.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 

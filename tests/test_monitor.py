@@ -267,7 +267,8 @@ def test_a_feed_that_lags_the_clock_does_not_take_later_kernel_lines_for_new_eve
 def test_the_series_carried_tick_to_tick_is_the_series_cut_whole(scenario):
     """The live view's histories, carried over from the last tick, are what a cut of the whole
     history makes: past the 240 points kept, across a GPU lost at 90 s (xid-79), with a
-    growing GPU's rate (memory-leak), and after the history is replaced (a replay's seek)."""
+    growing GPU's rate (memory-leak), and for another Monitor's history handed to the same
+    cutter."""
     from gputop_diag.monitor.series import SeriesCutter, cut_series
 
     m = Monitor(sim.build(scenario))

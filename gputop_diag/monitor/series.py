@@ -90,8 +90,8 @@ def _host_row(s: Snapshot) -> tuple[float | None, ...]:
 class SeriesCutter:
     """Cuts the Series tick after tick, reading only the ticks that are new since its last cut
     (the history moves by one tick a time; the columns drop its oldest and append its newest).
-    Whatever else happened to the history (a replay that seeks, a history cleared) is read
-    whole again, so a cut is always what `cut_series` makes from the same history."""
+    A history that is not the held one moved on (another history, ticks that are not the ones
+    held) is read whole again, so a cut is always what `cut_series` makes from the same history."""
 
     def __init__(self) -> None:
         self._snaps: list[Snapshot] = []  # the ticks the columns hold, oldest first
