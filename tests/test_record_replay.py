@@ -801,6 +801,34 @@ async def test_the_live_view_plays_a_recording_with_speed_pause_and_step(tmp_pat
         assert _ticks(app) == 11 and app.interval == 1.0
 
 
+async def test_the_last_frame_of_a_replay_is_its_last_tick_whole(tmp_path):
+    """At the end of a replay no tick follows to move a held figure or a trace that repaints
+    every few ticks: the last frame shows the last recorded tick, figures and traces (it once
+    stayed a tick or more behind until a resize)."""
+    from test_tui_support import screen_lines
+
+    from gputop_diag.model.formats import pct
+    from gputop_diag.tui.panes.utilization import UtilizationPane
+
+    app = _replay_app(tmp_path, "comm-bound", seconds=12)  # 13 ticks: 12 is off the trace's 5
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        app.player.pace.speed = 16.0
+        assert await _until(pilot, lambda: app.player.ended)
+        await pilot.pause(0.2)
+        last = app.latest.snapshot
+        assert app.latest.ticks == 13
+        pane = app.query_one(UtilizationPane)
+        assert pane._traced is not None and pane._traced[0] == 12  # the last tick's trace
+        rows = {}
+        for line in screen_lines(app):
+            first = line.split()[0].lstrip("▶") if line.split() else ""
+            if first.startswith("GPU"):
+                rows.setdefault(first, line)  # a GPU's trace row comes before its details
+        for g in last.gpus:
+            assert f" {pct(g.util_gpu_pct, unit=False)}% SM" in rows[f"GPU{g.index}"], rows
+
+
 async def test_replay_keys_are_in_the_help_only_while_replaying(tmp_path):
     from gputop_diag.tui import GpuTopApp
     from gputop_diag.tui.help import keys_text

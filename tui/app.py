@@ -267,7 +267,8 @@ class GpuTopApp(KeyActions, App):
     @on(ReplayEnded)
     def _replay_ended(self, message: ReplayEnded) -> None:
         try:
-            self.player.ended = True
+            self.player.finish()
+            self.repaint_visible()
             self._render_header()
         except NoMatches:  # the end arrived while the app closes
             return

@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 from ..recording.store import Recording, RecordingError
 from .feed import Feeder
 from .messages import CollectorFailed, SnapshotReady
+from .panes.base import Pane
 
 REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this
@@ -138,6 +139,12 @@ class Player:
             return False
         self.total_s = message.last - start
         return True
+
+    def finish(self) -> None:
+        """No tick follows: the next frame draws the last one whole, no figure held back."""
+        self.ended = True
+        for pane in self.app.query(Pane):
+            pane.settle()
 
     def end(self, message: ReplayEnded, anything_shown: bool) -> None:
         self.ended = True

@@ -45,6 +45,10 @@ class Pane(VerticalScroll):
     def show(self, u: Update, view: View) -> None:
         raise NotImplementedError
 
+    def settle(self) -> None:
+        """The next `show` draws every figure and trace as the tick has it, none held back: no
+        tick follows to move a held one (the end of a replay)."""
+
     def prepare(self, u: Update) -> None:
         """Called each tick while the pane is hidden: mount what its rows need (cheap when
         nothing changed), so that switching to it draws at once, not after a mount."""

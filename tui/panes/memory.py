@@ -297,6 +297,9 @@ class MemoryPane(Pane):
         self._plan: JobPlan | None = None
         self._plan_key: tuple | None = None
 
+    def settle(self) -> None:
+        self._holds.forget()
+
     def compose(self) -> ComposeResult:
         yield Vertical(id="mem-bars")
         legend = DiffLine(id="mem-legend")

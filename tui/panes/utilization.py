@@ -237,6 +237,9 @@ class UtilizationPane(Pane):
         self._layout: tuple | None = None
         self._traced: tuple[int, dict[str, int | None]] | None = None  # newest, levels
 
+    def settle(self) -> None:
+        self._layout = self._painted = None  # the next show is a fresh one
+
     def _paint_traces(self, series: dict[str, tuple], newest: int, fresh: bool) -> bool:
         """Whether the traces repaint this tick (see TRACE_EVERY_TICKS)."""
         levels = {k: level_of(v[-1]) if v else None for k, v in series.items()}
