@@ -636,13 +636,19 @@ def test_a_recording_stopped_by_a_signal_is_readable(sig, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT prints every thread's stack
     )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (not os.path.exists(f) or os.path.getsize(f) < 20000):
             time.sleep(0.05)
         p.send_signal(getattr(signal, sig))
-        out, err = p.communicate(timeout=30)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # it did not stop: say where it was
+            p.send_signal(signal.SIGABRT)
+            _, err = p.communicate(timeout=10)
+            pytest.fail(f"{sig} did not stop the recording within 30 s; its threads:\n{err}")
     finally:
         if p.poll() is None:
             p.kill()
