@@ -665,6 +665,36 @@ def test_a_recording_stopped_by_a_signal_is_readable(sig, tmp_path):
         assert f"recorded {len(snaps)} snapshots" in err and out == ""
 
 
+def test_a_ctrl_c_dropped_in_a_finalizer_still_stops_the_recording(tmp_path, monkeypatch):
+    """Python prints and drops an interrupt that lands while it runs a finalizer; the recording
+    stops at the next tick all the same (a full run once saw one go on past 30 s)."""
+    from gputop_diag.recording.writer import RecordingWriter
+
+    real = RecordingWriter.write
+    calls = []
+
+    class Freed:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)
+            for _ in range(100):  # the handler runs here, inside the finalizer
+                pass
+
+    def write(self, snap):
+        calls.append(snap.timestamp)
+        if len(calls) == 5:
+            Freed()  # freed at once: its finalizer gets the interrupt
+        return real(self, snap)
+
+    dropped = []
+    monkeypatch.setattr(RecordingWriter, "write", write)
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_type))
+    f = str(tmp_path / "r.jsonl")
+    rc, _, err = run_main("--demo", "idle", "record", "-o", f, "--seconds", "60")
+    assert dropped == [KeyboardInterrupt]  # Python dropped it in the finalizer
+    assert rc == 0 and "recorded 5 snapshots" in err and "(stopped early)" in err, err
+    assert len(read_recording(f)[1]) == 5
+
+
 # -- sanitized recordings --------------------------------------------------------------------
 
 

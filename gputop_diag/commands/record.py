@@ -66,16 +66,20 @@ def _scenario_seconds(sources: Sources) -> float | None:
 
 
 @contextlib.contextmanager
-def _hangup_stops():
-    """SIGHUP and SIGTERM end the recording like Ctrl-C: the file is closed properly."""
+def _hangup_stops(stopped: threading.Event):
+    """SIGHUP and SIGTERM end the recording like Ctrl-C: the file is closed properly. Each of
+    them, Ctrl-C too, also sets `stopped`, which the next tick checks: an interrupt that lands
+    while Python runs a finalizer (a generator closed, an object freed) is printed as ignored
+    and dropped there, and the recording would go on."""
 
     def stop(signum, frame):
+        stopped.set()
         raise KeyboardInterrupt
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    names = [n for n in ("SIGHUP", "SIGTERM") if hasattr(signal, n)]
+    names = [n for n in ("SIGHUP", "SIGTERM", "SIGINT") if hasattr(signal, n)]
     old = {n: signal.signal(getattr(signal, n), stop) for n in names}
     try:
         yield
@@ -120,11 +124,15 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             file=sys.stderr,
         )
 
+    stopped = threading.Event()
+
     def write(tick: Tick) -> None:
+        if stopped.is_set():  # a stop signal whose interrupt was dropped (see _hangup_stops)
+            raise KeyboardInterrupt
         writer.write(tick.snapshot)
 
     try:
-        with _hangup_stops():
+        with _hangup_stops(stopped):
             monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=write)
     except KeyboardInterrupt:  # before the first tick: nothing recorded
         monitor = None
