@@ -269,7 +269,10 @@ def test_the_series_carried_tick_to_tick_is_the_series_cut_whole(scenario):
     history makes: past the 240 points kept, across a GPU lost at 90 s (xid-79), with a
     growing GPU's rate (memory-leak), and for another Monitor's history handed to the same
     cutter."""
-    from gputop_diag.monitor.series import SeriesCutter, cut_series
+    from gputop_diag.monitor.series import SeriesCutter
+
+    def cut_series(history, diagnosis, window_s):  # a whole cut: a cutter that holds nothing
+        return SeriesCutter().cut(history, diagnosis, window_s)
 
     m = Monitor(sim.build(scenario))
     cutter = SeriesCutter()

@@ -91,7 +91,7 @@ class SeriesCutter:
     """Cuts the Series tick after tick, reading only the ticks that are new since its last cut
     (the history moves by one tick a time; the columns drop its oldest and append its newest).
     A history that is not the held one moved on (another history, ticks that are not the ones
-    held) is read whole again, so a cut is always what `cut_series` makes from the same history."""
+    held) is read whole again, so a cut is always what a fresh cutter makes of the same history."""
 
     def __init__(self) -> None:
         self._snaps: list[Snapshot] = []  # the ticks the columns hold, oldest first
@@ -170,9 +170,3 @@ class SeriesCutter:
             )
         cpu, iowait = self._cols[_HOST]
         return Series(gpus, tuple(cpu), tuple(iowait), _job_window(history))
-
-
-def cut_series(history: History, diagnosis: Diagnosis | None, window_s: float) -> Series:
-    """The histories the panes draw, cut from `history` (oldest first); a growing GPU's rate
-    is over the diagnosis's window (`window_s`)."""
-    return SeriesCutter().cut(history, diagnosis, window_s)
