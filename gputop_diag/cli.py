@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return print_one_snapshot(feed, args.sanitize)
         if module is None:
-            from .tui import run_app
+            from gputop_diag.tui import run_app
 
             interval = max(args.interval, 2.0) if args.low_bandwidth else args.interval
             replaying = args.replay is not None  # then `feed` is the Recording

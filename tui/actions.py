@@ -6,12 +6,12 @@ for a repaint; nothing here draws.
 
 from __future__ import annotations
 
-from .filter_screen import FilterScreen
-from .help import HelpScreen
-from .keys import JOB, PANES
-from .panes.memory import MemoryPane
-from .procs import ProcessFilter
-from .side_panel import SidePanel
+from gputop_diag.tui.filter_screen import FilterScreen
+from gputop_diag.tui.help import HelpScreen
+from gputop_diag.tui.keys import JOB, PANES
+from gputop_diag.tui.panes.memory import MemoryPane
+from gputop_diag.tui.procs import ProcessFilter
+from gputop_diag.tui.side_panel import SidePanel
 
 INTERVALS = (0.5, 1.0, 2.0, 5.0, 10.0)
 LOW_BANDWIDTH_MIN_INTERVAL = 2.0

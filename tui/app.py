@@ -23,34 +23,39 @@ from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
 from textual.scrollbar import ScrollBar, ScrollBarRender
 
-from ..collect.job import JobWatch
-from ..collect.model_config import ConfigFinder, ModelConfig, ModelConfigError, read_config_file
-from ..model.exits import EXIT_USAGE
-from ..monitor.core import Monitor
-from ..planner.live import job_process
-from ..recording.store import Recording
-from ..sanitize.sanitizer import Sanitizer
-from ..sources import Sources
-from ..widgets import ASCII_CLASS
-from .actions import LOW_BANDWIDTH_MIN_INTERVAL, KeyActions
-from .collector import Sampling
-from .feed import Feeder, Update
-from .filter_screen import sanitized_filter
-from .hangup import TerminalGuard
-from .header import HeaderFacts, ReplayFacts, first_host
-from .job_quit import JobQuit
-from .keys import BINDINGS, JOB
-from .layout import Layout
-from .messages import CollectorFailed, ReportWritten, SnapshotReady, XidHistoryRead
-from .panes.base import Pane, View
-from .panes.memory import MemoryPane
-from .panes.xid import XidPane
-from .process_actions import ProcessActions
-from .process_table import ProcessTable
-from .procs import ProcessControls, ProcessFilter
-from .replaying import Player, ReplayEnded, ReplayExtent
-from .saver import Saver
-from .screen import MainScreen
+from gputop_diag.collect.job import JobWatch
+from gputop_diag.collect.model_config import (
+    ConfigFinder,
+    ModelConfig,
+    ModelConfigError,
+    read_config_file,
+)
+from gputop_diag.model.exits import EXIT_USAGE
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.planner.live import job_process
+from gputop_diag.recording.store import Recording
+from gputop_diag.sanitize.sanitizer import Sanitizer
+from gputop_diag.sources import Sources
+from gputop_diag.tui.actions import LOW_BANDWIDTH_MIN_INTERVAL, KeyActions
+from gputop_diag.tui.collector import Sampling
+from gputop_diag.tui.feed import Feeder, Update
+from gputop_diag.tui.filter_screen import sanitized_filter
+from gputop_diag.tui.hangup import TerminalGuard
+from gputop_diag.tui.header import HeaderFacts, ReplayFacts, first_host
+from gputop_diag.tui.job_quit import JobQuit
+from gputop_diag.tui.keys import BINDINGS, JOB
+from gputop_diag.tui.layout import Layout
+from gputop_diag.tui.messages import CollectorFailed, ReportWritten, SnapshotReady, XidHistoryRead
+from gputop_diag.tui.panes.base import Pane, View
+from gputop_diag.tui.panes.memory import MemoryPane
+from gputop_diag.tui.panes.xid import XidPane
+from gputop_diag.tui.process_actions import ProcessActions
+from gputop_diag.tui.process_table import ProcessTable
+from gputop_diag.tui.procs import ProcessControls, ProcessFilter
+from gputop_diag.tui.replaying import Player, ReplayEnded, ReplayExtent
+from gputop_diag.tui.saver import Saver
+from gputop_diag.tui.screen import MainScreen
+from gputop_diag.widgets import ASCII_CLASS
 
 
 class AsciiScrollBarRender(ScrollBarRender):

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from ..model import CollectorError
-from ..widgets import DiffText
-from .panes.base import hang_text
+from gputop_diag.model import CollectorError
+from gputop_diag.tui.panes.base import hang_text
+from gputop_diag.widgets import DiffText
 
 BANNER_MAX_ERRORS = 3
 

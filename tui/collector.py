@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from .feed import Feeder, Update
-from .messages import CollectorFailed, SnapshotReady
+from gputop_diag.tui.feed import Feeder, Update
+from gputop_diag.tui.messages import CollectorFailed, SnapshotReady
 
 STUCK_AFTER_S = 5.0  # a tick this long is waiting for the driver: the banner says so
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..collect.identity import read_machine_names
-from ..collect.kernlog.scan import XidScan
-from ..diagnose.types import Diagnosis
-from ..model import Snapshot, XidEvent
-from ..monitor.core import Monitor, Tick
-from ..monitor.series import GpuSeries, Series
-from ..sanitize.sanitizer import Sanitizer
-from ..xid.types import XidTriage
+from gputop_diag.collect.identity import read_machine_names
+from gputop_diag.collect.kernlog.scan import XidScan
+from gputop_diag.diagnose.types import Diagnosis
+from gputop_diag.model import Snapshot, XidEvent
+from gputop_diag.monitor.core import Monitor, Tick
+from gputop_diag.monitor.series import GpuSeries, Series
+from gputop_diag.sanitize.sanitizer import Sanitizer
+from gputop_diag.xid.types import XidTriage
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from .procs import FilterError, ProcessFilter, parse_filter
+from gputop_diag.tui.procs import FilterError, ProcessFilter, parse_filter
 
 if TYPE_CHECKING:
-    from ..sanitize.sanitizer import Sanitizer
+    from gputop_diag.sanitize.sanitizer import Sanitizer
 
 HINT = (
     "gpu:0,2  user:alice  pid:4242  or words of the command line.\n"

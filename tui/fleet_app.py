@@ -21,22 +21,22 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
-from ..fleet.judge import FleetVerdict, render_fleet_text
-from ..fleet.live import FleetQuery, FleetWatch, NodeFeed
-from ..fleet.read import NoFleetData
-from ..fleet.sanitize import FleetNames
-from ..model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS
-from ..monitor.core import Monitor
-from ..prometheus.client import PrometheusError
-from .actions import REPLAY_ONLY
-from .app import GpuTopApp
-from .feed import Feeder, Update
-from .fleet_table import SORTS, FleetTable, fleet_rows
-from .header import first_host
-from .keybar import KeyBar
-from .keys import PANES
-from .messages import CollectorFailed, SnapshotReady
-from .replaying import ReplayExtent
+from gputop_diag.fleet.judge import FleetVerdict, render_fleet_text
+from gputop_diag.fleet.live import FleetQuery, FleetWatch, NodeFeed
+from gputop_diag.fleet.read import NoFleetData
+from gputop_diag.fleet.sanitize import FleetNames
+from gputop_diag.model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.prometheus.client import PrometheusError
+from gputop_diag.tui.actions import REPLAY_ONLY
+from gputop_diag.tui.app import GpuTopApp
+from gputop_diag.tui.feed import Feeder, Update
+from gputop_diag.tui.fleet_table import SORTS, FleetTable, fleet_rows
+from gputop_diag.tui.header import first_host
+from gputop_diag.tui.keybar import KeyBar
+from gputop_diag.tui.keys import PANES
+from gputop_diag.tui.messages import CollectorFailed, SnapshotReady
+from gputop_diag.tui.replaying import ReplayExtent
 
 # The panes that read the machine the view runs on, not the node: left out of a node's view.
 NOT_FROM_PROMETHEUS = ("mapping", "driver")
@@ -163,7 +163,7 @@ class FleetApp(App):
         self.query_one("#fleet-head", Static).update(text)
 
     def _show(self, fv: FleetVerdict) -> None:
-        from ..model.codec import iso_time
+        from gputop_diag.model.codec import iso_time
 
         data = fv.data
         self.query_one("#fleet-problem").display = self.state.problem is not None

@@ -12,9 +12,15 @@ from dataclasses import dataclass
 
 from textual.widgets import DataTable
 
-from ..diagnose.types import ALL_PRIMARY
-from ..fleet.judge import FleetVerdict, class_and_confidence, natural_key, severity_rank, stale_text
-from ..fleet.sanitize import FleetNames
+from gputop_diag.diagnose.types import ALL_PRIMARY
+from gputop_diag.fleet.judge import (
+    FleetVerdict,
+    class_and_confidence,
+    natural_key,
+    severity_rank,
+    stale_text,
+)
+from gputop_diag.fleet.sanitize import FleetNames
 
 SORTS = ("alerts", "class", "node")
 COLUMNS = ("NODE", "CLASS", "CONF", "ALERTS", "BUSY", "GPUS", "EVIDENCE")

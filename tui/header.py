@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..widgets import DiffLine
+from gputop_diag.widgets import DiffLine
 
 
 @dataclass(frozen=True)

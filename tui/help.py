@@ -11,8 +11,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
-from ..widgets import DiffText
-from .keys import PROCESS_KEYS_HELP
+from gputop_diag.tui.keys import PROCESS_KEYS_HELP
+from gputop_diag.widgets import DiffText
 
 ABOUT = """
 The side panel names the current bottleneck (capacity, bandwidth, compute, input pipeline,

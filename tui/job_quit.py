@@ -25,7 +25,7 @@ from textual.widgets import Static
 if TYPE_CHECKING:
     from textual.timer import Timer
 
-    from ..collect.job import JobWatch
+    from gputop_diag.collect.job import JobWatch
 
 STOP, DETACH = "stop", "detach"
 

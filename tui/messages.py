@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from ..model import Snapshot
-from .feed import Update
+from gputop_diag.model import Snapshot
+from gputop_diag.tui.feed import Update
 
 
 class SnapshotReady(Message):

@@ -13,11 +13,11 @@ from typing import Any
 
 from rich.text import Text
 
-from ..collect.procs import DETAIL_ENV_PREFIXES, job_environment
-from ..model import GpuProcess, ProcessInfo
-from ..widgets import history
-from .process_screens import ProcessDetailScreen, SignalScreen
-from .procs import command_text, elapsed_text, size_text
+from gputop_diag.collect.procs import DETAIL_ENV_PREFIXES, job_environment
+from gputop_diag.model import GpuProcess, ProcessInfo
+from gputop_diag.tui.process_screens import ProcessDetailScreen, SignalScreen
+from gputop_diag.tui.procs import command_text, elapsed_text, size_text
+from gputop_diag.widgets import history
 
 HISTORY_S = 600.0  # the GPU memory history shown: the Monitor keeps ten minutes
 HISTORY_CELLS = 60

@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
-from ..widgets import ASCII_CLASS, DiffText
+from gputop_diag.widgets import ASCII_CLASS, DiffText
 
 REFRESH_S = 1.0  # the details follow the ticks: a process that ends says so
 

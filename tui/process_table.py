@@ -14,8 +14,8 @@ from __future__ import annotations
 from textual.message import Message
 from textual.widgets.data_table import RowKey
 
-from ..widgets import CellTable
-from .keys import PROCESS_BINDINGS
+from gputop_diag.tui.keys import PROCESS_BINDINGS
+from gputop_diag.widgets import CellTable
 
 SCROLL_STEP = 8  # columns a Left/Right press moves the command lines
 

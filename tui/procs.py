@@ -12,7 +12,7 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
-from ..model import GIB, MIB, Snapshot
+from gputop_diag.model import GIB, MIB, Snapshot
 
 
 def command_text(cmdline: tuple[str, ...] | None, name: str | None) -> str:

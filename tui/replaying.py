@@ -16,10 +16,10 @@ from textual.app import App
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from ..recording.store import Recording, RecordingError
-from .feed import Feeder
-from .messages import CollectorFailed, SnapshotReady
-from .panes.base import Pane
+from gputop_diag.recording.store import Recording, RecordingError
+from gputop_diag.tui.feed import Feeder
+from gputop_diag.tui.messages import CollectorFailed, SnapshotReady
+from gputop_diag.tui.panes.base import Pane
 
 REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this

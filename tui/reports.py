@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..collect.identity import read_machine_names
-from ..diagnose.types import Diagnosis
-from ..model import Snapshot
-from ..model.codec import jsonable, snapshot_to_json
-from ..report.build import Report, ReportSource, make_report, save_report
-from ..sanitize.sanitizer import Sanitizer, leak_note
-from .feed import Update
-from .saving import Saved, write_into
+from gputop_diag.collect.identity import read_machine_names
+from gputop_diag.diagnose.types import Diagnosis
+from gputop_diag.model import Snapshot
+from gputop_diag.model.codec import jsonable, snapshot_to_json
+from gputop_diag.report.build import Report, ReportSource, make_report, save_report
+from gputop_diag.sanitize.sanitizer import Sanitizer, leak_note
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.saving import Saved, write_into
 
 
 class NotSafe(Exception):

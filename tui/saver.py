@@ -15,15 +15,15 @@ from textual.app import App
 from textual.css.query import NoMatches
 from textual.timer import Timer
 
-from ..monitor.core import Monitor, TickStuck
-from ..recording.store import Recording
-from ..report.build import ReportSource
-from ..sanitize.sanitizer import Sanitizer
-from ..sources import Sources
-from .feed import Update
-from .messages import ReportWritten
-from .reports import NotSafe, build_report, snapshot_document, write_report
-from .saving import Saved, save_dirs, write_json
+from gputop_diag.monitor.core import Monitor, TickStuck
+from gputop_diag.recording.store import Recording
+from gputop_diag.report.build import ReportSource
+from gputop_diag.sanitize.sanitizer import Sanitizer
+from gputop_diag.sources import Sources
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.messages import ReportWritten
+from gputop_diag.tui.reports import NotSafe, build_report, snapshot_document, write_report
+from gputop_diag.tui.saving import Saved, save_dirs, write_json
 
 SAVED_SHOWN_S = 30.0  # the toast says the full path; the header keeps the name this long
 
@@ -67,7 +67,7 @@ class Saver:
     def _model_config(self) -> Any:
         """The Memory pane's model config (`--model-config`, or found from the job's command
         line), for the report's memory plan."""
-        from .panes.memory import MemoryPane
+        from gputop_diag.tui.panes.memory import MemoryPane
 
         try:
             return self.app.query_one(MemoryPane).model_config

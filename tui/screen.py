@@ -11,23 +11,23 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable
 
-from ..model import CollectorError
-from .banner import Banner
-from .feed import Update
-from .header import HeaderBar, HeaderFacts
-from .keybar import KeyBar
-from .keys import PANES, SHORT_TITLES, TITLES
-from .layout import Layout
-from .messages import CollectorFailed
-from .panes.base import Pane, View
-from .panes.driver import DriverPane
-from .panes.job import JobPane
-from .panes.mapping import MappingPane
-from .panes.memory import MemoryPane
-from .panes.utilization import UtilizationPane
-from .panes.xid import XidPane
-from .side_panel import SidePanel
-from .tabs import TabStrip
+from gputop_diag.model import CollectorError
+from gputop_diag.tui.banner import Banner
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.header import HeaderBar, HeaderFacts
+from gputop_diag.tui.keybar import KeyBar
+from gputop_diag.tui.keys import PANES, SHORT_TITLES, TITLES
+from gputop_diag.tui.layout import Layout
+from gputop_diag.tui.messages import CollectorFailed
+from gputop_diag.tui.panes.base import Pane, View
+from gputop_diag.tui.panes.driver import DriverPane
+from gputop_diag.tui.panes.job import JobPane
+from gputop_diag.tui.panes.mapping import MappingPane
+from gputop_diag.tui.panes.memory import MemoryPane
+from gputop_diag.tui.panes.utilization import UtilizationPane
+from gputop_diag.tui.panes.xid import XidPane
+from gputop_diag.tui.side_panel import SidePanel
+from gputop_diag.tui.tabs import TabStrip
 
 
 class MainScreen(Screen):

@@ -20,17 +20,17 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
-from ..diagnose.lead import (
+from gputop_diag.diagnose.lead import (
     THROTTLE_EXPLAINS,
     THROTTLE_KINDS,
     Lead,
     lead_of,
     next_step_of,
 )
-from ..diagnose.render import confidence_text, shown_checks
-from ..diagnose.types import Alert, Diagnosis, Evidence
-from ..widgets import DiffText
-from .panes.base import side_panel_width
+from gputop_diag.diagnose.render import confidence_text, shown_checks
+from gputop_diag.diagnose.types import Alert, Diagnosis, Evidence
+from gputop_diag.tui.panes.base import side_panel_width
+from gputop_diag.widgets import DiffText
 
 __all__ = [
     "THROTTLE_EXPLAINS",

@@ -4,7 +4,7 @@ passes for the whole machine."""
 
 from __future__ import annotations
 
-from ..widgets import DiffLine
+from gputop_diag.widgets import DiffLine
 
 
 def tab_runs(

@@ -20,7 +20,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .glyphs import inside_ascii, to_ascii
+from gputop_diag.widgets.glyphs import inside_ascii, to_ascii
 
 Run = tuple[str, str]
 """A piece of the line: its text and the component class that styles it ("" = plain)."""

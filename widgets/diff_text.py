@@ -16,7 +16,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .glyphs import inside_ascii, to_ascii
+from gputop_diag.widgets.glyphs import inside_ascii, to_ascii
 
 Cell = tuple[str, Style | None]
 

@@ -8,9 +8,9 @@ from rich.style import Style
 from textual.app import ComposeResult
 from textual.widget import Widget
 
-from .diff_line import DiffCells, DiffLine
-from .glyphs import history
-from .trace import Trace, sweep_cells
+from gputop_diag.widgets.diff_line import DiffCells, DiffLine
+from gputop_diag.widgets.glyphs import history
+from gputop_diag.widgets.trace import Trace, sweep_cells
 
 PARTS = ("label", "trace", "value", "note")
 

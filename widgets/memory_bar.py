@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widget import Widget
 
-from .diff_line import DiffLine
-from .glyphs import stacked_bar
+from gputop_diag.widgets.diff_line import DiffLine
+from gputop_diag.widgets.glyphs import stacked_bar
 
 GLYPHS = {"used": "█", "reserved": "▒", "free": "░"}
 PLAIN_GLYPHS = {"used": "#", "reserved": "+", "free": "."}

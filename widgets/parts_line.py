@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from textual.widget import Widget
 
-from .diff_line import DiffLine
+from gputop_diag.widgets.diff_line import DiffLine
 
 
 class PartsLine(Widget):

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from textual.widget import Widget
 
-from .diff_line import DiffLine
-from .glyphs import history, level
+from gputop_diag.widgets.diff_line import DiffLine
+from gputop_diag.widgets.glyphs import history, level
 
 CHUNK = 6  # cells per chunk: a change repaints at most this many
 

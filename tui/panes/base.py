@@ -12,10 +12,10 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from ...model import formats
-from ...widgets import DiffText
-from ..feed import Update
-from ..procs import ProcessFilter, SortOrder
+from gputop_diag.model import formats
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.procs import ProcessFilter, SortOrder
+from gputop_diag.widgets import DiffText
 
 
 @dataclass(frozen=True)

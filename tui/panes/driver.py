@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 from rich.text import Text
 from textual.app import ComposeResult
 
-from ...collect.cuda_libs import unreadable_why
-from ...driver.compat import (
+from gputop_diag.collect.cuda_libs import unreadable_why
+from gputop_diag.driver.compat import (
     FABRIC_STATE_WORDS,
     MODULE_NOT_VISIBLE,
     MODULE_NOT_VISIBLE_WHY,
@@ -36,14 +36,14 @@ from ...driver.compat import (
     runtime_verdict,
     status_of,
 )
-from ...model import ProcessCuda, Snapshot
-from ...model.health import SEVERITIES, Finding, HealthReport
-from ...monitor.health import HEALTH_EVERY_S
-from ...sanitize.health import health_text, seed_texts
-from ...widgets import DiffText
-from ..feed import Update
-from ..side_panel import wrap_words
-from .base import Pane, View, hang_text, pane_width
+from gputop_diag.model import ProcessCuda, Snapshot
+from gputop_diag.model.health import SEVERITIES, Finding, HealthReport
+from gputop_diag.monitor.health import HEALTH_EVERY_S
+from gputop_diag.sanitize.health import health_text, seed_texts
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.panes.base import Pane, View, hang_text, pane_width
+from gputop_diag.tui.side_panel import wrap_words
+from gputop_diag.widgets import DiffText
 
 _VERDICT = {"too_new": "TOO NEW", "mvc": "minor-version compat", "compat": "forward compat"}
 _STATUS = {

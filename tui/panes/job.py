@@ -23,7 +23,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from ...diagnose.measured import (
+from gputop_diag.diagnose.measured import (
     PART_WORDS,
     MeasuredSplit,
     ProcessMemory,
@@ -31,16 +31,16 @@ from ...diagnose.measured import (
     measured_split,
     process_memory,
 )
-from ...diagnose.measured_rules import secs
-from ...diagnose.step_split import PROFILER_COMMANDS, StepSplit, estimate
-from ...job.figures import JobGpuMemory, gpu_memory, throughput, used_gpus
-from ...job.output import LABELS, classify_line
-from ...job.state import state_words
-from ...model import JobState, ProbeState, Snapshot, formats
-from ...widgets import DiffText
-from ...widgets.glyphs import history, stacked_bar
-from ..feed import Update
-from .base import Pane, View
+from gputop_diag.diagnose.measured_rules import secs
+from gputop_diag.diagnose.step_split import PROFILER_COMMANDS, StepSplit, estimate
+from gputop_diag.job.figures import JobGpuMemory, gpu_memory, throughput, used_gpus
+from gputop_diag.job.output import LABELS, classify_line
+from gputop_diag.job.state import state_words
+from gputop_diag.model import JobState, ProbeState, Snapshot, formats
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.panes.base import Pane, View
+from gputop_diag.widgets import DiffText
+from gputop_diag.widgets.glyphs import history, stacked_bar
 
 OUTPUT_LINES = 12  # of the job's output shown (fewer on a short terminal)
 SHORT_OUTPUT_LINES = 5

@@ -15,11 +15,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from ...collect.mapping import DeviceMapping, collect_mapping
-from ...mapping.ordinals import row_key
-from ...widgets import CellTable, DiffText
-from ..feed import Update
-from .base import Pane, View, pane_width, sync_rows
+from gputop_diag.collect.mapping import DeviceMapping, collect_mapping
+from gputop_diag.mapping.ordinals import row_key
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.panes.base import Pane, View, pane_width, sync_rows
+from gputop_diag.widgets import CellTable, DiffText
 
 __all__ = ["COLUMNS", "MappingPane", "abbreviate_uuid", "row_key"]
 

@@ -13,17 +13,24 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable
 
-from ...collect.model_config import ModelConfig
-from ...model import GpuState, HostState, Snapshot, formats
-from ...monitor.series import GpuSeries
-from ...planner.live import JobPlan, compare, job_plan, job_process, measured_of, plan_lines
-from ...widgets import DiffLine, DiffText, MemoryBar
-from ..feed import Update
-from ..filter_screen import shown_filter_text
-from ..holds import CELSIUS, LOAD, PERCENT, WATTS, Holds, Step
-from ..process_actions import pid_of
-from ..process_table import ProcessTable, clip
-from ..procs import (
+from gputop_diag.collect.model_config import ModelConfig
+from gputop_diag.model import GpuState, HostState, Snapshot, formats
+from gputop_diag.monitor.series import GpuSeries
+from gputop_diag.planner.live import (
+    JobPlan,
+    compare,
+    job_plan,
+    job_process,
+    measured_of,
+    plan_lines,
+)
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.filter_screen import shown_filter_text
+from gputop_diag.tui.holds import CELSIUS, LOAD, PERCENT, WATTS, Holds, Step
+from gputop_diag.tui.panes.base import Pane, View, gib, pane_width, sync_rows
+from gputop_diag.tui.process_actions import pid_of
+from gputop_diag.tui.process_table import ProcessTable, clip
+from gputop_diag.tui.procs import (
     SORTS,
     ProcRow,
     elapsed_text,
@@ -34,7 +41,7 @@ from ..procs import (
     size_text,
     tree_rows,
 )
-from .base import Pane, View, gib, pane_width, sync_rows
+from gputop_diag.widgets import DiffLine, DiffText, MemoryBar
 
 LABEL_WIDTH = 7  # "▶GPU12 "
 # The bar's middle part is what NVML's memory info (v2) reports as reserved: the driver's and

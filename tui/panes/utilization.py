@@ -17,13 +17,13 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from ...model import GpuState, Snapshot
-from ...monitor.series import HISTORY_POINTS, GpuSeries
-from ...widgets import BLOCKS, CutGrid, DiffLine, HistoryLine, ruler_cells
-from ...widgets.trace import CHUNK
-from ..feed import Update
-from ..holds import CELSIUS, EXACT, LOAD, MHZ, PERCENT, RATE, WATTS, Holds
-from .base import Pane, View, pane_width, pct
+from gputop_diag.model import GpuState, Snapshot
+from gputop_diag.monitor.series import HISTORY_POINTS, GpuSeries
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.holds import CELSIUS, EXACT, LOAD, MHZ, PERCENT, RATE, WATTS, Holds
+from gputop_diag.tui.panes.base import Pane, View, pane_width, pct
+from gputop_diag.widgets import BLOCKS, CutGrid, DiffLine, HistoryLine, ruler_cells
+from gputop_diag.widgets.trace import CHUNK
 
 LOW_BANDWIDTH_REPAINT_S = 10.0  # --low-bandwidth: scrolling histories repaint this often
 # The traces repaint together: at once when a line moves by MATERIAL_LEVELS glyph levels (an

@@ -21,14 +21,14 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
-from ...collect.kernlog.scan import XidScan
-from ...monitor.xid_live import HISTORY_SINCE_S
-from ...widgets import DiffText
-from ...xid.catalog import DRIVER_MESSAGES, entry, sxid_entry
-from ...xid.events import KernelEvent
-from ...xid.types import XidTriage
-from ..feed import Update
-from .base import Pane, View, hang_text, pane_width, set_text, sync_rows
+from gputop_diag.collect.kernlog.scan import XidScan
+from gputop_diag.monitor.xid_live import HISTORY_SINCE_S
+from gputop_diag.tui.feed import Update
+from gputop_diag.tui.panes.base import Pane, View, hang_text, pane_width, set_text, sync_rows
+from gputop_diag.widgets import DiffText
+from gputop_diag.xid.catalog import DRIVER_MESSAGES, entry, sxid_entry
+from gputop_diag.xid.events import KernelEvent
+from gputop_diag.xid.types import XidTriage
 
 COLUMNS = ("seq", "time", "gpu", "xid", "name", "source")
 ROUTE_LINES = 4  # groups shown in the triage summary
