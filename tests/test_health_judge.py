@@ -3,7 +3,6 @@ appears when it should, with the class it bears on, and not when it should not."
 
 from __future__ import annotations
 
-from gputop_diag.diagnose.types import BOTTLENECK_CLASSES
 from gputop_diag.health import judge
 from gputop_diag.health.pci import bdf
 from gputop_diag.model.health import (
@@ -58,10 +57,6 @@ def pci_gpu(i, speed="32.0 GT/s PCIe", width="16"):
 
 def findings(**parts):
     return {f.id: f for f in judge(HealthFacts(0.0, "node", **parts)).findings}
-
-
-def test_classes_are_the_classifiers():
-    assert HEALTH_CLASSES == BOTTLENECK_CLASSES
 
 
 def test_bus_ids_in_every_form_meet():

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The seven bottleneck classes (docs/diagnosis.md), plus the three states that are not a bottleneck.
-BOTTLENECK_CLASSES = (
-    "capacity",
-    "bandwidth",
-    "compute",
-    "input_pipeline",
-    "synchronization",
-    "communication",
-    "scheduler",
-)
+from ..model.classes import BOTTLENECK_CLASSES
+
+# A diagnosis's primary: one of the seven bottleneck classes (docs/diagnosis.md; the one list is
+# `model.classes`), or one of the three states that are not a bottleneck.
 # "undetermined": the GPU visibly waits (idle gaps) but the evidence that tells the cause apart
 # (thread data, host figures) is missing, so no class may claim it (absent evidence never votes).
 OTHER_STATES = ("idle", "balanced", "undetermined", "insufficient_data")

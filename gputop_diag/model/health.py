@@ -12,20 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .classes import BOTTLENECK_CLASSES
+
 HEALTH_SCHEMA = "gputop-diag.health/1"
 
 SEVERITIES = ("critical", "warning", "info", "ok")  # most urgent first
-# The bottleneck classes a finding can bear on: the classifier's own names
-# (diagnose/types.py BOTTLENECK_CLASSES; tests/test_health_judge.py checks they agree).
-HEALTH_CLASSES = (
-    "capacity",
-    "bandwidth",
-    "compute",
-    "input_pipeline",
-    "synchronization",
-    "communication",
-    "scheduler",
-)
+# The bottleneck classes a finding can bear on: the classifier's own names, the one list.
+HEALTH_CLASSES = BOTTLENECK_CLASSES
 
 # Why a reading is missing: one vocabulary for every reader.
 DENIED = "permission denied"
