@@ -12,12 +12,11 @@
   else SLURM_JOB_ID in a process's environment (these two read every process: at most every
   `proctree.RESCAN_S`, the processes found last and their descendants in between).
 
-A started command runs in its own session (SIGHUP from a dropped SSH link does not reach it)
-with stdin from /dev/null and stdout and stderr to the log file (by default in the state
-directory, `default_log_path`), so it outlives us when we are detached or killed, and its
-output is not lost when nobody reads it. Ctrl-C reaches it only as a shell would pass it on
+A started command (`collect/job_command.py`: its log, how it is started, its signals) outlives
+us when we are detached or killed; Ctrl-C reaches it only as a shell would pass it on
 (`interrupt`: SIGINT to its process group, then SIGTERM, then SIGKILL); a watcher that leaves
 while it runs (detached on purpose, or its terminal closed) says so in the log (`leave_note`).
+The output is followed by `collect/job_output.py`.
 """
 
 from __future__ import annotations
@@ -38,134 +37,20 @@ from ..job.steps import StepParser
 from ..model import JobState, OutputEvent, SchedulerEvidence, Snapshot
 from ..sources import RealProcFS
 from . import slurm as S
+from .job_command import (  # noqa: F401 - default_log_path re-exported for `watch`
+    INTERRUPT_SIGNALS,
+    STOP_GRACE_S,
+    WatchError,
+    default_log_path,
+    signal_name,
+    start_command,
+)
+from .job_output import READ_CHUNK, OutputTail, stdout_file  # noqa: F401 - READ_CHUNK re-exported
 from .jobtree import TreeReader
 from .proctree import RESCAN_S
 
-TAIL_LINES = 200  # the ring buffer of output lines
-SNAPSHOT_TAIL = 40  # of which each snapshot carries the last
+SNAPSHOT_TAIL = 40  # output lines each snapshot carries (the newest of `job_output.TAIL_LINES`)
 MAX_EVENTS = 20  # failure lines kept
-# Most bytes of output read per tick (~17,000 tqdm lines, ~0.3 s of parsing on a slow core): a
-# job writing faster than this has its backlog skipped, so the view stays current.
-READ_CHUNK = 1024 * 1024
-START_BACK = 64 * 1024  # a file watched from outside: read from this far before its end
-MAX_LINE = 2000  # characters of one output line kept
-STOP_GRACE_S = 10.0  # stopping a started command: SIGTERM, then SIGKILL this much later
-# Ctrl-C once, twice, three times (and more): what a shell user escalates to by hand
-INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
-STATE_DIR = "gputop-diag"  # under $XDG_STATE_HOME, as the live view's `s` and `S` save
-
-
-class WatchError(Exception):
-    """The job cannot be watched; the text is for the user. `code` is the exit code."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-# -- output -----------------------------------------------------------------------------------
-class OutputTail:
-    """Follows a file as it grows: whole lines (split on \\n and \\r, as tqdm redraws with \\r),
-    a ring buffer of the last ones; a line redrawn with \\r replaces the one before it."""
-
-    def __init__(self, path: str, from_start: bool, lines: int = TAIL_LINES) -> None:
-        self.path = path
-        self.lines: deque[str] = deque(maxlen=lines)
-        self.count = 0
-        self._offset: int | None = 0 if from_start else None
-        self._partial = b""
-        self._redraw = False  # the last line ended with \r: the next one replaces it
-        self.problem: str | None = None
-        self.skipped_bytes = 0  # output written faster than it was read, not read
-
-    def read(self) -> list[tuple[int, str]]:
-        """The whole lines written since the last read (a line still being written waits),
-        with their line numbers (a bar redrawn with \r keeps the number of the line it
-        redraws)."""
-        try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if self._offset is None:  # from outside: the end of the file, not all of it
-                    self._offset = max(0, size - START_BACK)
-                    if self._offset:
-                        f.seek(self._offset)
-                        skipped = f.readline()  # the first line read may be cut
-                        self._offset += len(skipped)
-                if size < self._offset:  # truncated or replaced
-                    self._offset, self._partial = 0, b""
-                if size - self._offset > READ_CHUNK:  # fallen behind: read the newest only
-                    self.skipped_bytes += size - READ_CHUNK - self._offset
-                    self._offset, self._partial = size - READ_CHUNK, b""
-                    f.seek(self._offset)
-                    self._offset += len(f.readline())  # a cut line is not a line
-                f.seek(self._offset)
-                data = f.read(READ_CHUNK)
-        except FileNotFoundError:
-            self.problem = f"the output file {self.path} does not exist (yet)"
-            return []
-        except OSError as e:
-            self.problem = f"cannot read the output file {self.path}: {e.strerror}"
-            return []
-        self.problem = None
-        self._offset += len(data)
-        data = self._partial + data
-        out: list[tuple[int, str]] = []
-        start = 0
-        for m in re.finditer(rb"\r\n|\n|\r", data):
-            raw = data[start : m.start()]
-            start = m.end()
-            line = raw.decode("utf-8", errors="replace")[:MAX_LINE]
-            redraw = m.group() == b"\r"
-            if not line.strip() and redraw:
-                continue
-            self._keep(line)
-            self._redraw = redraw
-            out.append((self.count, line))
-        self._partial = data[start:][-MAX_LINE * 4 :]
-        return out
-
-    def _keep(self, line: str) -> None:
-        if self._redraw and self.lines:
-            self.lines[-1] = line
-        else:
-            self.count += 1
-            self.lines.append(line)
-
-
-# -- the watch --------------------------------------------------------------------------------
-def signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
-
-
-def state_dir(environ: dict | None = None) -> str:
-    """`$XDG_STATE_HOME/gputop-diag`, else `~/.local/state/gputop-diag` (the XDG base directory
-    specification's place for state that outlives a run: logs, history), absolute."""
-    env = os.environ if environ is None else environ
-    state = env.get("XDG_STATE_HOME") or os.path.join(
-        env.get("HOME") or os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.abspath(os.path.join(state, STATE_DIR))
-
-
-def default_log_path(now: float | None = None, environ: dict | None = None) -> str:
-    """gputop-watch-<local time>-<pid>.log in the state directory (`state_dir`: made, mode
-    0700, when missing), else in the temporary directory; never the current directory (a
-    project's folder, a shared one, `/`)."""
-    import tempfile
-
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    name = f"gputop-watch-{stamp}-{os.getpid()}.log"
-    for directory in (state_dir(environ), tempfile.gettempdir()):
-        try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(directory, os.W_OK | os.X_OK):
-            return os.path.join(directory, name)
-    return os.path.join(tempfile.gettempdir(), name)
 
 
 class JobWatch:
@@ -232,7 +117,7 @@ class JobWatch:
         except (ps.Error, OSError):
             pass
         if log is None:  # its stdout, when that is a file
-            out = _stdout_file(pid)
+            out = stdout_file(pid)
             if out is not None:
                 w.tail = OutputTail(out, from_start=False)
         return w
@@ -243,33 +128,7 @@ class JobWatch:
     ) -> JobWatch:
         import psutil as real_psutil  # the command runs on this machine, under --demo too
 
-        if not argv:
-            raise WatchError("watch -- CMD: no command given after --", code=2)
-        existed = os.path.exists(log_path)
-        try:
-            logf = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
-            before = os.fstat(logf.fileno()).st_size  # an existing file is added to, not read
-        except OSError as e:
-            raise WatchError(f"cannot write the output file {log_path}: {e.strerror}") from None
-        environ = dict(os.environ if env is None else env)
-        environ.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the log as they are printed
-        try:
-            with logf:
-                popen = subprocess.Popen(
-                    list(argv),
-                    stdin=subprocess.DEVNULL,
-                    stdout=logf,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # no SIGHUP or Ctrl-C from our terminal
-                    env=environ,
-                )
-        except (FileNotFoundError, PermissionError) as e:
-            if not existed:  # nothing ran: no empty log left behind
-                with contextlib.suppress(OSError):
-                    os.unlink(log_path)
-            if isinstance(e, FileNotFoundError):
-                raise WatchError(f"watch: {argv[0]}: command not found", code=127) from None
-            raise WatchError(f"watch: {argv[0]}: permission denied", code=126) from None
+        started = start_command(argv, log_path, env)
         w = cls(
             sources,
             "command",
@@ -280,11 +139,11 @@ class JobWatch:
             log_from_start=True,
             step_regex=step_regex,
         )
-        w.popen = popen
+        w.popen = started.popen
         w.argv = tuple(argv)
-        w.roots = (popen.pid,)
-        w.tail._offset = before
-        w.slurm_id = _slurm_job_of(environ)  # started inside an allocation (salloc, sbatch)
+        w.roots = (started.popen.pid,)
+        w.tail._offset = started.log_offset
+        w.slurm_id = _slurm_job_of(started.environ)  # started inside an allocation (salloc, sbatch)
         return w
 
     @classmethod
@@ -587,21 +446,3 @@ def _ended(s: SchedulerEvidence) -> SchedulerEvidence:
     from dataclasses import replace
 
     return replace(s, state="COMPLETED" if s.state.upper() in S.ACTIVE_STATES else s.state)
-
-
-def _stdout_file(pid: int) -> str | None:
-    """The regular file a process's stdout is redirected to, where we may read its fd link."""
-    try:
-        target = os.readlink(f"/proc/{pid}/fd/1")
-    except OSError:
-        return None
-    if target.endswith(" (deleted)") or not target.startswith("/"):
-        return None
-    try:
-        import stat
-
-        if not stat.S_ISREG(os.stat(target).st_mode):
-            return None
-    except OSError:
-        return None
-    return target
