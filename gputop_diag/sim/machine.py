@@ -7,17 +7,12 @@ Cumulative counters (thread CPU time, host CPU and iowait time, disk bytes, NVLi
 stall totals) are integrated as time advances, so rates computed from them by the collectors
 agree with the instantaneous figures.
 
-GPU busy time is one signal per GPU (the profile's square wave, `profiles.busy_share`). The
-driver samples it every ~1/6 s (`driver_sample`, what `nvmlDeviceGetSamples` returns); the
-utilization figure of a tick is the mean of the six samples of the last second, as NVML reports
-busy time over its sample period (1 s on these products).
+GPU busy time is one signal per GPU, sampled as the driver samples it (`driver_samples.py`).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
 import shutil
 import tempfile
@@ -27,7 +22,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .clock import SimClock
+from .driver_samples import (  # noqa: F401 - the sample clock re-exported for the fakes
+    DriverSamples,
+    last_sample,
+    sample_time_us,
+)
 from .drivers import DriverProfile, profile_for_version
+from .faults import HANG_CAP_S, SimFaults  # noqa: F401 - HANG_CAP_S re-exported for the fakes
 from .population import (
     MIB,
     SimGpu,
@@ -37,7 +38,8 @@ from .population import (
     build_procs,
     build_xids,
 )
-from .profiles import GPU_KEYS, GPU_MODELS, NOISE_SD, busy_share, probe_step, profiles_of
+from .probe_files import PROBE_MAX_BYTES, PROBE_SCHEMA, RankProbes  # noqa: F401 - re-exported
+from .profiles import GPU_KEYS, GPU_MODELS, NOISE_SD, profiles_of
 
 HOST_CPUS = 32
 CONTEXT_MIB = 510  # CUDA context per process
@@ -47,30 +49,6 @@ STEP_S = 0.1
 _KEYS = {k: n for n, k in enumerate(NOISE_SD)}
 _NOISE_N = 4099
 _PSI_TAU = (10.0, 60.0, 300.0)
-SAMPLES_PER_S = 6  # the driver samples busy time every ~1/6 s (NVML API reference)
-HANG_CAP_S = 120.0  # the longest a `hang()` blocks a call when nobody releases it
-# The probe's file format (gputop_diag/probe/schema.py: the simulator may not import the probe,
-# tests/test_probe_reader.py checks that the two agree).
-PROBE_SCHEMA = "gputop-diag.probe/1"
-PROBE_MAX_BYTES = 4 * 1024 * 1024
-PROBE_BACKFILL = 60  # steps written for a job that ran before the view opened
-PROBE_SITES_EVERY_S = 5.0
-PROBE_FIRST_STEP_S = 20.0  # a rank's first step ends this long after it started (loading)
-SIM_NOTE = "simulated: written by the gputop-diag --demo simulator, no probe ran"
-
-
-def sample_time_us(k: int) -> int:
-    """CPU time (epoch microseconds) of the driver's busy-time sample number k."""
-    return k * 1_000_000 // SAMPLES_PER_S
-
-
-def last_sample(t: float) -> int:
-    """The number of the newest driver sample taken at or before time t (epoch seconds)."""
-    now_us = round(t * 1e6)
-    k = now_us * SAMPLES_PER_S // 1_000_000 + 1
-    while sample_time_us(k) > now_us:
-        k -= 1
-    return k
 
 
 # Noise tables by seed string: drawing 4099 Gaussians costs more than the rest of building a
@@ -108,7 +86,11 @@ def scenario_info(name: str, spec: dict, gpu_count: int | None = None) -> Scenar
     )
 
 
-class SimMachine:
+class SimMachine(DriverSamples, SimFaults, RankProbes):
+    """A scenario's machine: its GPUs and processes, evaluated at the clock's time (`state`),
+    with the driver's busy-time samples (`driver_samples.py`), the faults put into it
+    (`faults.py`) and the probe files its ranks write (`probe_files.py`)."""
+
     def __init__(
         self,
         name: str,
@@ -226,40 +208,6 @@ class SimMachine:
             return 0.0
         i = (sample * 6007 + k * 104729 + _KEYS[key] * 31 + 11) % _NOISE_N
         return self._noise[i] * NOISE_SD[key] * self.noise
-
-    def busy_sample(self, gi: int, k: int) -> float:
-        """Share of the driver's sample k (the ~1/6 s before it) that GPU gi was busy."""
-        t1 = sample_time_us(k) / 1e6
-        return self._busy_share(self.profile_at(t1), sample_time_us(k - 1) / 1e6, t1, gi)
-
-    def busy(self, t: float, gi: int) -> float:
-        """Share of the last second GPU gi was busy: NVML's utilization over its sample period
-        (1 s here), the mean of the driver's six newest samples at time t."""
-        k = last_sample(t)
-        t0, t1 = sample_time_us(k - SAMPLES_PER_S) / 1e6, sample_time_us(k) / 1e6
-        prof = self.profile_at(t1)
-        if prof is self.profile_at(sample_time_us(k - SAMPLES_PER_S + 1) / 1e6):
-            return self._busy_share(prof, t0, t1, gi)  # one profile over the whole second
-        return sum(self.busy_sample(gi, k - j) for j in range(SAMPLES_PER_S)) / SAMPLES_PER_S
-
-    def driver_sample(self, gi: int, k: int, figure: str) -> float | None:
-        """The driver's sample k of GPU gi: `figure` ("util", "memctl" in %, "power_w",
-        "sm_mhz") over the ~1/6 s before it; None where the device does not report it."""
-        t1 = sample_time_us(k) / 1e6
-        prof = self.profile_at(t1)
-        f = self._busy_share(prof, sample_time_us(k - 1) / 1e6, t1, gi)
-        busy, idle, m = prof["busy"], prof["idle"], self.model
-        if figure in ("util", "memctl"):
-            b, i = busy.get(figure), idle.get(figure)
-            if b is None:
-                return None
-            v = i + f * (b - i) + (self.sample_noise(figure, gi, k) if b or i else 0.0)
-            return min(100.0, max(0.0, v))
-        key = "power" if figure == "power_w" else "clock"
-        v = idle[key] + f * (busy[key] - idle[key]) + self.sample_noise(key, gi, k)
-        if figure == "power_w":
-            return max(m["idle_w"], v * m["power_limit_w"])
-        return float(int(max(m["idle_sm"], min(1.0, v) * m["sm_max"])))
 
     def job_on(self, prof: dict, t: float) -> bool:
         return prof.get("procs", True) and t >= self.clock.start + self.spec.get("jobs_from", 0)
@@ -433,76 +381,7 @@ class SimMachine:
         self._avg_cache[key] = out
         return out
 
-    # -- the probe inside the job's ranks ----------------------------------------------------
-    def _write_probes(self, st: dict) -> None:
-        """Append each rank's steps up to the state's time to its probe file, as the probe
-        inside it would (probe/schema.py), the first time after its hello, model and note."""
-        spec, t = self.spec["probe"], st["t"]
-        ranks = [p for p in self.procs.values() if p.role == "rank" and self.alive(p.pid, t)]
-        folder = os.path.join(self.runtime_dir, "gputop-diag")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        for p in ranks:
-            step_s = self.profile_at(t).get("period", spec.get("step_s", 1.0))
-            origin = p.create_time + PROBE_FIRST_STEP_S
-            last = math.floor((t - origin) / step_s)
-            w = self._probed.get(p.pid)
-            if w is None:
-                ticks = int((p.create_time - self.boot_time) * 100)  # as /proc/<pid>/stat says
-                name = f"probe-{p.pid}-{ticks}.jsonl"
-                w = dict(path=os.path.join(folder, name), ticks=ticks, k=max(0, last - 60))
-                w.update(syncs=0, sync_s=0.0, sites_at=None)
-                self._probed[p.pid] = w
-                self._probe_append(w, self._probe_head(p, w, len(ranks)))
-            records = []
-            while w["k"] <= last:
-                end = origin + w["k"] * step_s
-                rec = probe_step(self.profile_at(end), step_s, w["k"], len(ranks))
-                w["syncs"] += rec["sync_count"]
-                w["sync_s"] += rec["t_sync_s"]
-                measured = ["t_input", "t_sync"]  # as the real probe: never t_gpu
-                measured += ["t_comm"] if rec.get("t_comm_s") is not None else []
-                mem = self._probe_memory(p, st, end - origin)
-                records.append(
-                    dict(kind="step", t=end, step=w["k"], **rec, measured=measured, mem=mem)
-                )
-                w["k"] += 1
-            if w["sites_at"] is None or t - w["sites_at"] >= PROBE_SITES_EVERY_S:
-                w["sites_at"] = t
-                records.append(dict(kind="sync_sites", t=t, sites=self._probe_sites(p, w)))
-            self._probe_append(w, records[-PROBE_BACKFILL:], p, len(ranks))
-
-    def _probe_head(self, p: SimProc, w: dict, world: int) -> list[dict]:
-        t = p.create_time + 5.0
-        params = int(self.spec["probe"].get("params", 1e9))
-        return [
-            dict(
-                kind="hello",
-                t=t,
-                schema=PROBE_SCHEMA,
-                pid=p.pid,
-                start_ticks=w["ticks"],
-                argv=list(p.cmdline),
-                python="3.11.9",
-                torch="2.7.1+cu128",
-                cuda=True,
-                rank=int(p.environ.get("RANK", 0)),
-                world=world,
-                measures=dict(
-                    t_input=True, t_sync=True, t_comm=world > 1, t_gpu=False, memory=True
-                ),
-            ),
-            dict(kind="note", t=t, text=SIM_NOTE),
-            # bf16 weights and gradients, fp32 Adam state (master copy and two moments)
-            dict(
-                kind="model",
-                t=t + 10.0,
-                params_bytes=2 * params,
-                grads_bytes=2 * params,
-                optimizer_bytes=12 * params,
-                kv_cache_bytes=None,
-            ),
-        ]
-
+    # -- the memory behind a rank's probe file (`probe_files.py`) -----------------------------
     def _probe_memory(self, p: SimProc, st: dict, ran_s: float) -> dict | None:
         """The caching allocator's figures behind the rank's NVML figure: what it reserved is
         the process's memory less its CUDA context."""
@@ -522,30 +401,6 @@ class SimMachine:
             retries=int(spec.get("retries_per_min", 0.0) * ran_s / 60.0),
             ooms=0,
         )
-
-    def _probe_sites(self, p: SimProc, w: dict) -> list[dict]:
-        script = next((a for a in p.cmdline[1:] if a.endswith(".py")), "train.py")
-        sites = self.spec["probe"].get("sites") or ((f"/home/{p.user}/{script}:57", ".item", 1),)
-        return [
-            dict(site=s, call=c, count=round(w["syncs"] * share), seconds=w["sync_s"] * share)
-            for s, c, share in sites
-        ]
-
-    def _probe_append(
-        self, w: dict, records: list[dict], p: SimProc | None = None, world: int = 1
-    ) -> None:
-        """Append records; past PROBE_MAX_BYTES the file becomes `<name>.1` and a new one
-        starts with its hello, as the probe rotates."""
-        path = w["path"]
-        if p is not None and os.path.exists(path) and os.path.getsize(path) > PROBE_MAX_BYTES:
-            os.replace(path, path + ".1")
-            records = self._probe_head(p, w, world) + records
-        data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, data.encode())
-        finally:
-            os.close(fd)
 
     # -- views the fakes share ---------------------------------------------------------------
     def gpu_procs(self, gi: int, st: dict) -> list[tuple[SimProc, int]]:
@@ -578,66 +433,12 @@ class SimMachine:
         procs = sum(b for _, b in self.gpu_procs(gi, st))
         return min(g.total_bytes - 64 * MIB, self.model["reserved_mib"] * MIB + procs)
 
-    def is_lost(self, gi: int) -> bool:
-        t = self.lost_at.get(gi)
-        return t is not None and self.clock.now() >= t
-
-    def take_error(self, fn: str, gpu: int | None) -> int | None:
-        rules = self.errors.get(fn)
-        if not rules:
-            return None
-        for r in rules:
-            g, code, times = r
-            if g is None or g == gpu:
-                if times is not None:
-                    if times <= 0:
-                        continue
-                    r[2] = times - 1
-                self.raised[fn] += 1
-                return code
-        return None
-
-    # -- test hooks --------------------------------------------------------------------------
-    def inject_error(
-        self, function_name: str, code: int, gpu: int | None = None, times: int | None = None
-    ) -> None:
-        """Make fake pynvml `function_name` raise NVMLError(code), for one GPU or all."""
-        self.errors.setdefault(function_name, []).append([gpu, code, times])
-
-    def clear_errors(self) -> None:
-        self.errors.clear()
-
-    def hang(self, function_name: str, gpu: int | None = None) -> threading.Event:
-        """Make fake pynvml `function_name` block (for one GPU or all) until the returned event
-        is set, as a call into a failing GPU can block for minutes. A safety cap of
-        `HANG_CAP_S` keeps a forgotten hang from stalling a test run forever."""
-        release = threading.Event()
-        self.hangs.setdefault(function_name, []).append((gpu, release))
-        return release
-
-    def take_hang(self, fn: str, gpu: int | None) -> threading.Event | None:
-        for g, release in self.hangs.get(fn, ()):
-            if (g is None or g == gpu) and not release.is_set():
-                return release
-        return None
-
-    def lose_gpu(self, index: int, at: float | None = None) -> None:
-        """GPU `index` falls off the bus now, or at `at` (epoch, or seconds from the start)."""
-        when = self.clock.now() if at is None else at
-        if when < self.clock.start / 2:  # a scenario-relative time
-            when += self.clock.start
-        self.lost_at[index] = when
-        self.xids = sorted(
-            [*self.xids, (when, index, 79, None, None, "GPU has fallen off the bus.")],
-            key=lambda x: x[0],
-        )
-        self.kernel_lines = self._kernel_lines()
-
     def uid_of(self, user: str) -> int:
         """A simulated user's id (the same /proc/<pid>/status gives): root 0, the shell's user
         1001, anyone else 1002."""
         return 0 if user == "root" else 1001 if user == self.user else 1002
 
+    # -- signals -----------------------------------------------------------------------------
     def kill(self, pid: int, sig: int) -> None:
         """`os.kill` on the simulated machine: never a real process. The process ends (a
         training script ends on SIGINT, SIGTERM and SIGKILL alike), so the next ticks show it
@@ -660,13 +461,6 @@ class SimMachine:
         others = [q for q in self.procs.values() if q.role == "rank" and q.gpu == p.gpu]
         if not any(self.alive(q.pid) for q in others):
             self.idle_after.setdefault(p.gpu, self.clock.now())
-
-    def _busy_share(self, prof: dict, t0: float, t1: float, gi: int) -> float:
-        """`busy_share`, but none after the GPU's last rank was signalled away."""
-        since = self.idle_after.get(gi)
-        if since is not None and t1 > since:
-            return 0.0
-        return busy_share(prof, t0, t1, gi)
 
     def vanish_process(self, pid: int) -> None:
         """The process exits: NVML stops listing it and psutil raises NoSuchProcess."""
