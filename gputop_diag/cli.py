@@ -12,8 +12,8 @@ import argparse
 import contextlib
 import errno
 import importlib
-import math
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -252,6 +252,16 @@ def make_sources(args: argparse.Namespace, realtime: bool):
     return Sources.real()
 
 
+def closed_output() -> int:
+    """Standard output's reader is gone: nothing more is printed, and what Python would flush
+    at exit goes nowhere (the recipe of the Python docs, "Note on SIGPIPE"); 141, as a shell
+    reports `yes | head` (docs/architecture.md, "Stopping")."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 128 + getattr(signal, "SIGPIPE", 13)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = _fix_bare_demo(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
@@ -267,8 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .commands import demo
 
             return demo.run(args)
-        if not math.isfinite(args.interval) or args.interval <= 0:
-            parser.error(f"--interval must be a positive number of seconds, not {args.interval:g}")
+        from .monitor.run import interval_problem
+
+        problem = interval_problem(args.interval)
+        if problem is not None:
+            parser.error(problem)
         if args.replay is not None and args.demo:
             parser.error(
                 "--replay and --demo cannot be used together: a recording replaces "
@@ -305,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if module is None and not sys.stdout.isatty():
             from .commands.snapshot import print_one_snapshot
 
-            return print_one_snapshot(feed, args.sanitize)
+            return _flushed(print_one_snapshot(feed, args.sanitize))
         if module is None:
             from gputop_diag.tui import run_app
 
@@ -323,15 +336,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pids=[n for part in args.live_pids for n in part],
                 model_config=args.model_config,
             )
-        return module.run(args, feed)
+        return _flushed(module.run(args, feed))
     except _recording_error() as e:  # a recording damaged past its header
         print(f"gputop-diag: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `gputop-diag snapshot | head`
-        sys.stderr.close()
-        return 0
+    except BrokenPipeError:  # `gputop-diag snapshot | head`: the reader is gone
+        return closed_output()
     except OSError as e:
         if e.errno not in _WRITE_ERRORS:
             return _unexpected(e, args.debug)
@@ -341,6 +353,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as e:  # noqa: BLE001 - never a raw traceback without a message
         return _unexpected(e, args.debug)
+
+
+def _flushed(code: int) -> int:
+    """`code`, once what was printed has reached standard output: a reader that is gone is
+    found here, inside `main`, not by the interpreter's last flush at exit."""
+    sys.stdout.flush()
+    return code
 
 
 class _NotRaised(Exception):

@@ -104,6 +104,23 @@ def sanitized_output(text: str, sanitizer) -> str | None:
     return None
 
 
+def stopped_early(monitor, until_stopped: bool = False) -> int | None:
+    """Say on stderr that the run was stopped before its span (a stop signal, a closed output:
+    docs/architecture.md, "Stopping"), so what is printed next covers only what was seen; the
+    exit status for it (None: the run covered its span)."""
+    ending = getattr(monitor, "ending", None)
+    if ending is None or not ending.early:
+        return None
+    if ending.reason != "closed":
+        n = ending.ticks
+        print(
+            f"gputop-diag: stopped early ({ending.reason}) after {n} sample{'s' * (n != 1)}: "
+            "what follows covers them only",
+            file=sys.stderr,
+        )
+    return ending.exit_status(until_stopped)
+
+
 def is_recording(feed) -> bool:
     """`feed` is a `recording.store.Recording`. Asked without importing that module (it brings
     the sanitizer along): a Recording exists only once its module is loaded."""

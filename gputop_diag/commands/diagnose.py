@@ -12,7 +12,13 @@ from ..monitor.core import StopSampling, Tick
 from ..monitor.core import run as run_monitor
 from ..recording.store import Recording
 from ..sources import Sources
-from .common import add_sanitize, no_driver_error, render_snapshot, sanitized_output
+from .common import (
+    add_sanitize,
+    no_driver_error,
+    render_snapshot,
+    sanitized_output,
+    stopped_early,
+)
 from .options import add_time_options, capped, time_problem
 
 DEFAULT_SECONDS = 30.0
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if monitor.last is None:
         print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE
+    early = stopped_early(monitor)
     diag, snap = monitor.last.diagnosis, monitor.last.snapshot
     err = no_driver_error(snap)
     sanitizer = None
@@ -82,4 +89,4 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         if args.json:  # the reason still reaches a person reading the terminal
             print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
-    return 0
+    return early or 0

@@ -29,8 +29,11 @@ def add_time_options(
 
 def time_problem(seconds: float | None, interval: float) -> str | None:
     """Why --seconds or --interval cannot be used, or None."""
-    if not math.isfinite(interval) or interval <= 0:
-        return f"--interval must be a positive number of seconds, not {interval:g}"
+    from ..monitor.run import interval_problem  # the floor, once: the paced loop's
+
+    problem = interval_problem(interval)
+    if problem is not None:
+        return problem
     if seconds is not None and (not math.isfinite(seconds) or seconds <= 0):
         return f"--seconds must be a positive number of seconds, not {seconds:g}"
     return None

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
-import threading
 
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import Tick
 from ..monitor.core import run as run_monitor
+from ..monitor.run import OutputClosed, is_closed_pipe
 from ..recording.store import Recording, RecordingError, RecordingWriteError
 from ..recording.writer import RecordingWriter
 from ..sources import Sources
@@ -65,29 +64,6 @@ def _scenario_seconds(sources: Sources) -> float | None:
     return None
 
 
-@contextlib.contextmanager
-def _hangup_stops(stopped: threading.Event):
-    """SIGHUP and SIGTERM end the recording like Ctrl-C: the file is closed properly. Each of
-    them, Ctrl-C too, also sets `stopped`, which the next tick checks: an interrupt that lands
-    while Python runs a finalizer (a generator closed, an object freed) is printed as ignored
-    and dropped there, and the recording would go on."""
-
-    def stop(signum, frame):
-        stopped.set()
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = [n for n in ("SIGHUP", "SIGTERM", "SIGINT") if hasattr(signal, n)]
-    old = {n: signal.signal(getattr(signal, n), stop) for n in names}
-    try:
-        yield
-    finally:
-        for n, handler in old.items():
-            signal.signal(getattr(signal, n), handler)
-
-
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if args.output == "-":  # the usual spelling of standard output, not a file named "-"
         args.output = "/dev/stdout"
@@ -124,16 +100,16 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             file=sys.stderr,
         )
 
-    stopped = threading.Event()
-
     def write(tick: Tick) -> None:
-        if stopped.is_set():  # a stop signal whose interrupt was dropped (see _hangup_stops)
-            raise KeyboardInterrupt
-        writer.write(tick.snapshot)
+        try:
+            writer.write(tick.snapshot)
+        except RecordingWriteError as e:
+            if is_closed_pipe(e):  # -o /dev/stdout and its reader is gone
+                raise OutputClosed from None
+            raise
 
     try:
-        with _hangup_stops(stopped):
-            monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=write)
+        monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=write)
     except KeyboardInterrupt:  # before the first tick: nothing recorded
         monitor = None
     except RecordingWriteError as e:  # the disk filled up, a write failed
@@ -151,6 +127,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     finally:
         with contextlib.suppress(RecordingError):
             writer.close()
+    ending = monitor.ending if monitor is not None else None
+    if ending is not None and ending.reason == "closed":  # nobody reads on: say nothing more
+        return ending.exit_status()
     if writer.withheld:
         print(
             f"gputop-diag: {writer.withheld} snapshot(s) not written: they could not be "
@@ -167,7 +146,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         return EXIT_USAGE
     span = (writer.last or 0.0) - (writer.first or 0.0)
     gpus = writer.header.gpu_count if writer.header else 0
-    stopped = " (stopped early)" if monitor is not None and monitor.interrupted else ""
+    stopped = " (stopped early)" if ending is not None and ending.early else ""
     # On stderr: the recording itself may be going to stdout (-o /dev/stdout).
     print(
         f"recorded {writer.count} snapshots ({span:.0f} s, {gpus} GPU{'s' if gpus != 1 else ''}"
@@ -178,7 +157,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if err is not None:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
-    return 0
+    status = ending.exit_status(until_stopped=args.seconds is None) if ending else None
+    return status or 0
 
 
 def _shown(args: argparse.Namespace, path: str) -> str:

@@ -15,8 +15,8 @@ from ..recording.store import Recording
 from ..report.build import ReportSource, make_report
 from ..report.private_map import write_private_map
 from ..sources import Sources
-from .common import no_driver_error
-from .options import add_time_options
+from .common import no_driver_error, stopped_early
+from .options import add_time_options, time_problem
 
 DEFAULT_SECONDS = 30.0
 REPLAY = True  # reads `--replay FILE`
@@ -72,8 +72,9 @@ def _same_file(a: str, b: str) -> bool:
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     seconds = args.seconds
     interval = getattr(args, "interval", 1.0)
-    if (seconds is not None and seconds < 0) or interval <= 0:
-        print("gputop-diag: --seconds must be >= 0 and --interval > 0", file=sys.stderr)
+    problem = time_problem(seconds, interval)
+    if problem is not None:
+        print(f"gputop-diag: {problem}", file=sys.stderr)
         return EXIT_USAGE
     fmt = "json" if args.json else (args.format or "md")
     if args.json and args.format == "md":
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if monitor.last is None:
         print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE
+    early = stopped_early(monitor)
     snaps = monitor.history.snapshots()
     health = None if replay else read_health_once(feed, monitor.last.snapshot)
     report = make_report(
@@ -154,7 +156,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if err is not None:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
-    return 0
+    return early or 0
 
 
 def read_health_once(feed: Sources, snap) -> HealthReport | None:

@@ -28,7 +28,6 @@ import os
 import shlex
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 
 from ..collect.job import INTERRUPT_SIGNALS, JobWatch, WatchError, default_log_path, signal_name
@@ -44,6 +43,7 @@ from ..model import JobProcess, JobState, ProbeState, Snapshot
 from ..model.codec import jsonable, rounded
 from ..model.exits import EXIT_USAGE
 from ..monitor.core import Monitor
+from ..monitor.run import Done, Run
 from ..sources import Sources
 from .common import (
     add_sanitize,
@@ -279,6 +279,7 @@ def _exit_code(watch: JobWatch, fallback: int = 0) -> int:
 
 
 def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
+    until_stopped = args.seconds is None  # watching until the job ends or is stopped
     if feed.simulated and not watch.started:
         # simulated time runs instantly and a simulated process never ends: stop somewhere
         seconds, note = capped(args.seconds or DEMO_SECONDS, True)
@@ -308,56 +309,51 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
             print(f"gputop-diag: {said(args, str(e))}", file=sys.stderr)
             return 1
     clock = feed.clock
-    start = clock.now()
-    last_status = start
+    last_status = clock.now()
     seen = SeenProcesses()
     seen.update(_roots_known_at_start(watch))  # one that ends before the first tick is still seen
     probed = ProbesSeen()
-    ended_by = None
-    restore = hangup_raises()
+
+    def on_tick(t) -> None:
+        nonlocal last_status, status_sanitizer
+        if writer is not None:
+            writer.write(t.snapshot)
+        if t.snapshot.job is not None:
+            seen.update(t.snapshot.job.processes)
+        probed.update(t.snapshot)
+        now = clock.now()
+        if now - last_status >= STATUS_EVERY_S and not feed.simulated:
+            last_status = now
+            if sanitize and status_sanitizer is None:
+                status_sanitizer = seeded_sanitizer(feed, key=key)
+            line = shown_status(t.snapshot, watch, status_sanitizer)
+            if line is not None:
+                print(f"gputop-diag: {line}", file=sys.stderr)
+        if watch.finished:
+            raise Done
+
+    def on_signal(name: str) -> bool:
+        """Ctrl-C while a command we started runs: passed on to it, and watching goes on
+        until it has ended (a shell's foreground job); anything else stops watching."""
+        if name != "SIGINT" or not watch.started or watch.detached:
+            return False
+        line = interrupted_line(watch)
+        if line is not None:
+            print(f"gputop-diag: {line}", file=sys.stderr)
+            return True
+        return watch.interrupts <= len(INTERRUPT_SIGNALS)  # nothing left: the next tick sees
+
+    paced = Run(monitor.tick, clock=clock, interval=args.interval, seconds=args.seconds)
+    paced.on_signal = on_signal
     try:
-        while True:
-            try:
-                t = monitor.tick()
-                if writer is not None:
-                    writer.write(t.snapshot)
-                job = t.snapshot.job
-                if job is not None:
-                    seen.update(job.processes)
-                probed.update(t.snapshot)
-                now = clock.now()
-                if now - last_status >= STATUS_EVERY_S and not feed.simulated:
-                    last_status = now
-                    if sanitize and status_sanitizer is None:
-                        status_sanitizer = seeded_sanitizer(feed, key=key)
-                    line = shown_status(t.snapshot, watch, status_sanitizer)
-                    if line is not None:
-                        print(f"gputop-diag: {line}", file=sys.stderr)
-                if watch.finished:
-                    ended_by = "ended"
-                    break
-                if args.seconds is not None and now - start >= args.seconds:
-                    ended_by = "seconds"
-                    break
-                clock.sleep(args.interval)
-            except HungUp:
-                ended_by = "hangup"
-                break
-            except KeyboardInterrupt:
-                if watch.started and not watch.detached:  # ours: stopped as a shell would
-                    line = interrupted_line(watch)
-                    if line is not None:
-                        print(f"gputop-diag: {line}", file=sys.stderr)
-                        continue
-                    if watch.interrupts <= len(INTERRUPT_SIGNALS):
-                        continue  # nothing left to signal: the next tick sees the end
-                ended_by = "interrupted"
-                break
+        ending = paced.subscribe(on_tick).run()
     finally:
-        restore()
         monitor.close()
         if writer is not None:
             writer.close()
+    ended_by = _ENDED_BY.get(ending.reason, "seconds")
+    if ending.reason == "done" and watch.finished:
+        ended_by = "ended"
     if writer is not None and writer.withheld:  # as `record --sanitize` says it
         print(
             f"gputop-diag: {writer.withheld} snapshot(s) not written: they could not be "
@@ -367,7 +363,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     if ended_by == "hangup":
         watch.left_by_hangup()  # it goes on; its log says the watcher left
     if monitor.last is None:
-        return HANGUP_EXIT if ended_by == "hangup" else 1
+        return ending.exit_status() or 1
     if ended_by != "ended":
         watch.detach()
     t = monitor.last
@@ -399,7 +395,18 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
                 print(f"gputop-diag: {line}", file=sys.stderr)
     if ended_by == "hangup":
         return HANGUP_EXIT
-    return _exit_code(watch, 0)
+    return _exit_code(watch, ending.exit_status(until_stopped) or 0)
+
+
+# How a paced run's ending reads in the summary (`watch_ended_by`).
+_ENDED_BY = {
+    "done": "seconds",
+    "SIGINT": "interrupted",
+    "SIGTERM": "terminated",
+    "SIGHUP": "hangup",
+    "closed": "closed",
+    "cancelled": "interrupted",
+}
 
 
 def interrupted_line(watch: JobWatch) -> str | None:
@@ -415,28 +422,6 @@ def interrupted_line(watch: JobWatch) -> str | None:
         else f"waiting for it to end; Ctrl-C again sends {watch.next_interrupt()}"
     )
     return f"Ctrl-C: {signal_name(sig)} sent to the job's process group (pid {pid}); {then}"
-
-
-class HungUp(BaseException):
-    """SIGHUP while watching headless: the terminal closed (an SSH session dropped). Not an
-    Exception, as KeyboardInterrupt is not: no collector's `except Exception` may take it."""
-
-
-def hangup_raises():
-    """Make SIGHUP raise `HungUp` in the watch loop (the main thread only); the function that
-    gives SIGHUP back."""
-
-    def hung_up(signum, frame):
-        raise HungUp
-
-    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.signal(signal.SIGHUP, hung_up)
-
-    def restore() -> None:
-        signal.signal(signal.SIGHUP, previous if previous is not None else signal.SIG_DFL)
-
-    return restore
 
 
 class SeenProcesses:
@@ -590,6 +575,8 @@ def summary_text(
         lines.append("  (watched for --seconds; the job goes on)")
     elif ended_by == "interrupted":
         lines.append("  (watching stopped by Ctrl-C; the job goes on)")
+    elif ended_by == "terminated":
+        lines.append("  (watching stopped by SIGTERM; the job goes on)")
     elif ended_by == "hangup":
         lines.append("  (the terminal closed: watching stopped; the job goes on)")
     if job.log_path:

@@ -56,6 +56,7 @@ from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.types import XidTriage
 from .health import HealthWatch
+from .run import Done, Ending, Run, StopSignals
 from .sampler import Sampler
 from .series import Series, SeriesCutter
 from .xid_live import HISTORY_SINCE_S, kernel_xid_events, live_triage, unreadable_error
@@ -126,7 +127,8 @@ class Monitor:
         self.diagnosis: Diagnosis | None = None
         self.last: Tick | None = None
         self.ticks = 0
-        self.interrupted = False  # set by `run()` when Ctrl-C ended the loop early
+        self.interrupted = False  # set by `run_for()` when a stop signal ended it early
+        self.ending: Ending | None = None  # how `run_for()` ended
         self._lock = threading.Lock()
         self._series = SeriesCutter()  # the live view's histories, carried tick to tick
         self._slow_at: float | None = None
@@ -394,17 +396,15 @@ class Monitor:
     def run_for(
         self, seconds: float | None, on_tick: Callable[[Tick], None] | None = None
     ) -> Tick | None:
-        """Tick now and every `interval` for `seconds` (None: until interrupted); instant under
-        the simulator. `diagnose` and `record` both run this loop."""
-        ticks = None if seconds is None else max(1, round(seconds / self.interval)) + 1
-        k = 0
-        while ticks is None or k < ticks:
-            if k:
-                self.sources.clock.sleep(self.interval)
-            t = self.tick()
-            if on_tick is not None:
-                on_tick(t)
-            k += 1
+        """Tick now and every `interval` for `seconds` (None: until stopped) through the one
+        paced loop (`monitor/run.py`); instant under the simulator. At least two ticks: the
+        rates need two readings."""
+        paced = Run(self.tick, clock=self.sources.clock, interval=self.interval, seconds=seconds)
+        paced.at_least = 2
+        if on_tick is not None:
+            paced.subscribe(on_tick)
+        self.ending = paced.run()
+        self.interrupted = self.ending.early
         return self.last
 
     def replay(
@@ -413,16 +413,30 @@ class Monitor:
         seconds: float | None = None,
         on_tick: Callable[[Tick], None] | None = None,
     ) -> Tick | None:
-        """Feed recorded snapshots, the first `seconds` of them (None: all)."""
+        """Feed recorded snapshots, the first `seconds` of them (None: all). Not paced: a
+        recording is read as fast as it can be; a stop signal ends it after the snapshot in
+        hand, as it ends a paced run."""
         start = None
-        for snap in snapshots:
-            if start is None:
-                start = snap.timestamp
-            if seconds is not None and snap.timestamp - start > seconds + 1e-6:
-                break
-            t = self.feed(snap)
-            if on_tick is not None:
-                on_tick(t)
+        reason = "done"
+        with StopSignals() as signals:
+            try:
+                for snap in snapshots:
+                    if start is None:
+                        start = snap.timestamp
+                    if seconds is not None and snap.timestamp - start > seconds + 1e-6:
+                        break
+                    t = self.feed(snap)
+                    if on_tick is not None:
+                        on_tick(t)
+                    if signals.name is not None:
+                        break
+            except KeyboardInterrupt:
+                signals.name = signals.name or "SIGINT"
+            except Done:
+                pass
+            reason = signals.name or reason
+        self.ending = Ending(reason, self.ticks)
+        self.interrupted = self.ending.early
         return self.last
 
     def close(self) -> None:
@@ -450,27 +464,22 @@ def run(
     job: JobWatch | None = None,
 ) -> Monitor:
     """The headless commands' loop: sample `feed` for `seconds` (a `Recording`: replay its
-    first `seconds`). Ctrl-C ends it early with what was seen (`interrupted`); before the first
-    tick it propagates. The Monitor's `last` is the final tick (None: a recording without
-    snapshots)."""
+    first `seconds`). A stop signal or a closed output ends it early with what was seen
+    (`interrupted`, and how in `ending`); before the first tick a Ctrl-C propagates. An
+    `on_tick` raising `StopSampling` ends it after that tick. The Monitor's `last` is the final
+    tick (None: a recording without snapshots)."""
     if isinstance(feed, Recording):
         monitor = Monitor(None)
-        loop = lambda: monitor.replay(feed.snapshots(), seconds, on_tick)  # noqa: E731
+        monitor.replay(feed.snapshots(), seconds, on_tick)
     else:
         monitor = Monitor(feed, interval=interval, slow_sources=slow_sources, job=job)
-        loop = lambda: monitor.run_for(seconds, on_tick)  # noqa: E731
-    try:
-        loop()
-    except StopSampling:
-        pass
-    except KeyboardInterrupt:
-        if monitor.last is None:
-            raise
-        monitor.interrupted = True
-    finally:
-        monitor.close()
+        try:
+            monitor.run_for(seconds, on_tick)
+        finally:
+            monitor.close()
+    if monitor.last is None and monitor.ending is not None and monitor.ending.signalled:
+        raise KeyboardInterrupt
     return monitor
 
 
-class StopSampling(Exception):
-    """Raised by an `on_tick` callback to end `run` after that tick: nothing more to learn."""
+StopSampling = Done  # raised by an `on_tick` callback: nothing more to learn

@@ -46,7 +46,12 @@ class RecordingError(Exception):
 
 
 class RecordingWriteError(RecordingError):
-    """Writing failed part way (a full disk, a lost mount)."""
+    """Writing failed part way (a full disk, a lost mount, a reader that closed the pipe):
+    `errno` says which."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class UnsafeLine(ValueError):

@@ -28,10 +28,11 @@ from .store import (
 # Why the writer looks like this (a recording must stay readable whatever ends the process):
 #
 # A signal can end a recording at any moment. SIGKILL (the OOM killer, `kill -9`) ends the
-# process between two instructions; SIGINT, SIGHUP and SIGTERM raise an exception (see
-# `commands/record.py`: KeyboardInterrupt; `commands/watch.py`: KeyboardInterrupt, and HungUp
-# for SIGHUP) between any two bytecodes of the writing code, and the caller then closes the
-# file, or, under `watch` after a Ctrl-C, goes on writing. The gzip module's
+# process between two instructions. SIGINT, SIGHUP and SIGTERM are answered by the paced loop
+# (`monitor/run.py`), which only takes note during a tick; but a Ctrl-C that lands before its
+# handlers are in place, or in a program that embeds the writer, raises KeyboardInterrupt
+# between any two bytecodes of the writing code, and the caller then closes the file, or, under
+# `watch` after a Ctrl-C, goes on writing. The gzip module's
 # GzipFile cannot be interrupted like that: its `write()` advances the compressor, hands the
 # bytes to the file, then updates its CRC and length, in separate steps, and `flush()` advances
 # the compressor before it writes. An interruption between two steps left a stream whose next
@@ -212,7 +213,9 @@ class RecordingWriter:
                 )
                 self._state = s
         except OSError as e:
-            raise RecordingWriteError(f"cannot write {self.path}: {e.strerror or e}") from None
+            raise RecordingWriteError(
+                f"cannot write {self.path}: {e.strerror or e}", e.errno
+            ) from None
 
     def close(self) -> None:
         """Write what is pending and the gzip end marker, and close the file. A second call

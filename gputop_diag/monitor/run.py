@@ -1,0 +1,313 @@
+"""The one paced loop: every surface that samples more than once runs it.
+
+`Run` owns what a loop over time must get right, once for every command and view:
+
+- the interval, with a floor (`MIN_INTERVAL_S`), and `seconds` as time on the sources' clock
+  (wall-clock seconds on a real machine, simulated seconds under the simulator): a tick that
+  takes longer than the interval is followed at once by the next, missed ticks are skipped,
+  never burst, and no tick starts after the span (`--seconds`) is over;
+- pause (a paused run takes no tick; `sample_first` takes the first one anyway), cancel from
+  another thread (`stop()`), and how long the tick in flight has waited (`stuck_for()`);
+- the stop events, one way for every command (docs/architecture.md, "Stopping"): SIGINT,
+  SIGTERM and SIGHUP end the loop after the tick in flight (a signal that lands while the loop
+  waits ends the wait at once); a closed standard output (EPIPE) ends it before another byte is
+  written. `Ending` says which, and what a command's exit status is for it.
+
+It knows nothing of what a tick is: `step()` returns one, and each subscriber gets it in turn.
+A subscriber raises `Done` when there is nothing more to learn (no driver: sampling longer
+cannot change the answer). Standard library only: the entry point's option checks read the
+floor before anything else is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+# The shortest interval any command or view samples at. NVML's GPM metrics need their two
+# samples at least 100 ms apart (nvmlGpmSampleGet, NVML API reference), and below it a tick of
+# NVML calls is most of the interval: a machine watched that fast is a machine kept busy.
+MIN_INTERVAL_S = 0.1
+
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+T = TypeVar("T")
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool: ...
+
+
+class Done(Exception):
+    """Raised by a subscriber: end the run after this tick, nothing more to learn."""
+
+
+class OutputClosed(Exception):
+    """Raised by a subscriber whose reader is gone (a closed pipe): end the run at once."""
+
+
+def interval_problem(interval: float) -> str | None:
+    """Why `interval` cannot pace a run, or None."""
+    if not math.isfinite(interval) or interval <= 0:
+        return f"--interval must be a positive number of seconds, not {interval:g}"
+    if interval < MIN_INTERVAL_S:
+        return (
+            f"--interval {interval:g} is below the floor of {MIN_INTERVAL_S:g} s (NVML's GPM "
+            "metrics need 100 ms between two samples)"
+        )
+    return None
+
+
+def is_closed_pipe(e: BaseException) -> bool:
+    """`e` says the reader of what we write is gone (EPIPE)."""
+    return isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a run ended: `reason` is "done" (its span is over, or a subscriber said so),
+    "cancelled" (stopped from another thread: the live view quit or restarted its loop),
+    "closed" (standard output closed), or the name of the stop signal ("SIGINT", "SIGTERM",
+    "SIGHUP"). `ticks`: how many it took."""
+
+    reason: str
+    ticks: int
+
+    @property
+    def signalled(self) -> bool:
+        return self.reason in STOP_SIGNALS
+
+    @property
+    def early(self) -> bool:
+        """Stopped before its span was over: what it gathered is all there is."""
+        return self.reason not in ("done", "cancelled")
+
+    def exit_status(self, until_stopped: bool = False) -> int | None:
+        """The status a command exits with for this ending, or None where the command's own
+        answer decides (it ran its span). A signal: 128 + its number, as a shell reports a job a
+        signal ended, except for a command that runs until stopped (`record` without
+        --seconds, `exporter`), for which a signal is how it is meant to end (0). A closed
+        output: 141 (128 + SIGPIPE), as `yes | head` reports, whatever the command."""
+        if self.reason == "closed":
+            return 128 + getattr(signal, "SIGPIPE", 13)
+        if not self.signalled:
+            return None
+        if until_stopped:
+            return 0
+        return 128 + getattr(signal, self.reason)
+
+
+class Run(Generic[T]):
+    """Call `step()` now and every `interval` seconds of `clock` until `seconds` are over (None:
+    until stopped); hand each result to the subscribers.
+
+    `run()` runs the loop in the calling thread and, on the main thread, answers the stop
+    signals for as long as it runs (their handlers are put back after). `start()` runs it in a
+    daemon thread instead (the live view: its own keys and handlers stop it; a daemon, so a
+    tick held by a GPU that stopped answering never holds the program's exit).
+
+    `paused()` is read before each tick. `at_least` ticks are taken even when the span is
+    shorter (rates need two readings). `on_signal(name)`, when given, is asked first what a
+    stop signal does: True keeps the run going (`watch` passes Ctrl-C on to the job it started
+    and waits for it to end).
+    """
+
+    def __init__(
+        self,
+        step: Callable[[], T],
+        *,
+        clock: Clock,
+        interval: float,
+        seconds: float | None = None,
+        paused: Callable[[], bool] = lambda: False,
+        sample_first: bool = True,
+        at_least: int = 1,
+        on_signal: Callable[[str], bool] | None = None,
+    ) -> None:
+        if not interval > 0:
+            raise ValueError(f"interval must be positive, not {interval!r}")
+        self.step = step
+        self.clock = clock
+        self.interval = interval
+        self.seconds = seconds
+        self.paused = paused
+        self.sample_first = sample_first
+        self.at_least = at_least
+        self.on_signal = on_signal
+        self.subscribers: list[Callable[[T], object]] = []
+        self.cancelled = threading.Event()
+        self.ticks = 0
+        self.last: T | None = None
+        self.tick_started: float | None = None  # monotonic time of the tick in flight
+        self.ending: Ending | None = None
+        self.thread: threading.Thread | None = None
+        self._signals = StopSignals()  # what `run()` catches (a thread of its own: nothing)
+
+    # -- subscribers and control ---------------------------------------------------------------
+    def subscribe(self, fn: Callable[[T], object]) -> Run[T]:
+        self.subscribers.append(fn)
+        return self
+
+    def stop(self) -> None:
+        """End the loop from another thread: at once when it waits, after the tick in flight
+        otherwise."""
+        self.cancelled.set()
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def stuck_for(self) -> float:
+        """Seconds the tick in flight has been running (0 between ticks)."""
+        started = self.tick_started
+        return 0.0 if started is None else max(0.0, time.monotonic() - started)
+
+    def start(self, name: str = "gputop-run") -> Run[T]:
+        """Run the loop in a daemon thread (no signal handling: the caller's)."""
+        self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self.thread.start()
+        return self
+
+    def run(self) -> Ending:
+        """Run the loop here until it ends; the stop signals are answered while it runs."""
+        with StopSignals() as self._signals:
+            return self._loop()
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _loop(self) -> Ending:
+        reason = "done"
+        take = self.sample_first
+        start = self.clock.now()
+        try:
+            while True:
+                if self.cancelled.is_set():
+                    reason = "cancelled"
+                    break
+                began = self.clock.now()
+                if take or not self.paused():
+                    if self._tick():
+                        break
+                take = False
+                if self._signals.name is not None and not self._carry_on():
+                    reason = self._signals.name
+                    break
+                wait = self._wait_after(began)
+                if self._over(start, self.clock.now() + wait):
+                    break
+                with self._signals.waiting():
+                    if self.clock.sleep(wait, self.cancelled):
+                        reason = "cancelled"
+                        break
+        except _Signalled:
+            if self._carry_on():
+                return self._loop_again(start)
+            reason = self._signals.name or "SIGINT"
+        except KeyboardInterrupt:  # before the handlers were in place, or off the main thread
+            reason = self._signals.name = self._signals.name or "SIGINT"
+        except OutputClosed:
+            reason = "closed"
+        except OSError as e:
+            if not is_closed_pipe(e):
+                raise
+            reason = "closed"
+        self.ending = Ending(reason, self.ticks)
+        return self.ending
+
+    def _loop_again(self, start: float) -> Ending:
+        """A stop signal that `on_signal` answered: go on where the loop was."""
+        self._signals.name = None
+        span = None if self.seconds is None else max(0.0, self.seconds - (self.clock.now() - start))
+        self.seconds, self.sample_first = span, True
+        return self._loop()
+
+    def _tick(self) -> bool:
+        """One tick, handed to every subscriber; True when a subscriber said it is done."""
+        self.tick_started = time.monotonic()
+        try:
+            value = self.step()
+        finally:
+            self.tick_started = None
+        self.ticks += 1
+        self.last = value
+        if self.cancelled.is_set():  # replaced or quitting while it ran: nobody reads it
+            return False
+        try:
+            for fn in self.subscribers:
+                fn(value)
+        except Done:
+            return True
+        return False
+
+    def _carry_on(self) -> bool:
+        """Ask `on_signal` what the pending signal does; True: the run goes on."""
+        name = self._signals.name
+        if name is None or self.on_signal is None or not self.on_signal(name):
+            return False
+        self._signals.name = None
+        return True
+
+    def _wait_after(self, began: float) -> float:
+        """How long to wait before the next tick: the rest of the interval; after a tick that
+        took longer, up to the next whole interval since it began (the missed ones skipped)."""
+        took = self.clock.now() - began
+        if took <= 0:
+            return self.interval  # a simulated clock: exactly one interval, no drift
+        if took < self.interval:
+            return self.interval - took
+        return (-took) % self.interval
+
+    def _over(self, start: float, next_at: float) -> bool:
+        if self.seconds is None or self.ticks < self.at_least:
+            return False
+        return next_at - start > self.seconds + 1e-9 * max(1.0, self.seconds)
+
+
+class _Signalled(BaseException):
+    """Raised by the stop signals' handler while the loop waits between ticks. Not an
+    Exception: no `except Exception` in a collector may take it."""
+
+
+class StopSignals:
+    """While entered on the main thread, SIGINT, SIGTERM and SIGHUP are answered by setting
+    `name` (the first one's); one that lands inside `waiting()` ends the wait at once. The old
+    handlers are put back on exit. Off the main thread it catches nothing."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self._waiting = False
+        self._old: dict[str, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for name in STOP_SIGNALS:
+                if hasattr(signal, name):
+                    self._old[name] = signal.signal(getattr(signal, name), self._stop)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, handler in self._old.items():
+            signal.signal(getattr(signal, name), signal.SIG_DFL if handler is None else handler)
+        self._old.clear()
+
+    def _stop(self, signum: int, frame: object) -> None:
+        if self.name is None:
+            self.name = signal.Signals(signum).name
+        if self._waiting:  # end the wait now; a tick in flight finishes first
+            raise _Signalled
+
+    @contextlib.contextmanager
+    def waiting(self):
+        self._waiting = True
+        try:
+            yield
+        finally:
+            self._waiting = False
