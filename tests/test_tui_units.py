@@ -25,7 +25,7 @@ from gputop_diag.tui.procs import (
     parse_filter,
     process_rows,
 )
-from gputop_diag.tui.saving import save_dirs, write_json
+from gputop_diag.report.saving import save_dirs, write_json
 from gputop_diag.tui.side_panel import (
     BREAK_AFTER,
     age_text,

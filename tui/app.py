@@ -23,25 +23,26 @@ from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
 from textual.scrollbar import ScrollBar, ScrollBarRender
 
-from gputop_diag.collect.job import JobWatch
-from gputop_diag.collect.model_config import (
-    ConfigFinder,
+from gputop_diag.model.exits import EXIT_USAGE
+from gputop_diag.monitor.control import ProcessControl
+from gputop_diag.monitor.core import Monitor
+from gputop_diag.monitor.view import (
+    Feeder,
+    JobWatch,
     ModelConfig,
     ModelConfigError,
-    read_config_file,
+    Sources,
+    Update,
+    first_host,
+    read_model_config,
 )
-from gputop_diag.model.exits import EXIT_USAGE
-from gputop_diag.monitor.core import Monitor
-from gputop_diag.planner.live import job_process
 from gputop_diag.recording.store import Recording
 from gputop_diag.sanitize.sanitizer import Sanitizer
-from gputop_diag.sources import Sources
 from gputop_diag.tui.actions import LOW_BANDWIDTH_MIN_INTERVAL, KeyActions
 from gputop_diag.tui.collector import Sampling
-from gputop_diag.tui.feed import Feeder, Update
 from gputop_diag.tui.filter_screen import sanitized_filter
 from gputop_diag.tui.hangup import TerminalGuard
-from gputop_diag.tui.header import HeaderFacts, ReplayFacts, first_host
+from gputop_diag.tui.header import HeaderFacts, ReplayFacts
 from gputop_diag.tui.job_quit import JobQuit
 from gputop_diag.tui.keys import BINDINGS, JOB
 from gputop_diag.tui.layout import Layout
@@ -84,13 +85,15 @@ class GpuTopApp(KeyActions, App):
         process_filter: ProcessFilter | None = None,
         job_watch: JobWatch | None = None,
         model_config: ModelConfig | None = None,
+        control: ProcessControl | None = None,
     ) -> None:
         super().__init__()
         self.sources = sources  # None while replaying
         # the memory planner's model: given (--model-config), else the one the job's command
-        # line names (found once per process, on this machine only)
+        # line names (found by the Feeder once per process, on this machine only)
         self.model_config = model_config
-        self.config_finder = ConfigFinder(sources) if sources is not None else None
+        # signals, a process's environment, quitting a started job: the one seam that acts
+        self.control = control or ProcessControl(sources, job_watch)
         self.replay = replay
         self.low_bandwidth = low_bandwidth
         self.sanitize = sanitize
@@ -103,12 +106,14 @@ class GpuTopApp(KeyActions, App):
         self.start_collectors = start_collectors  # False: the caller posts the ticks
         interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
         self.feeder = Feeder(
-            Monitor(sources, interval=interval, job=job_watch, live=True), self.sanitizer
+            Monitor(sources, interval=interval, job=job_watch, live=True),
+            self.sanitizer,
+            find_configs=model_config is None,
         )
         self.sampling = Sampling(self.feeder, self.post_message)
         self.player = Player(self, replay)
         self.saver = Saver(self, sources, replay, key, save_dir, self._render_header)
-        self.quitter = JobQuit(self, job_watch, sanitize)
+        self.quitter = JobQuit(self, self.control.job, sanitize)
         self.guard = TerminalGuard(self, self._on_hangup, on_room=self._resumed)
         # `--user NAME` under --sanitize: held as the rows are written (its pseudonym)
         self.controls = ProcessControls(
@@ -289,7 +294,6 @@ class GpuTopApp(KeyActions, App):
             selected_gpu=self.selected_gpu,
             plain=self.low_bandwidth,
             sanitize=self.sanitize,
-            environ=self.sources.environ if self.sources is not None else {},
             interval=self.interval,
             filter=self.controls.filter,
             sort=self.controls.sort,
@@ -352,14 +356,8 @@ class GpuTopApp(KeyActions, App):
 
     def _find_model_config(self, u: Update) -> None:
         """The Memory pane's model: the one given, else the config.json the command line of the
-        job on the selected GPU names (read once per process)."""
-        config = self.model_config
-        if config is None and self.config_finder is not None:
-            snap = u.sampled or u.snapshot
-            proc = job_process(snap, self.selected_gpu)
-            info = snap.process(proc.pid) if proc is not None else None
-            if info is not None:
-                config = self.config_finder.find(proc.pid, info.cmdline)
+        job on the selected GPU names (found by the Feeder, in the tick's view model)."""
+        config = self.model_config or u.model_configs.get(self.selected_gpu)
         self.query_one(MemoryPane).model_config = config
 
     def repaint_visible(self) -> None:
@@ -388,7 +386,7 @@ def run_app(
     config = None
     if model_config is not None:
         try:
-            config = read_config_file(model_config)
+            config = read_model_config(model_config)
         except ModelConfigError as e:
             print(f"gputop-diag: --model-config {e}", file=sys.stderr)
             return EXIT_USAGE

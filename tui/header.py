@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from gputop_diag.monitor.view import first_host  # noqa: F401 - the host before the first tick
 from gputop_diag.widgets import DiffLine
 
 
@@ -20,20 +21,6 @@ class ReplayFacts:
     total_s: float | None = None  # its length, once known
     speed: float = 1.0
     ended: bool = False
-
-
-def first_host(sources, replay, sanitizer) -> str:
-    """The host the header names before the first tick: the machine's, else the recording's
-    (under --sanitize, its pseudonym)."""
-    try:
-        name = sources.hostname() if sources is not None else None
-    except Exception:  # noqa: BLE001 - a name we cannot read is shown as no name
-        name = None
-    if name is None and replay is not None:
-        name = replay.header.hostname
-    if sanitizer is not None:
-        return sanitizer.hostname(name) if name else "host"
-    return name or "host0"
 
 
 def clock_text(seconds: float) -> str:

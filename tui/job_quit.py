@@ -9,7 +9,8 @@ that ignores SIGTERM keeps it for the grace period) the view says so and keeps d
 Ctrl-C (`interrupt`) stops the job as a shell stops the one in its foreground: SIGINT to its
 process group, SIGTERM the second time, SIGKILL the third; the view keeps drawing and quits with
 the job's exit status once it has ended. A terminal that closes (`hung_up`) leaves the job
-running and writes a line saying so in its log.
+running and writes a line saying so in its log. The job is acted on through the app's control
+seam (`monitor/control.py`, `JobControl`), never from here.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from textual.widgets import Static
 if TYPE_CHECKING:
     from textual.timer import Timer
 
-    from gputop_diag.collect.job import JobWatch
+    from gputop_diag.monitor.control import JobControl
 
 STOP, DETACH = "stop", "detach"
 
@@ -104,23 +105,18 @@ class JobQuit:
 
     ENDED_POLL_S = 0.1  # after a Ctrl-C, how often the view looks whether the job has ended
 
-    def __init__(self, app: App, watch: JobWatch | None, sanitize: bool) -> None:
+    def __init__(self, app: App, job: JobControl | None, sanitize: bool) -> None:
         self.app = app
-        self.watch = watch
+        self.job = job
         self.sanitize = sanitize
         self._waiting: Timer | None = None
 
     def _ours_running(self) -> bool:
-        w = self.watch
-        return w is not None and w.started and not w.detached and w.alive()
+        return self.job is not None and self.job.ours_running()
 
     def _exit_now(self) -> None:
-        w = self.watch
-        if w is not None and w.started and not w.detached:
-            w._reap()
-            self.app.exit(return_code=w.exit_code or 0)
-            return
-        self.app.exit()
+        """Quit: with a started job's exit status once it has ended."""
+        self.app.exit(return_code=self.job.exit_code() if self.job is not None else 0)
 
     def quit(self) -> None:
         app = self.app
@@ -132,27 +128,24 @@ class JobQuit:
         app.push_screen(QuitJobScreen(self._label(), self._log()), self._answer)
 
     def interrupt(self) -> None:
-        """Ctrl-C: passed on to a started job that still runs (`JobWatch.interrupt`), the view
-        quitting with its exit status once it has ended; otherwise quit at once."""
-        w = self.watch
+        """Ctrl-C: passed on to a started job that still runs (`JobControl.interrupt`), the
+        view quitting with its exit status once it has ended; otherwise quit at once."""
         if not self._ours_running():
             self._exit_now()
             return
-        sig = w.interrupt()
-        if sig is None:  # ended meanwhile
+        sent = self.job.interrupt()
+        if sent is None:  # ended meanwhile
             self._exit_now()
             return
         if isinstance(self.app.screen, QuitJobScreen):
             self.app.pop_screen()  # answered by the Ctrl-C
-        following = w.next_interrupt() if w.signals_sent[-1] != "SIGKILL" else None
-        self.app.notify(
-            interrupt_text(w.signals_sent[-1], w.roots[0], following), severity="warning"
-        )
+        name, pid, following = sent
+        self.app.notify(interrupt_text(name, pid, following), severity="warning")
         if self._waiting is None:
             self._waiting = self.app.set_interval(self.ENDED_POLL_S, self._ended_yet)
 
     def _ended_yet(self) -> None:
-        if self.watch.alive():
+        if self.job.alive():
             return
         if self._waiting is not None:
             self._waiting.stop()
@@ -160,34 +153,32 @@ class JobQuit:
 
     def hung_up(self) -> None:
         """The terminal closed: a started job that runs goes on (its own session); its log
-        says that the watcher left (`JobWatch.left_by_hangup`). Safe from a signal handler or
-        another thread."""
-        if self.watch is not None:
-            self.watch.left_by_hangup()
+        says that the watcher left. Safe from a signal handler or another thread."""
+        if self.job is not None:
+            self.job.hung_up()
 
     def _label(self) -> str:
-        return "the job" if self.sanitize else self.watch.label
+        return "the job" if self.sanitize else self.job.label
 
     def _log(self) -> str | None:
         """The log's path as the view shows it: under --sanitize its pseudonym."""
-        w = self.watch
-        if w.tail is None:
+        path = self.job.log_path
+        if path is None:
             return None
         sanitizer = getattr(self.app, "sanitizer", None)
         if self.sanitize:
-            return sanitizer.path(w.tail.path) if sanitizer is not None else None
-        return w.tail.path
+            return sanitizer.path(path) if sanitizer is not None else None
+        return path
 
     def _answer(self, what: str | None) -> None:
-        w = self.watch
         if what == STOP:
             # a job that ignores SIGTERM holds stop() for the grace period: not on this thread
-            self.app.push_screen(StoppingJobScreen(w.stop_grace_s))
+            self.app.push_screen(StoppingJobScreen(self.job.stop_grace_s))
             self.app.run_worker(self._stop, thread=True, group="stop-job", exit_on_error=False)
         elif what == DETACH:
-            w.detach()
+            self.job.detach()
             self.app.exit(return_code=0)
 
     def _stop(self) -> None:
-        code = self.watch.stop()
+        code = self.job.stop()
         self.app.call_from_thread(self.app.exit, return_code=code or 0)

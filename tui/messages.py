@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from gputop_diag.model import Snapshot
-from gputop_diag.tui.feed import Update
+from gputop_diag.monitor.view import Update
 
 
 class SnapshotReady(Message):

@@ -1,8 +1,10 @@
 """What the process table's keys do beyond the table (`ProcessTable.Wanted`): Enter opens the
 process's details, `T`/`K`/`I` ask before sending a signal (to the tagged processes at once,
-where some are tagged). A small object the app holds: it
-reads the app's latest tick, the Monitor's history and the sources, and pushes the screens of
-`process_screens.py`. Under --sanitize every line drawn goes through the session's sanitizer.
+where some are tagged). A small object the app holds: it reads the app's latest tick and the
+Monitor's history (`monitor/view.py`), acts and reads a process's environment through the
+app's control seam (`monitor/control.py`, `ProcessControl`: the reused-pid guard, who may
+signal), and pushes the screens of `process_screens.py`. Under --sanitize every line drawn goes
+through the session's sanitizer.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from typing import Any
 
 from rich.text import Text
 
-from gputop_diag.collect.procs import DETAIL_ENV_PREFIXES, job_environment
 from gputop_diag.model import GpuProcess, ProcessInfo
+from gputop_diag.monitor.control import DETAIL_ENV_PREFIXES
+from gputop_diag.monitor.view import process_memory
 from gputop_diag.tui.process_screens import ProcessDetailScreen, SignalScreen
 from gputop_diag.tui.procs import command_text, elapsed_text, size_text
 from gputop_diag.widgets import history
@@ -74,8 +77,7 @@ class ProcessActions:
                 self.ask_signal(pid, signal_name)
 
     def _parent_alive(self, pid: int) -> bool:
-        sources = self.app.sources
-        return sources is not None and bool(sources.psutil.pid_exists(pid))
+        return self.app.control.running(pid)
 
     def _kids(self, pid: int) -> list[ProcessInfo]:
         """A launcher's GPU processes in the latest tick: they carry its name and user."""
@@ -204,36 +206,28 @@ class ProcessActions:
         return t
 
     def _environment(self, pid: int, running: bool) -> list[str]:
-        sources = self.app.sources
-        if sources is None:
+        control = self.app.control
+        if control.replaying:
             return ["not recorded: a replay shows recorded data"]
         if not running:
             return ["not readable: the process has ended"]
-        found, why = job_environment(sources.psutil, pid)
+        found, why = control.environment(pid)
         if why is not None:
             return [f"not readable: {why}"]
         return [f"{k}={v}" for k, v in found] or ["none of these is set"]
 
     def _memory_history(self, pid: int) -> list[float | None]:
-        out: list[float | None] = []
-        for snap in self.app.monitor.history.snapshots(HISTORY_S):
-            used = [p.used_memory_bytes for p in snap.gpu_processes if p.pid == pid]
-            known = [b for b in used if b is not None]
-            out.append(float(sum(known)) if known else None)
-        return out
+        return process_memory(self.app.monitor, pid, HISTORY_S)
 
     # -- signals ------------------------------------------------------------------------------
     def _target(self, pid: int) -> tuple[str, float | None, bool]:
         """(its command, when it started, still running) of a process to signal."""
         if pid in self._parents:
-            command, started = self._parent_of(pid)[0], None
-            running = self._parent_alive(pid) or self.app.sources is None
-            if self.app.sources is not None:
-                try:
-                    started = self.app.sources.psutil.Process(pid).create_time()
-                except Exception:  # noqa: BLE001 - gone or unreadable: said when sending
-                    started = None
-            return command, started, running
+            control = self.app.control
+            command = self._parent_of(pid)[0]
+            running = self._parent_alive(pid) or control.replaying
+            # gone or unreadable: None, and said when sending
+            return command, control.started(pid), running
         info, _, _, running = self._look(pid)
         command = command_text(info.cmdline if info else None, info.name if info else None)
         return command, (info.start_time if info is not None else None), running
@@ -242,11 +236,11 @@ class ProcessActions:
         # `started`: which process the user chose, should its pid be reused
         command, started, running = self._target(pid)
         what = self._shown(f"pid {pid} ({command})")
-        sources = self.app.sources
+        control = self.app.control
         why = (
             REPLAY_SAYS
-            if sources is None
-            else (f"pid {pid} has ended" if not running else sources.may_signal(pid))
+            if control.replaying
+            else (f"pid {pid} has ended" if not running else control.may_signal(pid))
         )
         t = Text()
         if why is None:
@@ -257,12 +251,12 @@ class ProcessActions:
             t.append(self._shown(why) + "\n\nnothing was sent; any key closes")
 
         def answered(send: bool | None) -> None:
-            if sources is None or why is not None:
+            if control.replaying or why is not None:
                 return
             if not send:
                 self.app.notify(f"{name} not sent", timeout=2)
                 return
-            _, said = sources.send_signal(pid, int(SIGNALS[name]), started)
+            _, said = control.send_signal(pid, int(SIGNALS[name]), started)
             self.app.notify(self._shown(said), timeout=4)
 
         self.app.push_screen(SignalScreen(t, why is None), answered)
@@ -270,14 +264,14 @@ class ProcessActions:
     def ask_signal_tagged(self, pids: tuple[int, ...], name: str) -> None:
         """One question for every tagged process: those that may be signalled listed with
         their commands, the others with why not; `y` sends to the first ones."""
-        sources = self.app.sources
+        control = self.app.control
         targets, refused = [], []
         for pid in pids:
             command, started, running = self._target(pid)
             why = (
                 REPLAY_SAYS
-                if sources is None
-                else (f"pid {pid} has ended" if not running else sources.may_signal(pid))
+                if control.replaying
+                else (f"pid {pid} has ended" if not running else control.may_signal(pid))
             )
             line = self._shown(f"pid {pid} ({command})")
             if why is None:
@@ -298,13 +292,13 @@ class ProcessActions:
         t.append("\n" + (ask if targets else "nothing was sent; any key closes"))
 
         def answered(send: bool | None) -> None:
-            if sources is None or not targets:
+            if control.replaying or not targets:
                 return
             if not send:
                 self.app.notify(f"{name} not sent", timeout=2)
                 return
             sig = int(SIGNALS[name])
-            said = [sources.send_signal(pid, sig, started) for pid, started, _ in targets]
+            said = [control.send_signal(pid, sig, started) for pid, started, _ in targets]
             sent = sum(1 for ok, _ in said if ok)
             failed = [self._shown(text) for ok, text in said if not ok]
             summary = f"sent {name} to {sent} of {len(targets)} tagged process(es)"

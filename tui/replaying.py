@@ -16,8 +16,8 @@ from textual.app import App
 from textual.message import Message
 from textual.worker import get_current_worker
 
+from gputop_diag.monitor.view import Feeder
 from gputop_diag.recording.store import Recording, RecordingError
-from gputop_diag.tui.feed import Feeder
 from gputop_diag.tui.messages import CollectorFailed, SnapshotReady
 from gputop_diag.tui.panes.base import Pane
 

@@ -1,8 +1,8 @@
 """The live view's `s` (the sanitized report, built in a worker thread) and `S` (the last
-snapshot as JSON): what they write (`reports.py`), where (`saving.py`), and the toast that says
-where it went. Under `--sanitize` the toast is on the screen too: a directory it names (a home
-directory names its user, a save directory a project) is the session's pseudonym, the file's own
-name (a time stamp) as it is."""
+snapshot as JSON), and the toast that says where it went. What they write and where is
+`report/live.py`'s (`LiveSaves`): this module writes no file itself. Under `--sanitize` the
+toast is on the screen too: a directory it names (a home directory names its user, a save
+directory a project) is the session's pseudonym, the file's own name (a time stamp) as it is."""
 
 from __future__ import annotations
 
@@ -16,14 +16,11 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 
 from gputop_diag.monitor.core import Monitor, TickStuck
+from gputop_diag.monitor.view import Sources, Update
 from gputop_diag.recording.store import Recording
-from gputop_diag.report.build import ReportSource
-from gputop_diag.sanitize.sanitizer import Sanitizer
-from gputop_diag.sources import Sources
-from gputop_diag.tui.feed import Update
+from gputop_diag.report.live import LiveSaves, NotSafe
+from gputop_diag.report.saving import Saved
 from gputop_diag.tui.messages import ReportWritten
-from gputop_diag.tui.reports import NotSafe, build_report, snapshot_document, write_report
-from gputop_diag.tui.saving import Saved, save_dirs, write_json
 
 SAVED_SHOWN_S = 30.0  # the toast says the full path; the header keeps the name this long
 
@@ -42,12 +39,9 @@ class Saver:
     last_saved: str | None = None
     _forget_timer: Timer | None = field(default=None, init=False, repr=False)
 
-    def _source(self, interval: float) -> ReportSource:
-        if self.replay is not None:
-            return ReportSource("recording", interval_s=self.replay.header.interval_s)
-        if self.sources.simulated:
-            return ReportSource("simulator", self.sources.scenario, interval)
-        return ReportSource("live", interval_s=interval)
+    def _saves(self) -> LiveSaves:
+        """What writes the files (the key as it is now: a node of the fleet sets its own)."""
+        return LiveSaves(self.sources, self.replay, self.key, self.save_dir)
 
     def save_report(self, latest: Update | None, monitor: Monitor) -> None:
         """`s`: the sanitized report of what the view holds, written in a worker thread."""
@@ -76,37 +70,18 @@ class Saver:
 
     def _write_report(self, monitor: Monitor, config: Any = None) -> None:
         try:
-            snaps, diagnosis = monitor.window()
-            report = build_report(
-                snaps,
-                diagnosis,
-                source=self._source(monitor.interval),
-                environ=self.sources.environ if self.sources is not None else None,
-                sources=self.sources,
-                key=self.key,
-                model_config=config,
-            )
-            saved = write_report(report, save_dirs(self.save_dir), self.save_dir is None)
+            saved, left_out = self._saves().report(monitor, config)
         except TickStuck as e:
             self.app.post_message(ReportWritten(None, str(e)))
             return
         except Exception as e:  # noqa: BLE001 - said in a toast, never a traceback
             self.app.post_message(ReportWritten(None, f"{type(e).__name__}: {e}"))
             return
-        self.app.post_message(ReportWritten(saved, None, report.left_out))
+        self.app.post_message(ReportWritten(saved, None, left_out))
 
     def _shown(self, text: str) -> str:
         """`text` (a message naming directories) as the screen may show it."""
-        return text if self.key is None else Sanitizer(self.key).text(text) or text
-
-    def _shown_path(self, path: str) -> str:
-        """Where a file went, as the toast names it: absolute; under --sanitize its directory
-        as the session's pseudonym and its own name as it is (`~user-x/path-y/gputop-diag-…`)."""
-        where = os.path.abspath(path)
-        if self.key is None:
-            return where
-        directory, name = os.path.split(where)
-        return os.path.join(Sanitizer(self.key).path(directory), name)
+        return self._saves().shown(text)
 
     def report_written(self, message: ReportWritten) -> None:
         saved = message.saved
@@ -123,10 +98,8 @@ class Saver:
         if latest is None:
             self.app.notify("nothing sampled yet", severity="warning")
             return
-        triage = latest.xid_triage
-        events: Any = triage.events if triage is not None else ()
         try:
-            doc = snapshot_document(latest, events, self.key, self.sources)
+            saved = self._saves().snapshot(latest)
         except NotSafe as e:
             self.app.notify(
                 f"snapshot not written: it could not be sanitized with confidence ({e} left)",
@@ -134,10 +107,7 @@ class Saver:
                 timeout=15,
             )
             return
-        self._said(
-            "snapshot",
-            write_json(doc, save_dirs(self.save_dir), create_first=self.save_dir is None),
-        )
+        self._said("snapshot", saved)
 
     def _forget_later(self) -> None:
         """The header names the last file for `SAVED_SHOWN_S`, then gives its room back."""
@@ -164,7 +134,7 @@ class Saver:
                 return
             self.last_saved = saved.path
             self._forget_later()
-            where = self._shown_path(saved.path)
+            where = self._saves().shown_path(saved.path)
             also = "".join(f" and {os.path.basename(p)}" for p in saved.also)
             if problems:
                 notify(

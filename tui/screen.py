@@ -12,8 +12,8 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable
 
 from gputop_diag.model import CollectorError
+from gputop_diag.monitor.view import Update
 from gputop_diag.tui.banner import Banner
-from gputop_diag.tui.feed import Update
 from gputop_diag.tui.header import HeaderBar, HeaderFacts
 from gputop_diag.tui.keybar import KeyBar
 from gputop_diag.tui.keys import PANES, SHORT_TITLES, TITLES

@@ -226,3 +226,24 @@ def job_environment(psutil: Any, pid: int) -> tuple[tuple[tuple[str, str], ...],
     except OSError as e:
         return (), f"not readable: {e.strerror or e}"
     return tuple(sorted((k, v) for k, v in env.items() if k.startswith(DETAIL_ENV_PREFIXES))), None
+
+
+def process_cwd(psutil: Any, pid: int) -> str | None:
+    """The working directory of `pid`; None when it has ended or is another user's."""
+    try:
+        return psutil.Process(pid).cwd()
+    except Exception:  # noqa: BLE001 - gone, another user's: no directory to name
+        return None
+
+
+def process_start_time(psutil: Any, pid: int) -> float | None:
+    """When `pid` started (epoch s); None when it has ended or cannot be read."""
+    try:
+        return psutil.Process(pid).create_time()
+    except Exception:  # noqa: BLE001 - gone or unreadable: said when it is signalled
+        return None
+
+
+def process_exists(psutil: Any, pid: int) -> bool:
+    """A process with this pid runs now (it may be another than the one seen before)."""
+    return bool(psutil.pid_exists(pid))

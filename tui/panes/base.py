@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from gputop_diag.model import formats
-from gputop_diag.tui.feed import Update
+from gputop_diag.monitor.view import Update
 from gputop_diag.tui.procs import ProcessFilter, SortOrder
 from gputop_diag.widgets import DiffText
 

@@ -17,13 +17,11 @@ with ` \\` where it goes on); then the checks that were ok. `gputop-diag health`
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from datetime import datetime, timezone
 
 from rich.text import Text
 from textual.app import ComposeResult
 
-from gputop_diag.collect.cuda_libs import unreadable_why
 from gputop_diag.driver.compat import (
     FABRIC_STATE_WORDS,
     MODULE_NOT_VISIBLE,
@@ -37,10 +35,9 @@ from gputop_diag.driver.compat import (
     status_of,
 )
 from gputop_diag.model import ProcessCuda, Snapshot
-from gputop_diag.model.health import SEVERITIES, Finding, HealthReport
+from gputop_diag.model.health import SEVERITIES, Finding
 from gputop_diag.monitor.health import HEALTH_EVERY_S
-from gputop_diag.sanitize.health import health_text, seed_texts
-from gputop_diag.tui.feed import Update
+from gputop_diag.monitor.view import Update
 from gputop_diag.tui.panes.base import Pane, View, hang_text, pane_width
 from gputop_diag.tui.side_panel import wrap_words
 from gputop_diag.widgets import DiffText
@@ -96,8 +93,9 @@ def render(u: Update, view: View, width: int = 0) -> Text:
     s = snap.system
     chain = current_chain(snap)
     stale = chain is None and snap.driver_chain is not None
-    # the health findings as sampled, their text through the session's sanitizer
-    fabric = shown_fabric(u.sampled or snap, view)
+    # from the health findings as shown (under --sanitize their text is already the session's
+    # pseudonyms, by the health rules: `sanitize/health.py`)
+    fabric = fabric_from_snapshot(snap)
     t = Text()
     t.append(
         "kernel module → "
@@ -140,7 +138,7 @@ def render(u: Update, view: View, width: int = 0) -> Text:
         dmax = f"{facts.driver_max[0]}.{facts.driver_max[1]} (from the driver's version)"
     row("driver's max CUDA", dmax or "n/a", "the newest CUDA runtime this driver can run")
     if chain is not None:
-        hidden = f"; {chain.unreadable} {unreadable_why()}" if chain.unreadable else ""
+        hidden = f"; {chain.unreadable} {u.maps_unreadable_why}" if chain.unreadable else ""
         row(
             "CUDA runtimes",
             f"{len(chain.processes)} process(es)",
@@ -179,7 +177,7 @@ def render(u: Update, view: View, width: int = 0) -> Text:
             style="dim",
         )
     t.append("\n")
-    render_health(t, u.sampled or snap, u.replaying, view, width)
+    render_health(t, snap, u.replaying, view, width)
     t.rstrip()
     return t
 
@@ -226,40 +224,6 @@ def _fabric_row(fabric: FabricFacts) -> tuple[str, str, str]:
 
 
 # -- health ---------------------------------------------------------------------------------------
-def _hider(view: View, report: HealthReport | None):
-    """A health finding's text as drawn: under --sanitize through the session's sanitizer by
-    the health rules every sanitized output shares (`sanitize/health.py`: the servers of
-    network mounts and the bus ids the findings name seeded first, an environment variable's
-    value kept only when it is a flag); without one (never in the app), nothing free-form."""
-    if not view.sanitize:
-        return lambda text: text
-    s = view.sanitizer
-    if s is None:
-        return lambda text: "(hidden under --sanitize)"
-    if report is not None:
-        seed_texts(s, [x for f in report.findings for x in _texts_of(f)])
-    return lambda text: health_text(s, text) if text else text
-
-
-def _texts_of(f: Finding) -> tuple[str, ...]:
-    return (f.title, f.next_step, *(x for e in f.evidence for x in (e.text, e.source)))
-
-
-def shown_fabric(snap: Snapshot, view: View) -> FabricFacts | None:
-    """The fabric manager's layer from the health read `snap` carries (None: no NVSwitch, or
-    not read yet), its words as drawn."""
-    fabric = fabric_from_snapshot(snap)
-    if fabric is None or not view.sanitize:
-        return fabric
-    hide = _hider(view, snap.health)
-    return replace(
-        fabric,
-        text=hide(fabric.text),
-        next_step=hide(fabric.next_step),
-        evidence=tuple((hide(e), hide(src)) for e, src in fabric.evidence),
-    )
-
-
 def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%H:%M:%S")
 
@@ -275,15 +239,14 @@ def render_health(t: Text, snap: Snapshot, replaying: bool, view: View, width: i
         t.append("\n")
         return
     t.append(f"Health (read {_when(report.facts.timestamp)} UTC, {every})\n", style="bold")
-    hide = _hider(view, report)
     order = {sev: k for k, sev in enumerate(SEVERITIES)}
     found = sorted(
         (f for f in report.findings if f.severity != "ok"), key=lambda f: order[f.severity]
     )
     pad = 10 if not width or width >= WIDE_FROM else 2
     for f in found:
-        _finding(t, f, hide, pad, view, width)
-    ok = [hide(f.id) for f in report.findings if f.severity == "ok"]
+        _finding(t, f, pad, view, width)
+    ok = [f.id for f in report.findings if f.severity == "ok"]
     checks = "check" if len(ok) == 1 else "checks"
     line = f"{len(ok)} {checks} ok" + (f": {', '.join(ok)}" if ok else "")
     _hung(t, line, len(f"{len(ok)} {checks} ok: "), width, "dim")
@@ -298,18 +261,18 @@ def _hung(t: Text, line: str, indent: int, width: int, style: str = "") -> None:
         t.append((" " * indent + piece.lstrip(" ") if k else piece) + "\n", style=style)
 
 
-def _finding(t: Text, f: Finding, hide, pad: int, view: View, width: int) -> None:
+def _finding(t: Text, f: Finding, pad: int, view: View, width: int) -> None:
     word, style = _SEVERITY.get(f.severity, (f.severity.upper(), ""))
     head = Text(word, style=style)
     head.append(" " * max(1, pad - len(word)))
-    head.append(hide(f.title), style="bold" if f.severity != "info" else "")
+    head.append(f.title, style="bold" if f.severity != "info" else "")
     # the title hangs under itself; the details under the title (wide) or indented (narrow)
     t.append_text(hang_text(head, width, lambda _: max(pad, len(word) + 1)))
     t.append("\n")
     inset = " " * pad
     shown = 2 if view.short else EVIDENCE_SHOWN
     for e in f.evidence[:shown]:
-        _hung(t, f"{inset}· {hide(e.text)}  ({hide(e.source)})", pad + 2, width)
+        _hung(t, f"{inset}· {e.text}  ({e.source})", pad + 2, width)
     if len(f.evidence) > shown:
         more = len(f.evidence) - shown
         _hung(t, f"{inset}· (+{more} more: gputop-diag health)", pad + 2, width, "dim")
@@ -317,7 +280,7 @@ def _finding(t: Text, f: Finding, hide, pad: int, view: View, width: int) -> Non
     layer = f"; driver-chain layer: {f.layer.replace('_', ' ')}" if f.layer else ""
     _hung(t, f"{inset}bears on: {classes}{layer}", pad + len("bears on: "), width, "dim")
     if f.next_step:
-        for line in _next_lines(hide(f.next_step), pad, width):
+        for line in _next_lines(f.next_step, pad, width):
             t.append(line + "\n")
 
 

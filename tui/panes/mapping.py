@@ -3,8 +3,10 @@
 NVML numbers GPUs by PCI bus id; CUDA numbers the devices CUDA_VISIBLE_DEVICES leaves visible,
 in CUDA_DEVICE_ORDER; /dev/nvidiaN carries the minor number. The three need not agree. The
 computation is the core's (`mapping.ordinals`, `collect.mapping`), the same `gputop-diag
-mapping` prints. Under --sanitize the pane shows the mapping logic and the conclusions only: no
-minor numbers, device nodes, bus ids or UUIDs.
+mapping` prints; it arrives worked out in the tick's view model (`Update.mapping`,
+`monitor/view.py`). Under --sanitize the pane shows the mapping logic and the conclusions only:
+no minor numbers, device nodes, bus ids or UUIDs (the view model carries none), its text
+already the session's pseudonyms.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable
 
-from gputop_diag.collect.mapping import DeviceMapping, collect_mapping
 from gputop_diag.mapping.ordinals import row_key
-from gputop_diag.tui.feed import Update
+from gputop_diag.monitor.view import MappingView, Update
 from gputop_diag.tui.panes.base import Pane, View, pane_width, sync_rows
 from gputop_diag.widgets import CellTable, DiffText
 
@@ -54,14 +55,6 @@ def abbreviate_uuid(uuid: str, width: int, all_uuids: Sequence[str], mark: str =
     return uuid[: width - 1] + mark  # they differ near the start: the head tells them apart
 
 
-def _hider(view: View):
-    """Text as drawn under --sanitize: through the session's sanitizer; without one (never in
-    the app), nothing free-form is shown."""
-    if view.sanitizer is not None:
-        return lambda text: view.sanitizer.text(text) or ""
-    return lambda text: "(hidden under --sanitize)"
-
-
 def layout(pane: int) -> tuple[int, ...]:
     """Column widths (the processes' column: as wide as its text) in a pane `pane` cells wide;
     every column has one cell of padding on each side."""
@@ -96,10 +89,9 @@ class MappingPane(Pane):
             self._add_columns(table)
 
     def show(self, u: Update, view: View) -> None:
-        # the mapping is worked out on the snapshot as sampled (a pseudonymised UUID is no
-        # prefix of anything); under --sanitize only the text drawn is sanitized
-        snap = u.sampled or u.snapshot
-        m = collect_mapping(snap, None, dict(view.environ))
+        m = u.mapping
+        if m is None:  # a view model made without one
+            return
         self.query_one("#map-note", DiffText).update(self._note(m, view))
         table = self.query_one("#map-table", DataTable)
         self._fit(table)
@@ -107,11 +99,8 @@ class MappingPane(Pane):
         uuid_w, wide = self._widths[-1], self._widths[-2] == WIDE[-1]
         mark = "~" if view.plain else "…"  # --low-bandwidth: ASCII only
         rows = {}
-        shell = m.shell
         for r in m.rows:
-            cuda = shell.cell(r.key)
-            if r.mig_index is not None and (shell.mig_unknown or shell.cvd is None):
-                cuda = "?"  # CUDA's numbering of MIG devices depends on the CUDA version
+            cuda = m.cuda.get(r.key, "?")
             pids = ",".join(map(str, r.pids))
             if r.mig_index is None:
                 bus = (r.bus.nvml if wide else short_bus(r.bus)) if r.bus else "?"
@@ -147,26 +136,21 @@ class MappingPane(Pane):
                 )
         sync_rows(table, rows, COLUMNS)
 
-    def _note(self, m: DeviceMapping, view: View) -> Text:
-        v = m.shell
+    def _note(self, m: MappingView, view: View) -> Text:
         t = Text()
-        hide = _hider(view)
-        cvd = "(unset: all)" if v.cvd is None else v.cvd or "(empty: none)"
-        if view.sanitize and v.cvd:
-            shown = view.sanitizer.cuda_visible_devices(v.cvd) if view.sanitizer else None
-            cvd = shown or f"({len(v.entries)} entries)"
-        t.append(f"this shell: CUDA_VISIBLE_DEVICES={cvd}  CUDA_DEVICE_ORDER={v.order}\n")
+        if m.failure is not None:
+            t.append(f"the mapping could not be worked out: {m.failure}\n", style="bold")
+        t.append(f"this shell: CUDA_VISIBLE_DEVICES={m.cvd}  CUDA_DEVICE_ORDER={m.order}\n")
         shown = 1 if view.short else 3
-        findings = [f for f in m.findings if f.severity != "info" or not view.short]
-        for f in findings[:shown]:
-            text = hide(f.public_text or f.text) if view.sanitize else f.text
-            style = "bold" if f.severity in ("warning", "critical") else ""
+        findings = [(sev, text) for sev, text in m.findings if sev != "info" or not view.short]
+        for severity, text in findings[:shown]:
+            style = "bold" if severity in ("warning", "critical") else ""
             t.append(f"! {text}\n", style=style)
         if len(findings) > shown:
             t.append(f"(+{len(findings) - shown} more: gputop-diag mapping)\n", style="dim")
         if view.sanitize:
             for c in m.conclusions[: 1 if view.short else 3]:
-                t.append(f"- {hide(c)}\n")
+                t.append(f"- {c}\n")
         if not view.short:
             t.append(
                 "NVML and nvidia-smi number GPUs by PCI bus id; CUDA numbers only the visible "

@@ -13,9 +13,9 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable
 
-from gputop_diag.collect.model_config import ModelConfig
 from gputop_diag.model import GpuState, HostState, Snapshot, formats
 from gputop_diag.monitor.series import GpuSeries
+from gputop_diag.monitor.view import ModelConfig, Update
 from gputop_diag.planner.live import (
     JobPlan,
     compare,
@@ -24,7 +24,6 @@ from gputop_diag.planner.live import (
     measured_of,
     plan_lines,
 )
-from gputop_diag.tui.feed import Update
 from gputop_diag.tui.filter_screen import shown_filter_text
 from gputop_diag.tui.holds import CELSIUS, LOAD, PERCENT, WATTS, Holds, Step
 from gputop_diag.tui.panes.base import Pane, View, gib, pane_width, sync_rows

@@ -19,7 +19,7 @@ from textual.containers import Vertical
 
 from gputop_diag.model import GpuState, Snapshot
 from gputop_diag.monitor.series import HISTORY_POINTS, GpuSeries
-from gputop_diag.tui.feed import Update
+from gputop_diag.monitor.view import Update
 from gputop_diag.tui.holds import CELSIUS, EXACT, LOAD, MHZ, PERCENT, RATE, WATTS, Holds
 from gputop_diag.tui.panes.base import Pane, View, pane_width, pct
 from gputop_diag.widgets import BLOCKS, CutGrid, DiffLine, HistoryLine, ruler_cells

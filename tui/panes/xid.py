@@ -21,9 +21,8 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
-from gputop_diag.collect.kernlog.scan import XidScan
+from gputop_diag.monitor.view import Update, XidScan
 from gputop_diag.monitor.xid_live import HISTORY_SINCE_S
-from gputop_diag.tui.feed import Update
 from gputop_diag.tui.panes.base import Pane, View, hang_text, pane_width, set_text, sync_rows
 from gputop_diag.widgets import DiffText
 from gputop_diag.xid.catalog import DRIVER_MESSAGES, entry, sxid_entry

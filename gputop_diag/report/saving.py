@@ -1,5 +1,5 @@
-"""Where `s` writes the report and `S` the snapshot: the save directory, else the user's state
-directory, else /tmp.
+"""Where the live view's `s` writes the report and `S` the snapshot: the save directory, else
+the user's state directory, else /tmp.
 
 A live view is often started in a directory the user cannot write (a shared project folder,
 `/`); the file must still land somewhere, and the view must say where. File names use the
