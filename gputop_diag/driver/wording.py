@@ -1,0 +1,279 @@
+"""The chain's problems in words: the texts users see, and for each problem the layer, the
+severity, what is wrong, the next step and the side panel's one sentence, as data.
+
+`judge.py` picks the problems and names their facts; `problem(key, pids, **facts)` turns one
+into a `Problem` with this table's words. A template names facts in braces (`str.format`); a
+fact that is None or empty shows as "?" unless its entry says otherwise (`missing`); a part is
+a piece of text named in the templates, either a fixed template or one that depends on whether
+a fact is there (`When`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from .facts import Problem
+
+# The texts users see (CUDA runtime API, PyTorch's c10/cuda/CUDAFunctions.cpp, nvidia-smi).
+ERR_INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
+ERR_TORCH_TOO_OLD = (
+    "The NVIDIA driver on your system is too old (found version {found}). Please update your "
+    "GPU driver by downloading and installing a new version from the URL: "
+    "http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to "
+    "install a PyTorch version that has been compiled with your version of the CUDA driver."
+)
+ERR_NO_DRIVER_TORCH = (
+    "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+    "installed a driver from http://www.nvidia.com/Download/index.aspx"
+)
+ERR_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
+ERR_SMI_NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+    "that the latest NVIDIA driver is installed and running."
+)
+ERR_NVML_MISSING = "NVML Shared Library Not Found"
+ERR_COMPAT_HW = "forward compatibility was attempted on non supported HW"  # 804
+ERR_SYSTEM_MISMATCH = "system has unsupported display driver / cuda driver combination"  # 803
+ERR_PTX = "the provided PTX was compiled with an unsupported toolchain"  # 222
+# On an NVSwitch system before the fabric manager has configured the switches and registered the
+# GPUs (CUDA Runtime API, cudaErrorSystemNotReady = 802; NVIDIA Fabric Manager User Guide,
+# https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html).
+ERR_SYSTEM_NOT_READY = (
+    "CUDA error 802: system not yet initialized (cudaErrorSystemNotReady, "
+    "CUDA_ERROR_SYSTEM_NOT_READY)"
+)
+
+DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """A part whose words depend on whether `fact` is there (true: a version, a flag set)."""
+
+    fact: str
+    then: str
+    otherwise: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Wording:
+    layer: str
+    severity: str
+    text: str
+    error_text: str
+    next_step: str
+    brief: str = ""
+    code: str = ""  # the problem's code, when it is not the table's key (a variant's)
+    parts: Mapping[str, str | When] = field(default_factory=dict)
+    missing: Mapping[str, str] = field(default_factory=dict)  # a missing fact's words, not "?"
+
+
+_MISMATCH = Wording(
+    "kernel module",
+    "critical",
+    "{versions}: {cause}; no CUDA program can start until both are one version",
+    ERR_MISMATCH + "{nvml_library}",
+    "{first_step}reboot, or when the GPUs are idle reload the modules (`sudo rmmod nvidia_uvm "
+    "nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia`); the kernel log shows "
+    "`NVRM: API mismatch`; pin the driver packages so unattended upgrades cannot do it again",
+    "{versions}: {first_step}reboot (or reload the modules when the GPUs are idle)",
+    code="mismatch",
+    parts={
+        "versions": "the kernel module and the user-space library differ",
+        "cause": "the driver packages changed while another module stayed loaded",
+        "first_step": "",
+        "nvml_library": When("library", " / NVML library version: {library}"),
+    },
+)
+_LIBCUDA_MISMATCH = Wording(
+    "CUDA runtime",
+    "critical",
+    "pid {pid} ({name}) mapped libcuda {libcuda}{replaced} but the kernel module is {module}",
+    f"{ERR_SYSTEM_MISMATCH} (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803)",
+    "restart the process after the reboot or module reload that makes both the same version; "
+    "in a container, do not bake libcuda into the image",
+    "pid {pid} mapped libcuda {libcuda}, the kernel module is {module}: restart it once both "
+    "are one version",
+    code="libcuda_mismatch",
+    parts={"replaced": When("deleted", " (since replaced on disk)")},
+)
+_RUNTIME_TOO_NEW = Wording(
+    "CUDA runtime",
+    "critical",
+    "{who}: newer than {what} supports (CUDA {dmax}){until}; minor-version compatibility does "
+    "not cross a major version, so it cannot create a CUDA context and never appears on a GPU",
+    f"{ERR_INSUFFICIENT} (cudaErrorInsufficientDriver, 35); PyTorch: "
+    + ERR_TORCH_TOO_OLD.split(". Please")[0],
+    "upgrade the driver to {need} or newer, or install a framework build for CUDA {dmax} or "
+    "older (e.g. `pip install torch --index-url https://download.pytorch.org/whl/cu{cu}`), or "
+    "on a data-centre GPU the forward-compatibility package (cuda-compat)",
+    "{who} is newer than {what} supports (CUDA {dmax}): it cannot create a CUDA context; next: "
+    "a driver >= {need}, or a framework build for CUDA <= {dmax}",
+    code="runtime_too_new",
+    parts={"what": "the driver {driver}", "until": ""},
+)
+_TOOLKIT_TOO_NEW = Wording(
+    "toolkit",
+    "info",
+    "the host toolkit (nvcc {toolkit}) is newer than the driver's CUDA {dmax}: programs built "
+    "with it run under MVC",
+    ERR_INSUFFICIENT,
+    "frameworks bring their own runtime; for code built here, upgrade the driver or use the "
+    "toolkit matching it",
+    code="toolkit_too_new",
+)
+_FABRIC = Wording(
+    "fabric manager",
+    "critical",
+    "{text}",
+    ERR_SYSTEM_NOT_READY,
+    "{next}",
+    "{brief}",
+    code="fabric_manager",
+    parts={
+        "next": When("next_step", "{next_step}", "systemctl status nvidia-fabricmanager"),
+        "brief": When("next_step", "{title}: {next_step}", "{text}"),
+    },
+    missing={"text": "", "title": ""},
+)
+
+# Each problem, host layer first, by its key: a variant of a problem (other words, another
+# severity) has a key of its own and the problem's code.
+WORDING: dict[str, Wording] = {
+    "no_driver": Wording(
+        "NVML library",
+        "critical",
+        "no NVIDIA driver: neither the kernel module (/proc/driver/nvidia) nor the user-space "
+        "library libnvidia-ml.so.1 is present",
+        f"{ERR_NVML_MISSING} (pynvml); {ERR_NO_DRIVER_TORCH} (PyTorch)",
+        "make sure this machine has an NVIDIA GPU (`lspci | grep -i nvidia`), then install the "
+        f"driver ({DRIVER_DOWNLOAD} or the distribution's packages); in a container, run it "
+        "with the NVIDIA container toolkit (`--gpus all`)",
+    ),
+    "module_not_loaded": Wording(
+        "kernel module",
+        "critical",
+        "the NVIDIA kernel module is not loaded{installed}",
+        ERR_SMI_NO_DRIVER,
+        "`sudo modprobe nvidia`; if it fails, `journalctl -k | grep -i nvrm` says why (a kernel "
+        "updated without the module rebuilt by DKMS, Secure Boot refusing an unsigned module, "
+        "nouveau holding the GPU)",
+        "the NVIDIA kernel module is not loaded: `sudo modprobe nvidia`, then the kernel log "
+        "says why it was not",
+        parts={"installed": When("library", " (user-space library {library} installed)")},
+    ),
+    "fabric_broken": _FABRIC,
+    "fabric_warning": replace(_FABRIC, severity="warning"),
+    "nvml_missing": Wording(
+        "NVML library",
+        "critical",
+        "the kernel module {module} is loaded but the user-space library libnvidia-ml.so.1 is "
+        "missing",
+        ERR_NVML_MISSING,
+        "reinstall the driver's user-space packages of the same version as the module (e.g. "
+        "libnvidia-compute / nvidia-utils); in a container, the NVIDIA container toolkit mounts "
+        "them",
+        "the kernel module is loaded but libnvidia-ml.so.1 is missing: reinstall the driver's "
+        "user-space packages",
+        missing={"module": ""},
+    ),
+    # NVML says the two differ, the versions do not say how
+    "mismatch": _MISMATCH,
+    "mismatch_module_older": replace(
+        _MISMATCH,
+        parts={
+            **_MISMATCH.parts,
+            "versions": "kernel module {module} is older than the user-space library {library}",
+            "cause": "the driver packages were upgraded while the old module stayed loaded",
+        },
+    ),
+    "mismatch_module_newer": replace(
+        _MISMATCH,
+        parts={
+            **_MISMATCH.parts,
+            "versions": "kernel module {module} is newer than the user-space library {library}",
+            "cause": "an older user-space library runs under a newer module (packages "
+            "downgraded, or a container bringing its own driver libraries)",
+            "first_step": "install the user-space packages of {module} (in a container: use the "
+            "host's libraries through the NVIDIA container toolkit), or ",
+        },
+    ),
+    "compat_hw": Wording(
+        "CUDA runtime",
+        "critical",
+        "pid {pid} ({name}) uses the forward-compatibility libcuda {libcuda} on a GPU that does "
+        "not support it",
+        f"{ERR_COMPAT_HW} (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804)",
+        "forward compatibility works only on data-centre GPUs: upgrade the driver instead, or "
+        "use a framework build for the driver's CUDA",
+        "pid {pid} uses the forward-compatibility package on a GPU without it: upgrade the "
+        "driver instead",
+        missing={"libcuda": ""},
+    ),
+    "mvc": Wording(
+        "CUDA runtime",
+        "info",
+        "pid {pid} ({name}): {verdict}",
+        ERR_PTX,
+        "works for most programs; upgrade the driver to get the newer features",
+    ),
+    "libcuda_mismatch": _LIBCUDA_MISMATCH,
+    # the library it mapped was replaced since: a restart picks up the new one
+    "libcuda_replaced": replace(_LIBCUDA_MISMATCH, severity="warning"),
+    "runtime_too_new": _RUNTIME_TOO_NEW,
+    # judged against the user-space library, which no runtime reaches until the pair is one
+    "runtime_too_new_mismatch": replace(
+        _RUNTIME_TOO_NEW,
+        parts={
+            "what": When("driver", "the driver library {driver}", "the driver"),
+            "until": " (and until the module/library mismatch above is fixed no runtime starts "
+            "at all)",
+        },
+    ),
+    # a newer minor runs under minor-version compatibility; a newer major does not start
+    "toolkit_too_new": _TOOLKIT_TOO_NEW,
+    "toolkit_major_too_new": replace(
+        _TOOLKIT_TOO_NEW,
+        severity="warning",
+        text=_TOOLKIT_TOO_NEW.text.replace("run under MVC", "fail to start"),
+    ),
+}
+
+# One process among those whose runtime is too new, and the driver they need.
+RUNTIME_OF = "pid {pid} ({name}) runtime {runtime}"
+NEED_BRANCH = "the {floor} branch"  # the minor-version compatibility floor of the major
+NEED_MAJOR = "a driver supporting CUDA {major}"
+NEED_ANY = "a newer driver"
+
+
+def _missing(value: object) -> bool:
+    return value is None or value == ""
+
+
+def problem(key: str, pids: tuple[int, ...] = (), **facts: object) -> Problem:
+    """The problem `key` of `WORDING`, its templates filled with `facts`."""
+    w = WORDING[key]
+    shown = {k: w.missing.get(k, "?") if _missing(v) else v for k, v in facts.items()}
+    words = dict(shown)
+    for name, part in w.parts.items():
+        if isinstance(part, When):
+            part = part.then if facts.get(part.fact) else part.otherwise
+        words[name] = part.format(**shown)
+    return Problem(
+        w.layer,
+        w.severity,
+        w.text.format(**words),
+        w.error_text.format(**words),
+        w.next_step.format(**words),
+        pids,
+        w.code or key,
+        w.brief.format(**words),
+    )
+
+
+def runtimes_named(procs) -> str:
+    """ "pid 7 (python) runtime 13.0, pid 8 (?) runtime 13" for the first three."""
+    return ", ".join(
+        RUNTIME_OF.format(pid=p.pid, name=p.name or "?", runtime=p.framework_cuda or p.runtime)
+        for p in procs[:3]
+    )
