@@ -10,9 +10,9 @@ does not return behind, without `nvmlShutdown` (the driver cleans up after the p
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
+from gputop_diag.monitor.run import Run
 from gputop_diag.tui.feed import Feeder, Update
 from gputop_diag.tui.messages import CollectorFailed, SnapshotReady
 
@@ -21,11 +21,11 @@ STUCK_AFTER_S = 5.0  # a tick this long is waiting for the driver: the banner sa
 
 class Collector:
     """Sample through `feeder` every `interval` seconds of its Monitor until `stop()`; post
-    each tick.
+    each tick. The loop is the one paced loop (`monitor/run.py`), in a daemon thread.
 
     The Monitor's `paused` is read before each tick (a paused view samples only the first tick
-    when `sample_first`); `post` is the app's thread-safe `post_message`; the sources' clock
-    sleeps (True when `cancel` was set while waiting)."""
+    when `sample_first`); `post` is the app's thread-safe `post_message`; a tick that fails is
+    posted as `CollectorFailed` and the loop goes on."""
 
     def __init__(
         self,
@@ -36,56 +36,52 @@ class Collector:
     ) -> None:
         self.feeder = feeder
         self.monitor = feeder.monitor
-        self._post = post
-        self.cancelled = threading.Event()
-        self.ticks = 0  # ticks this loop took
-        self.tick_started: float | None = None  # monotonic time of the tick in flight
-        self.thread = threading.Thread(
-            target=self._run, args=(sample_first,), name="gputop-collector", daemon=True
-        )
+        self.run = Run(
+            self._step,
+            clock=self.monitor.sources.clock,
+            interval=self.monitor.interval,
+            paused=lambda: self.monitor.paused,
+            sample_first=sample_first,
+        ).subscribe(post)
+
+    def _step(self) -> object:
+        try:
+            update: Update = self.feeder.tick()
+        except Exception as e:  # noqa: BLE001 - shown as a banner; the loop goes on
+            return CollectorFailed(
+                "sampler",
+                f"sampling failed: {type(e).__name__}: {e}",
+                "the view keeps the last figures; r tries again",
+            )
+        return SnapshotReady(update)
 
     def start(self) -> Collector:
-        self.thread.start()
+        self.run.start(name="gputop-collector")
         return self
 
     def stop(self) -> None:
         """End the loop: at once when it waits, after the tick in flight otherwise."""
-        self.cancelled.set()
+        self.run.stop()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self.run.thread
+
+    @property
+    def cancelled(self) -> threading.Event:
+        return self.run.cancelled
+
+    @property
+    def ticks(self) -> int:
+        return self.run.ticks
 
     @property
     def running(self) -> bool:
-        return self.thread.is_alive()
+        return self.run.running
 
     def stuck_for(self) -> float:
         """Seconds the tick in flight has been running (0 between ticks)."""
-        started = self.tick_started
-        return 0.0 if started is None else max(0.0, time.monotonic() - started)
-
-    def _run(self, take: bool) -> None:
-        cancel = self.cancelled
-        while not cancel.is_set():
-            if take or not self.monitor.paused:
-                update: Update | None = None
-                self.tick_started = time.monotonic()
-                try:
-                    update = self.feeder.tick()
-                except Exception as e:  # noqa: BLE001 - shown as a banner; the loop goes on
-                    message: object = CollectorFailed(
-                        "sampler",
-                        f"sampling failed: {type(e).__name__}: {e}",
-                        "the view keeps the last figures; r tries again",
-                    )
-                else:
-                    message = SnapshotReady(update)
-                finally:
-                    self.tick_started = None
-                self.ticks += 1
-                if cancel.is_set():  # replaced (r, +/-) or quitting: the new loop posts
-                    break
-                self._post(message)
-            take = False
-            if self.monitor.sources.clock.sleep(self.monitor.interval, cancel):
-                break
+        return self.run.stuck_for()
 
 
 class Sampling:

@@ -17,6 +17,7 @@ from ..collect.nvml.extras import GPM_MIN_INTERVAL_S
 from ..collect.usable import no_usable_gpu
 from ..model import Snapshot, formats
 from ..model.codec import iso_time
+from ..monitor.run import Run
 from ..monitor.sampler import Sampler
 from ..sources import Sources
 
@@ -137,18 +138,16 @@ def sample_once(feed: Sources, fast: bool) -> Snapshot:
     """One snapshot after the warm-up, holding every Xid event and error seen during it.
 
     What the Monitor's tick gives without the slow sources (`Monitor(feed, slow_sources=False)`
-    returns the Sampler's snapshot as collected): two readings `WARMUP_S` apart (`fast`: one).
-    Ctrl-C after the first reading ends the warm-up with it, as `monitor.core.run` does."""
+    returns the Sampler's snapshot as collected): two readings `WARMUP_S` apart (`fast`: one),
+    taken by the paced loop. A stop signal after the first reading ends the warm-up with it."""
     sampler = Sampler(feed, interval=WARMUP_S)
     try:
         if fast:
             return sampler.collect()
-        snaps = [sampler.collect()]
-        try:
-            feed.clock.sleep(WARMUP_S)
-            snaps.append(sampler.collect())
-        except KeyboardInterrupt:
-            pass
+        snaps: list[Snapshot] = []
+        paced = Run(sampler.collect, clock=feed.clock, interval=WARMUP_S, seconds=WARMUP_S)
+        if paced.subscribe(snaps.append).run().signalled and not snaps:
+            raise KeyboardInterrupt
     finally:
         sampler.close()
     xids, errors = [], {}

@@ -8,16 +8,15 @@ newest. Headless: no Textual.
 from __future__ import annotations
 
 import argparse
-import signal
+import contextlib
 import sys
-import threading
-import time
 
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import Monitor
-from ..sources import Sources
+from ..monitor.run import Run, StopSignals
+from ..sources import RealClock, Sources
 from .common import no_driver_error, seeded_sanitizer
-from .options import add_time_options
+from .options import add_time_options, time_problem
 
 DEFAULT_LISTEN = ":9401"  # dcgm-exporter listens on :9400; both can run on one node
 REPLAY = False
@@ -72,11 +71,12 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     except ValueError as e:
         print(f"gputop-diag: {e}", file=sys.stderr)
         return EXIT_USAGE
-    if args.interval <= 0:
-        print("gputop-diag: --interval must be positive", file=sys.stderr)
+    problem = time_problem(None, args.interval)
+    if problem is not None:
+        print(f"gputop-diag: {problem}", file=sys.stderr)
         return EXIT_USAGE
     monitor = Monitor(feed, interval=args.interval)
-    stop = threading.Event()
+    stack = contextlib.ExitStack()  # the stop signals, once the server may be scraped
     try:
         tick = monitor.tick()
         err = no_driver_error(tick.snapshot)
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(metrics)
         # Before the server answers: a service manager may stop it as soon as it is scraped.
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signals = stack.enter_context(StopSignals())
         try:
             server, _ = start_http_server(port, addr=addr, registry=registry)
         except OSError as e:
@@ -105,15 +105,13 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
             file=sys.stderr,
             flush=True,
         )
-        try:
-            _loop(monitor, metrics, feed, args.interval, stop)
-        except KeyboardInterrupt:
-            pass
+        _loop(monitor, metrics, feed, args.interval).run(signals)
         # No server.shutdown(): it waits out the server loop's half-second poll. The process
         # ends now; its listening socket closes with it and the server thread is a daemon.
         server.socket.close()
         return 0
     finally:
+        stack.close()
         monitor.close()
 
 
@@ -133,17 +131,18 @@ def tick_metrics(args: argparse.Namespace, feed: Sources, monitor: Monitor, tick
     )
 
 
-def _loop(monitor: Monitor, metrics, feed: Sources, interval: float, stop: threading.Event):
-    """Tick every `interval` of wall time until `stop`. A simulated clock that does not follow
-    the wall clock (headless commands build it so) is moved on by the same interval, so a demo
-    exporter's scenario plays at the pace Prometheus scrapes it."""
-    next_at = time.monotonic() + interval
+def _loop(monitor: Monitor, metrics, feed: Sources, interval: float) -> Run:
+    """The paced loop: a tick every `interval` of wall time until a stop signal. A simulated
+    clock that does not follow the wall clock (headless commands build it so) is moved on by
+    the same interval, so a demo exporter's scenario plays at the pace Prometheus scrapes it."""
     sim_at = feed.clock.now()
-    while not stop.wait(max(0.0, next_at - time.monotonic())):
-        next_at += interval
+
+    def step():
+        nonlocal sim_at
         if feed.simulated and feed.clock.now() - sim_at < interval / 2:
             feed.clock.sleep(interval)  # instant: it only moves simulated time on
         sim_at = feed.clock.now()
-        metrics.update(monitor.tick())
-        if next_at < time.monotonic():  # a slow tick: skip the missed ones, never burst
-            next_at = time.monotonic() + interval
+        return monitor.tick()
+
+    paced = Run(step, clock=RealClock(), interval=interval, wait_first=True)
+    return paced.subscribe(metrics.update)

@@ -116,7 +116,8 @@ class Run(Generic[T]):
     tick held by a GPU that stopped answering never holds the program's exit).
 
     `paused()` is read before each tick. `at_least` ticks are taken even when the span is
-    shorter (rates need two readings). `on_signal(name)`, when given, is asked first what a
+    shorter (rates need two readings). `wait_first`: the caller took the first tick itself; the
+    loop starts with a wait. `on_signal(name)`, when given, is asked first what a
     stop signal does: True keeps the run going (`watch` passes Ctrl-C on to the job it started
     and waits for it to end).
     """
@@ -132,6 +133,7 @@ class Run(Generic[T]):
         sample_first: bool = True,
         at_least: int = 1,
         on_signal: Callable[[str], bool] | None = None,
+        wait_first: bool = False,
     ) -> None:
         if not interval > 0:
             raise ValueError(f"interval must be positive, not {interval!r}")
@@ -143,6 +145,7 @@ class Run(Generic[T]):
         self.sample_first = sample_first
         self.at_least = at_least
         self.on_signal = on_signal
+        self.wait_first = wait_first  # the first tick one interval from now (already taken)
         self.subscribers: list[Callable[[T], object]] = []
         self.cancelled = threading.Event()
         self.ticks = 0
@@ -177,8 +180,12 @@ class Run(Generic[T]):
         self.thread.start()
         return self
 
-    def run(self) -> Ending:
-        """Run the loop here until it ends; the stop signals are answered while it runs."""
+    def run(self, signals: StopSignals | None = None) -> Ending:
+        """Run the loop here until it ends; the stop signals are answered while it runs (by
+        `signals`, when the caller already catches them: one that came before counts)."""
+        if signals is not None:
+            self._signals = signals
+            return self._loop()
         with StopSignals() as self._signals:
             return self._loop()
 
@@ -188,12 +195,15 @@ class Run(Generic[T]):
         take = self.sample_first
         start = self.clock.now()
         try:
+            skip = self.wait_first
             while True:
                 if self.cancelled.is_set():
                     reason = "cancelled"
                     break
                 began = self.clock.now()
-                if take or not self.paused():
+                if skip:
+                    skip = False
+                elif take or not self.paused():
                     if self._tick():
                         break
                 take = False
@@ -268,7 +278,8 @@ class Run(Generic[T]):
     def _over(self, start: float, next_at: float) -> bool:
         if self.seconds is None or self.ticks < self.at_least:
             return False
-        return next_at - start > self.seconds + 1e-9 * max(1.0, self.seconds)
+        # a thousandth of an interval's slack: epoch seconds in a double carry ~0.2 us of noise
+        return next_at - start > self.seconds + 1e-3 * self.interval
 
 
 class _Signalled(BaseException):
