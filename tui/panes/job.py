@@ -15,7 +15,8 @@ name; the last lines of its output, the failure lines (CUDA OOM, NCCL timeout, C
 marked `!` and in bold.
 
 Its histories are the Monitor's (`Update.job_window`: every tick of the last ten minutes that
-carries the job), so they have no holes when the pane was not on screen.
+carries the job), so they have no holes when the pane was not on screen. What it shows is
+computed by `diagnose.job_view` (a frozen `JobView`); this module only lays it out.
 """
 
 from __future__ import annotations
@@ -23,20 +24,12 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from gputop_diag.diagnose.measured import (
-    PART_WORDS,
-    MeasuredSplit,
-    ProcessMemory,
-    is_recent,
-    measured_split,
-    process_memory,
-)
+from gputop_diag.diagnose.job_view import JobView, MeasuredView, job_view
 from gputop_diag.diagnose.measured_rules import secs
-from gputop_diag.diagnose.step_split import PROFILER_COMMANDS, StepSplit, estimate
-from gputop_diag.job.figures import JobGpuMemory, gpu_memory, throughput, used_gpus
-from gputop_diag.job.output import LABELS, classify_line
+from gputop_diag.diagnose.step_split import PROFILER_COMMANDS, StepSplit
+from gputop_diag.job.figures import JobGpuMemory
 from gputop_diag.job.state import state_words
-from gputop_diag.model import JobState, ProbeState, Snapshot, formats
+from gputop_diag.model import JobState, Snapshot, formats
 from gputop_diag.tui.feed import Update
 from gputop_diag.tui.panes.base import Pane, View
 from gputop_diag.widgets import DiffText
@@ -46,7 +39,9 @@ OUTPUT_LINES = 12  # of the job's output shown (fewer on a short terminal)
 SHORT_OUTPUT_LINES = 5
 MAX_TREE = 40  # processes listed
 MAX_PROBED = 8  # probed processes whose memory is listed
-BAR_PARTS = ("t_input", "t_sync", "t_comm", "t_host")  # the step's wall time, stacked
+MAX_BUSY_THREADS = 5  # busiest threads named
+MAX_SYNC_SITES = 3  # lines of code that sync, listed
+MAX_NOTES = 3  # probe notes shown
 BAR_GLYPHS = {"t_input": "█", "t_sync": "▓", "t_comm": "▒", "t_host": "░"}
 PLAIN_GLYPHS = {"t_input": "#", "t_sync": "=", "t_comm": "~", "t_host": "."}
 
@@ -82,6 +77,18 @@ def render(
             t.append(f"watching {'the job' if view.sanitize else label}\n", style="bold")
         t.append("waiting for the first sample of the job…")
         return t
+    n = SHORT_OUTPUT_LINES if view.short else OUTPUT_LINES
+    v = job_view(job, window, primary, shown, output_lines=n)
+    _head(t, job, view, width)
+    _steps(t, v, view, width)
+    _gpus(t, v, view, width)
+    _processes(t, v, view, width)
+    _output(t, v, view, width)
+    return t
+
+
+def _head(t: Text, job: JobState, view: View, width: int) -> None:
+    """What is watched, how it stands, where its output goes."""
     label = "(job)" if view.sanitize else job.label
     room = max(10, width - 5)
     t.append("Job ", style="bold")
@@ -101,23 +108,20 @@ def render(
     if job.problem and not view.sanitize:
         t.append(f"  note: {job.problem}\n", style="italic")
 
-    # -- steps: the headline, the history, the split -------------------------------------------
-    tp = throughput(window)
-    steps = job.steps
-    shown = shown if shown is not None else (window[-1] if window else None)
-    probes = _job_probes(job, shown)
-    probed = [p.steps for p in probes if p.steps is not None]
+
+def _steps(t: Text, v: JobView, view: View, width: int) -> None:
+    """The headline, the step-time history, the split."""
     t.append("\nSteps ", style="bold")
-    if probed:  # measured in the job beats output lines read once a tick
-        rate = sum(1.0 / s.wall_s for s in probed) / len(probed)
-        t.append(f"{rate:.3g} steps/s", style="bold")
-        t.append(f"  (measured in the job, step {max(s.last_step for s in probed)})\n")
-    elif steps is None or tp.median_s is None:
+    if v.measured_steps_per_s is not None:  # measured in the job beats output lines
+        t.append(f"{v.measured_steps_per_s:.3g} steps/s", style="bold")
+        t.append(f"  (measured in the job, step {v.measured_last_step})\n")
+    elif not v.has_output_steps:
         t.append(
             "no step time in the output yet (tqdm, Lightning, HF Trainer, Megatron, "
             "`step N … loss`; or --step-regex)\n"
         )
     else:
+        tp, steps = v.throughput, v.steps
         t.append(tp.headline(), style="bold")
         of = f"/{steps.total}" if steps.total else ""
         t.append(f"  ({steps.source}, step {steps.step}{of})\n")
@@ -127,82 +131,74 @@ def render(
         w = max(8, min(60, width - len(head) - 18))
         t.append(history(steps.step_times_s, w, view.plain, top=top or 1.0))
         t.append(f"  last {min(w, len(steps.step_times_s))} steps\n")
-    gpus = used_gpus(window[-1]) if window else ()
-    split = estimate(steps, window, gpus, primary)
-    if probes:
-        _measured(t, probes, shown, split, view, width)
-    elif split is not None:
-        _estimated(t, split)
+    if v.measured is not None:
+        _measured(t, v.measured, view, width)
+    elif v.estimate is not None:
+        _estimated(t, v.estimate)
 
-    # -- GPUs --------------------------------------------------------------------------------
+
+def _gpus(t: Text, v: JobView, view: View, width: int) -> None:
+    """The GPUs the job can see against those it uses, and what it holds on each."""
+    job = v.job
     t.append("\nGPUs ", style="bold")
     seen = job.visible_gpus
     t.append(f"visible: {seen if seen is not None else 'all (CUDA_VISIBLE_DEVICES not set)'}")
-    t.append(f" · used: {', '.join(map(str, gpus)) if gpus else 'none'}")
+    t.append(f" · used: {', '.join(map(str, v.used_gpus)) if v.used_gpus else 'none'}")
     if job.slurm is not None and job.slurm.gpus_requested is not None:
         t.append(f" · Slurm gave {job.slurm.gpus_requested}")
     t.append("\n")
-    mem = gpu_memory(window)
-    for m in mem:
+    for m in v.gpu_memory:
         t.append(_memory_line(m, view, width) + "\n")
 
-    # -- processes ---------------------------------------------------------------------------
-    procs = job.processes
+
+def _processes(t: Text, v: JobView, view: View, width: int) -> None:
+    """The process tree and the busiest threads."""
+    procs = v.job.processes
     t.append(f"\nProcesses ({len(procs)})", style="bold")
     if not procs:
         t.append("  none on this machine\n")
-    else:
-        t.append("\n")
-        held: dict[int, list[str]] = {}
-        if window:
-            for g in window[-1].gpu_processes:
-                if g.used_memory_bytes is not None:
-                    held.setdefault(g.pid, []).append(
-                        f"GPU{g.gpu_index} {_gib(g.used_memory_bytes)}"
-                    )
-        name_w = max(8, min(24, width - 48))
-        t.append(f"  {'pid':>7} {'name':<{name_w}} {'CPU':>6} {'RSS':>9} {'thr':>4}  GPU memory\n")
-        for p in procs[:MAX_TREE]:
-            pid = "—" if view.sanitize else str(p.pid)
-            indent = "  " * min(p.depth, 6)
-            name = (indent + (p.name or "?"))[:name_w]
-            cpu = "—" if p.cpu_pct is None else f"{p.cpu_pct:.0f} %"
-            thr = "—" if p.num_threads is None else str(p.num_threads)
-            gm = ", ".join(held.get(p.pid, ())) or ""
-            t.append(
-                f"  {pid:>7} {name:<{name_w}} {cpu:>6} {_gib(p.rss_bytes):>9} {thr:>4}  {gm}\n"
-            )
-        if len(procs) > MAX_TREE:
-            t.append(f"  … {len(procs) - MAX_TREE} more\n")
-        busy = sorted(
-            ((th.cpu_pct or 0.0, th.name, p.pid) for p in procs for th in p.busiest_threads),
-            reverse=True,
-        )
-        busy = [b for b in busy if b[0] >= 1.0][:5]
-        if busy:
-            t.append("  busiest threads: ")
-            t.append(", ".join(f"{name} {pct:.0f} %" for pct, name, _ in busy) + "\n")
+        return
+    t.append("\n")
+    name_w = max(8, min(24, width - 48))
+    t.append(f"  {'pid':>7} {'name':<{name_w}} {'CPU':>6} {'RSS':>9} {'thr':>4}  GPU memory\n")
+    for p in procs[:MAX_TREE]:
+        pid = "—" if view.sanitize else str(p.pid)
+        indent = "  " * min(p.depth, 6)
+        name = (indent + (p.name or "?"))[:name_w]
+        cpu = "—" if p.cpu_pct is None else f"{p.cpu_pct:.0f} %"
+        thr = "—" if p.num_threads is None else str(p.num_threads)
+        gm = ", ".join(f"GPU{gpu} {_gib(b)}" for gpu, b in v.held_by(p.pid))
+        t.append(f"  {pid:>7} {name:<{name_w}} {cpu:>6} {_gib(p.rss_bytes):>9} {thr:>4}  {gm}\n")
+    if len(procs) > MAX_TREE:
+        t.append(f"  … {len(procs) - MAX_TREE} more\n")
+    busy = v.busiest_threads[:MAX_BUSY_THREADS]
+    if busy:
+        t.append("  busiest threads: ")
+        t.append(", ".join(f"{b.name} {b.cpu_pct:.0f} %" for b in busy) + "\n")
 
-    # -- output ------------------------------------------------------------------------------
-    if job.log_path or job.output_tail:
-        n = SHORT_OUTPUT_LINES if view.short else OUTPUT_LINES
-        kinds = {e.kind for e in job.output_events}
-        title = "\nOutput"
-        if kinds:
-            title += " — " + ", ".join(LABELS[k] for k in sorted(kinds) if k in LABELS)
-        t.append(title + "\n", style="bold")
-        if view.sanitize:
-            t.append("  (not shown under --sanitize)\n")
+
+def _output(t: Text, v: JobView, view: View, width: int) -> None:
+    """The last lines of the job's output, failure lines marked."""
+    job = v.job
+    if not (job.log_path or job.output_tail):
+        return
+    title = "\nOutput"
+    if v.output_labels:
+        title += " — " + ", ".join(v.output_labels)
+    t.append(title + "\n", style="bold")
+    if view.sanitize:
+        t.append("  (not shown under --sanitize)\n")
+        return
+    for line in v.output_lines:
+        text = line.text.replace("\t", "    ")[: max(10, width - 4)]
+        if line.failure:
+            t.append("! ", style="bold")
+            t.append(text + "\n", style="bold reverse")
         else:
-            tail = list(job.output_tail)[-n:]
-            for line in tail:
-                _output_line(t, line, width)
-            shown = set(tail)
-            older = [e for e in job.output_events if e.line not in shown][-3:]
-            for e in older:
-                t.append(f"! line {e.line_no}: ", style="bold")
-                t.append(e.line[: max(10, width - 16)] + "\n", style="bold")
-    return t
+            t.append("  " + text + "\n")
+    for e in v.older_failures:
+        t.append(f"! line {e.line_no}: ", style="bold")
+        t.append(e.line[: max(10, width - 16)] + "\n", style="bold")
 
 
 def _pct(share: float) -> str:
@@ -223,25 +219,9 @@ def _estimated(t: Text, split: StepSplit) -> None:
     t.append(f"  measure it: {PROFILER_COMMANDS[0]}  (or: gputop-diag watch --probe -- CMD)\n")
 
 
-def _job_probes(job: JobState, snap: Snapshot | None) -> tuple[ProbeState, ...]:
-    """The probes of the job's processes in `snap`."""
-    if snap is None or not snap.probes:
-        return ()
-    pids = {p.pid for p in job.processes} | set(job.root_pids)
-    return tuple(p for p in snap.probes if p.pid in pids)
-
-
-def _measured(
-    t: Text,
-    probes: tuple[ProbeState, ...],
-    snap: Snapshot,
-    outside: StepSplit | None,
-    view: View,
-    width: int,
-) -> None:
+def _measured(t: Text, mv: MeasuredView, view: View, width: int) -> None:
     """The step split measured inside the job, its sync sites and each process's memory."""
-    recent = [p for p in probes if is_recent(p, snap.timestamp)]
-    m = measured_split(recent or probes)
+    m = mv.split
     t.append("Step split ", style="bold")
     t.append("(measured in the job)", style="italic")
     if m is None:
@@ -251,53 +231,43 @@ def _measured(
         t.append(
             f": {_secs(m.step_s)} a step · {m.steps} steps of {n} process{'es' if n > 1 else ''}"
         )
-        if not recent:
-            ago = snap.timestamp - max(p.steps.last_at for p in probes if p.steps is not None)
-            t.append(f" · no step for {formats.span(ago)}")
+        if mv.stale_s is not None:
+            t.append(f" · no step for {formats.span(mv.stale_s)}")
         t.append("\n")
-        _split_bar(t, m, outside, view, width)
-        for line in _site_lines(m, width):
+        _split_bar(t, mv, view, width)
+        for line in _site_lines(mv, width):
             t.append(line + "\n")
-    _memory_table(t, process_memory(snap, {p.pid for p in probes}), view, width)
-    notes = dict.fromkeys(n for p in probes for n in p.notes)
-    bad = sum(p.malformed_lines for p in probes)
+    _memory_table(t, mv, view, width)
+    notes = dict.fromkeys(mv.notes)
+    bad = mv.malformed_lines
     if bad:
         notes[f"{bad} line{'s' if bad > 1 else ''} of the probe files were no records: skipped"] = (
             None
         )
-    for note in list(notes)[:3]:
+    for note in list(notes)[:MAX_NOTES]:
         t.append(f"  note: {note}\n", style="italic")
 
 
-def _split_bar(
-    t: Text, m: MeasuredSplit, outside: StepSplit | None, view: View, width: int
-) -> None:
+def _split_bar(t: Text, mv: MeasuredView, view: View, width: int) -> None:
     glyphs = PLAIN_GLYPHS if view.plain else BAR_GLYPHS
     w = max(10, min(60, width - 4))
-    shown = [(m.seconds(p) or 0.0, glyphs[p]) for p in BAR_PARTS if m.is_measured(p)]
-    t.append("  " + stacked_bar(shown, m.step_s, w) + "\n")
-    labels, unmeasured = [], []
-    for part in BAR_PARTS:
-        word = PART_WORDS[part]
-        if not m.is_measured(part):
-            unmeasured.append(word)
-            continue
-        share = m.share(part) or 0.0
-        labels.append(f"{glyphs[part]} {word} {_secs(m.seconds(part))} {_pct(share)}")
+    shown = [(p.seconds or 0.0, glyphs[p.part]) for p in mv.parts]
+    t.append("  " + stacked_bar(shown, mv.split.step_s, w) + "\n")
+    labels = [f"{glyphs[p.part]} {p.word} {_secs(p.seconds)} {_pct(p.share)}" for p in mv.parts]
     for line in _filled(labels, width - 2):  # a label never breaks across lines
         t.append("  " + line + "\n")
-    gpu = m.share("t_gpu")
-    if gpu is not None:
-        t.append(f"  GPU busy {_secs(m.seconds('t_gpu'))} of the step ({_pct(gpu)}, measured)")
-    elif outside is not None:
+    gpu = mv.gpu_busy
+    if gpu is not None and gpu.measured:
+        t.append(f"  GPU busy {_secs(gpu.seconds)} of the step ({_pct(gpu.share)}, measured)")
+    elif gpu is not None:
         t.append(
-            f"  GPU busy ≈ {_secs(outside.step_s * outside.gpu_busy_share)} of the step "
-            f"({_pct(outside.gpu_busy_share)}, estimated from NVML's samples)"
+            f"  GPU busy ≈ {_secs(gpu.seconds)} of the step "
+            f"({_pct(gpu.share)}, estimated from NVML's samples)"
         )
     else:
         t.append("  GPU busy: not measured")
-    if unmeasured:
-        t.append(f" · not measured (inside host): {', '.join(unmeasured)}")
+    if mv.unmeasured:
+        t.append(f" · not measured (inside host): {', '.join(mv.unmeasured)}")
     t.append("\n")
 
 
@@ -312,23 +282,22 @@ def _filled(items: list[str], width: int, sep: str = "  ") -> list[str]:
     return lines
 
 
-def _site_lines(m: MeasuredSplit, width: int) -> list[str]:
+def _site_lines(mv: MeasuredView, width: int) -> list[str]:
     """The lines of code that waited for the GPU, most time first."""
-    if not m.sync_sites:
+    if not mv.sync_sites:
         return []
-    total = sum(s.seconds for s in m.sync_sites) or 1.0
+    m = mv.split
     out = ["  syncs: " + (f"{m.sync_count:.1f} a step" if m.sync_count is not None else "")]
     room = max(12, width - 30)
-    for s in m.sync_sites[:3]:
+    for ss in mv.sync_sites[:MAX_SYNC_SITES]:
+        s = ss.site
         site = s.site if len(s.site) <= room else "…" + s.site[-(room - 1) :]
-        out.append(
-            f"    {site} {s.call} · {s.count}× {_secs(s.seconds)} ({_pct(s.seconds / total)})"
-        )
+        out.append(f"    {site} {s.call} · {s.count}× {_secs(s.seconds)} ({_pct(ss.share)})")
     return out
 
 
-def _memory_table(t: Text, rows: tuple[ProcessMemory, ...], view: View, width: int) -> None:
-    rows = tuple(r for r in rows if r.reserved_bytes is not None or r.params_bytes is not None)
+def _memory_table(t: Text, mv: MeasuredView, view: View, width: int) -> None:
+    rows = mv.memory
     if not rows:
         return
     t.append("Memory per process ", style="bold")
@@ -360,8 +329,8 @@ def _memory_table(t: Text, rows: tuple[ProcessMemory, ...], view: View, width: i
             t.append(" " * len(head) + "".join(f" {v:>8}" for v in vals[split:]) + "\n")
     if len(rows) > MAX_PROBED:
         t.append(f"  … {len(rows) - MAX_PROBED} more\n")
-    worst = max(rows, key=lambda r: r.cached_bytes or 0)
-    if worst.fragmented:
+    worst = mv.fragmented
+    if worst is not None:
         t.append(
             f"  reserved far above allocated: {_gib(worst.cached_bytes)} cached, "
             f"{_gib(worst.inactive_split_bytes)} split, {worst.alloc_retries or 0} cudaMalloc "
@@ -381,15 +350,6 @@ def _memory_line(m: JobGpuMemory, view: View, width: int) -> str:
     return (
         f"  GPU {m.gpu}: job holds {_gib(m.now_bytes)} (peak {_gib(m.peak_bytes)}){trend} {spark}"
     )
-
-
-def _output_line(t: Text, line: str, width: int) -> None:
-    text = line.replace("\t", "    ")[: max(10, width - 4)]
-    if classify_line(line):
-        t.append("! ", style="bold")
-        t.append(text + "\n", style="bold reverse")
-    else:
-        t.append("  " + text + "\n")
 
 
 class JobPane(Pane):

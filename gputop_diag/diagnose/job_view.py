@@ -1,0 +1,236 @@
+"""What the live view's Job pane shows of the watched job, computed: the steps and their split
+(measured inside the job by the probe, else estimated from outside), the GPU memory the job
+holds, its processes' GPU memory and busiest threads, the last lines of its output with the
+failure lines marked.
+
+`job_view(job, window, primary, shown)` is a pure function of the job's tick and the recorded
+window; the pane only lays the `JobView` out in text (widths, glyphs, what --sanitize hides).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..job.figures import JobGpuMemory, Throughput, gpu_memory, throughput, used_gpus
+from ..job.output import LABELS, classify_line
+from ..model import JobState, OutputEvent, ProbeState, Snapshot, StepStats, SyncSite
+from .measured import (
+    PART_WORDS,
+    MeasuredSplit,
+    ProcessMemory,
+    is_recent,
+    measured_split,
+    process_memory,
+)
+from .step_split import StepSplit, estimate
+
+# The step's wall time as the split bar stacks it: the waits, then the host's own time.
+BAR_PARTS = ("t_input", "t_sync", "t_comm", "t_host")
+BUSY_THREAD_MIN_PCT = 1.0  # a thread under this CPU % is not named among the busiest
+
+
+class BusyThread(NamedTuple):
+    """A thread of the job's processes by its CPU %, busiest first when sorted descending."""
+
+    cpu_pct: float
+    name: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLine:
+    text: str  # as the job wrote it
+    failure: bool  # names a failure (`job.output.classify_line`)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitPart:
+    """A part of the step as the measured split shows it."""
+
+    part: str  # "t_input", "t_sync", "t_comm", "t_host"
+    word: str  # "input", "sync", "comm", "host"
+    seconds: float | None  # mean seconds a step
+    share: float  # of the step, 0..1
+
+
+@dataclass(frozen=True, slots=True)
+class GpuBusy:
+    """The GPUs' busy time beside the measured split: measured by the probe, else estimated
+    from NVML's samples."""
+
+    seconds: float | None
+    share: float  # of the step, 0..1
+    measured: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SiteShare:
+    """A line of code that waited for the GPU, with its share of every such wait."""
+
+    site: SyncSite
+    share: float  # 0..1
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredView:
+    """The step split the probes measured inside the job, and each probed process's memory."""
+
+    split: MeasuredSplit | None  # None: the probe has seen no step yet
+    stale_s: float | None  # no recent step: seconds since the newest one (None: stepping)
+    parts: tuple[SplitPart, ...]  # the measured parts, in BAR_PARTS order
+    unmeasured: tuple[str, ...]  # the words of the parts not measured (inside the host)
+    gpu_busy: GpuBusy | None  # None: not measured and no estimate
+    sync_sites: tuple[SiteShare, ...]  # most time first
+    memory: tuple[ProcessMemory, ...]  # the probed processes with an allocator or model figure
+    fragmented: ProcessMemory | None  # the process whose allocator cache holds the most, if
+    # that cache is fragmentation
+    notes: tuple[str, ...]  # the probes' notes, each once
+    malformed_lines: int  # lines of the probe files that were no records
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What the Job pane shows of `job`, over the recorded window."""
+
+    job: JobState
+    throughput: Throughput  # from the job's output
+    steps: StepStats | None  # as read from the job's output
+    measured_steps_per_s: float | None  # measured in the job (the mean over its processes)
+    measured_last_step: int | None
+    estimate: StepSplit | None  # the split of the step estimated from outside
+    measured: MeasuredView | None  # where the job's processes run the probe
+    used_gpus: tuple[int, ...]  # where NVML lists the job's processes
+    gpu_memory: tuple[JobGpuMemory, ...]  # what the job holds on each GPU over the window
+    held: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]  # pid -> ((GPU, bytes), ...)
+    busiest_threads: tuple[BusyThread, ...]  # over BUSY_THREAD_MIN_PCT, busiest first
+    output_labels: tuple[str, ...]  # the kinds of failure its output named
+    output_lines: tuple[OutputLine, ...]  # its last lines
+    older_failures: tuple[OutputEvent, ...]  # failure lines above those, the newest three
+
+    @property
+    def has_output_steps(self) -> bool:
+        """A step time was read from the job's output."""
+        return self.steps is not None and self.throughput.median_s is not None
+
+    def held_by(self, pid: int) -> tuple[tuple[int, int], ...]:
+        """(GPU, bytes) the process holds on each GPU, at the window's last tick."""
+        return dict(self.held).get(pid, ())
+
+
+def job_probes(job: JobState, snap: Snapshot | None) -> tuple[ProbeState, ...]:
+    """The probes of the job's processes in `snap`."""
+    if snap is None or not snap.probes:
+        return ()
+    pids = {p.pid for p in job.processes} | set(job.root_pids)
+    return tuple(p for p in snap.probes if p.pid in pids)
+
+
+def job_view(
+    job: JobState,
+    window: Sequence[Snapshot],
+    primary: str | None,
+    shown: Snapshot | None = None,
+    output_lines: int = 12,
+) -> JobView:
+    """The Job pane's figures for `job` over `window` (`primary`: the diagnosis's class, which
+    the estimated split attributes the wait to; `shown`: the tick whose probes give the measured
+    figures, default the window's last; `output_lines`: how many of its last lines)."""
+    shown = shown if shown is not None else (window[-1] if window else None)
+    probes = job_probes(job, shown)
+    probed = [p.steps for p in probes if p.steps is not None]
+    gpus = used_gpus(window[-1]) if window else ()
+    split = estimate(job.steps, window, gpus, primary)
+    tail = list(job.output_tail)[-output_lines:]
+    on_screen = set(tail)
+    return JobView(
+        job=job,
+        throughput=throughput(window),
+        steps=job.steps,
+        measured_steps_per_s=sum(1.0 / s.wall_s for s in probed) / len(probed) if probed else None,
+        measured_last_step=max(s.last_step for s in probed) if probed else None,
+        estimate=split,
+        measured=_measured(probes, shown, split) if probes else None,
+        used_gpus=gpus,
+        gpu_memory=gpu_memory(window),
+        held=_held(window[-1]) if window else (),
+        busiest_threads=_busiest(job),
+        output_labels=tuple(
+            LABELS[k] for k in sorted({e.kind for e in job.output_events}) if k in LABELS
+        ),
+        output_lines=tuple(OutputLine(line, bool(classify_line(line))) for line in tail),
+        older_failures=tuple(e for e in job.output_events if e.line not in on_screen)[-3:],
+    )
+
+
+def _held(snap: Snapshot) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
+    held: dict[int, list[tuple[int, int]]] = {}
+    for g in snap.gpu_processes:
+        if g.used_memory_bytes is not None:
+            held.setdefault(g.pid, []).append((g.gpu_index, g.used_memory_bytes))
+    return tuple((pid, tuple(on)) for pid, on in held.items())
+
+
+def _busiest(job: JobState) -> tuple[BusyThread, ...]:
+    busy = sorted(
+        (
+            BusyThread(th.cpu_pct or 0.0, th.name, p.pid)
+            for p in job.processes
+            for th in p.busiest_threads
+        ),
+        reverse=True,
+    )
+    return tuple(b for b in busy if b.cpu_pct >= BUSY_THREAD_MIN_PCT)
+
+
+def _measured(
+    probes: tuple[ProbeState, ...], snap: Snapshot, outside: StepSplit | None
+) -> MeasuredView:
+    """The step split measured inside the job, its sync sites and each process's memory."""
+    recent = [p for p in probes if is_recent(p, snap.timestamp)]
+    m = measured_split(recent or probes)
+    stale_s = None
+    if m is not None and not recent:
+        stale_s = snap.timestamp - max(p.steps.last_at for p in probes if p.steps is not None)
+    rows = process_memory(snap, {p.pid for p in probes})
+    rows = tuple(r for r in rows if r.reserved_bytes is not None or r.params_bytes is not None)
+    worst = max(rows, key=lambda r: r.cached_bytes or 0) if rows else None
+    return MeasuredView(
+        split=m,
+        stale_s=stale_s,
+        parts=_parts(m) if m is not None else (),
+        unmeasured=_unmeasured(m) if m is not None else (),
+        gpu_busy=_gpu_busy(m, outside) if m is not None else None,
+        sync_sites=_sites(m) if m is not None else (),
+        memory=rows,
+        fragmented=worst if worst is not None and worst.fragmented else None,
+        notes=tuple(dict.fromkeys(n for p in probes for n in p.notes)),
+        malformed_lines=sum(p.malformed_lines for p in probes),
+    )
+
+
+def _parts(m: MeasuredSplit) -> tuple[SplitPart, ...]:
+    return tuple(
+        SplitPart(part, PART_WORDS[part], m.seconds(part), m.share(part) or 0.0)
+        for part in BAR_PARTS
+        if m.is_measured(part)
+    )
+
+
+def _unmeasured(m: MeasuredSplit) -> tuple[str, ...]:
+    return tuple(PART_WORDS[part] for part in BAR_PARTS if not m.is_measured(part))
+
+
+def _gpu_busy(m: MeasuredSplit, outside: StepSplit | None) -> GpuBusy | None:
+    share = m.share("t_gpu")
+    if share is not None:
+        return GpuBusy(m.seconds("t_gpu"), share, measured=True)
+    if outside is not None:
+        return GpuBusy(outside.step_s * outside.gpu_busy_share, outside.gpu_busy_share, False)
+    return None
+
+
+def _sites(m: MeasuredSplit) -> tuple[SiteShare, ...]:
+    total = sum(s.seconds for s in m.sync_sites) or 1.0
+    return tuple(SiteShare(s, s.seconds / total) for s in m.sync_sites)
