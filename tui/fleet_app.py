@@ -11,7 +11,6 @@ fleet.
 from __future__ import annotations
 
 import sys
-import threading
 from dataclasses import dataclass, field, replace
 
 from textual import work
@@ -27,6 +26,7 @@ from gputop_diag.fleet.read import NoFleetData
 from gputop_diag.fleet.sanitize import FleetNames
 from gputop_diag.model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS
 from gputop_diag.monitor.core import Monitor
+from gputop_diag.monitor.run import Run, WallClock
 from gputop_diag.prometheus.client import PrometheusError
 from gputop_diag.tui.actions import REPLAY_ONLY
 from gputop_diag.tui.app import GpuTopApp
@@ -98,7 +98,6 @@ class FleetApp(App):
         # --sanitize: one set of pseudonyms for the session (the node's panes share it)
         self.names = (names or FleetNames()) if self.sanitize else None
         self.open_node: tuple[str, str | None, str] | None = None  # key, hostname, shown as
-        self._wake = threading.Event()
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-head")
@@ -119,26 +118,24 @@ class FleetApp(App):
     # -- reading ---------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="fleet", name="fleet")
     def refresh_loop(self) -> None:
+        """Read the fleet now (a pane coming back shows what it had meanwhile) and every
+        `refresh_s`, through the one paced loop; `r` starts it again (an exclusive worker: the
+        old loop is cancelled), so the read comes at once."""
         cancel = get_current_worker().cancelled_event
-        first = True  # read at once: a pane coming back shows what it had meanwhile
-        while not cancel.is_set():
-            if not first:
-                self._wake.wait(self.watch.refresh_s)
-                self._wake.clear()
-                if cancel.is_set():
-                    return
-            first = False
-            try:
-                self.post_message(FleetRead(self.watch.judge()))
-            except PrometheusError as e:
-                self.post_message(FleetReadFailed(f"{e.message}; next: {e.next_step}"))
-            except NoFleetData as e:
-                self.post_message(
-                    FleetReadFailed(
-                        f"{e}; next: check that Prometheus scrapes dcgm-exporter or "
-                        "`gputop-diag exporter`"
-                    )
+        Run(self._read, clock=WallClock(), interval=self.watch.refresh_s, cancel=cancel).run()
+
+    def _read(self) -> None:
+        try:
+            self.post_message(FleetRead(self.watch.judge()))
+        except PrometheusError as e:
+            self.post_message(FleetReadFailed(f"{e.message}; next: {e.next_step}"))
+        except NoFleetData as e:
+            self.post_message(
+                FleetReadFailed(
+                    f"{e}; next: check that Prometheus scrapes dcgm-exporter or "
+                    "`gputop-diag exporter`"
                 )
+            )
 
     def on_fleet_read(self, message: FleetRead) -> None:
         self.state.verdict = message.verdict
@@ -201,7 +198,7 @@ class FleetApp(App):
                 self._show(self.state.verdict)
 
     def action_refresh(self) -> None:
-        self._wake.set()
+        self.refresh_loop()
 
     def action_open_node(self) -> None:
         row = self.query_one(FleetTable).current()
@@ -210,7 +207,6 @@ class FleetApp(App):
         self.state.cursor_key = row.key
         self.open_node = (row.key, row.hostname, row.node)
         self.workers.cancel_group(self, "fleet")
-        self._wake.set()
         self.exit(return_code=0)
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
@@ -218,7 +214,6 @@ class FleetApp(App):
 
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "fleet")
-        self._wake.set()
 
 
 class NodeApp(GpuTopApp):
@@ -316,11 +311,9 @@ class NodeApp(GpuTopApp):
             monitor.paused = self.paused
             self.feeder = Feeder(monitor, self.sanitizer)
             self._extent()
-            for snap in feed.snapshots():
-                if cancel.is_set():
-                    return
-                self.post_message(SnapshotReady(self._named(self.feeder.add(snap))))
-                self._extent()
+            for snap in feed.snapshots():  # the window, then each new scrape as it comes
+                self._show_scrape(snap)
+            feed.follow(lambda new: [self._show_scrape(snap) for snap in new]).run()
         except PrometheusError as e:
             self.post_message(
                 CollectorFailed("prometheus", self._said(e.message), self._said(e.next_step))
@@ -329,6 +322,12 @@ class NodeApp(GpuTopApp):
             self.post_message(
                 CollectorFailed("prometheus", self._said(str(e)), "q goes back to the fleet")
             )
+
+    def _show_scrape(self, snap) -> None:
+        if self.node_feed.cancel.is_set():
+            return
+        self.post_message(SnapshotReady(self._named(self.feeder.add(snap))))
+        self._extent()
 
     def _named(self, update: Update) -> Update:
         """Under --sanitize, the node's host shown as its Fleet row names it: a node told

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..model import Snapshot
+from ..monitor.run import MIN_INTERVAL_S, Run
 from ..prometheus.client import Prometheus, PrometheusError
 from ..prometheus.dcgm_fields import JOB_LABEL
 from ..recording.store import RecordingHeader
@@ -171,15 +172,23 @@ class NodeFeed:
         return new
 
     def snapshots(self) -> Iterator[Snapshot]:
-        """The window (read now unless `load()` read it), then every new scrape until `cancel`
-        is set. Raises PrometheusError (the caller shows it and keeps the last frame)."""
+        """The window (read now unless `load()` read it); `follow` gives what comes after.
+        Raises PrometheusError or NoFleetData."""
         yield from (list(self.history) or self.load())
-        while not self.cancel.is_set():
-            now = self.clock()
-            due = self._aligned(now) + self.step_s - now + 0.5  # just after the next point
-            if self._sleep(max(0.05, due), self.cancel):
-                return
-            yield from self.poll()
+
+    def follow(self, on_new: Callable[[list[Snapshot]], object]) -> Run:
+        """The paced loop that polls for new scrapes: its first poll just after the next point
+        on the step's grid, then one a step (cancelled by `cancel`)."""
+        now = self.clock()
+        due = self._aligned(now) + self.step_s - now + 0.5  # just after the next point
+        paced = Run(
+            self.poll,
+            clock=_FeedClock(self.clock, self._sleep),
+            interval=max(self.step_s, MIN_INTERVAL_S),
+            wait_first=max(0.05, due),
+            cancel=self.cancel,
+        )
+        return paced.subscribe(lambda new: on_new(new) if new else None)
 
     def extent(
         self, cancel: threading.Event | None = None
@@ -208,3 +217,17 @@ __all__ = [
     "PrometheusError",
     "node_matcher",
 ]
+
+
+class _FeedClock:
+    """The feed's clock and its wait, as the paced loop takes a clock (tests hand in their
+    own)."""
+
+    def __init__(
+        self, now: Callable[[], float], sleep: Callable[[float, threading.Event], bool]
+    ) -> None:
+        self.now = now
+        self._sleep = sleep
+
+    def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool:
+        return self._sleep(seconds, cancel if cancel is not None else threading.Event())

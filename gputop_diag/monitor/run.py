@@ -47,6 +47,20 @@ class Clock(Protocol):
     def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool: ...
 
 
+class WallClock:
+    """The wall clock, for a loop paced by real time whatever its sources' clock (the fleet's
+    reads of Prometheus)."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool:
+        if cancel is None:
+            time.sleep(max(0.0, seconds))
+            return False
+        return cancel.wait(max(0.0, seconds))
+
+
 class Done(Exception):
     """Raised by a subscriber: end the run after this tick, nothing more to learn."""
 
@@ -117,9 +131,10 @@ class Run(Generic[T]):
 
     `paused()` is read before each tick. `at_least` ticks are taken even when the span is
     shorter (rates need two readings). `wait_first`: the caller took the first tick itself; the
-    loop starts with a wait. `on_signal(name)`, when given, is asked first what a
-    stop signal does: True keeps the run going (`watch` passes Ctrl-C on to the job it started
-    and waits for it to end).
+    loop starts with a wait of an interval (or of that many seconds: a source whose points fall
+    on a grid). `cancel`: the event `stop()` sets (a Textual worker's own). `on_signal(name)`,
+    when given, is asked first what a stop signal does: True keeps the run going (`watch`
+    passes Ctrl-C on to the job it started and waits for it to end).
     """
 
     def __init__(
@@ -133,7 +148,8 @@ class Run(Generic[T]):
         sample_first: bool = True,
         at_least: int = 1,
         on_signal: Callable[[str], bool] | None = None,
-        wait_first: bool = False,
+        wait_first: bool | float = False,
+        cancel: threading.Event | None = None,
     ) -> None:
         if not interval > 0:
             raise ValueError(f"interval must be positive, not {interval!r}")
@@ -145,9 +161,10 @@ class Run(Generic[T]):
         self.sample_first = sample_first
         self.at_least = at_least
         self.on_signal = on_signal
-        self.wait_first = wait_first  # the first tick one interval from now (already taken)
+        # the caller took the first tick: the loop starts with a wait (a number: that long)
+        self.wait_first = wait_first
         self.subscribers: list[Callable[[T], object]] = []
-        self.cancelled = threading.Event()
+        self.cancelled = cancel if cancel is not None else threading.Event()
         self.ticks = 0
         self.last: T | None = None
         self.tick_started: float | None = None  # monotonic time of the tick in flight
@@ -201,9 +218,7 @@ class Run(Generic[T]):
                     reason = "cancelled"
                     break
                 began = self.clock.now()
-                if skip:
-                    skip = False
-                elif take or not self.paused():
+                if skip is False and (take or not self.paused()):
                     if self._tick():
                         break
                 take = False
@@ -211,6 +226,9 @@ class Run(Generic[T]):
                     reason = self._signals.name
                     break
                 wait = self._wait_after(began)
+                if skip is not True and skip is not False:  # the first wait given in seconds
+                    wait = max(0.0, float(skip))
+                skip = False
                 if self._over(start, self.clock.now() + wait):
                     break
                 with self._signals.waiting():
