@@ -10,32 +10,36 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from . import fields
 from . import health as HEALTH
 from . import rules as R
-from . import titles
+from .forms import cuda_visible_devices
 from .rules import H
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+from .run_names import learn_names
+from .table import PseudonymTable
+from .text import learn, sanitize
+from .titles import argv, process_name
 
 KERNEL_TEXT = ("message", "raw", "detail")  # raw kernel-log text: dropped, never shared
 _PROCESS_PARENTS = ("processes", "busiest_threads", "children")
 _PCI_FIELD = re.compile(rf"(?:{H}+:)?{H}{{2}}:{H}{{2}}(?:\.[0-7])?")
 
 
-def learn_document(s: Sanitizer, doc: Any) -> None:
+def learn_document(s: PseudonymTable, doc: Any) -> None:
     """Seed from a document of the model's JSON shape (a snapshot, a recording line, a
     diagnosis): its names by field, the GPU models and versions as allowed, then whatever
     its free text reveals."""
     s.allow_document(doc)
     texts: list[str] = []
     _seed_walk(s, doc, None, None, texts)
-    s.learn(texts)
+    learn(s, texts)
 
 
-def _seed_walk(s: Sanitizer, v: Any, key: str | None, parent: str | None, texts: list[str]) -> None:
+def _seed_walk(
+    s: PseudonymTable, v: Any, key: str | None, parent: str | None, texts: list[str]
+) -> None:
     if HEALTH.is_finding(v):  # a health finding (a snapshot's `health`, `health --json`)
         texts += HEALTH.learn_finding(s, v)
     elif HEALTH.quotes_findings(v):  # a diagnosis's evidence or alert quoting one
@@ -46,7 +50,7 @@ def _seed_walk(s: Sanitizer, v: Any, key: str | None, parent: str | None, texts:
             _seed_walk(s, x, k, key or parent, texts)
     elif isinstance(v, list):
         if key == "cmdline" and all(isinstance(x, str) for x in v):
-            titles.learn_names(s, v)
+            learn_names(s, v)
         for x in v:
             _seed_walk(s, x, key, parent, texts)
     elif isinstance(v, str) and v:
@@ -75,13 +79,13 @@ def _seed_walk(s: Sanitizer, v: Any, key: str | None, parent: str | None, texts:
             texts.append(v)
 
 
-def document(s: Sanitizer, doc: Any) -> Any:
+def document(s: PseudonymTable, doc: Any) -> Any:
     """A sanitized copy of `doc` (JSON values of the model's shape). `learn_document` first,
     so that every seed is known before the first field is written."""
     return _walk(s, doc, None, None)
 
 
-def _walk(s: Sanitizer, v: Any, key: str | None, parent: str | None) -> Any:
+def _walk(s: PseudonymTable, v: Any, key: str | None, parent: str | None) -> Any:
     if HEALTH.is_finding(v):
         return HEALTH.finding_document(s, v)
     if HEALTH.quotes_findings(v):
@@ -98,7 +102,7 @@ def _walk(s: Sanitizer, v: Any, key: str | None, parent: str | None) -> Any:
         return out
     if isinstance(v, list):
         if key == "cmdline" and all(isinstance(x, str) for x in v):
-            return s.argv(v)
+            return argv(s, v)
         return [_walk(s, x, key, parent) for x in v]
     if key in ("minor_number", "minor", "device_node") and v is not None:
         s.dropped("minor")
@@ -109,7 +113,7 @@ def _walk(s: Sanitizer, v: Any, key: str | None, parent: str | None) -> Any:
         s.dropped("kernel_log")
         return ""
     if key == "hostname":
-        return s.hostname(v)
+        return fields.hostname(s, v)
     if key in ("uuid", "gpu_uuid") and re.match(r"(?i)(?:GPU|MIG)-", v):
         return s.uuid(v)
     if key == "serial":
@@ -119,21 +123,21 @@ def _walk(s: Sanitizer, v: Any, key: str | None, parent: str | None) -> Any:
     if key in ("user", "parent_user"):
         return s.user(v)
     if key == "cuda_visible_devices":
-        return s.cuda_visible_devices(v)
+        return cuda_visible_devices(s, v)
     if key == "name" and parent in ("scheduler_jobs", "slurm"):
         return s.pseudonym("job_name", v, v.lower())
     if key == "partition" and parent in ("scheduler_jobs", "slurm"):
         return s.pseudonym("partition", v, v.lower())
     if key in ("job_id", "scope_job"):
-        return s.job(v)
+        return fields.job(s, v)
     if (key == "name" and parent in _PROCESS_PARENTS) or key == "process_name":
-        return s.process_name(v)
+        return process_name(s, v)
     if key == "site":
-        return s.site(v)
-    return s.text(v)
+        return fields.site(s, v)
+    return sanitize(s, v)
 
 
-def _process(s: Sanitizer, v: dict[str, Any], parent: str | None) -> dict[str, Any]:
+def _process(s: PseudonymTable, v: dict[str, Any], parent: str | None) -> dict[str, Any]:
     """A process (its name and command line read together: a title tells itself by the
     two disagreeing)."""
     cmd = v["cmdline"]
@@ -141,19 +145,19 @@ def _process(s: Sanitizer, v: dict[str, Any], parent: str | None) -> dict[str, A
     out = {}
     for k, x in v.items():
         if k == "cmdline" and all(isinstance(a, str) for a in cmd):
-            out[k] = s.argv(cmd, name=name)
+            out[k] = argv(s, cmd, name=name)
         elif k == "name" and name:
-            out[k] = s.process_name(name, cmd)
+            out[k] = process_name(s, name, cmd)
         else:
             out[k] = _walk(s, x, k, parent)
     return out
 
 
-def _command_label(s: Sanitizer, label: str) -> str:
+def _command_label(s: PseudonymTable, label: str) -> str:
     """A watched command's label (its command line, shell-quoted) sanitized as a command
     line: the program's name kept, its arguments replaced."""
     try:
         args = shlex.split(label)
     except ValueError:  # unbalanced quotes: every word an argument all the same
         args = label.split()
-    return shlex.join(s.argv(args) or [])
+    return shlex.join(argv(s, args) or [])

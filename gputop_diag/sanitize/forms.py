@@ -1,6 +1,7 @@
 """The written forms real machines print, beyond the plain shapes: bus ids as NCCL, lspci and the
 kernel write them, addresses as clouds spell them, hardware addresses without separators,
-tokens by their shape, cloud and Kubernetes names, peers named in NCCL and PyTorch messages.
+tokens by their shape, cloud and Kubernetes names, peers named in NCCL and PyTorch messages;
+and CUDA_VISIBLE_DEVICES, whose ordinals stay while its UUIDs and prefixes of them are replaced.
 
 Each rule is `(pattern, handler)`; `text.py` runs them in order with the other shape rules. A
 handler returns the match with the identifier behind a placeholder (`Work.keep`), or the match
@@ -28,20 +29,20 @@ Sources of the formats:
   `rand.SafeEncodeString`); Kubeflow's training jobs name theirs `NAME-worker-N`.
 - NCCL prints a socket address as `host<port>` (`ncclSocketToString`), PyTorch's c10d store as
   `[host]:port`.
+- CUDA_VISIBLE_DEVICES: CUDA's programming guide, "CUDA Environment Variables" (indices, GPU
+  and MIG UUIDs, and UUID prefixes that name one GPU).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import rules as R
-from .rules import H
+from .rules import UUID, H
+from .table import PseudonymTable
 from .vocabulary import FILE_EXTENSIONS, VOCABULARY
 from .work import Work, has_placeholder
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
 
 _HEX_LETTER = re.compile("[a-fA-F]")
 
@@ -50,7 +51,7 @@ def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(pattern, flags)
 
 
-def _keep_group(s: Sanitizer, m: re.Match, w: Work, group: str, shown: str) -> str:
+def _keep_group(s: PseudonymTable, m: re.Match, w: Work, group: str, shown: str) -> str:
     a, b = m.start(group) - m.start(0), m.end(group) - m.start(0)
     return m.group(0)[:a] + w.keep(shown, m.group(group)) + m.group(0)[b:]
 
@@ -60,7 +61,7 @@ def public(host: str) -> bool:
     return any(host == d or host.endswith("." + d) for d in R.PUBLIC_DOMAINS)
 
 
-def host(s: Sanitizer, name: str, w: Work) -> str:
+def host(s: PseudonymTable, name: str, w: Work) -> str:
     """A host name or FQDN: `host-x` or `host-x.domain-y` (the short name keeps its pseudonym
     inside the FQDN); public documentation hosts and localhost are kept."""
     low = name.lower().rstrip(".")
@@ -75,14 +76,39 @@ def host(s: Sanitizer, name: str, w: Work) -> str:
     return s.kept(w, "hostname", name, low)
 
 
+# -- CUDA_VISIBLE_DEVICES ------------------------------------------------------------------------
+# An index as written, with what closes the sentence around it (`(CUDA_VISIBLE_DEVICES=7)`),
+# and `-1` (no GPU): an ordinal names no one.
+_CVD_ORDINAL = re.compile(r"-?\d{1,4}[)\]}>.,;:!?'\"]*")
+_CVD_WORDS = frozenset({"all", "none", "void", "nodevfiles"})
+_CVD_UUID = re.compile(rf"(?i)(?:GPU|MIG)-[0-9a-f-]+|MIG-GPU-{UUID}/\d+/\d+")
+
+
+def cuda_visible_devices(s: PseudonymTable, value: str | None) -> str | None:
+    """CUDA_VISIBLE_DEVICES with its shape kept: indices stay, UUIDs (and prefixes of them)
+    become their GPU's pseudonym, anything else a pseudonym of its own."""
+    if value is None:
+        return None
+    out = []
+    for entry in value.split(","):
+        v = entry.strip()
+        if not v or _CVD_ORDINAL.fullmatch(v) or v.lower() in _CVD_WORDS:
+            out.append(entry)
+        elif _CVD_UUID.fullmatch(v):
+            out.append(s.uuid(v))
+        else:
+            out.append(s.pseudonym("env", v))
+    return ",".join(out)
+
+
 # -- PCI bus ids ---------------------------------------------------------------------------------
-def _nccl_bus(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _nccl_bus(s: PseudonymTable, m: re.Match, w: Work) -> str:
     n = int(m.group("id"), 16)
     domain, bus, dev = n >> 20, (n & 0xFF000) >> 12, (n & 0xFF0) >> 4
     return _keep_group(s, m, w, "id", s.pci_of(m.group("id"), domain, bus, dev))
 
 
-def _short_domain_bus(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _short_domain_bus(s: PseudonymTable, m: re.Match, w: Work) -> str:
     """`0:3b:00.0`: a bus id with a short domain (a time has no one-digit fraction after
     whole seconds: `0:18:00.0` is a device)."""
     text = m.group("bus")
@@ -92,7 +118,7 @@ def _short_domain_bus(s: Sanitizer, m: re.Match, w: Work) -> str:
     )
 
 
-def _bare_bus(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _bare_bus(s: PseudonymTable, m: re.Match, w: Work) -> str:
     """`3B:00`: a bus and device with neither domain nor function, where it cannot be a time:
     it has a hex letter, or it is a GPU of this machine."""
     text = m.group("bus")
@@ -102,7 +128,7 @@ def _bare_bus(s: Sanitizer, m: re.Match, w: Work) -> str:
     return _keep_group(s, m, w, "bus", s.pci_of(text, 0, bus, dev))
 
 
-def _mac_in_context(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _mac_in_context(s: PseudonymTable, m: re.Match, w: Work) -> str:
     return _keep_group(s, m, w, "v", s.pseudonym("mac", m.group("v"), m.group("v").lower()))
 
 
@@ -119,7 +145,7 @@ BARE_BUS_RULE = (_rx(rf"(?<![\w:.-])(?P<bus>{H}{{2}}:{H}{{2}})(?![\w:]|\.\d)"), 
 
 
 # -- addresses -----------------------------------------------------------------------------------
-def _dashed_ip(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _dashed_ip(s: PseudonymTable, m: re.Match, w: Work) -> str:
     parts = re.split("[-_]", m.group("addr"))
     if m.group("pre") is None and "_" in m.group("addr"):
         return m.group(0)
@@ -131,7 +157,7 @@ def _dashed_ip(s: Sanitizer, m: re.Match, w: Work) -> str:
     return s.kept(w, "ipv4", m.group(0), canon)
 
 
-def _bare_mac(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _bare_mac(s: PseudonymTable, m: re.Match, w: Work) -> str:
     raw = m.group(0)
     if raw != raw.lower() and raw != raw.upper():  # mixed case: a name or a hash, not a MAC
         return raw
@@ -165,18 +191,18 @@ ADDRESS_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
 
 
 # -- tokens and keys -----------------------------------------------------------------------------
-def _secret(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _secret(s: PseudonymTable, m: re.Match, w: Work) -> str:
     return s.kept(w, "secret", m.group(0))
 
 
-def _secret_group(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _secret_group(s: PseudonymTable, m: re.Match, w: Work) -> str:
     value = m.group("v")
     if has_placeholder(value) or R.SAFE_VALUE.match(value):
         return m.group(0)
     return _keep_group(s, m, w, "v", s.pseudonym("secret", w.restore(value, original=True)))
 
 
-def _basic(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _basic(s: PseudonymTable, m: re.Match, w: Work) -> str:
     v = m.group("v")
     if not (re.search(r"\d|=$|[+/]", v) and re.search("[A-Za-z]", v)):
         return m.group(0)
@@ -217,7 +243,7 @@ SECRET_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
 
 
 # -- cloud and Kubernetes names ------------------------------------------------------------------
-def _cloud(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _cloud(s: PseudonymTable, m: re.Match, w: Work) -> str:
     g = "id" if m.groupdict().get("id") else 0
     if g == 0:
         return s.kept(w, "cloud", m.group(0), m.group(0).lower())
@@ -227,11 +253,11 @@ def _cloud(s: Sanitizer, m: re.Match, w: Work) -> str:
 _K8S = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery rand.SafeEncodeString's alphabet
 
 
-def _pod(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _pod(s: PseudonymTable, m: re.Match, w: Work) -> str:
     return host(s, m.group(0), w)
 
 
-def _job_pod(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _job_pod(s: PseudonymTable, m: re.Match, w: Work) -> str:
     suffix = m.group(0).rsplit("-", 1)[1]
     if not (re.search(r"\d", suffix) and re.search("[a-z]", suffix)):
         return m.group(0)
@@ -282,7 +308,7 @@ def host_like(name: str) -> bool:
     return "." not in name or last not in FILE_EXTENSIONS
 
 
-def _peer(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _peer(s: PseudonymTable, m: re.Match, w: Work) -> str:
     name = m.group("name").rstrip(".")
     if not host_like(name):
         return m.group(0)

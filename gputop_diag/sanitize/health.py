@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..model.health import ENV_ASSIGNMENT, MOUNT_SERVER, Finding, HealthReport, mount_servers
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+from .table import PseudonymTable
+from .text import learn, sanitize
+from .titles import process_name
 
 # A value that tells nothing about anyone: a flag or a small number (CUDA and NCCL read 1 as on).
 SAFE_ENV_VALUE = re.compile(r"(?i)-?\d{1,6}|true|false|yes|no|on|off")
@@ -32,7 +32,7 @@ def _finding_texts(f: Finding) -> list[str]:
     return [f.title, f.next_step or "", *(t for e in f.evidence for t in (e.text, e.source))]
 
 
-def seed_texts(s: Sanitizer, texts: Iterable[str]) -> None:
+def seed_texts(s: PseudonymTable, texts: Iterable[str]) -> None:
     """Seed what findings' texts name that no field says: the servers of network mounts (as
     host names) and PCI bus ids."""
     for t in texts:
@@ -44,7 +44,7 @@ def seed_texts(s: Sanitizer, texts: Iterable[str]) -> None:
             s.seed_pci(bdf)
 
 
-def seed_findings(s: Sanitizer, findings: Iterable[Finding]) -> None:
+def seed_findings(s: PseudonymTable, findings: Iterable[Finding]) -> None:
     """Seed from findings (a snapshot's `health`, a recording's): mount servers, bus ids, then
     whatever their free text reveals."""
     findings = list(findings)
@@ -52,10 +52,10 @@ def seed_findings(s: Sanitizer, findings: Iterable[Finding]) -> None:
         s.seed_hostname(server)
     texts = [t for f in findings for t in _finding_texts(f)]
     seed_texts(s, texts)
-    s.learn(texts)
+    learn(s, texts)
 
 
-def seed_health(s: Sanitizer, report: HealthReport | None) -> None:
+def seed_health(s: PseudonymTable, report: HealthReport | None) -> None:
     """Seed what a health read names beyond the snapshots: the PCI bus ids of GPUs, bridges and
     switches (from the facts where the read's are at hand), the servers of network mounts and
     the bus ids its findings' evidence names."""
@@ -72,7 +72,7 @@ def seed_health(s: Sanitizer, report: HealthReport | None) -> None:
     seed_findings(s, report.findings)
 
 
-def health_text(s: Sanitizer, text: str | None) -> str | None:
+def health_text(s: PseudonymTable, text: str | None) -> str | None:
     """A finding's free text: an environment variable's value kept only when it is a flag,
     the name of a process the way the processes section shows it, then the sanitizer."""
     if not text:
@@ -88,8 +88,8 @@ def health_text(s: Sanitizer, text: str | None) -> str | None:
         ),
         text,
     )
-    text = _PID_NAME.sub(lambda m: f"pid {m.group(1)} ({s.process_name(m.group(2))})", text)
-    return s.text(text) or text
+    text = _PID_NAME.sub(lambda m: f"pid {m.group(1)} ({process_name(s, m.group(2))})", text)
+    return sanitize(s, text) or text
 
 
 def is_finding(v: Any) -> bool:
@@ -112,15 +112,15 @@ def quotes_findings(v: Any) -> bool:
     return (isinstance(metric, str) and metric.startswith("health.")) or kind == "health"
 
 
-def _word(s: Sanitizer, v: Any) -> Any:
+def _word(s: PseudonymTable, v: Any) -> Any:
     if isinstance(v, str) and v and not _VOCABULARY.fullmatch(v):
-        return s.text(v)
+        return sanitize(s, v)
     if isinstance(v, list):
         return [_word(s, x) for x in v]
     return v
 
 
-def learn_finding(s: Sanitizer, v: dict[str, Any]) -> list[str]:
+def learn_finding(s: PseudonymTable, v: dict[str, Any]) -> list[str]:
     """Seed from a finding of the JSON shape; its free texts, to learn from."""
     texts = [v.get(k) for k in _FREE_TEXT]
     for e in v["evidence"]:
@@ -131,7 +131,7 @@ def learn_finding(s: Sanitizer, v: dict[str, Any]) -> list[str]:
     return texts
 
 
-def finding_document(s: Sanitizer, v: dict[str, Any]) -> dict[str, Any]:
+def finding_document(s: PseudonymTable, v: dict[str, Any]) -> dict[str, Any]:
     """A finding of the JSON shape with its free text through `health_text`; its id, check,
     severity, layer and classes kept (the tool's own words), GPU indices and pids as numbers."""
     out: dict[str, Any] = {}

@@ -17,13 +17,10 @@ A library's or Python's file name is kept at the end of a replaced path
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from . import rules as R
+from .table import PseudonymTable
 from .vocabulary import PACKAGE_DIR, PUBLIC_PACKAGES, SYSTEM_DIR_SHAPES, SYSTEM_DIRS
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
 
 _KERNEL_ROOTS = frozenset({"proc", "sys", "dev"})
 
@@ -33,7 +30,7 @@ def _system_part(part: str) -> bool:
     return not part or part in SYSTEM_DIRS or SYSTEM_DIR_SHAPES.match(part) is not None
 
 
-def path_pseudonym(s: Sanitizer, path: str) -> str | None:
+def path_pseudonym(s: PseudonymTable, path: str) -> str | None:
     """`path` with what names a person or a project replaced; None for the system's own paths,
     kept as they are (their user and host names are still replaced by the other rules)."""
     if path.startswith("~"):
@@ -67,7 +64,7 @@ def path_pseudonym(s: Sanitizer, path: str) -> str | None:
     return f"/{root}" + (f"/{tail(s, path, rest)}" if rest.strip("/") else "")
 
 
-def _system(s: Sanitizer, path: str, parts: list[str]) -> str | None:
+def _system(s: PseudonymTable, path: str, parts: list[str]) -> str | None:
     """A path under the system's roots: kept up to its first component that is not the
     system's (or whole, inside a public package); the rest replaced."""
     for i in range(2, len(parts)):
@@ -87,7 +84,7 @@ def _system(s: Sanitizer, path: str, parts: list[str]) -> str | None:
     return None
 
 
-def tail(s: Sanitizer, full: str, rest: str) -> str:
+def tail(s: PseudonymTable, full: str, rest: str) -> str:
     """The pseudonym of what follows a path's root; a library's or Python's name kept."""
     rest = rest.rstrip("/")
     if not rest:

@@ -13,6 +13,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from .vocabulary import SAFE_PROGRAM
+
 
 @dataclass(frozen=True, slots=True)
 class IdClass:
@@ -162,6 +164,12 @@ INTERPRETERS = frozenset(
     "accelerate deepspeed apptainer singularity docker podman numactl nsys ncu time nohup "
     "stdbuf taskset conda mamba micromamba".split()
 )
+
+
+def safe_program(name: str) -> bool:
+    """`name` is a public program's or runtime's (an interpreter, `vocabulary.SAFE_PROGRAM`)."""
+    return name in INTERPRETERS or SAFE_PROGRAM.match(name) is not None
+
 
 # -- paths ------------------------------------------------------------------------------------
 

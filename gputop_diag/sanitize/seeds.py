@@ -1,26 +1,26 @@
 """What an environment names, as data: the variables of schedulers (Slurm, PBS, LSF),
 Kubernetes, launchers and experiment trackers whose values are someone's names, read by
-`Sanitizer.seed_environ` from this shell and from the environments of the job's processes.
+`seed_environ` from this shell and from the environments of the job's processes.
 
 Sources: Slurm's sbatch(1) "OUTPUT ENVIRONMENT VARIABLES"; PBS Professional's and IBM Spectrum
 LSF's job environment variables (PBS_JOBID, PBS_O_HOST, LSB_JOBID, LSB_HOSTS, ...); the
 Kubernetes downward API (POD_NAME, NODE_NAME by convention); PyTorch's torchrun environment
 (MASTER_ADDR); Weights & Biases, MLflow, Comet and Neptune environment variables.
 
-`seed_machine` and `seed_environ` are `Sanitizer.seed_machine` and `Sanitizer.seed_environ`.
+`seed_machine`, `seed_environ` and `seed_cwd` are the sanitizer's (`Sanitizer.seed_machine`,
+...): they seed a pseudonym table (`table.py`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import rules as R
-from . import titles
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+from .run_names import learn_names
+from .table import PseudonymTable
+from .text import learn
 
 USER_VARS = ("USER", "LOGNAME", "USERNAME", "SUDO_USER", "SLURM_JOB_USER", "PBS_O_LOGNAME")
 HOST_VARS = (
@@ -90,21 +90,21 @@ SECRET_VAR = re.compile(
 HOME = re.compile(r"/(?:home|Users)/([^/]+)/?")
 
 
-def seed_machine(s: Sanitizer, names: Any) -> None:
+def seed_machine(s: PseudonymTable, names: Any) -> None:
     """Seed what the machine knows (`collect.identity.read_machine_names`): its host names,
     this shell's environment and the job's, the job's working directories and command
     lines, the accounts of people, Slurm's answers, the machine's hardware addresses."""
     for h in names.hostnames:
         s.seed_hostname(h)
-    s.seed_environ(names.environ)
+    seed_environ(s, names.environ)
     for env in getattr(names, "job_environs", ()):
-        s.seed_environ(env)
+        seed_environ(s, env)
     for cwd in names.cwds:
-        s.seed_cwd(cwd)
+        seed_cwd(s, cwd)
     for u in names.users:
         s.seed_user(u)
     for args in getattr(names, "cmdlines", ()):
-        titles.learn_names(s, args)
+        learn_names(s, args)
     for cls, words in getattr(names, "words", {}).items():
         for word in words:
             if cls == "job":
@@ -115,10 +115,10 @@ def seed_machine(s: Sanitizer, names: Any) -> None:
                 s.seed_user(word)
             else:
                 s.seed_word(cls, word)
-    s.learn(getattr(names, "texts", ()))
+    learn(s, getattr(names, "texts", ()))
 
 
-def seed_environ(s: Sanitizer, environ: Mapping[str, str]) -> None:
+def seed_environ(s: PseudonymTable, environ: Mapping[str, str]) -> None:
     """A process environment: the user, home and working directory, the scheduler's job,
     nodes, account and partition, the run's and project's names, secrets."""
     get = environ.get
@@ -137,10 +137,20 @@ def seed_environ(s: Sanitizer, environ: Mapping[str, str]) -> None:
             s.seed_word(cls, get(k))
     for k in DIR_VARS:
         if get(k):
-            s.seed_cwd(get(k))
+            seed_cwd(s, get(k))
     m = HOME.fullmatch(get("HOME", ""))
     if m:
         s.seed_user(m.group(1))
     for k, v in environ.items():
         if v and SECRET_VAR.search(k) and k not in R.SAFE_ENV:
             s.seed_word("secret", v)
+
+
+def seed_cwd(s: PseudonymTable, path: str | None) -> None:
+    """A job's working directory: its own name is a project's name."""
+    if not path or path == "/":
+        return
+    learn(s, [path])
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    if base and not re.fullmatch(r"[\d.]+", base):
+        s.seed_word("project", base)

@@ -10,13 +10,14 @@ from typing import Any
 
 from ..model import Snapshot
 from ..model.codec import jsonable, snapshot_to_json
+from .documents import document, learn_document
 from .health import seed_findings
-from .sanitizer import Sanitizer
+from .table import PseudonymTable
 
 _NAMED_PARTS = ("xid_events", "errors", "scheduler_jobs", "kernel_ooms", "probes")
 
 
-def learn_snapshots(s: Sanitizer, snaps: Iterable[Snapshot]) -> None:
+def learn_snapshots(s: PseudonymTable, snaps: Iterable[Snapshot]) -> None:
     """Seed `s` from every snapshot of a window: names by field, then what the free text of
     each distinct part that names things reveals (those seldom change; the figures around
     them change every tick, so a long window costs little more than its last snapshot)."""
@@ -44,28 +45,34 @@ def learn_snapshots(s: Sanitizer, snaps: Iterable[Snapshot]) -> None:
     doc: dict[str, Any] = {k: [jsonable(x) for x in v] for k, v in parts.items()}
     doc["gpus"] = [{"static": g} for g in doc["gpus"]]
     doc["gpus"].append({"mig_instances": doc.pop("mig")})
-    s.learn_document(doc)
+    learn_document(s, doc)
 
 
-def sanitized_snapshot_json(snap: Snapshot, sanitizer: Sanitizer | None = None) -> dict[str, Any]:
-    """The snapshot document with every identifier replaced by its pseudonym (`sanitizer.py`):
-    host name, GPU and MIG UUIDs, serials, PCI bus ids, user names, command-line arguments,
-    paths; minor numbers, device nodes and raw kernel-log text removed. `"sanitized": true`,
-    and `"redactions"` counts what was replaced, per class."""
-    s = sanitizer if sanitizer is not None else Sanitizer()
+def sanitized_snapshot_json(
+    snap: Snapshot, sanitizer: PseudonymTable | None = None
+) -> dict[str, Any]:
+    """The snapshot document with every identifier replaced by its pseudonym (`documents.py`)
+    under `sanitizer` (a `Sanitizer`, or any pseudonym table; a fresh one when None): host
+    name, GPU and MIG UUIDs, serials, PCI bus ids, user names, command-line arguments, paths;
+    minor numbers, device nodes and raw kernel-log text removed. `"sanitized": true`, and
+    `"redactions"` counts what was replaced, per class."""
+    s = sanitizer if sanitizer is not None else PseudonymTable()
     doc = snapshot_to_json(snap)
-    s.learn_document(doc)
-    out = s.document(doc)
+    learn_document(s, doc)
+    out = document(s, doc)
     out["sanitized"] = True
     out["redactions"] = s.summary()
     return out
 
 
-def redact_snapshot_json(doc: dict[str, Any], sanitizer: Sanitizer | None = None) -> dict[str, Any]:
+def redact_snapshot_json(
+    doc: dict[str, Any], sanitizer: PseudonymTable | None = None
+) -> dict[str, Any]:
     """A snapshot document (`snapshot_to_json`, or any part of one) with every identifier
-    replaced by its pseudonym; `"sanitized": true`."""
-    s = sanitizer if sanitizer is not None else Sanitizer()
-    s.learn_document(doc)
-    out = s.document(doc)
+    replaced by its pseudonym (under `sanitizer`, a fresh table when None); `"sanitized":
+    true`."""
+    s = sanitizer if sanitizer is not None else PseudonymTable()
+    learn_document(s, doc)
+    out = document(s, doc)
     out["sanitized"] = True
     return out

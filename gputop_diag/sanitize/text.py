@@ -1,48 +1,68 @@
 """Identifiers in free text: the shape rules of the sanitizer (`sanitize/sanitizer.py`), in order.
 
-`scrub(sanitizer, text, work)` runs every rule over `text`. A rule's replacement is parked
-behind a placeholder (`Work.keep`) so that no later rule sees a pseudonym, or re-replaces part
-of one; `Work.restore` fills the placeholders in at the end. Longer and compound identifiers
-come first (a MIG UUID before the GPU UUID in it, an FQDN before its short host name, a home
-path before the user name in it), then the seeded words (`Sanitizer.seed_*`). The written forms
-real tools print (NCCL's bus ids, cloud host names, tokens by shape, peers) are in `forms.py`.
+`sanitize(table, text)` is the sanitizer's `text`: every rule run over `text` (`scrub`), each
+text remembered by the table while its seeds stay the same; `learn(table, texts)` takes the
+seeds texts reveal without counting. A rule's replacement is parked behind a placeholder
+(`Work.keep`) so that no later rule sees a pseudonym, or re-replaces part of one;
+`Work.restore` fills the placeholders in at the end. Longer and compound identifiers come
+first (a MIG UUID before the GPU UUID in it, an FQDN before its short host name, a home path
+before the user name in it), then the seeded words (`PseudonymTable.seed_*`). The written
+forms real tools print (NCCL's bus ids, cloud host names, tokens by shape, peers) are in
+`forms.py`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from . import forms as F
 from . import rules as R
-from . import titles
 from .forms import host
+from .paths import path_pseudonym
 from .rules import UUID, H
+from .run_names import NAME_OPTION_IN_TEXT, learn_names
+from .table import PseudonymTable
 from .vocabulary import FILE_EXTENSIONS, PUBLIC_PACKAGES, PUBLIC_SOURCE_DIRS, SOURCE_EXTENSIONS
-from .work import (  # noqa: F401 - the names the sanitizer reads from here
-    ALLOWED_L,
-    ALLOWED_R,
-    DIGIT_L,
-    DIGIT_R,
-    HOST_L,
-    HOST_R,
-    PRIVATE_USE,
-    WORD_L,
-    WORD_R,
-    Work,
-    boundary_re,
-    has_placeholder,
-    only_placeholders,
-)
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+from .work import PRIVATE_USE, Work, has_placeholder, only_placeholders
 
 _public = F.public
 
 
-def scrub(s: Sanitizer, t: str, w: Work) -> str:
+def sanitize(s: PseudonymTable, text: str | None, limit: int | None = None) -> str | None:
+    """`text` with every identifier in it replaced; with `limit`, then cut to that many
+    characters (`…` at the end). Always sanitize, then cut: an identifier cut in half
+    first would match no rule."""
+    if not text:
+        return text
+    out = _whole(s, text)
+    if limit is not None and len(out) > limit:
+        out = out[: max(0, limit - 1)].rstrip() + "…"
+    return out
+
+
+def learn(s: PseudonymTable, texts: Iterable[str]) -> None:
+    """Take the seeds these texts reveal (home directories, `UserId=`, `JobId=`, node
+    lists, `user@host`) without counting: run over a whole document before sanitizing it,
+    so that a name is replaced even where it shows before its context."""
+    with s.uncounted():
+        for t in texts:
+            if t and isinstance(t, str):
+                _whole(s, t)
+
+
+def _whole(s: PseudonymTable, text: str) -> str:
+    return s.memoized(text, lambda t: _restored(s, t))
+
+
+def _restored(s: PseudonymTable, t: str) -> str:
+    w = Work()
+    return w.restore(scrub(s, PRIVATE_USE.sub("?", t), w))
+
+
+def scrub(s: PseudonymTable, t: str, w: Work) -> str:
     """`t` with every identifier behind a placeholder."""
     rules = s.compiled()
     if rules["allowed"] is not None:
@@ -72,7 +92,7 @@ def scrub(s: Sanitizer, t: str, w: Work) -> str:
     return _TOKEN.sub(lambda m: s.kept(w, "secret", m.group(0)), t)
 
 
-def _named(s: Sanitizer, m: re.Match, w: Work, cls: str) -> str:
+def _named(s: PseudonymTable, m: re.Match, w: Work, cls: str) -> str:
     """A seeded name that is also a word (or a short number), in the context that names it:
     the group `n` is the name."""
     value = m.group("n")
@@ -84,7 +104,7 @@ def _named(s: Sanitizer, m: re.Match, w: Work, cls: str) -> str:
 # -- handlers -----------------------------------------------------------------------------------
 
 
-def _fqdn(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _fqdn(s: PseudonymTable, m: re.Match, w: Work) -> str:
     full = m.group(0)
     low = full.lower()
     if s.known_domain(low):  # this machine's domain on its own (`hpc.acme.zone`): the site's
@@ -100,7 +120,7 @@ def _fqdn(s: Sanitizer, m: re.Match, w: Work) -> str:
     return host(s, full, w)
 
 
-def _unknown_tld_host(s: Sanitizer, low: str) -> bool:
+def _unknown_tld_host(s: PseudonymTable, low: str) -> bool:
     """A dotted name under a top-level domain we do not list (`node17.acme.zone`): a host when
     its first label reads as a host's (digits or a hyphen in it) or its domain is one this
     machine's names are under, and its last part is no file extension (`shard-01.json`)."""
@@ -114,7 +134,7 @@ def _unknown_tld_host(s: Sanitizer, low: str) -> bool:
     return F.host_like(first) and (any(c.isdigit() for c in first) or low.count(".") >= 2)
 
 
-def _url(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _url(s: PseudonymTable, m: re.Match, w: Work) -> str:
     raw = w.restore(m.group(0), original=True)
     url = raw.rstrip(".,;:")
     tail = raw[len(url) :]
@@ -137,22 +157,22 @@ def _url(s: Sanitizer, m: re.Match, w: Work) -> str:
     return shown + tail
 
 
-def _name_option(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _name_option(s: PseudonymTable, m: re.Match, w: Work) -> str:
     """`--run-name X`, `--project=Y` in free text: X and Y are seeded as a command line's are
-    (`titles.learn_names`), and the seeded words' rule below replaces them, here and wherever
-    else they stand."""
+    (`run_names.learn_names`), and the seeded words' rule below replaces them, here and
+    wherever else they stand."""
     if not has_placeholder(m.group(0)):
-        titles.learn_names(s, m.group(0).split(None, 1))
+        learn_names(s, m.group(0).split(None, 1))
     return m.group(0)
 
 
-def _email(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _email(s: PseudonymTable, m: re.Match, w: Work) -> str:
     if re.fullmatch(r"[a-z_][a-z0-9_.-]{1,31}", m.group(1)):
         s.seed_user(m.group(1))
     return s.kept(w, "email", m.group(0), m.group(0).lower())
 
 
-def _user_at_host(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _user_at_host(s: PseudonymTable, m: re.Match, w: Work) -> str:
     user, at_host = m.group(1), m.group(2)
     if user in R.SYSTEM_USERS:
         shown = w.keep(user)
@@ -162,23 +182,23 @@ def _user_at_host(s: Sanitizer, m: re.Match, w: Work) -> str:
     return f"{shown}@{host(s, at_host, w)}"
 
 
-def _secret_value(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _secret_value(s: PseudonymTable, m: re.Match, w: Work) -> str:
     if only_placeholders(m.group(2)) or R.SAFE_VALUE.match(m.group(2)):
         return m.group(0)  # `max_tokens=4096` names no one
     return m.group(1) + s.kept(w, "secret", w.restore(m.group(2), original=True))
 
 
-def _container(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _container(s: PseudonymTable, m: re.Match, w: Work) -> str:
     cid = m.group("cid")
     start = m.start("cid") - m.start(0)
     return m.group(0)[:start] + s.kept(w, "container", cid, cid.lower()[:12])
 
 
-def _uuid(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _uuid(s: PseudonymTable, m: re.Match, w: Work) -> str:
     return w.keep(s.uuid(m.group(0)), m.group(0))
 
 
-def _mac(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _mac(s: PseudonymTable, m: re.Match, w: Work) -> str:
     raw = m.group(0)
     canon = re.sub(r"[^0-9a-f]", "", raw.lower())
     if re.fullmatch(rf"{H}{{4}}(?::{H}{{4}}){{3}}|0x{H}{{16}}", raw):
@@ -186,7 +206,7 @@ def _mac(s: Sanitizer, m: re.Match, w: Work) -> str:
     return s.kept(w, "mac", raw, canon)
 
 
-def _ip(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _ip(s: PseudonymTable, m: re.Match, w: Work) -> str:
     addr = m.group("addr")
     suffix = m.group(0)[len(addr) :]
     if ":" in addr:
@@ -202,11 +222,11 @@ def _ip(s: Sanitizer, m: re.Match, w: Work) -> str:
     return w.keep(p + suffix, m.group(0))  # the prefix length stays: it names no one
 
 
-def _pci(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _pci(s: PseudonymTable, m: re.Match, w: Work) -> str:
     return w.keep(s.pci(m.group("bus")), m.group("bus"))
 
 
-def _serial(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _serial(s: PseudonymTable, m: re.Match, w: Work) -> str:
     value = m.group(2)
     if has_placeholder(value) or not re.search(r"\d", value):
         return m.group(0)
@@ -214,25 +234,25 @@ def _serial(s: Sanitizer, m: re.Match, w: Work) -> str:
     return m.group(1) + s.kept(w, "serial", value, value.lower())
 
 
-def _nodelist(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _nodelist(s: PseudonymTable, m: re.Match, w: Work) -> str:
     for name in R.expand_nodelist(m.group(0)):
         s.seed_hostname(name)
     return s.kept(w, "nodelist", m.group(0))
 
 
-def _replace_group(s: Sanitizer, m: re.Match, w: Work, group: str, cls: str) -> str:
+def _replace_group(s: PseudonymTable, m: re.Match, w: Work, group: str, cls: str) -> str:
     value = m.group(group)
     a, b = m.start(group) - m.start(0), m.end(group) - m.start(0)
     return m.group(0)[:a] + s.kept(w, cls, value) + m.group(0)[b:]
 
 
-def _job(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _job(s: PseudonymTable, m: re.Match, w: Work) -> str:
     group = "job" if m.group("job") else "job2"
     s.seed_job(m.group(group))
     return _replace_group(s, m, w, group, "job")
 
 
-def _user_ctx(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _user_ctx(s: PseudonymTable, m: re.Match, w: Work) -> str:
     name = m.group("name")
     if name in R.SYSTEM_USERS or has_placeholder(name):
         return m.group(0)
@@ -241,18 +261,18 @@ def _user_ctx(s: Sanitizer, m: re.Match, w: Work) -> str:
     return m.group(0)[:a] + s.kept(w, "user", name, name.lower()) + m.group(0)[b:]
 
 
-def _host_ctx(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _host_ctx(s: PseudonymTable, m: re.Match, w: Work) -> str:
     return m.group(1) + host(s, m.group(2), w)
 
 
-def _slurm_word(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _slurm_word(s: PseudonymTable, m: re.Match, w: Work) -> str:
     key = m.group(1).lower()
     cls = "partition" if "partition" in key else "job_name" if "name" in key else "account"
     s.seed_word(cls, m.group(3))
     return m.group(1) + m.group(2) + s.kept(w, cls, m.group(3))
 
 
-def _env(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _env(s: PseudonymTable, m: re.Match, w: Work) -> str:
     name, value = m.group(1), m.group(2)
     if not value or only_placeholders(value):
         return m.group(0)
@@ -260,7 +280,7 @@ def _env(s: Sanitizer, m: re.Match, w: Work) -> str:
     inner = value[1:-1] if quote else value
     if name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         parts = [
-            p if has_placeholder(p) else w.keep(s.cuda_visible_devices(p) or "", p)
+            p if has_placeholder(p) else w.keep(F.cuda_visible_devices(s, p) or "", p)
             for p in inner.split(",")
         ]
         return f"{name}={quote}{','.join(parts)}{quote}"
@@ -270,10 +290,10 @@ def _env(s: Sanitizer, m: re.Match, w: Work) -> str:
     return f"{name}={quote}{s.kept(w, 'env', w.restore(inner, original=True))}{quote}"
 
 
-def _path(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _path(s: PseudonymTable, m: re.Match, w: Work) -> str:
     raw = m.group(0)
     kept = raw.rstrip(".,")
-    shown = s.path_pseudonym(w.restore(kept, original=True))
+    shown = path_pseudonym(s, w.restore(kept, original=True))
     if shown is None:  # the system's: kept, its user and host names replaced later
         return raw
     return w.keep(shown, kept) + raw[len(kept) :]
@@ -298,7 +318,7 @@ def _public_source(p: str, after: str) -> bool:
 _MODULE_DIR = re.compile(r"_?[a-z][a-z0-9_]*")
 
 
-def _relpath(s: Sanitizer, m: re.Match, w: Work) -> str:
+def _relpath(s: PseudonymTable, m: re.Match, w: Work) -> str:
     raw = m.group(0)
     p = raw.rstrip(".,")
     tail = raw[len(p) :]
@@ -341,7 +361,7 @@ def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
 SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (_rx(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]{}]+"), _url),
     *F.SECRET_RULES,
-    (titles.NAME_OPTION_IN_TEXT, _name_option),
+    (NAME_OPTION_IN_TEXT, _name_option),
     (_rx(r"\b([\w.+-]+)@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,63}\b"), _email),
     (
         _rx(

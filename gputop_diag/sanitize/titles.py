@@ -9,47 +9,28 @@ first element that is not the program at all, and /proc/PID/comm may hold its fi
 characters. Such a title is read as a command line of words, never as the program's name:
 its first word is kept only when it names a public program (`vocabulary.SAFE_PROGRAM`), the
 rest as arguments. A process or thread name is kept when it names a public program or is the
-program's own name in an untouched command line; otherwise it is read as a title.
+program's own name in an untouched command line; otherwise it is read as a title. The run and
+project names a command line gives are seeded first (`run_names.py`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from . import rules as R
-from .vocabulary import SAFE_PROGRAM
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+from .rules import safe_program
+from .run_names import base_name, learn_names
+from .table import PseudonymTable
+from .text import learn, sanitize
 
 _SPACE = re.compile(r"\s")
-# Options whose value is a run's, a project's or an experiment's name: seeded, so that the
-# name is replaced in the job's output too.
-_NAME_OPTION = (
-    r"(?:[\w-]*[-_])?(?:run|project|experiment|exp|job|wandb|name|tags?|group|entity|"
-    r"output[-_]dir|save[-_]dir|logdir|log[-_]dir|checkpoint[-_]dir|ckpt[-_]dir)"
-    r"(?:[-_]name|[-_]id)?"
-)
-_NAME_FLAG = re.compile(rf"^--?{_NAME_OPTION}$")
-# The same options, long ones, with their values in free text (a launcher or a job echoing
-# its command line: `--run-name X`, `--project=Y`; not find's `-name`).
-NAME_OPTION_IN_TEXT = re.compile(rf"(?<![\w-])--{_NAME_OPTION}(?:=|[ \t]+)(?!-)[^\s'\",;]+")
-
-
-def _base(arg: str) -> str:
-    return arg.rstrip("/").rsplit("/", 1)[-1] or arg
-
-
-def safe_program(name: str) -> bool:
-    return name in R.INTERPRETERS or SAFE_PROGRAM.match(name) is not None
 
 
 def same_program(argv0: str, name: str) -> bool:
     """Whether `name` (/proc/PID/comm, at most 15 characters) is the program `argv0` names:
     then argv[0] is the program's own, not a rewritten title."""
-    base = _base(argv0)
+    base = base_name(argv0)
     return bool(name) and (base.startswith(name[:15]) or name.startswith(base[:15]))
 
 
@@ -61,7 +42,7 @@ def is_title(args: Sequence[str], name: str | None) -> bool:
     first = args[0]
     if _SPACE.search(first.strip()):
         return True
-    if safe_program(_base(first)):
+    if safe_program(base_name(first)):
         return False
     if len(args) == 1 and "/" not in first:  # a lone word: a title as likely as a program
         return True
@@ -70,35 +51,28 @@ def is_title(args: Sequence[str], name: str | None) -> bool:
     return not any(same_program(a, name) for a in args[1:3])
 
 
-def learn_names(s: Sanitizer, args: Sequence[str]) -> None:
-    """Seed the run and project names a command line gives (`--run-name X`, `--project=Y`)."""
-    for i, a in enumerate(args):
-        flag, eq, value = a.partition("=")
-        if not eq:
-            value = args[i + 1] if i + 1 < len(args) else ""
-        if _NAME_FLAG.match(flag) and "model" not in flag and value and value[0] != "-":
-            s.seed_word("job_name", _base(value))  # not `--served-model-name`: public
-
-
-def argv(s: Sanitizer, args: Sequence[str], name: str | None = None) -> list[str]:
+def argv(s: PseudonymTable, args: Sequence[str], name: str | None = None) -> list[str]:
     """A command line with its program's name and safe options kept, the rest replaced; a
     rewritten title read word by word (`name`: the process's comm, to tell one)."""
     args = list(args)
     if not args:
         return []
-    s.learn(args)
+    learn(s, args)
     if is_title(args, name):
         words = args[0].split()
         learn_names(s, [*words, *args[1:]])
-        first = _base(words[0]) if words else ""
+        first = base_name(words[0]) if words else ""
         head = [first if _public(s, first) else s.pseudonym("arg", words[0])] if words else []
         return head + arguments(s, [*words[1:], *args[1:]])
     learn_names(s, args)
-    prog = _base(args[0])
-    return [prog if prog in R.INTERPRETERS else (s.text(prog) or prog), *arguments(s, args[1:])]
+    prog = base_name(args[0])
+    return [
+        prog if prog in R.INTERPRETERS else (sanitize(s, prog) or prog),
+        *arguments(s, args[1:]),
+    ]
 
 
-def arguments(s: Sanitizer, args: Sequence[str]) -> list[str]:
+def arguments(s: PseudonymTable, args: Sequence[str]) -> list[str]:
     out: list[str] = []
     module_next = False
     for a in args:
@@ -119,14 +93,14 @@ def arguments(s: Sanitizer, args: Sequence[str]) -> list[str]:
     return out
 
 
-def arg_value(s: Sanitizer, v: str) -> str:
+def arg_value(s: PseudonymTable, v: str) -> str:
     if R.SAFE_VALUE.match(v):
-        return s.text(v) or v
+        return sanitize(s, v) or v
     return s.pseudonym("arg", v)
 
 
 def process_name(
-    s: Sanitizer, name: str | None, cmdline: Sequence[str] | None = None
+    s: PseudonymTable, name: str | None, cmdline: Sequence[str] | None = None
 ) -> str | None:
     """A process's or thread's name: kept when it names a public program, or the program of an
     untouched command line (`cmdline`); otherwise read as a title (`arg-…`)."""
@@ -135,14 +109,14 @@ def process_name(
     if _public(s, name.strip()):
         return name
     if cmdline and not is_title(cmdline, name) and same_program(cmdline[0], name):
-        return s.text(name) or name
-    s.learn([name])
+        return sanitize(s, name) or name
+    learn(s, [name])
     words = name.split()
     head = words[0] if _public(s, words[0]) else s.pseudonym("arg", words[0])
     return " ".join([head, *arguments(s, words[1:])])
 
 
-def _public(s: Sanitizer, name: str) -> bool:
+def _public(s: PseudonymTable, name: str) -> bool:
     r"""A public program's or runtime's name with nothing seeded in it: the vocabulary's shapes
     are open (`pt_[a-z]+`, `nccl[\w-]*`, `NCCL Word N`), so `pt_<project>` or
     `nccl-<host>`, a title cut to 15 characters, fits them and is still someone's. What
@@ -151,4 +125,4 @@ def _public(s: Sanitizer, name: str) -> bool:
     if not safe_program(name):
         return False
     starts = [0, *(k + 1 for k, c in enumerate(name) if c in "-_ ")]
-    return all(s.text(name[k:]) == name[k:] for k in starts)
+    return all(sanitize(s, name[k:]) == name[k:] for k in starts)
