@@ -2,12 +2,16 @@
 footer.
 
 The Monitor owns the run's state (history, interval, pause, the run's Xid events); a daemon
-thread (`collector.py`) ticks it and posts `SnapshotReady` messages with frozen updates; the app
-draws only the visible pane, the side panel and the header, inside `batch_update()`. Panes get
-what they show from above (the update and a `View`) and post messages up. With `--replay FILE`
-a `Player` (`replaying.py`) plays the recording through a replaying Monitor instead. Saving
-(`saver.py`), the process filter and sort (`procs.py`), the layout (`layout.py`), quitting while
-a job runs (`job_quit.py`) and a hung-up terminal (`hangup.py`) are small objects the app holds.
+thread (`collector.py`) ticks it through a Feeder and posts `SnapshotReady` messages with the
+frozen view model (`monitor/view.py`: sanitized under --sanitize, with the configs found, the
+mapping worked out); the app draws only the visible pane, the side panel and the header, inside
+`batch_update()`. Panes get what they show from above (the update and a `View`) and post
+messages up. The view reads no machine: signals, a process's environment and quitting a started
+job go through the `ProcessControl` it is handed (`monitor/control.py`), and `s`/`S` write
+through `report/live.py`. With `--replay FILE` a `Player` (`replaying.py`) plays the recording
+through a replaying Monitor instead. Saving (`saver.py`), the process filter and sort
+(`procs.py`), the layout (`layout.py`), quitting while a job runs (`job_quit.py`) and a hung-up
+terminal (`hangup.py`) are small objects the app holds.
 """
 
 from __future__ import annotations
