@@ -280,8 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .monitor.run import interval_problem
 
         problem = interval_problem(args.interval)
-        if problem is not None:
-            parser.error(problem)
+        if problem is not None:  # one line, as every command says it
+            print(f"gputop-diag: {problem}", file=sys.stderr)
+            return EXIT_USAGE
         if args.replay is not None and args.demo:
             parser.error(
                 "--replay and --demo cannot be used together: a recording replaces "

@@ -21,7 +21,6 @@ read the same way when it was started with the probe some other way.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -388,11 +387,15 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         text = sanitized_output(text, sanitizer)
         if text is None:
             return 1
-    with contextlib.suppress(OSError):  # a closed terminal: the job's log says it
-        print(text)
+    try:
+        print(text, flush=True)
         if watch.started and (ended_by != "ended" or watch.signals_sent):  # the user's terminal
             for line in after_lines(watch, out_path(args, watch.tail.path)):
                 print(f"gputop-diag: {line}", file=sys.stderr)
+    except OSError:
+        if ended_by != "hangup":  # a closed pipe, a full disk: said as for every command
+            raise
+        # a closed terminal: the job's log says it
     if ended_by == "hangup":
         return HANGUP_EXIT
     return _exit_code(watch, ending.exit_status(until_stopped) or 0)

@@ -1,0 +1,240 @@
+"""docs/architecture.md, "Stopping": one behaviour per event, for every command.
+
+Each command runs as a user runs it (a subprocess of the installed entry point, on the
+simulator). A stop signal is sent once the paced loop's handlers are in place (read off
+/proc/PID/status: SigCgt has SIGTERM's bit), so it lands inside the loop, never before; a closed
+pipe and a full disk (/dev/full) are met by every command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gputop_diag.monitor.run import MIN_INTERVAL_S, Run
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc, uses /dev/full")
+
+PY = sys.executable
+LONG = "86400"  # simulated seconds: minutes of CPU, so the signal lands mid-run
+
+
+def _caught(pid: int, signum: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+def _signalled(argv: list[str], sig: int, tmp_path) -> subprocess.CompletedProcess:
+    p = subprocess.Popen(
+        [PY, "-m", "gputop_diag", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _caught(p.pid, signal.SIGTERM) and time.monotonic() < deadline:
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.02)
+        time.sleep(0.2)  # a few ticks in
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+
+# (argv, what stdout holds once stopped) for the commands that sample over a span
+WITH_SPAN = {
+    "diagnose": (["--demo", "idle", "diagnose", "--seconds", LONG], "Bottleneck"),
+    "report": (["--demo", "idle", "report", "--seconds", LONG], "# "),
+    "record": (["--demo", "idle", "record", "-o", "r.jsonl", "--seconds", LONG], ""),
+    "watch": (
+        ["--demo", "compute-bound", "watch", "--pid", "41200", "--no-tui", "--seconds", LONG],
+        "watch: ",
+    ),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("command", sorted(WITH_SPAN))
+def test_a_stop_signal_ends_a_run_with_a_span_with_what_it_saw(command, sig, tmp_path):
+    argv, shown = WITH_SPAN[command]
+    r = _signalled(argv, sig, tmp_path)
+    name = signal.Signals(sig).name
+    assert r.returncode == 128 + sig, r.stderr
+    assert "Traceback" not in r.stderr
+    if command == "record":  # the summary counts what the file holds, closed whole
+        assert "(stopped early)" in r.stderr, r.stderr
+        lines = (tmp_path / "r.jsonl").read_text().splitlines()
+        assert len(lines) >= 2 and f"recorded {len(lines) - 1} snapshots" in r.stderr
+    elif command == "watch":
+        assert shown in r.stdout, r.stdout
+    else:
+        assert f"stopped early ({name}) after" in r.stderr, r.stderr
+        assert shown in r.stdout, r.stdout
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_ends_a_run_without_a_span_with_status_0(sig, tmp_path):
+    """The exporter runs until stopped: a signal is how it is meant to end."""
+    argv = ["--demo", "idle", "exporter", "--listen", "127.0.0.1:0", "--interval", "0.2"]
+    r = _signalled(argv, sig, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+# Every command, with what makes it print something (a closed pipe and a full disk are met
+# when it writes).
+EVERY_COMMAND = {
+    "snapshot": ["--demo", "idle", "snapshot"],
+    "diagnose": ["--demo", "idle", "diagnose", "--seconds", "5"],
+    "report": ["--demo", "idle", "report", "--seconds", "5"],
+    "record": ["--demo", "idle", "record", "-o", "-", "--seconds", "5"],
+    "xid": ["--demo", "xid-79", "xid"],
+    "mapping": ["--demo", "idle", "mapping"],
+    "driver": ["--demo", "idle", "driver"],
+    "health": ["--demo", "idle", "health"],
+    "memory": ["memory", "--layers", "32", "--hidden", "4096", "--heads", "32"]
+    + ["--intermediate", "11008", "--vocab", "32000"],
+    "watch": ["--demo", "compute-bound", "watch", "--pid", "41200", "--no-tui", "--seconds", "5"],
+    "demo": ["demo", "--list"],
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", sorted(EVERY_COMMAND))
+def test_a_closed_output_ends_every_command_quietly_with_141(command, tmp_path):
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte
+    try:
+        r = subprocess.run(
+            [PY, "-m", "gputop_diag", *EVERY_COMMAND[command]],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert r.returncode == 141, r.stderr
+    for noise in ("Traceback", "Broken pipe", "BrokenPipe", "Exception ignored"):
+        assert noise not in r.stderr, r.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", sorted(EVERY_COMMAND))
+def test_an_unwritable_output_is_said_in_one_line_with_status_1(command, tmp_path):
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [PY, "-m", "gputop_diag", *EVERY_COMMAND[command]],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert r.returncode == 1, r.stderr
+    assert "No space left on device" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("interval", ["0.001", "0.05", "0", "-1", "nan"])
+def test_an_interval_below_the_floor_is_refused_in_one_line(cli, interval):
+    r = cli("--interval", interval, "diagnose", "--demo", "idle", "--seconds", "3")
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert "--interval" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# -- the loop itself ---------------------------------------------------------------------------
+
+
+class SlowClock:
+    """A simulated clock whose ticks take `tick_s` of its time (a GPU slow to answer)."""
+
+    def __init__(self, tick_s: float) -> None:
+        self.t = 1.7e9
+        self.tick_s = tick_s
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds, cancel=None) -> bool:
+        self.slept.append(seconds)
+        self.t += seconds
+        return False
+
+    def step(self) -> float:
+        self.t += self.tick_s
+        return self.t
+
+
+@pytest.mark.parametrize("tick_s", [0.0, 0.03, 0.25, 1.0, 2.5])
+def test_seconds_are_time_on_the_clock_whatever_a_tick_costs(tick_s):
+    """`--seconds 3` ends by 3 s of the clock (plus the tick in flight), with the missed ticks
+    skipped, never burst: the mock library's one-second ticks once made it 55 s."""
+    clock = SlowClock(tick_s)
+    start = clock.t
+    run = Run(clock.step, clock=clock, interval=1.0, seconds=3.0)
+    ending = run.run()
+    assert ending.reason == "done"
+    assert clock.t - start <= 3.0 + max(tick_s, 1e-9) + 1e-6
+    expected = 4 if tick_s <= 1.0 else 2  # at 0, 1, 2, 3; a 2.5 s tick: at 0 and 3 (1, 2 missed)
+    assert ending.ticks == expected, (clock.slept, ending)
+    assert all(s >= 0 for s in clock.slept)
+
+
+def test_a_subscriber_that_is_done_ends_the_run_after_its_tick():
+    from gputop_diag.monitor.run import Done
+
+    clock = SlowClock(0.0)
+    seen = []
+
+    def on(value):
+        seen.append(value)
+        if len(seen) == 3:
+            raise Done
+
+    ending = Run(clock.step, clock=clock, interval=MIN_INTERVAL_S).subscribe(on).run()
+    assert ending.reason == "done" and ending.ticks == 3 and len(seen) == 3
+    assert Run(lambda: 1, clock=clock, interval=1.0).ending is None
+
+
+def test_a_run_paused_takes_only_its_first_tick_and_a_cancel_ends_its_wait():
+    import threading
+
+    clock = SlowClock(0.0)
+    paused = [True]
+    run = Run(clock.step, clock=clock, interval=1.0, seconds=10, paused=lambda: paused[0])
+    assert run.run().ticks == 1  # the first tick, then ten seconds paused
+    paused[0] = False
+    assert Run(clock.step, clock=clock, interval=1.0, seconds=10).run().ticks == 11
+
+    cancel = threading.Event()
+    wall = Run(lambda: cancel.set(), clock=SlowClockWall(), interval=60.0, cancel=cancel)
+    t0 = time.monotonic()
+    assert wall.run().reason == "cancelled" and time.monotonic() - t0 < 5
+
+
+class SlowClockWall:
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds, cancel=None) -> bool:
+        return cancel.wait(seconds) if cancel is not None else time.sleep(seconds) or False
