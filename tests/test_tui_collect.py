@@ -142,7 +142,8 @@ HUNG_CHILD = """
 import json, sys, threading
 from gputop_diag import sim
 from gputop_diag.sim import fake_nvml_base
-from gputop_diag.tui import app as tui_app, feed
+from gputop_diag.monitor import view as feed
+from gputop_diag.tui import app as tui_app
 
 fake_nvml_base.HANG_CAP_S = 60.0  # the hung call would return after a minute
 src = sim.build("idle", realtime=True)
@@ -317,7 +318,7 @@ def test_the_report_does_not_wait_for_a_hung_tick():
     """`s` reads the history between two ticks; a tick stuck in the driver makes it give up
     with a reason instead of waiting with it."""
     from gputop_diag.monitor.core import Monitor, TickStuck
-    from gputop_diag.tui.feed import Feeder
+    from gputop_diag.monitor.view import Feeder
 
     src = sim.build("compute-bound", gpu_count=2)
     feeder = Feeder(Monitor(src, slow_sources=False))

@@ -13,8 +13,8 @@ from test_tui_support import FedApp, screen_text, settled
 from gputop_diag import sim
 from gputop_diag.model.health import Finding, HealthEvidence
 from gputop_diag.monitor.core import Monitor
+from gputop_diag.monitor.view import Feeder, Update
 from gputop_diag.tui import SnapshotReady
-from gputop_diag.tui.feed import Feeder, Update
 from gputop_diag.tui.panes.base import View
 from gputop_diag.tui.panes.driver import render
 from gputop_diag.widgets import DiffText

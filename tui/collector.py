@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from gputop_diag.monitor.run import Run
-from gputop_diag.tui.feed import Feeder, Update
+from gputop_diag.monitor.view import Feeder, Update
 from gputop_diag.tui.messages import CollectorFailed, SnapshotReady
 
 STUCK_AFTER_S = 5.0  # a tick this long is waiting for the driver: the banner says so

@@ -27,12 +27,11 @@ from gputop_diag.fleet.sanitize import FleetNames
 from gputop_diag.model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS
 from gputop_diag.monitor.core import Monitor
 from gputop_diag.monitor.run import Run, WallClock
+from gputop_diag.monitor.view import Feeder, Update, first_host
 from gputop_diag.prometheus.client import PrometheusError
 from gputop_diag.tui.actions import REPLAY_ONLY
 from gputop_diag.tui.app import GpuTopApp
-from gputop_diag.tui.feed import Feeder, Update
 from gputop_diag.tui.fleet_table import SORTS, FleetTable, fleet_rows
-from gputop_diag.tui.header import first_host
 from gputop_diag.tui.keybar import KeyBar
 from gputop_diag.tui.keys import PANES
 from gputop_diag.tui.messages import CollectorFailed, SnapshotReady

@@ -22,7 +22,7 @@ paused, the run's Xid events (`MAX_XID_EVENTS`, newest kept). Every `Tick` it re
 `tick(series=True)` also cuts the histories the live view draws (`monitor/series.py`) under the
 same lock, so no reader ever iterates the history while a tick appends to it.
 
-No Textual here: the live view turns each Tick into what it shows in `tui/feed.py`.
+No Textual here: each Tick becomes what the live view shows in `monitor/view.py` (`Feeder`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from gputop_diag.diagnose.step_split import PROFILER_COMMANDS, StepSplit
 from gputop_diag.job.figures import JobGpuMemory
 from gputop_diag.job.state import state_words
 from gputop_diag.model import JobState, Snapshot, formats
-from gputop_diag.tui.feed import Update
+from gputop_diag.monitor.view import Update
 from gputop_diag.tui.panes.base import Pane, View
 from gputop_diag.widgets import DiffText
 from gputop_diag.widgets.glyphs import history, stacked_bar
