@@ -8,9 +8,9 @@ import os
 import pytest
 from test_tui_support import FedApp
 
+from gputop_diag.report.saving import save_dirs, write_json
 from gputop_diag.tui import saver as saver_module
 from gputop_diag.tui.header import HeaderFacts, header_runs
-from gputop_diag.report.saving import save_dirs, write_json
 
 
 def header(app) -> str:

@@ -12,6 +12,7 @@ import pytest
 from gputop_diag import sim
 from gputop_diag.diagnose.types import Diagnosis, Evidence
 from gputop_diag.monitor.sampler import Sampler
+from gputop_diag.report.saving import save_dirs, write_json
 from gputop_diag.tui.holds import PERCENT, WATTS, Holds
 from gputop_diag.tui.procs import (
     FilterError,
@@ -25,7 +26,6 @@ from gputop_diag.tui.procs import (
     parse_filter,
     process_rows,
 )
-from gputop_diag.report.saving import save_dirs, write_json
 from gputop_diag.tui.side_panel import (
     BREAK_AFTER,
     age_text,
