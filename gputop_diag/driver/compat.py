@@ -13,32 +13,31 @@ The model (CUDA Toolkit release notes, "CUDA Compatibility"):
   upgrade without a reboot, NVML fails with "Driver/library version mismatch".
 
 This module is the package's public face; the parts live beside it: `versions.py` (the table
-and version arithmetic), `facts.py` (what the verdict reads and says), `wording.py` (each
-problem's words, as data), `judge.py` (which problems the facts show), `fabric.py` (the fabric
-manager layer of NVSwitch systems), `snapshot.py` (the facts from a snapshot). Pure functions;
-`collect/cuda_libs.py` reads the machine.
+and version arithmetic), `facts.py` (what the verdict reads and says, the fabric manager layer
+of NVSwitch systems, the facts from a snapshot), `wording.py` (each problem's words, as data),
+`judge.py` (which problems the facts show), `render.py` (`gputop-diag driver`'s document and
+text). Pure functions; `collect/cuda_libs.py` reads the machine.
 """
 
 from __future__ import annotations
 
-from .fabric import (
-    FABRIC_LAYER,
-    FABRIC_STATE_WORDS,
-    FabricFacts,
-    fabric_facts,
-    fabric_from_snapshot,
-    fabric_problem,
-)
 from .facts import (
+    FABRIC_LAYER,
     MODULE_NOT_VISIBLE,
     MODULE_NOT_VISIBLE_WHY,
     ChainFacts,
+    FabricFacts,
     LoadedRuntime,
     Problem,
+    current_chain,
+    datacenter,
+    fabric_facts,
+    fabric_from_snapshot,
+    facts_from_snapshot,
     module_state,
+    nvml_error_name,
 )
-from .judge import judge_chain, status_of
-from .snapshot import current_chain, datacenter, facts_from_snapshot, nvml_error_name
+from .judge import fabric_problem, judge_chain, status_of
 from .versions import (
     MVC_FLOOR,
     TABLE_SOURCE,
@@ -64,6 +63,7 @@ from .wording import (
     ERR_SYSTEM_MISMATCH,
     ERR_SYSTEM_NOT_READY,
     ERR_TORCH_TOO_OLD,
+    FABRIC_STATE_WORDS,
 )
 
 __all__ = [

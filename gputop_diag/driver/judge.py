@@ -1,14 +1,13 @@
 """The chain's verdict: which problems the facts show, from the host layer upward (debugging
-starts at the host). The words of each problem are `wording.py`'s."""
+starts at the host). The words of each problem are `wording.py`'s table; `problem` fills them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .fabric import FabricFacts, fabric_problem
-from .facts import ChainFacts, LoadedRuntime, Problem
+from .facts import ChainFacts, FabricFacts, LoadedRuntime, Problem
 from .versions import MVC_FLOOR, cuda_tuple, min_driver_for, runtime_verdict, version_tuple
-from .wording import NEED_ANY, NEED_BRANCH, NEED_MAJOR, problem, runtimes_named
+from .wording import NEED_ANY, NEED_BRANCH, NEED_MAJOR, RUNTIME_OF, WORDING, When
 
 # No driver, or no module: nothing above the host layer is judged (the fabric manager needs it).
 _NO_FABRIC_BELOW = ("no_driver", "module_not_loaded")
@@ -156,3 +155,48 @@ def status_of(problems: Sequence[Problem]) -> str:
     if any(p.severity == "warning" for p in problems):
         return "warnings"
     return "ok"
+
+
+def fabric_problem(fabric: FabricFacts | None) -> Problem | None:
+    """The layer's problem when it is broken or warns; None when it is well or not known."""
+    if fabric is None or fabric.state in ("ok", "unknown"):
+        return None
+    return problem(
+        "fabric_broken" if fabric.state == "broken" else "fabric_warning",
+        text=fabric.text,
+        title=fabric.text.split("; ")[0],
+        next_step=fabric.next_step,
+    )
+
+
+def _missing(value: object) -> bool:
+    return value is None or value == ""
+
+
+def problem(key: str, pids: tuple[int, ...] = (), **facts: object) -> Problem:
+    """The problem `key` of `WORDING`, its templates filled with `facts`."""
+    w = WORDING[key]
+    shown = {k: w.missing.get(k, "?") if _missing(v) else v for k, v in facts.items()}
+    words = dict(shown)
+    for name, part in w.parts.items():
+        if isinstance(part, When):
+            part = part.then if facts.get(part.fact) else part.otherwise
+        words[name] = part.format(**shown)
+    return Problem(
+        w.layer,
+        w.severity,
+        w.text.format(**words),
+        w.error_text.format(**words),
+        w.next_step.format(**words),
+        pids,
+        w.code or key,
+        w.brief.format(**words),
+    )
+
+
+def runtimes_named(procs) -> str:
+    """ "pid 7 (python) runtime 13.0, pid 8 (?) runtime 13" for the first three."""
+    return ", ".join(
+        RUNTIME_OF.format(pid=p.pid, name=p.name or "?", runtime=p.framework_cuda or p.runtime)
+        for p in procs[:3]
+    )

@@ -10,12 +10,18 @@ from typing import Any
 
 from ..model import DriverChain, Snapshot
 from ..model.codec import iso_time
-from .fabric import FABRIC_STATE_WORDS, FabricFacts
-from .facts import MODULE_NOT_VISIBLE, MODULE_NOT_VISIBLE_WHY, ChainFacts, LoadedRuntime, Problem
+from .facts import (
+    MODULE_NOT_VISIBLE,
+    MODULE_NOT_VISIBLE_WHY,
+    ChainFacts,
+    FabricFacts,
+    LoadedRuntime,
+    Problem,
+    facts_from_snapshot,
+)
 from .judge import judge_chain, status_of
-from .snapshot import facts_from_snapshot
 from .versions import TABLE_SOURCE, TOOLKIT_MIN_DRIVER, runtime_verdict
-from .wording import ERR_MISMATCH
+from .wording import ERR_MISMATCH, FABRIC_STATE_WORDS
 
 SCHEMA = "gputop-diag.driver/1"
 

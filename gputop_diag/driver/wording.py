@@ -1,8 +1,8 @@
 """The chain's problems in words: the texts users see, and for each problem the layer, the
 severity, what is wrong, the next step and the side panel's one sentence, as data.
 
-`judge.py` picks the problems and names their facts; `problem(key, pids, **facts)` turns one
-into a `Problem` with this table's words. A template names facts in braces (`str.format`); a
+`judge.py` picks the problems and names their facts; its `problem(key, pids, **facts)` turns
+one into a `Problem` with this table's words. A template names facts in braces (`str.format`); a
 fact that is None or empty shows as "?" unless its entry says otherwise (`missing`); a part is
 a piece of text named in the templates, either a fixed template or one that depends on whether
 a fact is there (`When`)."""
@@ -10,9 +10,8 @@ a fact is there (`When`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-
-from .facts import Problem
+from types import MappingProxyType
+from typing import NamedTuple
 
 # The texts users see (CUDA runtime API, PyTorch's c10/cuda/CUDAFunctions.cpp, nvidia-smi).
 ERR_INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
@@ -46,8 +45,7 @@ ERR_SYSTEM_NOT_READY = (
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 
 
-@dataclass(frozen=True, slots=True)
-class When:
+class When(NamedTuple):
     """A part whose words depend on whether `fact` is there (true: a version, a flag set)."""
 
     fact: str
@@ -55,8 +53,7 @@ class When:
     otherwise: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Wording:
+class Wording(NamedTuple):
     layer: str
     severity: str
     text: str
@@ -64,8 +61,8 @@ class Wording:
     next_step: str
     brief: str = ""
     code: str = ""  # the problem's code, when it is not the table's key (a variant's)
-    parts: Mapping[str, str | When] = field(default_factory=dict)
-    missing: Mapping[str, str] = field(default_factory=dict)  # a missing fact's words, not "?"
+    parts: Mapping[str, str | When] = MappingProxyType({})
+    missing: Mapping[str, str] = MappingProxyType({})  # a missing fact's words, not "?"
 
 
 _MISMATCH = Wording(
@@ -163,7 +160,7 @@ WORDING: dict[str, Wording] = {
         parts={"installed": When("library", " (user-space library {library} installed)")},
     ),
     "fabric_broken": _FABRIC,
-    "fabric_warning": replace(_FABRIC, severity="warning"),
+    "fabric_warning": _FABRIC._replace(severity="warning"),
     "nvml_missing": Wording(
         "NVML library",
         "critical",
@@ -179,16 +176,14 @@ WORDING: dict[str, Wording] = {
     ),
     # NVML says the two differ, the versions do not say how
     "mismatch": _MISMATCH,
-    "mismatch_module_older": replace(
-        _MISMATCH,
+    "mismatch_module_older": _MISMATCH._replace(
         parts={
             **_MISMATCH.parts,
             "versions": "kernel module {module} is older than the user-space library {library}",
             "cause": "the driver packages were upgraded while the old module stayed loaded",
         },
     ),
-    "mismatch_module_newer": replace(
-        _MISMATCH,
+    "mismatch_module_newer": _MISMATCH._replace(
         parts={
             **_MISMATCH.parts,
             "versions": "kernel module {module} is newer than the user-space library {library}",
@@ -219,11 +214,10 @@ WORDING: dict[str, Wording] = {
     ),
     "libcuda_mismatch": _LIBCUDA_MISMATCH,
     # the library it mapped was replaced since: a restart picks up the new one
-    "libcuda_replaced": replace(_LIBCUDA_MISMATCH, severity="warning"),
+    "libcuda_replaced": _LIBCUDA_MISMATCH._replace(severity="warning"),
     "runtime_too_new": _RUNTIME_TOO_NEW,
     # judged against the user-space library, which no runtime reaches until the pair is one
-    "runtime_too_new_mismatch": replace(
-        _RUNTIME_TOO_NEW,
+    "runtime_too_new_mismatch": _RUNTIME_TOO_NEW._replace(
         parts={
             "what": When("driver", "the driver library {driver}", "the driver"),
             "until": " (and until the module/library mismatch above is fixed no runtime starts "
@@ -232,48 +226,21 @@ WORDING: dict[str, Wording] = {
     ),
     # a newer minor runs under minor-version compatibility; a newer major does not start
     "toolkit_too_new": _TOOLKIT_TOO_NEW,
-    "toolkit_major_too_new": replace(
-        _TOOLKIT_TOO_NEW,
+    "toolkit_major_too_new": _TOOLKIT_TOO_NEW._replace(
         severity="warning",
         text=_TOOLKIT_TOO_NEW.text.replace("run under MVC", "fail to start"),
     ),
 }
 
+# The layer's state in words, as `gputop-diag driver` and the Driver pane say it
+FABRIC_STATE_WORDS = {
+    "ok": "ok",
+    "broken": "BROKEN (error 802)",
+    "warning": "WARNING",
+    "unknown": "not fully checked",
+}
 # One process among those whose runtime is too new, and the driver they need.
 RUNTIME_OF = "pid {pid} ({name}) runtime {runtime}"
 NEED_BRANCH = "the {floor} branch"  # the minor-version compatibility floor of the major
 NEED_MAJOR = "a driver supporting CUDA {major}"
 NEED_ANY = "a newer driver"
-
-
-def _missing(value: object) -> bool:
-    return value is None or value == ""
-
-
-def problem(key: str, pids: tuple[int, ...] = (), **facts: object) -> Problem:
-    """The problem `key` of `WORDING`, its templates filled with `facts`."""
-    w = WORDING[key]
-    shown = {k: w.missing.get(k, "?") if _missing(v) else v for k, v in facts.items()}
-    words = dict(shown)
-    for name, part in w.parts.items():
-        if isinstance(part, When):
-            part = part.then if facts.get(part.fact) else part.otherwise
-        words[name] = part.format(**shown)
-    return Problem(
-        w.layer,
-        w.severity,
-        w.text.format(**words),
-        w.error_text.format(**words),
-        w.next_step.format(**words),
-        pids,
-        w.code or key,
-        w.brief.format(**words),
-    )
-
-
-def runtimes_named(procs) -> str:
-    """ "pid 7 (python) runtime 13.0, pid 8 (?) runtime 13" for the first three."""
-    return ", ".join(
-        RUNTIME_OF.format(pid=p.pid, name=p.name or "?", runtime=p.framework_cuda or p.runtime)
-        for p in procs[:3]
-    )
