@@ -451,7 +451,7 @@ def test_one_line_is_one_line(cli, tmp_path):
 
 
 def test_ended_processes_are_capped_with_a_count():
-    from gputop_diag.commands.watch import MAX_ENDED_KEPT, SeenProcesses
+    from gputop_diag.diagnose.watch_summary import MAX_ENDED_KEPT, SeenProcesses
     from gputop_diag.model import JobProcess
 
     seen = SeenProcesses()
@@ -468,7 +468,7 @@ def test_ended_processes_are_capped_with_a_count():
 def test_a_process_read_as_it_exits_keeps_the_figures_it_ran_with():
     """A process read between its exit and its reaping (a zombie: no memory, 0 bytes) is listed
     with what it held while it ran, not 0 (a race a loaded machine hits)."""
-    from gputop_diag.commands.watch import SeenProcesses
+    from gputop_diag.diagnose.watch_summary import SeenProcesses
     from gputop_diag.model import JobProcess
 
     seen = SeenProcesses()
@@ -494,7 +494,8 @@ def test_a_command_that_ends_before_the_first_sample_is_still_seen():
     root all the same, listed as ended, not missing (it once made "3 seen" read "2 seen")."""
     from types import SimpleNamespace
 
-    from gputop_diag.commands.watch import SeenProcesses, _roots_known_at_start
+    from gputop_diag.commands.watch import _roots_known_at_start
+    from gputop_diag.diagnose.watch_summary import SeenProcesses
     from gputop_diag.model import JobProcess
 
     watch = SimpleNamespace(target="command", argv=("/usr/bin/python3", "train.py"), roots=(41,))
