@@ -154,3 +154,26 @@ def test_every_module_compiles_on_python_3_10():
         timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("package,folder", [("tui", "tui"), ("widgets", "widgets")])
+def test_the_top_level_folders_are_reached_by_their_import_path_on_disk(package, folder):
+    """`gputop_diag/tui` and `gputop_diag/widgets` are links to the top-level folders, so a
+    tool that reads files (an editor's go-to-definition, grimp, pydeps) finds
+    `gputop_diag.tui.app` at `gputop_diag/tui/app.py`: every module of theirs joins the
+    package's import graph. The folder mapping stays pyproject's (`package_folders`)."""
+    link = ROOT / "gputop_diag" / package
+    assert link.is_symlink(), f"gputop_diag/{package} should link to ../{folder}"
+    assert link.resolve() == (ROOT / folder).resolve()
+    assert package_folders()[folder] == f"gputop_diag.{package}"
+    for path in (ROOT / folder).rglob("*.py"):
+        rel = path.relative_to(ROOT / folder)
+        assert (link / rel).is_file(), rel
+        text = path.read_text()
+        # every import of the package names a file a reader finds under gputop_diag/
+        for target in re.findall(r"^\s*from (gputop_diag(?:\.\w+)+) import", text, re.M):
+            parts = target.split(".")[1:]
+            base = ROOT / "gputop_diag" / pathlib.Path(*parts)
+            assert base.with_suffix(".py").is_file() or (base / "__init__.py").is_file(), (
+                f"{path.relative_to(ROOT)}: {target}"
+            )
