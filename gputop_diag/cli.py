@@ -103,7 +103,7 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         metavar="S",
-        help="seconds between samples: the live view, diagnose, record (default 1)",
+        help="seconds between samples: the live view, diagnose, record (default 1, at least 0.1)",
     )
     p.add_argument(
         "--sanitize",

@@ -12,7 +12,7 @@ import math
 MAX_SIMULATED_S = 24 * 3600.0
 
 
-INTERVAL_HELP = "seconds between samples (default 1)"
+INTERVAL_HELP = "seconds between samples (default 1, at least 0.1)"
 
 
 def add_time_options(
