@@ -17,7 +17,6 @@ terminal (`hangup.py`) are small objects the app holds.
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,6 +29,7 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 from gputop_diag.model.exits import EXIT_USAGE
 from gputop_diag.monitor.control import ProcessControl
 from gputop_diag.monitor.core import Monitor
+from gputop_diag.monitor.run import session_key
 from gputop_diag.monitor.view import (
     Feeder,
     JobWatch,
@@ -101,11 +101,10 @@ class GpuTopApp(KeyActions, App):
         self.replay = replay
         self.low_bandwidth = low_bandwidth
         self.sanitize = sanitize
-        # --sanitize: one key for the session, so an identifier keeps its pseudonym on screen,
-        # in every report and snapshot written (never written anywhere itself)
-        # (`watch` gives its run's key: the job's log has one pseudonym on screen and on stderr)
+        # --sanitize: the run's one key (`monitor.run.session_key`), so an identifier keeps its
+        # pseudonym on screen, in every report and snapshot written, and on stderr (`watch`)
         given = getattr(job_watch, "sanitize_key", None)
-        key = (given or secrets.token_bytes(32)) if sanitize else None
+        key = (given or session_key()) if sanitize else None
         self.sanitizer = Sanitizer(key) if key else None
         self.start_collectors = start_collectors  # False: the caller posts the ticks
         interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval

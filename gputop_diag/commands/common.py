@@ -17,7 +17,7 @@ from ..collect.nvml.extras import GPM_MIN_INTERVAL_S
 from ..collect.usable import no_usable_gpu
 from ..model import Snapshot, formats
 from ..model.codec import iso_time
-from ..monitor.run import Run
+from ..monitor.run import Run, session_key
 from ..monitor.sampler import Sampler
 from ..sources import Sources
 
@@ -57,19 +57,7 @@ def seeded_sanitizer(feed, snaps: Iterable[Snapshot] = (), key: bytes | None = N
     return sanitizer
 
 
-_session: dict[str, object] = {}  # this run of the program: its key, its path namer
-
-
-def session_key() -> bytes:
-    """One key for this run of the program, made at its first use: what it prints on stderr
-    under --sanitize (a recording's path in a warning, watch's log path, an error naming a
-    file) and watch's status lines and summary name one path by one pseudonym."""
-    import secrets
-
-    key = _session.get("key")
-    if key is None:
-        key = _session["key"] = secrets.token_bytes(32)
-    return key  # type: ignore[return-value]
+_session: dict[str, object] = {}  # this run of the program: its path namer (`session_key`)
 
 
 def shown_path(path: str) -> str:

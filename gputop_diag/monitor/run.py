@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import math
+import secrets
 import signal
 import threading
 import time
@@ -45,6 +46,18 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
     def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool: ...
+
+
+_session_key: list[bytes] = []
+
+
+def session_key() -> bytes:
+    """The sanitizer's key for this run of the program, made at its first use: every surface
+    of one run (the live view, its reports, what a command prints on stderr, `watch`'s status
+    lines and summary) names one identifier by one pseudonym. Never written anywhere."""
+    if not _session_key:
+        _session_key.append(secrets.token_bytes(32))
+    return _session_key[0]
 
 
 class WallClock:
