@@ -16,6 +16,8 @@ from textual.app import App
 from textual.message import Message
 from textual.worker import get_current_worker
 
+from gputop_diag.model import Snapshot
+from gputop_diag.monitor.run import Done, Run
 from gputop_diag.monitor.view import Feeder
 from gputop_diag.recording.store import Recording, RecordingError
 from gputop_diag.tui.messages import CollectorFailed, SnapshotReady
@@ -82,6 +84,21 @@ class ReplayPace:
         return True
 
 
+class ReplayClock:
+    """The paced loop's clock for a replay: its sleep is a recorded gap waited out at the
+    pace's speed, held while paused (`ReplayPace.wait`)."""
+
+    def __init__(self, pace: ReplayPace, paused: Callable[[], bool]) -> None:
+        self.pace = pace
+        self.paused = paused
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool:
+        return self.pace.wait(seconds, cancel or threading.Event(), self.paused)
+
+
 class Player:
     """A recording played into `app`: the thread workers, the pace, how far it got."""
 
@@ -102,19 +119,36 @@ class Player:
             name="replay-extent")  # fmt: skip
 
     def _play(self, feeder: Feeder) -> None:
+        """The recording through the one paced loop (`monitor/run.py`), at its own pace: each
+        snapshot shown, then the recorded gap to the next waited out at the current speed
+        (`ReplayClock`: the pause and single steps hold the wait)."""
         cancel = get_current_worker().cancelled_event
         post = self.app.post_message
         monitor = feeder.monitor
-        previous: float | None = None
         try:
-            for snap in self.recording.snapshots():
-                gap = 0.0 if previous is None else snap.timestamp - previous
-                if previous is not None and self.pace.wait(gap, cancel, lambda: monitor.paused):
-                    return
-                if cancel.is_set():
-                    return
-                previous = snap.timestamp
+            snaps = iter(self.recording.snapshots())
+            ahead: list[Snapshot | None] = [next(snaps, None)]
+
+            def step() -> float | None:
+                """Show the snapshot in hand; the recorded gap to the next (None: the end)."""
+                snap = ahead[0]
+                if snap is None:
+                    return None
                 post(SnapshotReady(feeder.add(snap)))
+                ahead[0] = following = next(snaps, None)
+                return None if following is None else following.timestamp - snap.timestamp
+
+            def at_the_end(gap: float | None) -> None:
+                if gap is None:
+                    raise Done
+
+            Run(
+                step,
+                clock=ReplayClock(self.pace, lambda: monitor.paused),
+                interval=REPLAY_POLL_S,
+                gap=lambda gap: gap or 0.0,
+                cancel=cancel,
+            ).subscribe(at_the_end).run()
         except RecordingError as e:
             post(CollectorFailed("replay", str(e), "the view keeps the last frame; q quits"))
         except Exception as e:  # noqa: BLE001 - shown as a banner, never a traceback

@@ -145,7 +145,9 @@ class Run(Generic[T]):
     `paused()` is read before each tick. `at_least` ticks are taken even when the span is
     shorter (rates need two readings). `wait_first`: the caller took the first tick itself; the
     loop starts with a wait of an interval (or of that many seconds: a source whose points fall
-    on a grid). `cancel`: the event `stop()` sets (a Textual worker's own). `on_signal(name)`,
+    on a grid). `cancel`: the event `stop()` sets (a Textual worker's own). `gap(value)`: the
+    wait after a tick is what it says of the tick's value, not the interval (a recording played
+    at its recorded pace: the clock's sleep then scales it by the speed). `on_signal(name)`,
     when given, is asked first what a stop signal does: True keeps the run going (`watch`
     passes Ctrl-C on to the job it started and waits for it to end).
     """
@@ -163,6 +165,7 @@ class Run(Generic[T]):
         on_signal: Callable[[str], bool] | None = None,
         wait_first: bool | float = False,
         cancel: threading.Event | None = None,
+        gap: Callable[[T], float] | None = None,
     ) -> None:
         if not interval > 0:
             raise ValueError(f"interval must be positive, not {interval!r}")
@@ -178,6 +181,7 @@ class Run(Generic[T]):
         self.wait_first = wait_first
         self.subscribers: list[Callable[[T], object]] = []
         self.cancelled = cancel if cancel is not None else threading.Event()
+        self.gap = gap  # the wait after a tick, from what it gave (a recording's own pace)
         self.ticks = 0
         self.last: T | None = None
         self.tick_started: float | None = None  # monotonic time of the tick in flight
@@ -231,14 +235,17 @@ class Run(Generic[T]):
                     reason = "cancelled"
                     break
                 began = self.clock.now()
-                if skip is False and (take or not self.paused()):
-                    if self._tick():
-                        break
+                ticked = skip is False and (take or not self.paused())
+                if ticked and self._tick():
+                    break
                 take = False
                 if self._signals.name is not None and not self._carry_on():
                     reason = self._signals.name
                     break
-                wait = self._wait_after(began)
+                if ticked and self.gap is not None:
+                    wait = self.gap(self.last)  # type: ignore[arg-type]
+                else:
+                    wait = self._wait_after(began)
                 if skip is not True and skip is not False:  # the first wait given in seconds
                     wait = max(0.0, float(skip))
                 skip = False
