@@ -238,3 +238,37 @@ class SlowClockWall:
 
     def sleep(self, seconds, cancel=None) -> bool:
         return cancel.wait(seconds) if cancel is not None else time.sleep(seconds) or False
+
+
+# -- one paced loop ------------------------------------------------------------------------------
+
+# The `while` loops that wait (sleep or an event's wait) outside the paced loop, and why each is
+# not a second one: a wait inside one call, or code that runs inside the user's job.
+WAITS_INSIDE_ONE_CALL = {
+    "gputop_diag/monitor/run.py": "the paced loop itself",
+    "gputop_diag/collect/job.py": "a started job's stop grace: SIGTERM, then SIGKILL after it",
+    "gputop_diag/probe/writer.py": "the probe's flush thread, inside the user's job",
+    "tui/hangup.py": "the terminal guard's watch of a closed terminal",
+    "tui/replaying.py": "the replay clock's sleep: one recorded gap at the speed, held on pause",
+}
+
+
+def test_no_surface_paces_a_loop_of_its_own():
+    import ast
+    import pathlib
+
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    found = set()
+    for root in ("gputop_diag", "tui", "widgets"):
+        for path in (repo / root).rglob("*.py"):
+            if "sim" in path.relative_to(repo).parts:  # the simulated machine's own clock
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.While) and any(
+                    isinstance(c, ast.Call)
+                    and isinstance(c.func, ast.Attribute)
+                    and c.func.attr in ("sleep", "wait")
+                    for c in ast.walk(node)
+                ):
+                    found.add(str(path.relative_to(repo)))
+    assert found == set(WAITS_INSIDE_ONE_CALL), found ^ set(WAITS_INSIDE_ONE_CALL)
