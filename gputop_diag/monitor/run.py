@@ -274,7 +274,7 @@ class Run(Generic[T]):
         """A stop signal that `on_signal` answered: go on where the loop was."""
         self._signals.name = None
         span = None if self.seconds is None else max(0.0, self.seconds - (self.clock.now() - start))
-        self.seconds, self.sample_first = span, True
+        self.seconds, self.sample_first, self.wait_first = span, True, False
         return self._loop()
 
     def _tick(self) -> bool:
