@@ -272,3 +272,38 @@ def test_no_surface_paces_a_loop_of_its_own():
                 ):
                     found.add(str(path.relative_to(repo)))
     assert found == set(WAITS_INSIDE_ONE_CALL), found ^ set(WAITS_INSIDE_ONE_CALL)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_stop_signal_ends_the_wait_at_once_and_puts_the_handlers_back(sig):
+    import threading
+
+    before = signal.getsignal(sig)
+    paced = Run(lambda: None, clock=SlowClockWall(), interval=30.0)
+    threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()
+    t0 = time.monotonic()
+    ending = paced.run()
+    assert ending.reason == signal.Signals(sig).name and ending.ticks == 1
+    assert time.monotonic() - t0 < 10  # not the 30 s interval
+    assert ending.exit_status() == 128 + sig and ending.exit_status(until_stopped=True) == 0
+    assert signal.getsignal(sig) == before
+
+
+def test_a_signal_that_on_signal_answers_keeps_the_run_going():
+    """`watch -- CMD`: the first Ctrl-C is passed on to the job and watching goes on; the
+    second one (nothing left to pass on) stops it."""
+    import threading
+
+    asked = []
+
+    def on_signal(name: str) -> bool:
+        asked.append(name)
+        return len(asked) == 1
+
+    paced = Run(lambda: None, clock=SlowClockWall(), interval=30.0, on_signal=on_signal)
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGINT)).start()
+    ending = paced.run()
+    assert asked == ["SIGINT", "SIGINT"] and ending.reason == "SIGINT"
+    assert ending.ticks == 2  # the run went on with a tick after the first
