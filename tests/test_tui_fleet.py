@@ -502,3 +502,47 @@ async def test_a_node_told_apart_by_instance_shows_its_rows_pseudonym(prometheus
         assert shown in screen.splitlines()[0] and "node-b" not in screen
         assert names.s.hostname("node-b") not in screen  # not the shared host's pseudonym
         await pilot.press("q")
+
+
+@pytest.fixture(scope="module")
+def flipping():
+    """One node compute-bound for a minute whose input pipeline falls behind in the last
+    seconds of its series (66 s at one scrape a second, ending on a whole second)."""
+    from gputop_diag.prometheus.client import Series
+
+    got, _, _ = scrape_series("compute-then-input", seconds=65, instance="node-f:9401")
+    last = max(max(s.times) for s in got)
+    shift = float(int(time.time())) - last
+    series = []
+    for s in got:
+        labels = dict(s.labels)
+        if "Hostname" in labels:
+            labels["Hostname"] = "node-f"
+        series.append(Series(labels, tuple(t + shift for t in s.times), s.values))
+    server = FakePrometheus(series)
+    server.end = last + shift
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+async def test_a_rows_class_is_what_its_nodes_side_panel_shows(flipping):
+    """The window ends seconds after the node's class changed: judged as a whole it shows the
+    new class, while the node's panes (fed the window scrape by scrape) hold compute until a
+    new class has won three ticks in a row. The Fleet row names what the side panel names."""
+    q = FleetQuery(Prometheus(flipping.url, timeout=10), window_s=90.0, step_s=STEP)
+    fv = watch_at_end(flipping, q).judge()
+    (row,) = fleet_rows(fv)
+    feed = NodeFeed(q, row.key, row.hostname, clock=lambda: flipping.end)
+    app = NodeApp(feed)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot, lambda: app.latest is not None and feed.history)
+        await settle(pilot, lambda: app.latest.ticks == len(feed.history))
+        shown = app.latest.diagnosis
+        side = app.query_one("#side-text").plain
+        await pilot.press("q")
+    assert [s.timestamp for s in feed.history] == [s.timestamp for s in fv.nodes[0].node.snapshots]
+    assert shown.primary == "compute" and shown.candidate != "compute"  # held
+    assert row.primary == shown.primary and "COMPUTE" in side
+    assert fv.nodes[0].diagnosis.confidence == shown.confidence

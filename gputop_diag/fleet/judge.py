@@ -1,8 +1,10 @@
 """The fleet's diagnosis: the same classifier per node, and what only several nodes show.
 
-Each node's snapshots (`fleet/read.py`) are judged by `diagnose.classify.judge`, the single-node
-classifier without hysteresis (the window is judged as a whole). A multi-node job (nodes that
-share the --group-by label, the Slurm job by default) adds two findings no single node can see:
+Each node's snapshots (`fleet/read.py`) are judged as the node's own panes judge them
+(`fleet/node_judge.py`): the verdict a Monitor holds once fed the node's window in order, its
+last minute (in ticks) classified with hysteresis, so a row and its node's side panel name the
+same class. A multi-node job (nodes that share the --group-by label, the Slurm job by default)
+adds two findings no single node can see:
 
 - **correlated dips**: GPU activity falls on most of the job's nodes at the same moments, the
   shape of a collective (all-reduce) waiting on the network; and
@@ -23,12 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnose import thresholds as T
-from ..diagnose.classify import judge
 from ..diagnose.render import to_json
 from ..diagnose.types import Diagnosis
 from ..model import Snapshot, formats
 from ..model.codec import iso_time
 from ..model.stats import median, percentile
+from .node_judge import judge_node
 from .read import FleetData, NodeData
 
 FLEET_SCHEMA = "gputop-diag.fleet/1"
@@ -96,7 +98,7 @@ def judge_fleet(data: FleetData) -> FleetVerdict:
     out = FleetVerdict(data)
     for key in sorted(data.nodes, key=natural_key):
         nd = data.nodes[key]
-        d = judge(nd.snapshots, tick_s=data.tick_s)
+        d = judge_node(nd.snapshots, data.tick_s)
         stale = None
         if nd.last_seen is not None and data.end - nd.last_seen > STALE_STEPS * data.step_s:
             stale = data.end - nd.last_seen

@@ -215,8 +215,10 @@ def _time_warnings(step: float, tick_s: float, grid: Grid) -> list[str]:
             " and GPU dips shorter than a sample are averaged out of DCGM's profiling ratios, "
             "so dips are read in busy time"
         )
+    # growth shows once a window spans GROWTH_MIN_SPAN_S ticks, and the verdict turns once
+    # HYSTERESIS_TICKS windows in a row show it (`fleet/node_judge.py`)
     span = (grid.n - 2) * step
-    need = T.GROWTH_MIN_SPAN_S * tick_s
+    need = T.GROWTH_MIN_SPAN_S * tick_s + (T.HYSTERESIS_TICKS - 1) * step
     if span < need:
         out.append(
             f"memory growth needs a span of {need:.0f} s: use --window {need:.0f}s or more to "
