@@ -13,7 +13,7 @@ from ..model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS, EXIT_USAGE
 from .options import add_access_arguments
 
 REPLAY = False
-DEFAULT_WINDOW = "5m"
+DEFAULT_WINDOW = "6m"  # at 15 s scrapes, the span a memory leak needs (fleet/read.py)
 DEFAULT_TIMEOUT_S = 10.0
 # Ours: a window holds at least two scrape intervals (three samples) to judge anything; a
 # window under 30 s is checked against the interval read off the last 30 s (a shorter span

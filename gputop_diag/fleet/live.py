@@ -25,7 +25,7 @@ from .judge import STALE_STEPS, FleetVerdict, judge_fleet
 from .query import detect_step
 from .read import FleetData, NoFleetData, read_fleet
 
-DEFAULT_WINDOW_S = 300.0
+DEFAULT_WINDOW_S = 360.0  # as `gputop-diag fleet --window` (commands/fleet.py)
 # Ours: the Fleet pane reads the fleet again every 15 s (dcgm-exporter's usual scrape) or every
 # step where scrapes are further apart; one read of 256 nodes takes a few seconds.
 FLEET_REFRESH_S = 15.0

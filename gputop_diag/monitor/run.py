@@ -227,14 +227,14 @@ class Run(Generic[T]):
     def _loop(self) -> Ending:
         reason = "done"
         take = self.sample_first
-        start = self.clock.now()
+        origin = self.clock.now()  # where the span is counted from
+        anchor, k = origin, 0  # the grid: tick k is due at anchor + k * interval (no drift)
+        skip = self.wait_first
         try:
-            skip = self.wait_first
             while True:
                 if self.cancelled.is_set():
                     reason = "cancelled"
                     break
-                began = self.clock.now()
                 ticked = skip is False and (take or not self.paused())
                 if ticked and self._tick():
                     break
@@ -242,14 +242,15 @@ class Run(Generic[T]):
                 if self._signals.name is not None and not self._carry_on():
                     reason = self._signals.name
                     break
-                if ticked and self.gap is not None:
-                    wait = self.gap(self.last)  # type: ignore[arg-type]
+                if (ticked and self.gap is not None) or skip not in (True, False):
+                    # a pace of its own (a recording's gap) or a first wait given in seconds:
+                    # the grid starts again where that wait ends
+                    wait = max(0.0, self.gap(self.last) if skip is False else float(skip))
+                    anchor, k = self.clock.now() + wait, 0
                 else:
-                    wait = self._wait_after(began)
-                if skip is not True and skip is not False:  # the first wait given in seconds
-                    wait = max(0.0, float(skip))
+                    k, wait = self._next(anchor, k)
                 skip = False
-                if self._over(start, self.clock.now() + wait):
+                if self._over(origin, anchor + k * self.interval):
                     break
                 with self._signals.waiting():
                     if self.clock.sleep(wait, self.cancelled):
@@ -257,7 +258,7 @@ class Run(Generic[T]):
                         break
         except _Signalled:
             if self._carry_on():
-                return self._loop_again(start)
+                return self._loop_again(origin)
             reason = self._signals.name or "SIGINT"
         except KeyboardInterrupt:  # before the handlers were in place, or off the main thread
             reason = self._signals.name = self._signals.name or "SIGINT"
@@ -303,21 +304,22 @@ class Run(Generic[T]):
         self._signals.name = None
         return True
 
-    def _wait_after(self, began: float) -> float:
-        """How long to wait before the next tick: the rest of the interval; after a tick that
-        took longer, up to the next whole interval since it began (the missed ones skipped)."""
-        took = self.clock.now() - began
-        if took <= 0:
-            return self.interval  # a simulated clock: exactly one interval, no drift
-        if took < self.interval:
-            return self.interval - took
-        return (-took) % self.interval
+    def _next(self, anchor: float, k: int) -> tuple[int, float]:
+        """The next tick on the grid and how long to wait for it: the next interval; after a
+        tick that ran past it, the next grid point after now (the missed ones skipped, never
+        burst). A sleep that overshoots delays one tick, never the ones after it."""
+        now = self.clock.now()
+        k += 1
+        if anchor + k * self.interval < now:
+            k = math.floor((now - anchor) / self.interval) + 1
+        return k, max(0.0, anchor + k * self.interval - now)
 
-    def _over(self, start: float, next_at: float) -> bool:
+    def _over(self, origin: float, next_at: float) -> bool:
+        """The tick due at `next_at` would start after the span. Grid times, not the clock's
+        reading: a late wake-up never costs the last tick."""
         if self.seconds is None or self.ticks < self.at_least:
             return False
-        # a thousandth of an interval's slack: epoch seconds in a double carry ~0.2 us of noise
-        return next_at - start > self.seconds + 1e-3 * self.interval
+        return next_at - origin > self.seconds + 1e-6 * self.interval
 
 
 class _Signalled(BaseException):
@@ -338,7 +340,12 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for name in STOP_SIGNALS:
-                if hasattr(signal, name):
+                # one the program was started ignoring stays ignored (`nohup`, a script's
+                # background job: POSIX leaves it to the caller, as Python does for SIGINT)
+                if (
+                    hasattr(signal, name)
+                    and signal.getsignal(getattr(signal, name)) != signal.SIG_IGN
+                ):
                     self._old[name] = signal.signal(getattr(signal, name), self._stop)
         return self
 
