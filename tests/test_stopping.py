@@ -307,3 +307,41 @@ def test_a_signal_that_on_signal_answers_keeps_the_run_going():
     ending = paced.run()
     assert asked == ["SIGINT", "SIGINT"] and ending.reason == "SIGINT"
     assert ending.ticks == 2  # the run went on with a tick after the first
+
+
+class LateClock(SlowClock):
+    """Every sleep overshoots by `late_s` (a loaded machine's scheduler)."""
+
+    def __init__(self, late_s: float) -> None:
+        super().__init__(0.0)
+        self.late_s = late_s
+
+    def sleep(self, seconds, cancel=None) -> bool:
+        return super().sleep(seconds + self.late_s, cancel)
+
+
+@pytest.mark.parametrize("late_s", [0.0, 0.002, 0.05, 0.3])
+def test_a_late_wake_up_never_costs_the_last_tick_of_a_span(late_s):
+    """`diagnose --seconds 3` at 1 s: four samples (0, 1, 2, 3) however late each wake-up, and
+    no drift: each tick is due on the grid from the start, not an interval after the last."""
+    clock = LateClock(late_s)
+    start = clock.t
+    began = []
+    ending = Run(lambda: began.append(clock.t - start), clock=clock, interval=1.0, seconds=3).run()
+    assert ending.ticks == 4, began
+    assert all(abs(t - k) <= late_s + 1e-6 for k, t in enumerate(began)), began  # epoch ulp
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+def test_a_signal_the_program_was_started_ignoring_stays_ignored():
+    """`nohup gputop-diag record …`: the hang-up it was protected from does not stop it."""
+    from gputop_diag.monitor.run import StopSignals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with StopSignals():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # caught
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
