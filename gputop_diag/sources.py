@@ -141,6 +141,10 @@ class Sources:
     def simulated(self) -> bool:
         return self.scenario is not None
 
+    def euid(self) -> int:
+        """Who runs this: the effective user id (the simulated user's under the simulator)."""
+        return self.sim.uid_of(self.sim.user) if self.sim is not None else os.geteuid()
+
     # -- signals: the one way the live view acts on a process -------------------------------
     def _kill(self, pid: int, sig: int) -> None:
         """`os.kill`, or the simulator's twin (a demo never signals a real process)."""

@@ -11,14 +11,6 @@ from __future__ import annotations
 import pytest
 from test_tui_support import FedApp
 
-
-@pytest.fixture(autouse=True)
-def _not_root(monkeypatch):
-    """The pictures are a non-root user's: the Driver pane words refused /proc reads by who
-    runs it (`unreadable_why`), and CI runs as root."""
-    monkeypatch.setattr("os.geteuid", lambda: 1000)
-
-
 PANES = [("1", "memory"), ("2", "utilization"), ("3", "mapping"), ("4", "xid"), ("5", "driver")]
 
 

@@ -314,11 +314,11 @@ def scan_processes(
                 del memo.seen[pid]
 
 
-def unreadable_why(euid: int | None = None) -> str:
-    """Why some processes' /proc/<pid>/maps were refused, for who runs this. As root, reading
-    another process's maps needs ptrace access (proc(5), "/proc/pid/maps"): a container without
-    CAP_SYS_PTRACE, or Yama's ptrace_scope 3, refuses it even then."""
-    euid = os.geteuid() if euid is None else euid
+def unreadable_why(euid: int | None) -> str:
+    """Why some processes' /proc/<pid>/maps were refused, for who runs this (`Sources.euid()`;
+    None: not known, as for a recording read back). As root, reading another process's maps
+    needs ptrace access (proc(5), "/proc/pid/maps"): a container without CAP_SYS_PTRACE, or
+    Yama's ptrace_scope 3, refuses it even then."""
     if euid == 0:
         return "not readable (refused even as root: a container without CAP_SYS_PTRACE?)"
     return "not readable (other users': run as root)"

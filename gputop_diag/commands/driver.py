@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
 
         sanitizer = seeded_sanitizer(feed, [snap])
         doc = sanitize_doc(doc, sanitizer, snap)
-        text = json.dumps(doc, indent=2) if args.json else render_text(doc)
+        text = json.dumps(doc, indent=2) if args.json else render_text(doc, feed)
         text = sanitized_output(text, sanitizer)
         if text is None:
             return 1
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     elif args.json:
         print(json.dumps(doc, indent=2))
     else:
-        print(render_text(doc))
+        print(render_text(doc, feed))
     err = no_driver_error(snap)
     if err is not None:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
@@ -172,5 +172,6 @@ def sanitize_doc(doc: dict[str, Any], sanitizer, snap: Snapshot) -> dict[str, An
     return out
 
 
-def render_text(doc: dict[str, Any]) -> str:
-    return chain_text(doc, unreadable_why())
+def render_text(doc: dict[str, Any], feed: Sources | Recording | None = None) -> str:
+    """The chain as text; why some processes' maps were refused is said for who reads them."""
+    return chain_text(doc, unreadable_why(feed.euid() if isinstance(feed, Sources) else None))

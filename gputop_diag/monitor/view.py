@@ -143,7 +143,7 @@ class Feeder:
             s.job_window,
             self._configs(t.snapshot),
             self._mapping(t.snapshot),
-            _maps_unreadable_why(t.snapshot),
+            _maps_unreadable_why(t.snapshot, self.monitor.sources),
         )
 
     def with_xid_history(self, u: Update) -> Update:
@@ -230,9 +230,11 @@ def mapping_view(m: DeviceMapping, sanitizer: Sanitizer | None = None) -> Mappin
     return MappingView(rows, cuda, cvd, shell.order, findings, conclusions, sanitized=True)
 
 
-def _maps_unreadable_why(snap: Snapshot) -> str:
+def _maps_unreadable_why(snap: Snapshot, sources: Sources | None) -> str:
     chain = snap.driver_chain
-    return unreadable_why() if chain is not None and chain.unreadable else ""
+    if chain is None or not chain.unreadable:
+        return ""
+    return unreadable_why(sources.euid() if sources is not None else None)
 
 
 def first_host(sources: Sources | None, replay: Any, sanitizer: Sanitizer | None) -> str:
