@@ -1,6 +1,6 @@
 """Fleet reader at scale: 256 nodes × 8 GPUs × 30 minutes in a real Prometheus TSDB.
 
-    python bench/fleet.py [--nodes 256] [--minutes 30] [--interval 15] [--window 5m]
+    python bench/fleet.py [--nodes 256] [--minutes 30] [--interval 15] [--window 6m]
                           [--workdir DIR] [--keep]
 
 1. Ten simulator scenarios run for the whole span at one sample per --interval seconds
@@ -9,8 +9,9 @@
    i mod 10) with its own host name, GPU UUIDs, instance and Slurm job (four nodes a job).
 2. The series are written as OpenMetrics and imported with
    `promtool tsdb create-blocks-from openmetrics` into a fresh TSDB.
-3. A Prometheus on loopback serves that TSDB, and `gputop-diag fleet --window 5m --json` is
-   timed as a whole process (wall time, and its peak memory from getrusage).
+3. A Prometheus on loopback serves that TSDB, and `gputop-diag fleet --window 6m --json` (the
+   default window: at 15 s scrapes, the span a memory leak needs) is timed as a whole process
+   (wall time, and its peak memory from getrusage).
 
 Prints the size of the fleet, the import, the fleet command's wall time and peak RSS against
 the targets (10 s, 500 MB) and how many nodes it named as their scenario declares.
@@ -187,7 +188,7 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=256)
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--interval", type=float, default=15.0, help="scrape interval, seconds")
-    ap.add_argument("--window", default="5m")
+    ap.add_argument("--window", default="6m")
     ap.add_argument("--workdir", default=None, help="where the OpenMetrics file and TSDB go")
     ap.add_argument("--keep", action="store_true", help="keep the workdir")
     ap.add_argument(
