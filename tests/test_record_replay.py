@@ -32,6 +32,7 @@ from gputop_diag.model import (
     MigInstance,
     OomKill,
     OutputEvent,
+    Owner,
     PressureStall,
     ProcessInfo,
     SchedulerEvidence,
@@ -188,6 +189,20 @@ def every_field_snapshot() -> Snapshot:
         parent_name="torchrun",
         uid=1001,
         parent_user="alice",
+        owner=Owner(
+            kind="pod",
+            pod_uid="3f1c2a9e-5b7d-4e21-9c0a-8d6f4b2e1a7c",
+            pod_namespace="ml-research",
+            pod_name="llama-ddp-0",
+            qos="burstable",
+            container_id="8e1f0d2c" * 8,
+            container_runtime="containerd",
+            container_name="trainer",
+            slurm_job="424242",
+            slurm_step="batch",
+            unit="kubepods-burstable.slice",
+            ns_pid=7,
+        ),
     )
     return Snapshot(
         timestamp=1768471200.125,

@@ -197,6 +197,46 @@ class ChildInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Owner:
+    """Who a process runs for, read from its cgroup and its PID namespace (`owner/`): a
+    Kubernetes pod, a container, a Slurm job, a systemd unit or a user's session. Only `kind`
+    is always known; the rest is what the node said."""
+
+    kind: str  # "pod", "container", "slurm", "unit" or "user"
+    pod_uid: str | None = None  # with dashes, as `kubectl get pod -o yaml` shows it
+    pod_namespace: str | None = None
+    pod_name: str | None = None
+    qos: str | None = None  # the pod's QoS class: "guaranteed", "burstable", "besteffort"
+    container_id: str | None = None  # the full id (64 hex digits)
+    container_runtime: str | None = None  # "docker", "containerd", "cri-o", "podman", "lxc"
+    container_name: str | None = None
+    slurm_job: str | None = None  # "424242"
+    slurm_step: str | None = None  # "0", "batch", "extern", "interactive"
+    unit: str | None = None  # the systemd unit ("foo.service") or user slice ("user-1000.slice")
+    ns_pid: int | None = None  # its pid inside its own PID namespace, where that differs
+
+    @property
+    def label(self) -> str | None:
+        """The few characters a process table shows: `job 424242`, `pod NS/NAME` (`pod` and the
+        uid's first 8 characters without names), `ctr 8e1f0d2c`; None for a unit or a user's
+        session, which the user column already says. A container is named by the first 8 hex
+        digits of its id: unique among the containers of one node (the birthday bound gives
+        about 1 in 9,000 for 1,000 containers), and `docker`, `crictl` and `podman` take any
+        unique prefix of an id where they take an id."""
+        if self.kind == "slurm":
+            return f"job {self.slurm_job}" if self.slurm_job else "job"
+        if self.kind == "pod":
+            if self.pod_namespace and self.pod_name:
+                return f"pod {self.pod_namespace}/{self.pod_name}"
+            return f"pod {self.pod_uid[:8]}" if self.pod_uid else "pod"
+        if self.kind == "container":
+            if self.container_id:
+                return f"ctr {self.container_id[:8]}"
+            return f"ctr {self.container_name}" if self.container_name else "container"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessInfo:
     """The host's view of a GPU process. Fields another user's process hides are `None`."""
 
@@ -217,6 +257,7 @@ class ProcessInfo:
     parent_name: str | None = None
     uid: int | None = None  # its real user id (who may signal it)
     parent_user: str | None = None  # its parent's user (the tree view's launcher row)
+    owner: Owner | None = None  # its pod, container or batch job, read once (collect/owners.py)
 
 
 @dataclass(frozen=True, slots=True)
