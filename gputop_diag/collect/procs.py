@@ -9,8 +9,9 @@ What a tick reads follows the GPU processes, not the machine (`collect/proctree.
 process's threads from its own /proc/<pid>/task/<tid>/stat (CPU time and name in one read), its
 children (dataloader workers, compile workers) and theirs from the kernel's per-thread
 `children` files, and each descendant's /proc/<pid>/stat (name, CPU time). Its environment is
-read once (CUDA_VISIBLE_DEVICES is the one it started with). Where the kernel lacks the
-`children` files, a parent map of every process stands in, rebuilt at most every
+read once (CUDA_VISIBLE_DEVICES is the one it started with), and so is its owner (its pod,
+container or Slurm job: `owners.py`, from its cgroup and PID namespace). Where the kernel lacks
+the `children` files, a parent map of every process stands in, rebuilt at most every
 `proctree.RESCAN_S` and at once for a new GPU process.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from ..model import ChildInfo, ProcessInfo, ThreadInfo
 from ..sources import CLOCK_TICKS
+from .owners import OwnerCollector
 from .proctree import Member, ProcStat, ProcTree
 
 BUSIEST_THREADS = 5
@@ -52,12 +54,14 @@ class ProcessCollector:
         self._denied = psutil.AccessDenied
         self._tracked: dict[int, _Tracked] = {}
         self.tree = ProcTree(procfs)
+        self.owners = OwnerCollector(procfs, clock)  # each process's, read when first seen
 
     def collect(self, pids: Iterable[int]) -> tuple[ProcessInfo, ...]:
         wanted = sorted(set(pids))
         for pid in list(self._tracked):
             if pid not in wanted:
                 del self._tracked[pid]
+        self.owners.retain(set(wanted))
         if not wanted:
             return ()
         now = self.clock.now()
@@ -132,6 +136,7 @@ class ProcessCollector:
             parent_name=parent_name,
             uid=uids.real if uids is not None else None,
             parent_user=parent_user,
+            owner=self.owners.owner(pid, started),
         )
 
     def _parent(self, t: _Tracked, ppid: int | None) -> tuple[str | None, str | None]:

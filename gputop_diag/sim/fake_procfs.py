@@ -9,6 +9,8 @@ Each process has its threads under /proc/<pid>/task/<tid>/ (`stat`, `comm`, and 
 children that thread started, as a kernel with CONFIG_PROC_CHILDREN lists them). A child is
 listed under its parent's main thread unless `forked_by` names another thread; with
 `children_files` False the `children` files are missing, as on a kernel built without them.
+Who each process runs for (its `cgroup`, the `NSpid:` of its `status`, the kubelet's and
+Docker's files of its pod or container) comes from `owners.py`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 
 from ..sources import CLOCK_TICKS
 from .machine import HOST_CPUS, SimMachine
+from .owners import SimOwners
 from .population import SITE, SimProc, SimThread
 
 # Where a distribution installs the driver's user-space libraries (collect/cuda_libs.py reads
@@ -55,6 +58,7 @@ class FakeProcFS:
         self.children_files = children_files  # False: a kernel without CONFIG_PROC_CHILDREN
         self.forked_by: dict[int, int] = {}  # child pid -> the parent's thread that started it
         self._tids: dict[int, dict[str, SimThread]] = {}  # pid -> its threads by tid
+        self.owners = SimOwners(machine)  # cgroups, PID namespaces, pods' and containers' files
 
     def exists(self, path: str) -> bool:
         try:
@@ -71,6 +75,10 @@ class FakeProcFS:
     def listdir(self, path: str) -> list[str]:
         m = self._m
         parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["var"]:
+            names = self.owners.listdir(path)
+            if names is not None:
+                return names
         health = self._health()
         if health is not None:
             if len(parts) == 3 and parts[0] == "proc" and parts[1].isdigit():
@@ -114,6 +122,9 @@ class FakeProcFS:
         if len(parts) >= 2 and parts[0] == "proc" and parts[1].isdigit():
             p = m.alive(int(parts[1]))
             if p is None:
+                text = self.owners.read(path)  # the kernel's kthreadd, PID 2
+                if text is not None:
+                    return text
                 raise _missing(path)
             if len(parts) == 2:
                 raise _directory(path)
@@ -141,6 +152,9 @@ class FakeProcFS:
             return f"{la:.2f} {la * 0.96:.2f} {la * 0.9:.2f} 3/2101 {max(m.procs, default=1)}\n"
         if path.startswith(SITE + "/torch/version.py"):
             return self._torch_version()
+        text = self.owners.read(path)  # /proc/self/status, Docker's config.v2.json
+        if text is not None:
+            return text
         raise _missing(path)
 
     # -- pressure stall information ----------------------------------------------------------
@@ -168,6 +182,8 @@ class FakeProcFS:
             return self._status(p)
         if rest == ["stat"]:
             return self._stat(p)
+        if rest == ["cgroup"]:  # world-readable, as the kernel makes it
+            return self.owners.cgroup(p)
         if rest[0] == "task":
             if len(rest) <= 2 and (len(rest) == 1 or self._thread(p, rest[1]) is not None):
                 raise _directory(path)
@@ -204,11 +220,12 @@ class FakeProcFS:
 
     def _status(self, p: SimProc) -> str:
         uid = 1001 if p.user == "alice" else 1002
+        ns = "\t".join(str(n) for n in self.owners.ns_pids(p))
         return (
             f"Name:\t{p.name[:15]}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{p.pid}\n"
             f"Ngid:\t0\nPid:\t{p.pid}\nPPid:\t{p.ppid}\nTracerPid:\t0\n"
             f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
-            f"Threads:\t{len(p.threads)}\n"
+            f"NStgid:\t{ns}\nNSpid:\t{ns}\nThreads:\t{len(p.threads)}\n"
         )
 
     def _stat(self, p: SimProc, th: SimThread | None = None) -> str:

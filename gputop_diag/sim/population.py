@@ -93,6 +93,7 @@ class SimProc:
     cuda_runtime: str | None = None  # the libcudart major it mapped ("12", "13")
     torch_cuda: str = "12.8"
     worker_slot: int = 0  # dataloader workers: active while slot < the phase's worker count
+    owner: dict | None = None  # its job's `owner` (sim/owners.py): Slurm job, pod, container
 
     @property
     def cpu_s(self) -> float:
@@ -187,6 +188,7 @@ def build_procs(
                 cpu_fixed=job.get("cpu", 5),
                 environ={"CUDA_VISIBLE_DEVICES": str(gi), "USER": job["user"]},
                 threads=[SimThread(pid, "python", "other"), SimThread(pid + 1, "python", "other")],
+                owner=job.get("owner"),
             )
             pid += 100
             continue
@@ -215,6 +217,7 @@ def build_procs(
                 cpu_fixed=0.3,
                 environ={"USER": job["user"], "HOME": f"/home/{job['user']}"},
                 threads=[SimThread(pid, "torchrun", "other")],
+                owner=job.get("owner"),
             )
             pid += 16
         ranks = []
@@ -245,6 +248,7 @@ def build_procs(
                 create_time=began,
                 environ=env,
                 threads=_rank_threads(pid),
+                owner=job.get("owner"),
             )
             procs[pid] = p
             if parent != 1:
@@ -267,6 +271,7 @@ def build_procs(
                     SimThread(pid + 1, "pt_data_worker", "omp"),
                 ],
                 worker_slot=w,
+                owner=owner.owner,
             )
             owner.children.append(pid)
             pid += 3

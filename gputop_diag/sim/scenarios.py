@@ -3,8 +3,8 @@
 Each scenario names the bottleneck class the tool should find in it (`expected`). Keys:
 - `timeline` [(seconds from start, profile)]; `loop`: repeat every `duration`; `profiles`:
   profiles of the scenario's own, by name, besides those of `profiles.py`;
-- `jobs` (see `_job`); `jobs_from`: seconds before the job starts; `host_procs`: processes
-  that are not on a GPU;
+- `jobs` (see `_job`; a job's `owner`: its Slurm job, pod or container, `owners.py`);
+  `jobs_from`: seconds before the job starts; `host_procs`: processes that are not on a GPU;
 - `xids` [(t, gpu, xid, who, comm, text)]; `lost` [(gpu, t)]; `oom_kill`: t at which the
   kernel's OOM killer ends a dataloader worker;
 - `slurm`: the jobs `squeue`, `scontrol` and `sacct` know; `driver`: (version, max CUDA);
@@ -44,6 +44,7 @@ _COTENANT = _job(
     mem_mib=3100,
     denied=True,
     cpu=4,
+    owner=dict(docker="bob-notebook", ns_first=7),  # a Jupyter container's kernel
 )
 
 SCENARIOS: dict[str, dict] = {
@@ -63,7 +64,7 @@ SCENARIOS: dict[str, dict] = {
         gpus=8,
         duration=300,
         timeline=[(0, "compute")],
-        jobs=[_job(), _COTENANT],
+        jobs=[_job(owner=dict(slurm="424242")), _COTENANT],
     ),
     "bandwidth-bound": dict(
         description="memory-bound kernels: DRAM bandwidth 85-90 % (GPM), tensor pipes nearly idle",
@@ -111,7 +112,12 @@ SCENARIOS: dict[str, dict] = {
         gpus=8,
         duration=300,
         timeline=[(0, "comm")],
-        jobs=[_job(cmd=("torchrun", "--nproc-per-node", "8", "train_ddp.py"))],
+        jobs=[
+            _job(
+                cmd=("torchrun", "--nproc-per-node", "8", "train_ddp.py"),
+                owner=dict(pod=("ml-research", "llama-ddp-0"), qos="burstable"),
+            )
+        ],
     ),
     "capacity": dict(
         description="memory at ~98 % of every GPU (driver reserve and a co-tenant's notebook "
