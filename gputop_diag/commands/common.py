@@ -153,6 +153,36 @@ def _n(v, fmt="{:.0f}", none="n/a") -> str:
 _gib = formats.gib
 
 
+def _owner_label(snap: Snapshot, pid: int) -> str | None:
+    info = snap.process(pid)
+    return info.owner.label if info is not None and info.owner is not None else None
+
+
+def _process_lines(snap: Snapshot) -> list[str]:
+    """The GPU processes, with an OWNER column (its Slurm job, pod or container) where any of
+    them runs for one."""
+    procs = sorted(snap.gpu_processes, key=lambda p: (p.gpu_index, p.pid))
+    owners = {gp.pid: _owner_label(snap, gp.pid) for gp in procs}
+    width = max((len(o) for o in owners.values() if o), default=0)
+    width = min(max(width, len("OWNER")), 28) if width else 0
+    owner_head = f" {'OWNER':<{width}}" if width else ""
+    lines = [f"{'PID':>8} {'USER':<10}{owner_head} {'GPU':>3} {'GPU MiB':>9} {'CPU%':>6}  COMMAND"]
+    for gp in procs:
+        info = snap.process(gp.pid)
+        user = (info.user if info and info.user else "?")[:10]
+        owner = f" {(owners[gp.pid] or '-')[:width]:<{width}}" if width else ""
+        cpu = _n(info.cpu_pct if info else None)
+        if info and info.cmdline:
+            cmd = " ".join(info.cmdline)
+        else:
+            cmd = (info.name if info else None) or "(not readable)"
+        mib = _n(None if gp.used_memory_bytes is None else gp.used_memory_bytes / 2**20)
+        lines.append(
+            f"{gp.pid:>8} {user:<10}{owner} {gp.gpu_index:>3} {mib:>9} {cpu:>6}  {cmd[:60]}"
+        )
+    return lines
+
+
 def render_snapshot(snap: Snapshot) -> str:
     s = snap.system
     lines = [
@@ -184,17 +214,7 @@ def render_snapshot(snap: Snapshot) -> str:
                     f" {_gib(m.memory_used_bytes)}/{_gib(m.memory_total_bytes)} GiB"
                 )
     if snap.gpu_processes:
-        lines += ["", f"{'PID':>8} {'USER':<10} {'GPU':>3} {'GPU MiB':>9} {'CPU%':>6}  COMMAND"]
-        for gp in sorted(snap.gpu_processes, key=lambda p: (p.gpu_index, p.pid)):
-            info = snap.process(gp.pid)
-            user = (info.user if info and info.user else "?")[:10]
-            cpu = _n(info.cpu_pct if info else None)
-            if info and info.cmdline:
-                cmd = " ".join(info.cmdline)
-            else:
-                cmd = (info.name if info else None) or "(not readable)"
-            mib = _n(None if gp.used_memory_bytes is None else gp.used_memory_bytes / 2**20)
-            lines.append(f"{gp.pid:>8} {user:<10} {gp.gpu_index:>3} {mib:>9} {cpu:>6}  {cmd[:60]}")
+        lines += ["", *_process_lines(snap)]
     for x in snap.xid_events:
         lines.append(f"Xid {x.xid} on GPU {x.gpu_index if x.gpu_index is not None else '?'}")
     h = snap.host

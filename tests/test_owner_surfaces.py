@@ -1,0 +1,37 @@
+"""Whose GPU is this, on the headless surfaces: `snapshot` (text and JSON) and `watch`."""
+
+from __future__ import annotations
+
+import json
+
+from gputop_diag import sim
+from gputop_diag.commands.common import render_snapshot, sample_once
+
+
+def _snapshot(scenario: str):
+    return sample_once(sim.build(scenario), fast=True)
+
+
+def test_the_snapshot_names_each_gpu_processs_job_pod_or_container():
+    text = render_snapshot(_snapshot("compute-bound"))
+    head, *rows = text[text.index("     PID") :].split("\n\n")[0].splitlines()
+    assert "OWNER" in head.split()
+    owners = {row.split()[0]: row for row in rows}
+    assert "job 424242" in owners["41200"]  # the trainer in its Slurm job
+    assert " ctr " in owners["41440"]  # the co-tenant's notebook in a container
+    pod = render_snapshot(_snapshot("comm-bound"))
+    assert "pod ml-research/llama-ddp-0" in pod
+
+
+def test_without_owners_the_process_table_keeps_its_columns():
+    text = render_snapshot(_snapshot("idle"))
+    assert "OWNER" not in text
+
+
+def test_the_snapshot_document_carries_the_owner(cli):
+    r = cli("--demo", "comm-bound", "snapshot", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    owners = [p["owner"] for p in doc["processes"] if p.get("owner")]
+    assert owners and all(o["kind"] == "pod" for o in owners)
+    assert {o["pod_namespace"] for o in owners} == {"ml-research"}
