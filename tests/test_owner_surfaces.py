@@ -35,3 +35,14 @@ def test_the_snapshot_document_carries_the_owner(cli):
     owners = [p["owner"] for p in doc["processes"] if p.get("owner")]
     assert owners and all(o["kind"] == "pod" for o in owners)
     assert {o["pod_namespace"] for o in owners} == {"ml-research"}
+
+
+def test_watch_says_whom_the_job_runs_for(cli):
+    argv = ["--demo", "compute-bound", "watch", "--pid", "41200", "--no-tui", "--seconds", "20"]
+    r = cli(*argv)
+    assert r.returncode == 0, r.stderr
+    assert "  runs for: job 424242" in r.stdout.splitlines()
+    doc = json.loads(cli(*argv, "--json").stdout)
+    assert [(o["kind"], o["slurm_job"], o["slurm_step"]) for o in doc["owners"]] == [
+        ("slurm", "424242", "0")
+    ]

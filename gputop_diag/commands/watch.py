@@ -34,6 +34,7 @@ from ..diagnose.watch_summary import (
     WATCH_SCHEMA,
     ProbesSeen,
     SeenProcesses,
+    job_owners,
     quiet,
     status_line,
     summary_json,
@@ -368,6 +369,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     snaps = monitor.history.snapshots()
     job, diag, procs = t.snapshot.job, t.diagnosis, seen.processes()
     probes, memory = probed.probes(), probed.memory()
+    owners = job_owners(procs, snaps)
     sanitizer = None
     if sanitize:
         sanitizer = seeded_sanitizer(feed, snaps, key=key)
@@ -375,13 +377,16 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         diag = sanitizer.model(diag)
         procs = [sanitizer.model(p) for p in procs]
         probes = [sanitizer.model(p) for p in probes]
+        owners = [sanitizer.model(o) for o in owners]
     if args.json:
-        doc = summary_json(job, procs, snaps, diag, ended_by)
+        doc = summary_json(job, procs, snaps, diag, ended_by, owners)
         doc["processes_ended_not_listed"] = seen.ended_not_kept
         doc["measured"] = measured_json(probes, memory)
         text = json.dumps(rounded(doc), indent=2)
     else:
-        text = summary_text(job, procs, snaps, diag, ended_by, seen.ended_not_kept, probes, memory)
+        text = summary_text(
+            job, procs, snaps, diag, ended_by, seen.ended_not_kept, probes, memory, owners
+        )
     if sanitizer is not None:
         text = sanitized_output(text, sanitizer)
         if text is None:

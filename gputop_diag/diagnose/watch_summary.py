@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..job.figures import gpu_memory, gpus_used_in, throughput
 from ..job.output import LABELS
 from ..job.state import state_words
-from ..model import JobProcess, JobState, ProbeState, Snapshot
+from ..model import JobProcess, JobState, Owner, ProbeState, Snapshot
 from ..model.codec import jsonable
 from .measured import process_memory
 from .measured_render import measured_lines
@@ -128,6 +128,25 @@ def quiet(job: JobState) -> JobState:
     )
 
 
+def job_owners(procs: Sequence[JobProcess], snaps: Sequence[Snapshot]) -> list[Owner]:
+    """Who the job runs for: the distinct owners (Slurm job, pod, container, unit) of its
+    processes that the snapshots know, newest snapshot first."""
+    pids = {p.pid for p in procs}
+    out: list[Owner] = []
+    for snap in reversed(snaps):
+        for info in snap.processes:
+            if info.pid in pids and info.owner is not None and info.owner not in out:
+                out.append(info.owner)
+        if out:
+            break
+    return out
+
+
+def _owner_words(owners: Sequence[Owner]) -> str | None:
+    shown = [o.label or o.unit or o.kind for o in owners]
+    return ", ".join(dict.fromkeys(shown)) or None
+
+
 def summary_text(
     job: JobState,
     procs: list[JobProcess],
@@ -137,8 +156,12 @@ def summary_text(
     ended_not_listed: int = 0,
     probes: Sequence[ProbeState] = (),
     memory: Sequence = (),
+    owners: Sequence[Owner] = (),
 ) -> str:
     lines = [f"watch: {job.label}", f"  state: {state_words(job)}"]
+    owned = _owner_words(owners)
+    if owned:
+        lines.append(f"  runs for: {owned}")
     if ended_by == "seconds":
         lines.append("  (watched for --seconds; the job goes on)")
     elif ended_by == "interrupted":
@@ -194,7 +217,12 @@ def summary_text(
 
 
 def summary_json(
-    job: JobState, procs: list[JobProcess], snaps: list, diagnosis, ended_by: str | None
+    job: JobState,
+    procs: list[JobProcess],
+    snaps: list,
+    diagnosis,
+    ended_by: str | None,
+    owners: Sequence[Owner] = (),
 ) -> dict:
     tp = throughput(snaps)
     split = estimate(job.steps, snaps, gpus_used_in(snaps), diagnosis.primary)
@@ -203,6 +231,7 @@ def summary_json(
         "state": state_words(job),
         "watch_ended_by": ended_by,
         "job": jsonable(job),
+        "owners": [jsonable(o) for o in owners],
         "processes_seen": [jsonable(p) for p in procs],
         "steps": {
             "steps_per_s": tp.steps_per_s,
