@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
@@ -18,6 +19,9 @@ from ..sources import RealClock, Sources
 from .common import no_driver_error, seeded_sanitizer
 from .options import add_time_options, time_problem
 
+# dcgm-exporter's variable for its HPC job mapping directory (`prometheus/owners.py`); named
+# here so that parsing the options imports nothing of the exporter's.
+HPC_JOB_MAPPING_ENV = "DCGM_HPC_JOB_MAPPING_DIR"
 DEFAULT_LISTEN = ":9401"  # dcgm-exporter listens on :9400; both can run on one node
 REPLAY = False
 
@@ -42,6 +46,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="name the GPU model label modelName, exactly as dcgm-exporter does (for its "
         "dashboards); by default it is model_name, since promtool's lint rejects camelCase "
         "label names",
+    )
+    p.add_argument(
+        "-k",
+        "--kubernetes",
+        action="store_true",
+        help="label every per-GPU series with the pod, namespace and container whose processes "
+        "hold the GPU, as dcgm-exporter's --kubernetes does (read from the processes' cgroups; "
+        "a label per series: see --owner-info for the cheaper form)",
+    )
+    p.add_argument(
+        "--hpc-job-mapping-dir",
+        default=os.environ.get(HPC_JOB_MAPPING_ENV) or None,
+        metavar="DIR",
+        help="dcgm-exporter's HPC job mapping directory (default: $DCGM_HPC_JOB_MAPPING_DIR): "
+        "one file per GPU index, a job id per line, written by the scheduler's prolog; its "
+        "jobs are the hpc_job label",
+    )
+    p.add_argument(
+        "--owner-info",
+        action="store_true",
+        help="serve one gputop_diag_gpu_owner_info{gpu,UUID,pod,namespace,container,hpc_job} "
+        "series per GPU instead of labelling every series; join it at query time",
     )
     p.add_argument(
         "--sanitize",
@@ -119,9 +145,14 @@ def tick_metrics(args: argparse.Namespace, feed: Sources, monitor: Monitor, tick
     """The metric families the exporter serves, after the Monitor's first `tick`; under
     --sanitize judged by the one sanitizer, seeded with this machine's names and the tick's."""
     from ..prometheus.export import SlurmJobs, TickMetrics, window_of
+    from ..prometheus.owners import HpcJobMapping
 
     sanitize = getattr(args, "sanitize", False)
+    mapping_dir = getattr(args, "hpc_job_mapping_dir", None)
     return TickMetrics(
+        kubernetes=getattr(args, "kubernetes", False),
+        owner_info=getattr(args, "owner_info", False),
+        hpc_jobs=HpcJobMapping(mapping_dir) if mapping_dir else None,
         sanitize=sanitize,
         sanitizer=seeded_sanitizer(feed, [tick.snapshot]) if sanitize else None,
         dcgm_labels=args.dcgm_labels,

@@ -41,6 +41,7 @@ from .dcgm_fields import (
     Field,
     mig_profile,
 )
+from .owners import OWNER_LABELS, HpcJobMapping, ShownOwners, holder
 
 PREFIX = "gputop_diag_"
 SLURM_JOB_ENV = "SLURM_JOB_ID"
@@ -112,11 +113,22 @@ class TickMetrics:
         source: str = "nvml",
         window: Callable[[], Sequence[Snapshot]] | None = None,
         sanitizer: Sanitizer | None = None,
+        kubernetes: bool = False,
+        owner_info: bool = False,
+        hpc_jobs: HpcJobMapping | None = None,
     ) -> None:
         self.sanitize = sanitize
+        # Whose GPU it is (`owners.py`): dcgm-exporter's labels on every per-GPU series
+        # (`kubernetes`), or one info series per GPU to join at query time (`owner_info`).
+        self.kubernetes = kubernetes
+        self.owner_info = owner_info
+        self.hpc_jobs = hpc_jobs
+        self.attribute = kubernetes or owner_info or hpc_jobs is not None
+        self._mapped: dict[str, tuple[str, ...]] = {}  # the HPC job mapping, read this tick
         # Under --sanitize: the one sanitizer, seeded with the machine's names
         # (`commands.common.seeded_sanitizer`), judges each thread and helper name.
         self.sanitizer = (sanitizer if sanitizer is not None else Sanitizer()) if sanitize else None
+        self._shown = ShownOwners(self.sanitizer)
         self._shown_names: dict[str, str] = {}
         self._learned_pids: frozenset[int] = frozenset()
         self.gpu_label_names = (
@@ -163,45 +175,49 @@ class TickMetrics:
             learn_snapshots(self.sanitizer, [snap])
             self._learned_pids = pids
             self._shown_names.clear()
+            self._shown.clear()
 
     def _keep(self, names: Sequence[str]) -> list[str]:
         if not self.sanitize:
             return list(names)
-        return [n for n in names if n not in IDENTIFYING_LABELS]
+        # Asked whose GPU it is, the job stays, as a pseudonym (`_job`).
+        kept = (JOB_LABEL,) if self.attribute else ()
+        return [n for n in names if n not in IDENTIFYING_LABELS or n in kept]
 
     def _build(self, tick: Tick) -> list[Metric]:
         snap = tick.snapshot
         host = snap.system.hostname
         job_of = self.jobs.by_gpu(snap) if self.jobs is not None else {}
         gpu_names = self._keep((*self.gpu_label_names, JOB_LABEL))
-        gpu_labels: dict[int, list[str]] = {}
-        for g in snap.gpus:
-            full = dict(zip(self.gpu_label_names, _gpu_label_values(g, host), strict=True))
-            for n in (MODEL_LABEL, MODEL_LABEL_LINT_CLEAN):  # NVML's words: sanitized too
-                if n in full:
-                    full[n] = self._text(full[n])
-            full[JOB_LABEL] = job_of.get(g.index, "")
-            gpu_labels[g.index] = [full[n] for n in gpu_names]
+        if self.kubernetes:
+            gpu_names += OWNER_LABELS
+        full_sets = self._gpu_label_sets(snap, host, job_of)
+        gpu_labels = {i: [[f[n] for n in gpu_names] for f in fs] for i, fs in full_sets.items()}
         out: list[Metric] = []
         live = [g for g in snap.gpus if not g.lost]
         for f in FIELDS:
             m = _family(f, gpu_names)
             for g in live:
                 v = f.get(g)
-                if v is not None:
-                    _add(m, gpu_labels[g.index], gpu_names, v)
-                mig = MIG_FIELDS.get(f.name)
-                if mig is not None and g.mig_instances:
-                    self._mig_samples(m, mig, g, gpu_names, gpu_labels[g.index])
+                for labels in gpu_labels[g.index]:
+                    if v is not None:
+                        _add(m, labels, gpu_names, v)
+                    mig = MIG_FIELDS.get(f.name)
+                    if mig is not None and g.mig_instances:
+                        self._mig_samples(m, mig, g, gpu_names, labels)
             if m.samples:
                 out.append(m)
         xid = GaugeMetricFamily(XID_FIELD.name, XID_FIELD.help, labels=gpu_names)
         for g in live:
-            xid.add_metric(gpu_labels[g.index], float(self._last_xid.get(g.index, 0)))
+            for labels in gpu_labels[g.index]:
+                xid.add_metric(labels, float(self._last_xid.get(g.index, 0)))
         out.append(xid)
         out += self._own_gpu(snap, gpu_names, gpu_labels)
+        if self.owner_info:
+            out.append(self._owner_info(snap, full_sets))
         node_names = self._keep(("Hostname", JOB_LABEL))
-        main_job = Counter(v for v in job_of.values() if v).most_common(1)
+        jobs = (f[JOB_LABEL] for fs in full_sets.values() for f in fs[:1])
+        main_job = Counter(j for j in jobs if j).most_common(1)
         node_full = {"Hostname": host, JOB_LABEL: main_job[0][0] if main_job else ""}
         node_labels = [node_full[n] for n in node_names]
         out += self._verdict(tick, node_names, node_labels)
@@ -209,11 +225,48 @@ class TickMetrics:
         out += self._processes(snap, node_names, node_labels, job_of)
         return out
 
+    def _gpu_label_sets(
+        self, snap: Snapshot, host: str, job_of: dict[int, str]
+    ) -> dict[int, list[dict[str, str]]]:
+        """Every label a GPU's series may carry, as shown (sanitized where asked): one set, or
+        one per job where the HPC job mapping names several (dcgm-exporter copies the series)."""
+        owners = holder(snap) if self.attribute else {}
+        self._mapped = self.hpc_jobs.read() if self.hpc_jobs is not None else {}
+        out: dict[int, list[dict[str, str]]] = {}
+        for g in snap.gpus:
+            full = dict(zip(self.gpu_label_names, _gpu_label_values(g, host), strict=True))
+            for n in (MODEL_LABEL, MODEL_LABEL_LINT_CLEAN):  # NVML's words: sanitized too
+                if n in full:
+                    full[n] = self._text(full[n])
+            o = owners.get(g.index)
+            full.update(self._shown.owner(o))
+            jobs = self._mapped.get(str(g.index))
+            if not jobs:
+                own = o.slurm_job if o is not None and o.kind == "slurm" else None
+                jobs = (own or job_of.get(g.index, ""),)
+            out[g.index] = [{**full, JOB_LABEL: self._shown.job(j)} for j in jobs]
+        return out
+
+    def _owner_info(self, snap: Snapshot, full_sets: dict[int, list[dict[str, str]]]) -> Metric:
+        names = [*self._keep(("gpu", "UUID")), *OWNER_LABELS, JOB_LABEL]
+        info = GaugeMetricFamily(
+            PREFIX + "gpu_owner_info",
+            "Whose GPU it is, 1 per GPU (and per job the HPC job mapping names on it): its pod, "
+            "namespace and container (dcgm-exporter's --kubernetes labels) and hpc_job; join it "
+            "with * on(gpu, UUID) group_left(pod, namespace, container).",
+            labels=names,
+        )
+        for g in snap.gpus:
+            for f in full_sets[g.index]:
+                info.add_metric([f[n] for n in names], 1.0)
+        return info
+
     def _mig_samples(
         self, m: Metric, get, g: GpuState, names: list[str], labels: list[str]
     ) -> None:
         """A MIG instance's sample: its parent GPU's labels plus GPU_I_PROFILE and GPU_I_ID,
-        as dcgm-exporter writes them."""
+        as dcgm-exporter writes them; its own job where the HPC job mapping has a file for
+        it (`GPU.INSTANCE`)."""
         base = dict(zip(names, labels, strict=True))
         for mi in g.mig_instances:
             v = get(mi)
@@ -224,9 +277,14 @@ class TickMetrics:
                 MIG_PROFILE_LABEL: self._text(mig_profile(mi)),
                 MIG_ID_LABEL: str(mi.gpu_instance_id),
             }
-            m.add_sample(m.name, lab, v)
+            jobs = self._mapped.get(f"{g.index}.{mi.gpu_instance_id}")
+            if jobs and JOB_LABEL in lab:
+                for job in jobs:
+                    m.add_sample(m.name, {**lab, JOB_LABEL: self._shown.job(job)}, v)
+            else:
+                m.add_sample(m.name, lab, v)
 
-    def _own_gpu(self, snap: Snapshot, names: list[str], labels: dict[int, list[str]]):
+    def _own_gpu(self, snap: Snapshot, names: list[str], labels: dict[int, list[list[str]]]):
         lost = GaugeMetricFamily(
             PREFIX + "gpu_lost",
             "1 when the GPU fell off the bus (NVML: GPU is lost); its other series stop.",
@@ -245,12 +303,13 @@ class TickMetrics:
             labels=[*names, "xid"],
         )
         for g in snap.gpus:
-            lost.add_metric(labels[g.index], float(g.lost))
-            if not g.lost and g.pcie_replay_count is not None:
-                replays.add_metric(labels[g.index], float(g.pcie_replay_count))
+            for lab in labels[g.index]:
+                lost.add_metric(lab, float(g.lost))
+                if not g.lost and g.pcie_replay_count is not None:
+                    replays.add_metric(lab, float(g.pcie_replay_count))
         for (gpu, code), n in sorted(self._xid_counts.items()):
-            if gpu in labels:
-                xids.add_metric([*labels[gpu], str(code)], float(n))
+            for lab in labels.get(gpu, ()):
+                xids.add_metric([*lab, str(code)], float(n))
         return [lost, replays, xids]
 
     def _verdict(self, tick: Tick, names: list[str], labels: list[str]) -> list[Metric]:
