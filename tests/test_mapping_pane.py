@@ -67,7 +67,8 @@ async def test_pane_at_120_columns_rows_do_not_look_alike():
         row = [str(c) for c in table.get_row("gpu1")]
         assert row[2] == str(g.minor) and row[3] == f"/dev/nvidia{g.minor}"
         assert row[4] == g.proc_bus_id[5:]
-        assert "2 jobs share GPU 0" in screen
+        assert "2 owners share GPU 0: Slurm job 424242" in screen
+        assert "owners: Slurm job 424242: GPU 0-7" in screen  # whose GPU is this
 
 
 async def test_pane_under_sanitize_hides_the_layout():

@@ -26,7 +26,8 @@ from ..mapping.checks import (
     visibility_findings,
 )
 from ..mapping.ordinals import BusId, Device, Visibility, devices_of, parse_bus_id, resolve
-from ..model import Snapshot
+from ..mapping.owners import Holder, OwnerUse, owner_of, owner_uses
+from ..model import Owner, Snapshot
 from ..sources import Sources
 
 SCONTROL_TIMEOUT_S = 5.0
@@ -85,6 +86,16 @@ class ProcessMapping:
     visibility: Visibility | None
     slurm: SlurmGpus | None
     cuda: tuple[tuple[int, str], ...]  # (CUDA ordinal, device key) as the process sees them
+    owner: Owner | None = None  # who it runs for, from its cgroup (`collect/owners.py`)
+    memory_bytes: int | None = None  # the GPU memory NVML says it holds, its GPUs together
+
+    @property
+    def slurm_job(self) -> str | None:
+        """Its Slurm job: the one its environment names, else its cgroup's."""
+        if self.slurm is not None and self.slurm.in_job:
+            return self.slurm.job_id
+        o = self.owner
+        return o.slurm_job if o is not None and o.kind == "slurm" else None
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,7 @@ class DeviceMapping:
     conclusions: tuple[str, ...]
     errors: tuple[str, ...] = field(default_factory=tuple)
     shell_known: bool = True  # False for a recording: no shell environment was recorded
+    owners: tuple[OwnerUse, ...] = ()  # who holds the GPUs (`mapping/owners.py`)
 
     def row(self, key: str) -> DeviceRow | None:
         return next((r for r in self.rows if r.key == key), None)
@@ -205,7 +217,7 @@ def collect_mapping(
         [d.key for d in devices],
     )
     procs = _processes(snap, sources, devices)
-    job_ids = [j for j in [shell_slurm.job_id, *(p.slurm.job_id for p in procs if p.slurm)] if j]
+    job_ids = [j for j in [shell_slurm.job_id, *(p.slurm_job for p in procs)] if j]
     jobs, errors = _ask_scontrol(sources, list(dict.fromkeys(job_ids))[:MAX_JOBS_ASKED])
     host = snap.system.hostname
     findings = list(minor_findings([(r.nvml_index, r.minor) for r in rows if r.mig_index is None]))
@@ -216,6 +228,7 @@ def collect_mapping(
             findings += visibility_findings(f"pid {p.pid}", p.visibility, (p.pid,))
         views.append(_proc_view(p, snap, devices, jobs, host))
     findings += process_findings(views, _job_of)
+    holders = _holders(procs, snap, devices)
     mapping = DeviceMapping(
         snap.timestamp,
         host,
@@ -227,6 +240,7 @@ def collect_mapping(
         tuple(findings),
         (),
         tuple(errors),
+        owners=owner_uses(holders),
     )
     if sources is None and environ is None:
         mapping = replace(mapping, shell_known=False)
@@ -235,8 +249,11 @@ def collect_mapping(
 
 def _processes(snap: Snapshot, sources: Sources | None, devices: Sequence[Device]):
     gpus_of: dict[int, list[int]] = {}
+    memory: dict[int, list[int]] = {}
     for gp in snap.gpu_processes:
         gpus_of.setdefault(gp.pid, []).append(gp.gpu_index)
+        if gp.used_memory_bytes is not None:
+            memory.setdefault(gp.pid, []).append(gp.used_memory_bytes)
     out = []
     for pid in sorted(gpus_of):
         info = snap.process(pid)
@@ -271,6 +288,8 @@ def _processes(snap: Snapshot, sources: Sources | None, devices: Sequence[Device
                 vis,
                 slurm,
                 cuda,
+                info.owner if info else None,
+                sum(memory[pid]) if pid in memory else None,
             )
         )
     return out
@@ -295,22 +314,34 @@ def _ask_scontrol(sources: Sources | None, job_ids: list[str]) -> tuple[list[Job
     return jobs, errors
 
 
-def _allowed(p: ProcessMapping, devices: Sequence[Device], jobs, host: str) -> tuple | None:
-    """The NVML indices a process was given: its Slurm job's (global ids, else what scontrol
-    says for this node), else what its CUDA_VISIBLE_DEVICES names."""
-    if p.slurm is not None and p.slurm.in_job:
-        ids = p.slurm.global_ids
-        if ids is None:
-            job = next((j for j in jobs if j.job_id == p.slurm.job_id), None)
-            ids = job.gpus_on(host) if job is not None else None
+def _allowed(
+    p: ProcessMapping, devices: Sequence[Device], jobs, host: str
+) -> tuple[tuple[int, ...], str] | None:
+    """The NVML indices a process was given, and where that was read: its Slurm job's (the GPUs
+    its CUDA_VISIBLE_DEVICES names by UUID, else the global ids of its environment, else what
+    `scontrol show job -d` says for this node of the job its environment or cgroup names), else
+    what its CUDA_VISIBLE_DEVICES names."""
+    keys = {d.key: d for d in devices}
+    job_id = p.slurm_job
+    if job_id is not None:
+        s = p.slurm
+        if s is not None and s.in_job and s.uuid_entries and p.visibility is not None:
+            # UUIDs name the same GPU inside and outside the job's device cgroup
+            named = {keys[k].nvml_index for k in p.visibility.visible if k in keys}
+            return tuple(sorted(named)), "named by UUID in the CUDA_VISIBLE_DEVICES Slurm set"
+        if s is not None and s.in_job and s.global_ids is not None:
+            return tuple(s.global_ids), "Slurm's global ids, from its environment"
+        job = next((j for j in jobs if j.job_id == job_id), None)
+        ids = job.gpus_on(host) if job is not None else None
         if ids is not None:
-            return tuple(ids)
+            return tuple(ids), "its Slurm job's GRES IDX, from scontrol show job -d"
     if p.visibility is not None and p.cvd is not None:
         v = p.visibility
         if not v.order_known:
             return None
-        keys = {d.key: d for d in devices}
-        return tuple(sorted({keys[k].nvml_index for k in v.visible}))
+        return tuple(sorted({keys[k].nvml_index for k in v.visible})), (
+            "NVML index, from its environment"
+        )
     return None
 
 
@@ -325,6 +356,8 @@ def _proc_view(p: ProcessMapping, snap: Snapshot, devices, jobs, host) -> ProcVi
             key=str,
         )
     )
+    allowed = _allowed(p, devices, jobs, host)
+    kind, _, name = owner_of(_holder(p, ()))
     return ProcView(
         p.pid,
         p.user,
@@ -332,12 +365,40 @@ def _proc_view(p: ProcessMapping, snap: Snapshot, devices, jobs, host) -> ProcVi
         tuple((g, gi, None) for g, gi, _ in where),
         None,
         p.visibility,
-        _allowed(p, devices, jobs, host),
+        allowed[0] if allowed else None,
+        allowed[1] if allowed else "",
+        kind,
+        name,
     )
 
 
 def _job_of(v: ProcView) -> str:
-    return f"{v.user}'s processes" if v.user else f"pid {v.pid}"
+    """The owner a process runs for, as the findings name it (`mapping/owners.py`)."""
+    return v.owner_name or (f"user {v.user}" if v.user else f"pid {v.pid}")
+
+
+def _holder(p: ProcessMapping, devices: tuple) -> Holder:
+    env_job = p.slurm.job_id if p.slurm is not None and p.slurm.in_job else None
+    cuda = {key: k for k, key in p.cuda}
+    return Holder(p.pid, p.user, p.owner, env_job, devices, p.memory_bytes, cuda)
+
+
+def _holders(procs: Sequence[ProcessMapping], snap: Snapshot, devices) -> list[Holder]:
+    """Each process with the devices NVML lists it on (a MIG instance by its GPU instance)."""
+    keys = {(d.nvml_index, d.gpu_instance_id): d for d in devices if d.is_mig}
+    out = []
+    for p in procs:
+        held = {}
+        for gp in snap.gpu_processes:
+            if gp.pid != p.pid:
+                continue
+            d = keys.get((gp.gpu_index, gp.gpu_instance_id))
+            if gp.gpu_instance_id is not None and d is not None:
+                held[d.key] = (d.key, gp.gpu_index, d.mig_index)
+            else:
+                held[f"gpu{gp.gpu_index}"] = (f"gpu{gp.gpu_index}", gp.gpu_index, None)
+        out.append(_holder(p, tuple(held.values())))
+    return out
 
 
 def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapping:
@@ -346,10 +407,11 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
     grouped: dict[tuple, list[ProcessMapping]] = {}
     s = m.shell_slurm
     if s.in_job:
-        out.append(_slurm_conclusion("this shell's job", s, None))
+        out.append(_slurm_conclusion("this shell's job", s, None, _named(m.shell, keys)))
     for p in m.processes:
         if p.slurm is not None and p.slurm.in_job:
-            out.append(_slurm_conclusion(f"pid {p.pid}", p.slurm, p.gpus))
+            named = _named(p.visibility, keys)
+            out.append(_slurm_conclusion(f"pid {p.pid}", p.slurm, p.gpus, named))
         elif p.visibility is not None and p.cvd is not None and p.visibility.order_known:
             visible = [keys[k] for k in p.visibility.visible if k in keys]
             seen = tuple(dict.fromkeys(_label(d) for d in visible))
@@ -397,10 +459,27 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
     return replace(m, conclusions=tuple(out))
 
 
-def _slurm_conclusion(who: str, s: SlurmGpus, on: Sequence[int] | None) -> str:
+def _named(v: Visibility | None, keys: dict[str, Device]) -> tuple[int, ...] | None:
+    """The NVML indices of the GPUs a CUDA_VISIBLE_DEVICES of UUIDs names, in its order."""
+    if (
+        v is None
+        or not v.cvd
+        or not all(e.text.upper().startswith(("GPU-", "MIG-")) for e in v.entries)
+    ):
+        return None
+    return tuple(keys[k].nvml_index for k in v.visible if k in keys)
+
+
+def _slurm_conclusion(
+    who: str, s: SlurmGpus, on: Sequence[int] | None, named: Sequence[int] | None = None
+) -> str:
     """cuda:k -> step-local CUDA_VISIBLE_DEVICES entry k -> Slurm's global id -> the NVML GPU of
-    that index (Slurm numbers in PCI order) -> its UUID, against where NVML sees the process."""
+    that index (Slurm numbers in PCI order) -> its UUID, against where NVML sees the process.
+    `named`: the NVML indices of the GPUs CUDA_VISIBLE_DEVICES names by UUID (gres.conf
+    `Flags=env_uuid`), where it does."""
     glob = s.global_ids
+    if glob is not None and s.uuid_entries is not None:
+        return _slurm_uuid_conclusion(who, s, glob, on, named or ())
     if glob is None:
         return (
             f"{who}: Slurm job {s.job_id} without SLURM_JOB_GPUS/SLURM_STEP_GPUS: its GPUs "
@@ -432,6 +511,37 @@ def _slurm_conclusion(who: str, s: SlurmGpus, on: Sequence[int] | None) -> str:
     if on is None:
         return head
     if set(on) <= set(glob):
+        n = "cuda:0 of the job is" if len(set(on)) == 1 else "the job's devices are"
+        return f"{head}: {n} the GPU(s) Slurm assigned: checked by UUID"
+    return f"{head}: NVML sees it on GPU(s) {_ids(on)}, NOT only the GPU(s) Slurm assigned"
+
+
+def _slurm_uuid_conclusion(
+    who: str, s: SlurmGpus, glob: Sequence[int], on: Sequence[int] | None, named: Sequence[int]
+) -> str:
+    """A job whose CUDA_VISIBLE_DEVICES Slurm wrote as UUIDs: entry k is the k-th global id
+    (Slurm writes both lists in one pass over the job's GPUs), and the UUID names the NVML
+    device whatever NVML's index for it here."""
+    uuids = s.uuid_entries or ()
+    var = "SLURM_STEP_GPUS" if s.step_gpus is not None else "SLURM_JOB_GPUS"
+    head = (
+        f"{who}: Slurm job {s.job_id} was given GPU(s) {_ids(glob)} (global ids, {var}); "
+        f"CUDA_VISIBLE_DEVICES names {len(uuids)} GPU(s) by UUID (gres.conf Flags=env_uuid)"
+    )
+    if len(uuids) != len(glob):
+        return (
+            f"{head}, but {var} lists {len(glob)}: the entries cannot be paired with Slurm's "
+            "ids; each UUID still names its GPU"
+        )
+    head += "; " + ", ".join(f"cuda:{k}=GPU {g}" for k, g in enumerate(glob))
+    if len(named) == len(glob) and list(named) != list(glob):
+        head += (
+            f"; NVML numbers them {_ids(named)} here (it sees only the job's GPUs, or gres.conf "
+            "is not in PCI order): compared by UUID"
+        )
+    if on is None:
+        return head
+    if named and set(on) <= set(named):
         n = "cuda:0 of the job is" if len(set(on)) == 1 else "the job's devices are"
         return f"{head}: {n} the GPU(s) Slurm assigned: checked by UUID"
     return f"{head}: NVML sees it on GPU(s) {_ids(on)}, NOT only the GPU(s) Slurm assigned"

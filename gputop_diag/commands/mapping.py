@@ -78,6 +78,7 @@ def _seed(sanitizer, m: DeviceMapping, snap) -> None:
         sanitizer.seed_user(p.user)
         if p.slurm is not None:
             sanitizer.seed_job(p.slurm.job_id)
+        sanitizer.seed_job(p.slurm_job)  # its cgroup's job, where its environment names none
     sanitizer.seed_job(m.shell_slurm.job_id)
     for r in m.rows:
         if r.uuid:

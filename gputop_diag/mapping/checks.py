@@ -17,10 +17,12 @@ a job whose environment we cannot read. Pure functions: the collector passes the
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .ordinals import Entry, Visibility, row_key
+from .owners import CHECK_BY_KIND, COMPUTE_MODE_CHECK, EXCLUSIVE_KINDS
 
 SLURM_VARS = (
     "SLURM_JOB_ID",
@@ -78,6 +80,16 @@ class SlurmGpus:
         return self.step_gpus if self.step_gpus is not None else self.job_gpus
 
     @property
+    def uuid_entries(self) -> tuple[str, ...] | None:
+        """CUDA_VISIBLE_DEVICES's entries where Slurm wrote GPU UUIDs (gres.conf
+        `Flags=env_uuid`, Slurm 26.05; MIG instances always), in the order of the global ids:
+        Slurm writes entry k with the k-th id of SLURM_JOB_GPUS/SLURM_STEP_GPUS."""
+        entries = tuple(x.strip() for x in (self.cvd or "").split(","))
+        if not self.cvd or not all(x.upper().startswith(("GPU-", "MIG-")) for x in entries):
+            return None
+        return entries
+
+    @property
     def constrained(self) -> bool | None:
         """True when CUDA_VISIBLE_DEVICES was renumbered (ConstrainDevices=yes), False when it
         holds the global ids, None when the variables cannot tell."""
@@ -96,6 +108,9 @@ class SlurmGpus:
         """The global id of step-local index `local` (CUDA_VISIBLE_DEVICES's entry `local`)."""
         glob = self.global_ids
         ids = parse_id_list(self.cvd)
+        uuids = self.uuid_entries
+        if glob is not None and uuids is not None and len(uuids) == len(glob):
+            return glob[local] if local < len(glob) else None  # UUIDs name GPUs everywhere
         if glob is None or ids is None or local >= len(ids):
             return None
         if self.constrained:
@@ -273,6 +288,9 @@ class ProcView:
     env: Mapping[str, str] | None = None  # None: not readable
     visibility: Visibility | None = None  # from its environment, when readable
     allowed: tuple[int, ...] | None = None  # the NVML indices its job or CVD names
+    allowed_from: str = "NVML index, from its environment"  # where `allowed` was read
+    owner_kind: str | None = None  # its owner's kind (`owners.owner_of`): slurm, pod, ...
+    owner_name: str | None = None  # its owner as the findings name it ("Slurm job 424242")
 
 
 def minor_findings(rows: Sequence[tuple[int, int | None]]) -> list[Finding]:
@@ -366,7 +384,7 @@ def process_findings(procs: Sequence[ProcView], job_of) -> list[Finding]:
                     "outside_allocation",
                     "critical",
                     f"pid {p.pid} runs on GPU {', '.join(map(str, outside))} but was given GPU(s) "
-                    f"{given} (NVML index, from its environment)",
+                    f"{given} ({p.allowed_from})",
                     "check the job's CUDA_VISIBLE_DEVICES and the code's device selection "
                     "(torch.cuda.set_device, --gpu flags); with Slurm, ConstrainDevices=yes in "
                     "cgroup.conf enforces the allocation",
@@ -374,28 +392,64 @@ def process_findings(procs: Sequence[ProcView], job_of) -> list[Finding]:
                     pids=(p.pid,),
                 )
             )
-    holders: dict[tuple, dict[str, list[int]]] = {}
+    holders: dict[tuple, dict[str, list[ProcView]]] = {}
     for p in procs:
         for where in p.where or tuple((g, None, None) for g in p.gpus):
-            holders.setdefault(where, {}).setdefault(job_of(p), []).append(p.pid)
+            holders.setdefault(where, {}).setdefault(job_of(p), []).append(p)
     for (gpu, gi, _ci), jobs in sorted(holders.items(), key=lambda kv: str(kv[0])):
-        if len(jobs) < 2:
-            continue
-        place = f"GPU {gpu}" if gi is None else f"GPU {gpu} MIG instance GI {gi}"
-        names = "; ".join(
-            f"{job} (pid {', '.join(map(str, sorted(ps)))})" for job, ps in jobs.items()
-        )
-        pids = tuple(sorted(pid for ps in jobs.values() for pid in ps))
-        out.append(
-            Finding(
-                "shared_gpu",
-                "warning",
-                f"{len(jobs)} jobs share {place}: {names}",
-                "they compete for memory and SM time: check the scheduler's allocation "
-                "(exclusive GPUs, ConstrainDevices) or move one job",
-                gpus=(gpu,),
-                pids=pids,
-                public_text=f"{len(jobs)} jobs share {place} (pid {', '.join(map(str, pids))})",
-            )
-        )
+        if len(jobs) >= 2:
+            out.append(_shared(gpu, gi, jobs))
     return out
+
+
+def _shared(gpu: int, gi: int | None, jobs: Mapping[str, Sequence[ProcView]]) -> Finding:
+    """Two owners on one GPU (or MIG instance): a warning where a scheduler gave one of them
+    the GPU whole (a Slurm job, a pod) or where they are different users' (they compete for
+    memory and SM time); information where one user's own sessions or containers share it."""
+    place = f"GPU {gpu}" if gi is None else f"GPU {gpu} MIG instance GI {gi}"
+    names = "; ".join(
+        f"{job} (pid {', '.join(str(p.pid) for p in sorted(ps, key=lambda p: p.pid))})"
+        for job, ps in jobs.items()
+    )
+    pids = tuple(sorted(p.pid for ps in jobs.values() for p in ps))
+    every = [p for ps in jobs.values() for p in ps]
+    kinds = list(dict.fromkeys(ps[0].owner_kind for ps in jobs.values() if ps[0].owner_kind))
+    scheduled = [k for k in kinds if k in EXCLUSIVE_KINDS]
+    users = {p.user for p in every}
+    severity = "warning" if scheduled or len(users) > 1 or None in users else "info"
+    why = ""
+    if scheduled:
+        who = " and ".join(dict.fromkeys(SCHEDULER_WORDS[k] for k in scheduled))
+        why = (
+            f"; {who} hands out GPUs whole unless the node is set up to share them, so one of "
+            "these was not given this GPU"
+        )
+    check = "; ".join(CHECK_BY_KIND[k] for k in kinds if k in CHECK_BY_KIND)
+    counts = Counter(ps[0].owner_kind for ps in jobs.values() if ps[0].owner_kind)
+    what = " and ".join(
+        OWNER_WORDS[k][0] if n == 1 else f"{n} {OWNER_WORDS[k][1]}"
+        for k, n in counts.items()
+        if k in OWNER_WORDS
+    )
+    return Finding(
+        "shared_gpu",
+        severity,
+        f"{len(jobs)} owners share {place}: {names}{why}",
+        "they compete for memory and SM time: check who was given the GPU"
+        + (f" ({check})" if check else "")
+        + f"; {COMPUTE_MODE_CHECK}; then move one or make the GPUs exclusive (ConstrainDevices "
+        "in Slurm's cgroup.conf, whole-GPU requests in Kubernetes)",
+        gpus=(gpu,),
+        pids=pids,
+        public_text=f"{len(jobs)} owners{f' ({what})' if what else ''} share {place} "
+        f"(pid {', '.join(map(str, pids))})",
+    )
+
+
+SCHEDULER_WORDS = {"slurm": "Slurm", "pod": "Kubernetes' device plugin"}
+OWNER_WORDS = {
+    "slurm": ("a Slurm job", "Slurm jobs"),
+    "pod": ("a pod", "pods"),
+    "container": ("a container", "containers"),
+    "user": ("a user's session", "users' sessions"),
+}

@@ -7,12 +7,14 @@ jobs, the findings, the conclusions); the command hands in the commands that con
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model.codec import iso_time
+from ..model.formats import size
 from .checks import GLOBAL_CAVEAT, SlurmGpus
 from .ordinals import Visibility
+from .owners import OwnerUse
 
 TIE_NOTE = (
     "FASTEST_FIRST on one GPU model: CUDA's order usually follows the PCI bus id, as shown "
@@ -58,11 +60,71 @@ def mapping_document(
             }
             for j in m.jobs
         ],
+        "owners": [owner_doc(u) for u in m.owners],
         "findings": findings,
         "conclusions": list(m.conclusions),
         "confirm": dict(confirm),
         "errors": list(m.errors),
     }
+
+
+OWNER_FIELDS = (
+    "pod_uid",
+    "pod_namespace",
+    "pod_name",
+    "qos",
+    "container_id",
+    "container_runtime",
+    "container_name",
+    "slurm_job",
+    "slurm_step",
+    "unit",
+)
+
+
+def owner_doc(u: OwnerUse, name: str | None = None, public: bool = False) -> dict[str, Any]:
+    """One owner: `kind`, `name` (as shown), the GPUs (`nvml_index`, `mig_index`,
+    `cuda_ordinals` its processes see the GPU as), `memory_bytes`; and where not `public`,
+    `users`, `pids` and the cgroup's fields (`owner`). `name`: the name to show instead (a
+    pseudonym)."""
+    doc: dict[str, Any] = {
+        "kind": u.kind,
+        "name": u.name if name is None else name,
+        "gpus": [
+            {
+                "device": g.key,
+                "nvml_index": g.nvml_index,
+                "mig_index": g.mig_index,
+                "cuda_ordinals": list(g.cuda),
+            }
+            for g in u.gpus
+        ],
+        "memory_bytes": u.memory_bytes,
+        "processes": len(u.pids),
+    }
+    if not public:
+        o = u.owner
+        doc["users"] = list(u.users)
+        doc["pids"] = list(u.pids)
+        doc["owner"] = (
+            None if o is None else {"kind": o.kind, **{k: getattr(o, k) for k in OWNER_FIELDS}}
+        )
+    return doc
+
+
+def owner_lines(rows: Sequence[tuple[str, str, str, int]]) -> list[str]:
+    """(name, GPUs, memory, processes) per owner, as the text and the public text print them."""
+    if not rows:
+        return []
+    width = min(40, max(len(r[0]) for r in rows) + 2)
+    lines = ["", "Owners (who holds each GPU; GPU memory their processes hold):"]
+    for name, gpus, memory, n in rows:
+        lines.append(f"  {name:<{width}}{gpus}  {memory}  {n} process{'es' * (n != 1)}")
+    return lines
+
+
+def owner_row(u: OwnerUse, name: str | None = None) -> tuple[str, str, str, int]:
+    return (u.name if name is None else name, u.gpus_text(), size(u.memory_bytes), len(u.pids))
 
 
 def _device_doc(m, r) -> dict[str, Any]:
@@ -155,6 +217,7 @@ def render_text(m, confirm: Mapping[str, str], no_gpu_why: str | None = None) ->
             f"no GPU to map: {no_gpu_why}" if no_gpu_why else "no GPU to map (NVML lists none)"
         )
     lines += _process_lines(m)
+    lines += owner_lines([owner_row(u) for u in m.owners])
     lines += _slurm_lines(m)
     if m.conclusions:
         lines += ["", "Conclusions:", *(f"  - {c}" for c in m.conclusions)]

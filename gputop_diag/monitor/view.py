@@ -35,7 +35,9 @@ from ..collect.mapping import DeviceMapping, DeviceRow, collect_mapping
 from ..collect.model_config import ConfigFinder, ModelConfig, ModelConfigError, read_config_file
 from ..collect.procs import process_cwd
 from ..diagnose.types import Diagnosis
+from ..mapping.owners import shown_name
 from ..model import Snapshot, XidEvent
+from ..model.formats import size
 from ..planner.live import job_process
 from ..sanitize.sanitizer import Sanitizer
 from ..sources import Sources
@@ -73,6 +75,8 @@ class MappingView:
     conclusions: tuple[str, ...]  # as shown (the pane shows them under --sanitize)
     sanitized: bool = False
     failure: str | None = None  # why the mapping could not be worked out (nothing else is set)
+    # who holds the GPUs: (owner as shown, its GPUs, the GPU memory its processes hold)
+    owners: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,7 +221,8 @@ def mapping_view(m: DeviceMapping, sanitizer: Sanitizer | None = None) -> Mappin
     cvd = "(unset: all)" if shell.cvd is None else shell.cvd or "(empty: none)"
     if sanitizer is None:
         findings = tuple((f.severity, f.text) for f in m.findings)
-        return MappingView(m.rows, cuda, cvd, shell.order, findings, m.conclusions)
+        owners = tuple((u.name, u.gpus_text(), size(u.memory_bytes)) for u in m.owners)
+        return MappingView(m.rows, cuda, cvd, shell.order, findings, m.conclusions, owners=owners)
     s = sanitizer
     if shell.cvd:
         cvd = s.cuda_visible_devices(shell.cvd) or f"({len(shell.entries)} entries)"
@@ -227,7 +232,10 @@ def mapping_view(m: DeviceMapping, sanitizer: Sanitizer | None = None) -> Mappin
         replace(r, uuid=None, bus=None, minor=None, info={}, numa_node=None, cpu_affinity=None)
         for r in m.rows
     )
-    return MappingView(rows, cuda, cvd, shell.order, findings, conclusions, sanitized=True)
+    owners = tuple((shown_name(u, s.text), u.gpus_text(), size(u.memory_bytes)) for u in m.owners)
+    return MappingView(
+        rows, cuda, cvd, shell.order, findings, conclusions, sanitized=True, owners=owners
+    )
 
 
 def _maps_unreadable_why(snap: Snapshot, sources: Sources | None) -> str:

@@ -7,6 +7,8 @@ from typing import Any
 
 from ..collect.mapping import PUBLIC_PATTERN, QUERY_COMMAND, DeviceMapping
 from ..mapping.checks import GLOBAL_CAVEAT, Finding
+from ..mapping.owners import OwnerUse, shown_name
+from ..mapping.render import owner_doc, owner_lines
 
 SCHEMA = "gputop-diag.mapping/1"
 
@@ -47,12 +49,21 @@ def public_doc(m: DeviceMapping, sanitizer) -> dict[str, Any]:
         "cuda_device_order": m.shell.order,
         "logic": logic,
         "conclusions": [clean(c) for c in m.conclusions],
+        "owners": [owner_doc(u, shown_owner(u, sanitizer), public=True) for u in m.owners],
         "findings": [
             {**finding_doc(f, public=True), "text": clean(f.public_text or f.text)}
             for f in m.findings
         ],
         "confirm": {"query": QUERY_COMMAND, "publish": PUBLIC_PATTERN},
     }
+
+
+def shown_owner(u: OwnerUse, sanitizer) -> str:
+    """An owner's name on a sanitized surface: through the sanitizer's free-text rules, as the
+    conclusions and findings that name it (job ids, users, container ids, pod names: the
+    sanitizer is seeded with them from the snapshot's processes); withheld where an
+    identifier is left (`mapping.owners.shown_name`)."""
+    return shown_name(u, sanitizer.text)
 
 
 def render_public(doc: dict[str, Any]) -> str:
@@ -66,6 +77,7 @@ def render_public(doc: dict[str, Any]) -> str:
         "Conclusions:",
         *(f"  - {c}" for c in doc["conclusions"] or ["nothing runs on a GPU"]),
     ]
+    lines += owner_lines([_public_owner_row(o) for o in doc.get("owners", ())])
     if doc["findings"]:
         lines += ["", "Findings:"]
         for f in doc["findings"]:
@@ -76,3 +88,15 @@ def render_public(doc: dict[str, Any]) -> str:
         f"Publish: {doc['confirm']['publish']}",
     ]
     return "\n".join(lines)
+
+
+def _public_owner_row(o: dict[str, Any]) -> tuple[str, str, str, int]:
+    from ..mapping.owners import HeldGpu, gpus_text
+    from ..model.formats import size
+
+    gpus = [
+        HeldGpu(g["device"], g["nvml_index"], g["mig_index"], tuple(g["cuda_ordinals"]))
+        for g in o["gpus"]
+    ]
+    differs = any(g.cuda and (g.mig_index is not None or g.cuda != (g.nvml_index,)) for g in gpus)
+    return (o["name"], gpus_text(gpus, differs), size(o["memory_bytes"]), o["processes"])

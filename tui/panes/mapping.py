@@ -4,9 +4,10 @@ NVML numbers GPUs by PCI bus id; CUDA numbers the devices CUDA_VISIBLE_DEVICES l
 in CUDA_DEVICE_ORDER; /dev/nvidiaN carries the minor number. The three need not agree. The
 computation is the core's (`mapping.ordinals`, `collect.mapping`), the same `gputop-diag
 mapping` prints; it arrives worked out in the tick's view model (`Update.mapping`,
-`monitor/view.py`). Under --sanitize the pane shows the mapping logic and the conclusions only:
-no minor numbers, device nodes, bus ids or UUIDs (the view model carries none), its text
-already the session's pseudonyms.
+`monitor/view.py`). Above the table, whose GPU is this: each owner (Slurm job, pod, container;
+else user) with its GPUs and the GPU memory its processes hold. Under --sanitize the pane shows
+the mapping logic and the conclusions only: no minor numbers, device nodes, bus ids or UUIDs
+(the view model carries none), its text (owners included) already the session's pseudonyms.
 """
 
 from __future__ import annotations
@@ -136,6 +137,17 @@ class MappingPane(Pane):
                 )
         sync_rows(table, rows, COLUMNS)
 
+    @staticmethod
+    def _owners(t: Text, m: MappingView, view: View) -> None:
+        """Whose GPU is this: one line, each owner with its GPUs and the memory it holds."""
+        if not m.owners:
+            return
+        shown = 2 if view.short else 4
+        parts = [f"{name}: {gpus}, {memory}" for name, gpus, memory in m.owners[:shown]]
+        more = f"; +{len(m.owners) - shown} more" if len(m.owners) > shown else ""
+        t.append("owners: ", style="bold")
+        t.append("; ".join(parts) + more + "\n")
+
     def _note(self, m: MappingView, view: View) -> Text:
         t = Text()
         if m.failure is not None:
@@ -151,6 +163,7 @@ class MappingPane(Pane):
         if view.sanitize:
             for c in m.conclusions[: 1 if view.short else 3]:
                 t.append(f"- {c}\n")
+        self._owners(t, m, view)
         if not view.short:
             t.append(
                 "NVML and nvidia-smi number GPUs by PCI bus id; CUDA numbers only the visible "
