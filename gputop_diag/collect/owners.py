@@ -9,6 +9,10 @@ already known. What the cgroup names by id is named from what the node keeps:
 - a Docker container's name from its `config.v2.json`, read once per container (root only on
   a default install: the directory is 0700; Docker's default data root, `/var/lib/docker`).
 
+Whether this /proc is the host's, where NVML's pids are (`proc_is_the_hosts`), is read once by
+each collector that needs it (`procs.py`, which then reads nothing for NVML's pids, and the NVML
+collector, which then says so once a tick with `foreign_pids_notice`).
+
 Nothing here raises for a process that ended, a file another user may not read or one of a
 shape we do not know: the owner is then None or holds what could be read.
 """
@@ -19,7 +23,7 @@ import dataclasses
 from collections.abc import Collection
 from typing import Any
 
-from ..model import Owner
+from ..model import CollectorError, Owner
 from ..owner import (
     docker_container_name,
     judge_host_pid_namespace,
@@ -28,6 +32,7 @@ from ..owner import (
     pod_names,
     with_ns_pid,
 )
+from ..owner.namespace import judge_host_proc
 
 POD_LOG_DIR = "/var/log/pods"
 POD_LIST_EVERY_S = 60.0  # the kubelet's log directories, listed at most this often
@@ -111,11 +116,38 @@ class OwnerCollector:
 
 def runs_in_host_pid_namespace(procfs: Any) -> bool | None:
     """Whether this program runs in the host's PID namespace; None when /proc does not say
-    (`owner.judge_host_pid_namespace` gives the reasons). False matters: the driver knows no
-    PID namespace, so NVML lists the host's pids, which this /proc does not show
-    (https://github.com/NVIDIA/nvidia-docker/issues/1483)."""
+    (`owner.judge_host_pid_namespace` gives the reasons). Whether NVML's pids name this
+    /proc's processes is `proc_is_the_hosts`."""
     return judge_host_pid_namespace(
         _read(procfs, "/proc/self/status"),
         _read(procfs, "/proc/2/status"),
         _read(procfs, "/proc/1/stat") is not None,
+    )
+
+
+def proc_is_the_hosts(procfs: Any) -> bool | None:
+    """Whether this /proc is the host's (the initial PID namespace's), where the pids NVML
+    gives are; None when it does not say (mounted with `hidepid=`: `owner.judge_host_proc`).
+    False matters: the driver knows no PID namespace, so NVML lists the host's pids, which a
+    container's /proc does not show, or shows as other processes that have the same numbers
+    (https://github.com/NVIDIA/nvidia-docker/issues/1483)."""
+    pid2 = _read(procfs, "/proc/2/status")
+    if judge_host_proc(pid2, pid1_readable=False):  # the host's: PID 1 need not be read
+        return True
+    return judge_host_proc(pid2, _read(procfs, "/proc/1/stat") is not None)
+
+
+PID_NAMESPACE_SOURCE = "pid-namespace"
+
+
+def foreign_pids_notice() -> CollectorError:
+    """What a surface says, once, while NVML lists GPU processes this /proc cannot name."""
+    return CollectorError(
+        source=PID_NAMESPACE_SOURCE,
+        message="gputop-diag runs in a container without the host's PID namespace: NVML "
+        "gives the host's pids, which name no process here, so GPU processes show NVML's "
+        "figures only (no name, user or owner)",
+        next_step="run it in the host's PID namespace: `docker run --pid=host`, or "
+        "`hostPID: true` in a Kubernetes pod's spec",
+        code="ForeignPidNamespace",
     )

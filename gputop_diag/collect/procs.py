@@ -13,6 +13,10 @@ read once (CUDA_VISIBLE_DEVICES is the one it started with), and so is its owner
 container or Slurm job: `owners.py`, from its cgroup and PID namespace). Where the kernel lacks
 the `children` files, a parent map of every process stands in, rebuilt at most every
 `proctree.RESCAN_S` and at once for a new GPU process.
+
+Where this program runs in a container of its own PID namespace, NVML's pids are the host's (the
+driver knows no PID namespace: https://github.com/NVIDIA/nvidia-docker/issues/1483): nothing is
+read for them, and a process of this /proc that has the same number is never taken for one.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from ..model import ChildInfo, ProcessInfo, ThreadInfo
 from ..sources import CLOCK_TICKS
-from .owners import OwnerCollector
+from .owners import OwnerCollector, proc_is_the_hosts
 from .proctree import Member, ProcStat, ProcTree
 
 BUSIEST_THREADS = 5
@@ -55,6 +59,10 @@ class ProcessCollector:
         self._tracked: dict[int, _Tracked] = {}
         self.tree = ProcTree(procfs)
         self.owners = OwnerCollector(procfs, clock)  # each process's, read when first seen
+        # Whether this /proc is the host's, where NVML's pids are: read once, when NVML first
+        # lists a process (a program's PID namespace and its /proc do not change while it runs)
+        self.host_proc: bool | None = None
+        self._host_proc_read = False
 
     def collect(self, pids: Iterable[int]) -> tuple[ProcessInfo, ...]:
         wanted = sorted(set(pids))
@@ -62,7 +70,7 @@ class ProcessCollector:
             if pid not in wanted:
                 del self._tracked[pid]
         self.owners.retain(set(wanted))
-        if not wanted:
+        if not wanted or not self._nvml_pids_are_ours():
             return ()
         now = self.clock.now()
         self.tree.refresh(wanted, now)
@@ -72,6 +80,14 @@ class ProcessCollector:
             if info is not None:
                 out.append(info)
         return tuple(out)
+
+    def _nvml_pids_are_ours(self) -> bool:
+        """False in a container's PID namespace: NVML's pids are the host's, and a process of
+        this /proc with the same number is another process, never to be taken for it (the
+        snapshot then carries NVML's figures of it only; `owners.foreign_pids_notice`)."""
+        if not self._host_proc_read:
+            self.host_proc, self._host_proc_read = proc_is_the_hosts(self.procfs), True
+        return self.host_proc is not False
 
     def _read(self, pid: int, now: float) -> ProcessInfo | None:
         t = self._tracked.get(pid)

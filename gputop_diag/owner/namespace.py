@@ -54,15 +54,28 @@ def judge_host_pid_namespace(
 ) -> bool | None:
     """Whether a program whose /proc/self/status is `own_status` runs in the host's (the
     initial) PID namespace: False when its own `NSpid:` has more than one pid (this /proc was
-    mounted outside its namespace); True when PID 2 is `kthreadd` with no parent: the kernel
-    starts kthreadd second, right after init (`rest_init` in init/main.c), and kernel threads
-    live in the initial namespace only, so a container's /proc never shows it; False when PID 1
-    is readable but PID 2 is not kthreadd (a container's /proc); None when /proc hides other
-    users' processes (mounted with `hidepid=`) and nothing above decides."""
+    mounted outside its namespace); True when this /proc is the host's (`judge_host_proc`) and
+    shows the program at one pid only; False when this /proc is a container's; None when /proc
+    hides other users' processes (mounted with `hidepid=`) and nothing above decides.
+
+    Whether NVML's pids name the processes of this /proc is `judge_host_proc`'s question, not
+    this one: a program started by `unshare --pid --fork` without `--mount-proc` runs in a
+    namespace of its own yet reads the host's /proc, where the host's pids are."""
     if own_status is not None:
         pids = ns_pids(own_status)
         if pids is not None and len(pids) > 1:
             return False
+    return judge_host_proc(pid2_status, pid1_readable)
+
+
+def judge_host_proc(pid2_status: str | None, pid1_readable: bool) -> bool | None:
+    """Whether a /proc whose /proc/2/status is `pid2_status` is the host's (that of the initial
+    PID namespace), and so shows the pids the driver and NVML give: True when PID 2 is the
+    kernel thread `kthreadd` with no parent. The kernel starts kthreadd second, right after
+    init (`rest_init` in init/main.c), and kernel threads live in the initial namespace only,
+    so a container's /proc never shows it. False when PID 1 is readable but PID 2 is not
+    kthreadd (a container's /proc); None when /proc hides other users' processes (mounted with
+    `hidepid=`: kthreadd and init are root's) and so cannot say."""
     if pid2_status is not None and _is_kthreadd(pid2_status):
         return True
     if pid1_readable:
@@ -71,11 +84,21 @@ def judge_host_pid_namespace(
 
 
 def _is_kthreadd(status: str) -> bool:
-    name = ppid = None
+    """The status of the kernel thread kthreadd: named so, no parent, and a kernel thread: the
+    `Kthread:` line of newer kernels says 1, and there is no `VmSize:` line (the kernel writes
+    a task's memory lines only for a task with memory of its own: `proc_pid_status` in
+    fs/proc/array.c). A process that merely took the name, such as one `docker exec` started
+    (its parent outside the namespace shows as 0), has memory of its own."""
+    name = ppid = kthread = None
+    vm = False
     for line in status[:MAX_STATUS].split("\n"):
         key, _, value = line.partition(":")
         if key == "Name":
             name = value.strip()
         elif key == "PPid":
             ppid = value.strip()
-    return name == "kthreadd" and ppid == "0"
+        elif key == "Kthread":
+            kthread = value.strip()
+        elif key == "VmSize":
+            vm = True
+    return name == "kthreadd" and ppid == "0" and kthread in (None, "1") and not vm

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...model import CollectorError, GpuProcess, GpuState, GpuStatic, SystemInfo, XidEvent
+from ..owners import foreign_pids_notice, proc_is_the_hosts
 from . import errors as nvml_errors
 from .compat import NA, NvmlCompat
 from .extras import BusySampleReader, EventWatcher, GpmSampler, read_mig_instances, read_mig_static
@@ -113,6 +114,8 @@ class NvmlCollector:
         self._gpm: GpmSampler | None = None
         self._busy = BusySampleReader(nvml, self.q)
         self._mem_forms: list[tuple[str, str, tuple]] = []
+        self._host_proc: bool | None = None  # whether procfs is the host's, where NVML's pids are
+        self._host_proc_read = False
 
     # -- set-up ------------------------------------------------------------------------------
     def _ensure_init(self, now: float) -> bool:
@@ -287,9 +290,20 @@ class NvmlCollector:
             for ev in events:
                 if ev.xid == 79 and ev.gpu_index is not None:
                     self._mark_lost(self._gpus[ev.gpu_index])
+        if procs and self._pids_are_foreign():
+            errors.append(foreign_pids_notice())
         return NvmlResult(
             self._system_info(), tuple(gpus), tuple(procs), tuple(events), tuple(errors)
         )
+
+    def _pids_are_foreign(self) -> bool:
+        """This program's /proc is a container's, while NVML's pids are the host's (the driver
+        knows no PID namespace): read once, when NVML first lists a process."""
+        if self.procfs is None:
+            return False
+        if not self._host_proc_read:
+            self._host_proc, self._host_proc_read = proc_is_the_hosts(self.procfs), True
+        return self._host_proc is False
 
     def _mark_lost(self, g: _Gpu) -> None:
         g.lost = True
