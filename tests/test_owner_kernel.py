@@ -61,17 +61,21 @@ def _hierarchies() -> list[tuple[Path, bool]]:
 @contextmanager
 def _sleeper_in(v2_path: list[str], v1_path: list[str] | None = None) -> Iterator[psutil.Process]:
     """A sleeping child moved into a cgroup of `v2_path` (on v1 hierarchies `v1_path`, default
-    the same) on every hierarchy, as a runtime puts a container in each. After: the child is
-    ended, then the cgroups made are removed, deepest first."""
+    the same) on every hierarchy, as a runtime puts a container in each. The paths sit under a
+    directory of this test's own, as under a kubelet's `--cgroup-root` or Docker's
+    `--cgroup-parent`: a node's own kubepods, system.slice or Slurm cgroups are never touched,
+    and tests running at once never share a cgroup. After: the child is ended, then the cgroups
+    made are removed, deepest first."""
     hierarchies = _hierarchies()
     if not hierarchies:
         pytest.skip("no cgroup hierarchy is mounted")
     made: list[Path] = []
+    top = f"gputop-diag-test-{secrets.token_hex(4)}"
     child = subprocess.Popen(["sleep", "30"])
     try:
         for mount, v1 in hierarchies:
             d = mount
-            for part in v1_path if v1 and v1_path is not None else v2_path:
+            for part in [top, *(v1_path if v1 and v1_path is not None else v2_path)]:
                 parent, d = d, d / part
                 if d.exists():
                     continue
@@ -147,11 +151,9 @@ CASES = {
         None,
         Owner(kind="pod", pod_uid=UID, qos="burstable", container_id=CID),
     ),
-    # Slurm's layouts with a node name (several slurmd on one host), so that a real slurmd's
-    # own cgroups are never touched
-    "slurm": (
-        ["system.slice", "gputoptest_slurmstepd.scope", f"job_{JOB}", "step_0", "user", "task_0"],
-        ["slurm_gputoptest", "uid_0", f"job_{JOB}", "step_0", "task_0"],
+    "slurm": (  # cgroup/v2's layout; cgroup/v1's on v1 hierarchies
+        ["system.slice", "slurmstepd.scope", f"job_{JOB}", "step_0", "user", "task_0"],
+        ["slurm", "uid_0", f"job_{JOB}", "step_0", "task_0"],
         Owner(kind="slurm", slurm_job=JOB, slurm_step="0"),
     ),
     "docker, systemd driver": (
