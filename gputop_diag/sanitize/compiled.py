@@ -29,7 +29,15 @@ from .work import (
 # the text says it is a job's (`job 42`, `JobId=42`, `42.batch`, `slurm-42.out`): a short id
 # is also a percentage, a limit, a count.
 JOB_ID_ANYWHERE = 5
-_CASELESS = ("job_name", "account", "partition", "serial", "project")
+_CASELESS = (
+    "job_name",
+    "account",
+    "partition",
+    "serial",
+    "project",
+    "namespace",
+    "container_name",
+)
 
 
 def needs_context(cls: str, name: str) -> bool:
@@ -56,6 +64,7 @@ def compile_seeds(
     stems: Collection[str],
     domains: Collection[str],
     users: Collection[str],
+    pods: Collection[str],
     jobs: Collection[str],
     words: Mapping[str, Collection[str]],
 ) -> dict[str, Any]:
@@ -82,6 +91,13 @@ def compile_seeds(
             ctx_hosts,
             r"(?:\bhost(?:name)?\s*[=:]?\s*|\bnodes?\s*[=:]?\s*|\bpeer\s+|(?<=@))",
             r"(?![\w-]|\.[A-Za-z0-9])",
+        ),
+        # a pod's name also where the kubelet joins it with `_` (`NAMESPACE_NAME_UID`)
+        "pods": boundary_re(
+            [p for p in pods if not needs_context("hostname", p)],
+            left=r"(?<![A-Za-z0-9.-])",
+            right=r"(?![A-Za-z0-9-]|\.[A-Za-z0-9])",
+            flags=re.I,
         ),
         "users": WordSet(free_users) or None,
         "users_ctx": _in_context(

@@ -2,9 +2,9 @@
 chain), read by field: names seeded from their fields first (`learn_document`), then every
 field written through the sanitizer by what it holds (`document`): a host name, a UUID, a
 serial, a bus id, a user, a command line read with its process's name (a rewritten title is
-told by the two disagreeing), thread and child names, a job id, a health finding by the health
-rules (`health.py`), raw kernel-log text dropped, minor numbers and device nodes removed, the
-rest as free text."""
+told by the two disagreeing), thread and child names, a job id, a process's owner by the owner
+rules (`owners.py`), a health finding by the health rules (`health.py`), raw kernel-log text
+dropped, minor numbers and device nodes removed, the rest as free text."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from . import fields
 from . import health as HEALTH
 from . import rules as R
 from .forms import cuda_visible_devices
+from .owners import is_owner, learn_owner, owner_document
 from .rules import H
 from .run_names import learn_names
 from .table import PseudonymTable
@@ -45,7 +46,13 @@ def _seed_walk(
     elif HEALTH.quotes_findings(v):  # a diagnosis's evidence or alert quoting one
         HEALTH.seed_texts(s, [v["text"]])
         texts.append(v["text"])
+    elif is_owner(v):  # a process's owner: its pod's, container's and job's ids
+        learn_owner(s, v)
+        if isinstance(v.get("unit"), str):
+            texts.append(v["unit"])
     elif isinstance(v, dict):
+        if isinstance(v.get("uid"), int) and isinstance(v.get("user"), str):
+            s.seed_uid(v["uid"], v["user"])  # a user's session names them by uid
         for k, x in v.items():
             _seed_walk(s, x, k, key or parent, texts)
     elif isinstance(v, list):
@@ -93,6 +100,8 @@ def _walk(s: PseudonymTable, v: Any, key: str | None, parent: str | None) -> Any
             k: HEALTH.health_text(s, x) if k == "text" else _walk(s, x, k, key or parent)
             for k, x in v.items()
         }
+    if is_owner(v):
+        return owner_document(s, v)
     if isinstance(v, dict):
         if "cmdline" in v and isinstance(v.get("cmdline"), list):
             return _process(s, v, key or parent)

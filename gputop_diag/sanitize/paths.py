@@ -9,7 +9,9 @@ own directories and the libraries' names kept.
   public package's files are kept whole; from the first component that is someone's (a
   project under `/usr/local`, a site's config under `/etc`) the rest is replaced;
 - /proc, /sys and /dev are the kernel's: kept (bus ids and `/dev/nvidiaN` are replaced by their
-  own rules).
+  own rules);
+- a cgroup's path (`/kubepods.slice/…`, `/system.slice/…`, under /sys/fs/cgroup) keeps its
+  layout, the pod, container, job and user ids in it replaced (`cgroups.py`).
 A library's or Python's file name is kept at the end of a replaced path
 (`/opt/path-x/libcudart.so.12`).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import re
 
 from . import rules as R
+from .cgroups import cgroup_path, is_cgroup_path
 from .table import PseudonymTable
 from .vocabulary import PACKAGE_DIR, PUBLIC_PACKAGES, SYSTEM_DIR_SHAPES, SYSTEM_DIRS
 
@@ -40,6 +43,8 @@ def path_pseudonym(s: PseudonymTable, path: str) -> str | None:
             s.seed_user(head)
             user = head if head in R.SYSTEM_USERS else s.pseudonym("user", head, head.lower())
         return f"~{user}" + (f"/{tail(s, path, rest)}" if rest else "")
+    if is_cgroup_path(path):
+        return cgroup_path(s, path)
     parts = path.split("/")
     root = parts[1] if len(parts) > 1 else ""
     if root == "dev" and re.fullmatch(r"/dev/nvidia\d+", path):

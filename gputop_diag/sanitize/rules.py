@@ -50,6 +50,8 @@ CLASSES: dict[str, IdClass] = {
         IdClass("account", "Slurm accounts", "account"),
         IdClass("partition", "Slurm partitions", "partition"),
         IdClass("container", "container ids", "container"),
+        IdClass("container_name", "container names", "ctrname"),
+        IdClass("namespace", "Kubernetes namespaces", "ns"),
         IdClass("cloud", "cloud instance and resource ids", "cloud"),
         IdClass("secret", "tokens and keys", "secret"),
         IdClass("url", "URL paths and queries", "url", leak_checked=False),
@@ -99,6 +101,9 @@ SYSTEM_USERS = frozenset(
     "gnats messagebus sshd syslog _apt ubuntu ec2-user cloud-user nvidia-persistenced slurm "
     "munge polkitd".split()
 )
+# Kubernetes' own namespaces, on every cluster: they name no one (kubernetes.io/docs/concepts/
+# overview/working-with-objects/namespaces/, "Initial namespaces").
+K8S_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 # Partition, account and directory names too common to replace wherever they stand as words;
 # they are still replaced where the context names them (`Partition=gpu`).
 COMMON_WORDS = frozenset(
@@ -235,6 +240,12 @@ LEAK_SHAPES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = tuple(
         ("gpu_uuid", rf"GPU-{UUID}", "GPU-"),
         ("uuid", rf"(?<![0-9a-fA-F]){UUID}(?![0-9a-fA-F])", f"{H}{{4}}-{H}{{4}}-"),
         ("container", r"(?<![0-9a-fA-F])[0-9a-f]{64}(?![0-9a-fA-F])", "[0-9a-f]{64}"),
+        # a pod's uid as the kubelet's systemd driver writes it in a cgroup (`-` as `_`)
+        (
+            "uuid",
+            rf"{H}{{8}}_{H}{{4}}_{H}{{4}}_{H}{{4}}_{H}{{12}}(?![0-9a-fA-F])",
+            f"{H}{{4}}_{H}{{4}}_",
+        ),
         (
             "mac",
             rf"(?<![\w:-]){H}{{2}}(?:[:-]{H}{{2}}){{5}}(?![\w-]|:{H})",

@@ -18,14 +18,16 @@ table and imports only what lies below it, and none imports this front (from the
 - `paths.py` paths; `forms.py` the written forms real tools print; `run_names.py` the options
   that name a run; `text.py` the free-text rules, in order; `titles.py` command lines and
   process titles; `fields.py` values by field; `seeds.py` what an environment names;
-  `health.py` health findings; `documents.py` documents of the model's JSON shape;
+  `health.py` health findings; `cgroups.py` cgroup paths and systemd units; `owners.py` who
+  a process runs for; `documents.py` documents of the model's JSON shape;
   `snapshot.py` sanitized snapshots.
 
 Identifiers are found three ways:
 - by field, in documents of the model's JSON shape (`document`): `hostname`, `uuid`, `serial`,
   `pci_bus_id`, `user`, `cmdline` with the process's `name` (a rewritten title is told by the
-  two disagreeing), thread and child names, `cuda_visible_devices`, `job_id`; minor numbers
-  and device nodes are removed, raw kernel-log text is dropped;
+  two disagreeing), thread and child names, `cuda_visible_devices`, `job_id`, a process's
+  `owner` (its pod's uid, name and namespace, its container's id and name, its Slurm job, its
+  unit); minor numbers and device nodes are removed, raw kernel-log text is dropped;
 - by shape, in free text (`text`): GPU and MIG UUIDs, PCI bus ids in every form NVML, the
   kernel, lspci and NCCL print, MACs (with and without separators) and InfiniBand GUIDs,
   IPv4 (dotted, leading zeros, dashed, inside cloud host names) and IPv6, e-mail addresses,
@@ -51,12 +53,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..model import XidEvent
+from ..model import Owner, XidEvent
 from ..model.codec import from_jsonable, jsonable
 from . import documents as D
 from . import fields, titles
 from . import forms as F
 from . import leaks as L
+from . import owners as O
 from . import paths as P
 from . import seeds as E
 from . import text as T
@@ -160,6 +163,25 @@ class Sanitizer(PseudonymTable):
         doc = jsonable(obj)
         self.learn_document(doc)
         return from_jsonable(type(obj), self.document(doc))
+
+    def owner(self, owner: Owner | None) -> Owner | None:
+        """A process's owner with every id replaced (`owners.py`): its pod's uid, name and
+        namespace, its container's id and name, its Slurm job, the uid or name in its unit."""
+        if owner is None:
+            return None
+        doc = jsonable(owner)
+        O.learn_owner(self, doc)
+        return from_jsonable(Owner, O.owner_document(self, doc))
+
+    def owner_label(self, owner: Owner | None) -> str | None:
+        """What a process table shows of an owner (`Owner.label`) under `--sanitize`: whole
+        pseudonyms (`pod ns-…/host-…`, `ctr container-…`, `job job-…`), never the prefix of a
+        pseudonym that `Owner.label` of a sanitized owner would cut."""
+        if owner is None:
+            return None
+        doc = jsonable(owner)
+        O.learn_owner(self, doc)
+        return O.owner_label(self, doc)
 
     def xid_events(self, events: Sequence[Any]) -> tuple[Any, ...]:
         """Xid events (the live view's list) with their bus ids replaced and their raw

@@ -6,8 +6,9 @@ form under a random key made for each table (one per report, per recording, per 
 The table holds every pseudonym given with the original forms it stands for (`private_map`),
 the replacements counted per class (`summary`), what is allowed through verbatim, and the
 seeds: the machine's host names and domains, user names, job ids, job, run and project names,
-accounts, partitions, serials, secrets, GPU UUIDs and bus ids, compiled into patterns
-(`compiled.py`) whenever one is added.
+accounts, partitions, serials, secrets, GPU UUIDs and bus ids, and who GPU processes run for
+(pods' uids, names and namespaces, containers' ids and names, the uids of users' sessions),
+compiled into patterns (`compiled.py`) whenever one is added.
 
 The rule modules (`text.py`, `forms.py`, `paths.py`, `titles.py`, `documents.py`, ...) take a
 table; `sanitizer.Sanitizer` is a table with those rules as its methods. This module stands on
@@ -34,7 +35,19 @@ from .vocabulary import VOCABULARY
 from .work import WORD_L, WORD_R, Work, boundary_re
 
 PRIVATE_MAP_SCHEMA = "gputop-diag.private-map/1"
-_WORD_CLASSES = ("job_name", "account", "partition", "serial", "project", "secret")
+_WORD_CLASSES = (
+    "job_name",
+    "account",
+    "partition",
+    "serial",
+    "project",
+    "secret",
+    "namespace",
+    "container_name",
+)
+# A process table names a container and a pod without names by the first 8 hex digits of
+# their id (`Owner.label`): a known id's prefix of this length is its id's too.
+ID_PREFIX = 8
 _CASE_SENSITIVE = frozenset({"arg", "env", "path", "url", "secret"})
 
 
@@ -67,6 +80,9 @@ class PseudonymTable:
         self._words: dict[str, set[str]] = {c: set() for c in _WORD_CLASSES}
         self._gpu_uuids: set[str] = set()  # lower-case hex of every GPU UUID seen
         self._buses: set[tuple[int, int]] = set()  # (bus, device) of this machine's GPUs
+        self._pods: set[str] = set()  # pods' names (also seeded as host names), lower-case
+        self._ids: dict[str, tuple[str, str]] = {}  # known hex id -> (class, canonical form)
+        self._uid_users: dict[int, str] = {}  # a process's uid -> its user's name
         self._cache: dict[str, tuple[str, list]] = {}
         self._compiled: dict[str, Any] | None = None
         self._generation = 0
@@ -75,6 +91,13 @@ class PseudonymTable:
     # -- pseudonyms ----------------------------------------------------------------------------
     def pseudonym(self, cls: str, original: str, canonical: str | None = None) -> str:
         """The pseudonym of `original` (identified by `canonical`, default itself) in `cls`."""
+        p = self._register(cls, original, canonical)
+        self._emit(cls, p)
+        return p
+
+    def _register(self, cls: str, original: str, canonical: str | None = None) -> str:
+        """The pseudonym of `original`, with `original` among the forms it stands for (so the
+        final check looks for it), without counting a replacement."""
         canon = original if canonical is None else canonical
         p = self._by_value.get((cls, canon))
         if p is None:
@@ -89,7 +112,6 @@ class PseudonymTable:
         forms = self._entries[p].forms
         if original not in forms:
             forms.append(original)
-        self._emit(cls, p)
         return p
 
     def is_pseudonym(self, text: str) -> bool:
@@ -160,6 +182,35 @@ class PseudonymTable:
                     hexpart = found[0]
             return self.pseudonym("gpu_uuid", text, hexpart)
         return self.pseudonym("uuid", text, low)
+
+    def container(self, text: str) -> str:
+        """The pseudonym of a container id: whole (64 hex digits), or any prefix of 8 or more
+        digits `docker`, `crictl` and `podman` accept (one container, one pseudonym; a prefix
+        of no known container by its first 12 digits, as `docker ps` shows an id)."""
+        low = text.lower()
+        known = self._known_id(low)
+        if known is not None and known[0] == "container":
+            return self.pseudonym("container", text, known[1])
+        return self.pseudonym("container", text, low[:12])
+
+    def known_id(self, text: str) -> str | None:
+        """The pseudonym of a known container id or pod uid that `text` (8 hex digits or more,
+        no dashes) begins, or None: `ctr 8e1f0d2c`, `pod 5f0c9a1e` in a process table."""
+        known = self._known_id(text.lower())
+        return None if known is None else self.pseudonym(known[0], text, known[1])
+
+    def _known_id(self, low: str) -> tuple[str, str] | None:
+        if len(low) < ID_PREFIX:
+            return None
+        hit = self._ids.get(low)
+        if hit is not None:
+            return hit
+        found = {v for k, v in self._ids.items() if k.startswith(low)}
+        return found.pop() if len(found) == 1 else None
+
+    def user_of_uid(self, uid: int) -> str | None:
+        """The name of the user a GPU process with this uid runs as, where one was seen."""
+        return self._uid_users.get(uid)
 
     def pci(self, text: str) -> str:
         """The pseudonym of a PCI bus id in any written form (NVML's `00000000:3B:00.0`, sysfs
@@ -275,6 +326,49 @@ class PseudonymTable:
         self._words[cls].add(word)
         self._changed()
 
+    def seed_container(self, container_id: str | None) -> None:
+        """A container's full id: its prefixes (`ctr 8e1f0d2c`) get its pseudonym too, and
+        the final check looks for its 8-digit prefix wherever it has a letter in it (a prefix
+        of digits alone is also a figure)."""
+        cid = (container_id or "").lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", cid) or cid in self._ids:
+            return
+        self._ids[cid] = ("container", cid[:12])
+        for form in (cid, cid[:12], cid[:ID_PREFIX]):
+            if form == cid or re.search("[a-f]", form):
+                self._register("container", form, cid[:12])
+        self._changed()
+
+    def seed_pod_uid(self, uid: str | None) -> None:
+        """A pod's uid (`kubectl get pod -o yaml`'s, with dashes): the same pseudonym in the
+        kubelet's cgroup names (dashes as underscores) and for its prefix (`pod 5f0c9a1e`)."""
+        low = (uid or "").lower().replace("_", "-")
+        if not re.fullmatch(R.UUID, low) or low.replace("-", "") in self._ids:
+            return
+        self._ids[low.replace("-", "")] = ("uuid", low)
+        for form in (low, low.replace("-", "_"), low[:ID_PREFIX]):
+            if form != low[:ID_PREFIX] or re.search("[a-f]", form):
+                self._register("uuid", form, low)
+        self._changed()
+
+    def seed_pod_name(self, name: str | None) -> None:
+        """A pod's name: the pod's host name (Kubernetes sets a pod's host name to its name:
+        kubernetes.io/docs/concepts/services-networking/dns-pod-service/), replaced as host
+        names are, and also where the kubelet joins it to its namespace and uid with `_`."""
+        if not name:
+            return
+        self.seed_hostname(name)
+        if name.lower() in self.hosts and name.lower() not in self._pods:
+            self._pods.add(name.lower())
+            self._changed()
+
+    def seed_uid(self, uid: int | None, user: str | None) -> None:
+        """A process's uid and its user's name: a user's session (`user-1001.slice`) then
+        shows the user's pseudonym."""
+        if isinstance(uid, int) and user and uid not in self._uid_users:
+            self._uid_users[uid] = user
+            self.seed_user(user)
+
     def seed_gpu_uuid(self, uuid: str | None) -> None:
         if uuid and uuid[:4].upper() == "GPU-":
             hexpart = uuid[4:].lower()
@@ -309,6 +403,7 @@ class PseudonymTable:
                 stems=self._host_stems,
                 domains=self._domains,
                 users=self._users,
+                pods=self._pods,
                 jobs=self._jobs,
                 words=self._words,
             )
@@ -378,7 +473,7 @@ def _leak_checked(cls: str, form: str) -> bool:
         return len(form) >= 2 and not needs_context(cls, form)
     if cls == "serial":
         return len(form) >= 4
-    if cls in ("job_name", "account", "partition", "project"):
+    if cls in ("job_name", "account", "partition", "project", "namespace", "container_name"):
         low = form.lower()
         return len(form) >= 3 and low not in R.COMMON_WORDS and low not in VOCABULARY
     return len(form) >= 3

@@ -71,7 +71,7 @@ def scrub(s: PseudonymTable, t: str, w: Work) -> str:
         t = rx.sub(lambda m, h=handler: h(s, m, w), t)
     t = _FQDN.sub(lambda m: _fqdn(s, m, w), t)
     rules = s.compiled()  # the shapes above may have seeded names
-    for key in ("hosts", "stems", "domains"):
+    for key in ("pods", "hosts", "stems", "domains"):
         if rules[key] is not None:
             t = rules[key].sub(lambda m: host(s, m.group(0), w), t)
     if rules["hosts_ctx"] is not None:
@@ -84,7 +84,15 @@ def scrub(s: PseudonymTable, t: str, w: Work) -> str:
         t = rules["jobs"].sub(lambda m: s.kept(w, "job", m.group(0)), t)
     if rules["jobs_ctx"] is not None:
         t = rules["jobs_ctx"].sub(lambda m: _named(s, m, w, "job"), t)
-    for cls in ("job_name", "account", "partition", "serial", "project"):
+    for cls in (
+        "job_name",
+        "account",
+        "partition",
+        "serial",
+        "project",
+        "namespace",
+        "container_name",
+    ):
         if rules[cls] is not None:
             t = rules[cls].sub(lambda m, c=cls: s.kept(w, c, m.group(0), m.group(0).lower()), t)
     if rules["secret"] is not None:
@@ -198,6 +206,39 @@ def _uuid(s: PseudonymTable, m: re.Match, w: Work) -> str:
     return w.keep(s.uuid(m.group(0)), m.group(0))
 
 
+def _pod_uid(s: PseudonymTable, m: re.Match, w: Work) -> str:
+    """A pod's uid in the kubelet's cgroup names: `pod<uid>`, or with `_` for `-`."""
+    raw = m.group("id") or m.group("id2")
+    a, b = m.span("id") if m.group("id") else m.span("id2")
+    shown = s.pseudonym("uuid", raw, raw.lower().replace("_", "-"))
+    return m.group(0)[: a - m.start(0)] + w.keep(shown, raw) + m.group(0)[b - m.start(0) :]
+
+
+_ID_CONTEXT = re.compile(r"(?i)(?:ctr|pod|container|docker|crictl|podman|nerdctl)[\s:=/#-]*$")
+
+
+def _known_id(s: PseudonymTable, m: re.Match, w: Work) -> str:
+    """A prefix of a known container id or pod uid (`ctr 8e1f0d2c`, `docker logs 8e1f0d2c94a1`):
+    its id's pseudonym. One of digits alone only after a word that names a container or a pod
+    (it is also a figure)."""
+    raw = m.group(0)
+    before = max(0, m.start() - 24)
+    if not re.search("[a-fA-F]", raw) and not _ID_CONTEXT.search(m.string, before, m.start()):
+        return raw
+    shown = s.known_id(raw)
+    return raw if shown is None else w.keep(shown, raw)
+
+
+def _namespace(s: PseudonymTable, m: re.Match, w: Work) -> str:
+    """A Kubernetes namespace named as one (`--namespace ml-research`, `kubectl -n NAME`,
+    `in the namespace "NAME"`); Kubernetes' own namespaces kept."""
+    name = m.group("ns")
+    if name.lower() in R.K8S_NAMESPACES or not re.search("[A-Za-z]", name):
+        return m.group(0)
+    s.seed_word("namespace", name)
+    return _replace_group(s, m, w, "ns", "namespace", name.lower())
+
+
 def _mac(s: PseudonymTable, m: re.Match, w: Work) -> str:
     raw = m.group(0)
     canon = re.sub(r"[^0-9a-f]", "", raw.lower())
@@ -240,10 +281,12 @@ def _nodelist(s: PseudonymTable, m: re.Match, w: Work) -> str:
     return s.kept(w, "nodelist", m.group(0))
 
 
-def _replace_group(s: PseudonymTable, m: re.Match, w: Work, group: str, cls: str) -> str:
+def _replace_group(
+    s: PseudonymTable, m: re.Match, w: Work, group: str, cls: str, canonical: str | None = None
+) -> str:
     value = m.group(group)
     a, b = m.start(group) - m.start(0), m.end(group) - m.start(0)
-    return m.group(0)[:a] + s.kept(w, cls, value) + m.group(0)[b:]
+    return m.group(0)[:a] + s.kept(w, cls, value, canonical) + m.group(0)[b:]
 
 
 def _job(s: PseudonymTable, m: re.Match, w: Work) -> str:
@@ -381,7 +424,15 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     ),
     (_rx(rf"(?i)MIG-GPU-{UUID}/\d+/\d+|MIG-{UUID}|GPU-{UUID}"), _uuid),
     (_rx(rf"(?i)\b(?:GPU|MIG)-{H}{{4,}}(?:-{H}+)*(?![\w-])"), _uuid),  # prefixes CUDA accepts
+    (
+        _rx(
+            rf"(?<=pod)(?P<id>{UUID})(?![0-9A-Za-z])|(?:(?<=pod)|(?<![0-9A-Za-z]))"
+            rf"(?P<id2>{H}{{8}}_{H}{{4}}_{H}{{4}}_{H}{{4}}_{H}{{12}})(?![0-9A-Za-z])"
+        ),
+        _pod_uid,
+    ),
     (_rx(rf"(?<![0-9a-fA-F-]){UUID}(?![0-9a-fA-F-])"), _uuid),
+    (_rx(r"(?<![0-9A-Za-z])[0-9a-fA-F]{8,63}(?![0-9A-Za-z])"), _known_id),
     (
         _rx(
             rf"(?<![\w:-])(?:{H}{{2}}(?:[:-]{H}{{2}}){{19}}|{H}{{2}}(?::{H}{{2}}){{7}}|"
@@ -466,6 +517,14 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
         _slurm_word,
     ),
     (_rx(r"(--account|--partition|--job-name)(=|\s+)([A-Za-z0-9_][\w.-]*)"), _slurm_word),
+    (
+        _rx(
+            r"(?i)(?:--namespace(?:=|\s+)|\bnamespace\s*[=:]\s*[\"']?|\bnamespaces?\s+[\"']|"
+            r"\bnamespaces/|\bkubectl\b[^\n;|]*?\s-n(?:=|\s+))"
+            r"(?P<ns>[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?![\w.-])"
+        ),
+        _namespace,
+    ),
     (
         _rx(
             r"\b([a-z_][a-z0-9_.-]{0,31})@(?=[\w.-]*[A-Za-z])"
