@@ -97,3 +97,60 @@ async def test_user_given_on_the_command_line_finds_its_rows_under_sanitize(monk
         )
         assert mine and _rows(app) == mine
         assert user.lower() not in everything_shown(app).lower()
+
+
+def test_owner_terms_are_held_as_the_sanitizer_writes_the_owner():
+    from gputop_diag.model import Owner
+
+    s = Sanitizer()
+    cid = "1e52e506294ca2f9b435a733950440de54f6bd8450629ee170e9b59260b203fa"
+    shown = s.model(Owner("container", container_id=cid, slurm_job="424242"))
+    f = sanitized_filter(parse_filter(f"job:424242.0 ctr:{cid} pod:ml-research/ gpu:1"), s)
+    assert f.jobs == {f"{s.job('424242')}.0"}  # the job's number replaced, its step kept
+    assert f.containers == {shown.container_id} != {cid}
+    assert f.pods == {f"{s.text('ml-research')}/"} and f.gpus == {1}
+    assert sanitized_filter(f, s) == f  # pseudonyms stay as they are
+    assert sanitized_filter(parse_filter(f"ctr:{cid}"), None).containers == {cid}
+
+
+@pytest.mark.parametrize("scenario", ["compute-bound", "comm-bound"])
+async def test_job_pod_and_ctr_typed_as_the_node_names_them_find_their_rows(scenario):
+    """Under --sanitize the OWNER column shows pseudonyms (`job job-…`, `container-…`,
+    `pod host-…`); the ids typed as `squeue`, `docker ps` or `kubectl` print them find their
+    rows, and so does a pseudonym copied from the screen (OWNER whole: the panel hidden at
+    200 columns). The ids are never drawn."""
+    app = FedApp(scenario, sanitize=True)
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.feed(4)
+        await pilot.pause()
+        await pilot.press("p")
+        app.feed(1)
+        await pilot.pause()
+        real = app.latest.sampled
+        everyone = len(real.gpu_processes)
+        assert _rows(app) == everyone
+        if scenario == "compute-bound":
+            cid = real.process(41440).owner.container_id  # bob's notebook
+            terms = [("job:424242", "424242", 8), (f"ctr:{cid}", cid[:8], 1)]
+        else:
+            terms = [
+                ("pod:ml-research/llama-ddp-0", "llama-ddp-0", 8),
+                ("pod:llama-ddp-0", "ml-research", 8),
+            ]
+        table = app.query_one("#mem-procs")
+        for typed, secret, n in terms:
+            await _filter(app, pilot, typed)
+            assert _rows(app) == n, typed  # before: 0 rows, the pseudonyms never match
+            shown = everything_shown(app)
+            assert secret not in shown, typed  # the tab strip, the title, the rows
+            owner = str(table.get_row_at(0)[list(table.columns).index("owner")])
+            await pilot.press("escape")
+            await pilot.pause()
+            assert _rows(app) == everyone
+            assert owner in everything_shown(app)
+            pseudonym = owner.split()[-1]  # `job-…`, `ns-…/host-…`, `container-…`
+            key = typed.split(":")[0]
+            await _filter(app, pilot, f"{key}:{pseudonym}")
+            assert _rows(app) == n, (typed, pseudonym)
+            await pilot.press("escape")
+            await pilot.pause()

@@ -465,8 +465,13 @@ async def test_t_shows_the_gpu_processes_under_their_launcher():
         await settled(pilot, lambda: table.row_count == 9)
         commands = [str(table.get_row_at(r)[-1]) for r in range(table.row_count)]
         assert commands[0].startswith("torchrun")
-        users = [str(table.get_row_at(r)[2]) for r in range(table.row_count)]
-        assert users[0] == users[1] == "alice"  # the launcher's own user, read from its pid
+        # at 120 columns the ranks' pod takes the USER column's place (OWNER); the launcher,
+        # whose owner is not read, names its own user there, read from its pid
+        owners = [str(table.get_row_at(r)[2]) for r in range(table.row_count)]
+        assert list(table.columns)[2].value == "owner"
+        assert owners[0] == "alice" and owners[1] == "llama-ddp-0"  # the pod's name
+        rank = int(str(table.get_row_at(1)[1]))
+        assert app.latest.snapshot.process(rank).user == "alice"
         assert all(c.startswith("├─ ") for c in commands[1:-1]) and commands[-1].startswith("└─ ")
         assert "GPU processes (8)" in screen_text(app) and "tree" in screen_text(app)
         await pilot.press("end", "enter")  # the keys work in the tree too
@@ -559,3 +564,164 @@ async def test_help_key_lines_wrap_under_their_description():
         start = lines[enter].index("the selected process")
         follow = lines[enter + 1]
         assert follow[:start].strip() == "" and follow[start:].strip()  # a hanging indent
+
+
+# -- OWNER: the Slurm job, pod or container of each process ----------------------------------
+
+
+def _column(table: ProcessTable, key: str) -> list[str]:
+    k = list(table.columns).index(key)
+    return [str(table.get_row_at(r)[k]).strip() for r in range(table.row_count)]
+
+
+def _header(app, table: ProcessTable) -> str:
+    return _table_lines(app, table)[0]
+
+
+async def _type_filter(pilot, typed: str) -> None:
+    await pilot.press("f")
+    await pilot.pause()
+    for ch in typed:
+        await pilot.press("space" if ch == " " else ch)
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+@pytest.mark.parametrize(
+    "scenario, owners",
+    [("comm-bound", {"llama-ddp-0"}), ("compute-bound", {"job 424242", "ctr 1e52e506"})],
+)
+async def test_owner_takes_the_user_columns_place_at_80x24(scenario, owners):
+    """At 80 columns OWNER replaces USER (no room for both beside a readable command): a pod,
+    a job and a container each by its label, the pod by its name where `pod NS/NAME` does not
+    fit (a StatefulSet's pods differ by the name's end)."""
+    app = FedApp(scenario)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = await _feed_and_settle(app, pilot, scenario)
+        assert "owner" in table.columns and "user" not in table.columns
+        assert "OWNER" in _header(app, table) and "USER" not in _header(app, table)
+        assert set(_column(table, "owner")) == owners
+        shown = screen_text(app)
+        assert all(o in shown for o in owners)
+        assert "(7)" not in shown  # the pid in the container's namespace: Enter's, not here
+        assert all(len(line.rstrip()) <= 80 for line in screen_lines(app))
+        # the command stays readable: the script's name in every rank's row
+        assert all(".py" in c for c, o in zip(_column(table, "command"), _column(table, "owner"),
+                                             strict=True) if o != "ctr 1e52e506")  # fmt: skip
+
+
+async def test_a_machine_without_owners_keeps_its_user_column():
+    app = FedApp("input-starved")
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = await _feed_and_settle(app, pilot, "input-starved")
+        assert not any(p.owner and p.owner.label for p in app.latest.snapshot.processes)
+        assert "user" in table.columns and "owner" not in table.columns
+        assert set(_column(table, "user")) == {"alice"}
+
+
+async def test_owner_beside_user_and_the_namespaces_pid_where_the_pane_is_wide():
+    """200x50: beside the panel (128 columns) OWNER is in USER's place; with the panel hidden
+    both, the whole `pod NS/NAME`, and the in-container pid beside the host's."""
+    app = FedApp("comm-bound")
+    async with app.run_test(size=(200, 50)) as pilot:
+        table = await _feed_and_settle(app, pilot, "comm-bound")
+        assert "user" not in table.columns and set(_column(table, "owner")) == {"llama-ddp-0"}
+        await pilot.press("p")
+        app.feed(1)
+        await settled(pilot, lambda: "user" in table.columns)
+        assert list(table.columns)[:4] == ["gpu", "pid", "user", "owner"]
+        assert set(_column(table, "owner")) == {"pod ml-research/llama-ddp-0"}
+        assert set(_column(table, "user")) == {"alice"}
+        snap = app.latest.snapshot
+        pids = _column(table, "pid")
+        for cell in pids:
+            host, ns = cell.split()
+            assert ns == f"({snap.process(int(host)).owner.ns_pid})"
+        assert "41216 (2)" in screen_text(app)
+        # the keys still find each row by its host pid: sort by pid, the cursor follows
+        await pilot.press("down", "down")
+        await pilot.pause()
+        before = _column(table, "pid")[table.cursor_row]
+        await pilot.press("N", "O")
+        await pilot.pause()
+        hosts = [int(c.split()[0]) for c in _column(table, "pid")]
+        assert hosts[1:] == sorted(hosts[1:], reverse=True)  # GPU 0's process first
+        assert _column(table, "pid")[table.cursor_row] == before
+        assert all(len(line.rstrip()) <= 200 for line in screen_lines(app))
+
+
+async def test_compute_bound_at_200_columns_without_the_panel_names_users_and_owners():
+    app = FedApp("compute-bound")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await _feed_and_settle(app, pilot, "compute-bound")
+        await pilot.press("p")
+        app.feed(1)
+        table = _table(app)
+        await settled(pilot, lambda: "user" in table.columns)
+        rows = dict(zip(_column(table, "user"), _column(table, "owner"), strict=False))
+        assert rows == {"alice": "job 424242", "bob": "ctr 1e52e506"}
+        bob = next(r for r in range(table.row_count) if _column(table, "user")[r] == "bob")
+        assert _column(table, "pid")[bob] == "41440 (7)"
+        alice = _column(table, "pid")[1 - bob if bob < 2 else 0]
+        assert alice.isdigit()  # a process in the host's namespace: its pid alone
+
+
+async def test_job_pod_and_ctr_filters_select_their_rows_and_a_bad_term_says_why():
+    from gputop_diag.tui.filter_screen import FilterScreen
+
+    app = FedApp("compute-bound")
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = await _feed_and_settle(app, pilot, "compute-bound")
+        for typed, owners, n in (
+            ("job:424242", {"job 424242"}, 8),
+            ("ctr:1e52e506", {"ctr 1e52e506"}, 1),
+            ("job:424242.0 gpu:3", {"job 424242"}, 1),
+            ("pod:llama-ddp-0", set(), 0),
+        ):
+            await _type_filter(pilot, typed)
+            await settled(pilot, lambda n=n: table.row_count == n)
+            assert table.row_count == n, typed
+            assert set(_column(table, "owner")) == owners, typed
+            await pilot.press("escape")
+            await settled(pilot, lambda: table.row_count == 9)
+        await _type_filter(pilot, "job:424242")
+        await settled(pilot, lambda: "filter: job 424242" in screen_text(app))
+        await _type_filter(pilot, "job:alice")
+        assert isinstance(app.screen, FilterScreen)  # kept open, saying why
+        hint = str(app.screen.query_one("#filter-hint").render())
+        assert "job: takes job ids (424242, 424242.0): 'alice'" in hint
+        await pilot.press("escape")
+        await pilot.pause()
+        assert table.row_count == 8  # the filter as it was
+
+
+async def test_pod_filter_on_comm_bound():
+    app = FedApp("comm-bound")
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = await _feed_and_settle(app, pilot, "comm-bound")
+        for typed, n in (("pod:ml-research/llama-ddp-0", 8), ("pod:87e7667e", 8),
+                         ("pod:ml-research/other", 0)):  # fmt: skip
+            await _type_filter(pilot, typed)
+            await settled(pilot, lambda n=n: table.row_count == n)
+            assert table.row_count == n, typed
+            await pilot.press("escape")
+            await settled(pilot, lambda: table.row_count == 8)
+
+
+async def test_o_reaches_owner_and_the_rows_follow_it():
+    app = FedApp("compute-bound")
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = await _feed_and_settle(app, pilot, "compute-bound")
+        for _ in range(len(table.columns)):
+            if app.controls.sort.column == "owner":
+                break
+            await pilot.press("o")
+        assert app.controls.sort.column == "owner"
+        await settled(pilot, lambda: "sorted by OWNER ▲" in screen_text(app))
+        await settled(pilot, lambda: _column(table, "pid")[0] == "41440")
+        # GPU 0 first: bob's container (`ctr …` before `job …`), then alice's rank
+        assert _column(table, "pid")[:2] == ["41440", "41200"]
+        await pilot.press("O")
+        await settled(pilot, lambda: _column(table, "pid")[0] == "41200")
+        assert _column(table, "pid")[:2] == ["41200", "41440"]
+        assert "sorted by OWNER ▼" in screen_text(app)

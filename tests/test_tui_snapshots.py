@@ -155,3 +155,10 @@ def test_wide_200x50_filtered_and_sorted(snap_compare):
 def test_low_bandwidth_utilization_80x24(snap_compare):
     app, run_before = fed("input-starved", 60, "2", low_bandwidth=True, interval=2.0)
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_owner_column_and_namespace_pids_200x50_comm_bound(snap_compare):
+    """The panel hidden: USER and OWNER side by side (`pod NS/NAME` whole), and each rank's
+    pid in its pod's PID namespace beside the host's."""
+    app, run_before = fed("comm-bound", 30, "p")
+    assert snap_compare(app, terminal_size=(200, 50), run_before=run_before)

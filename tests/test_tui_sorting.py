@@ -36,3 +36,27 @@ async def test_the_title_says_a_hidden_sort_column_and_the_selected_gpu_first():
         await pilot.press("o")
         await settled(pilot, lambda: "not shown" not in screen_text(app))
         assert app.controls.sort.column in columns_for(80)
+
+
+def test_owner_takes_users_place_on_narrow_panes_and_o_reaches_it_where_drawn():
+    from gputop_diag.tui.process_table import (
+        OWNER_COLUMN_FROM,
+        column_widths,
+        command_width,
+    )
+
+    assert "owner" not in columns_for(200)  # no process runs for a job, pod or container
+    narrow, mid, wide = (columns_for(w, owned=True) for w in (80, 128, OWNER_COLUMN_FROM))
+    assert "owner" in narrow and "user" not in narrow and "owner" in mid and "user" not in mid
+    assert wide.index("owner") == wide.index("user") + 1
+    seen, order = set(), SortOrder()
+    for _ in range(len(SORTS)):
+        order = order.next(1, narrow)
+        seen.add(order.column)
+    assert "owner" in seen and "user" not in seen
+    # the owner in USER's place costs the command 3 cells at 80 columns, no more
+    assert command_width(80, columns_for(80)) - command_width(80, narrow) == 3
+    # the namespace's pid only where OWNER has a column of its own
+    assert column_widths(narrow, ns_pids=True)["pid"] == column_widths(narrow)["pid"]
+    assert column_widths(wide, ns_pids=True)["pid"] > column_widths(wide)["pid"]
+    assert command_width(OWNER_COLUMN_FROM, wide, ns_pids=True) >= 36

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from datetime import datetime
 
 import pytest
@@ -306,3 +307,123 @@ def test_nearly_sorted_has_no_slack_for_names_and_pids():
     assert not nearly_sorted([b, a], SortOrder("command"), None)
     assert nearly_sorted([a, b], SortOrder("pid"), None)
     assert not nearly_sorted([b, a], SortOrder("pid"), None)
+
+
+# -- the owner: its column's text, the filter's job:, pod: and ctr: terms, the sort -----------
+
+
+@pytest.fixture(scope="module")
+def pod_rows():
+    s = sim.build("comm-bound")
+    sampler = Sampler(s, interval=1.0)
+    sampler.sample()
+    s.clock.sleep(1.0)
+    return process_rows(sampler.sample())
+
+
+def _pids(rows, spec: str) -> set[int]:
+    return {r.pid for r in rows if matches(r, parse_filter(spec))}
+
+
+def test_owner_terms_parse_round_trip_and_say_what_they_take():
+    f = parse_filter("job:424242,77.batch pod:ml-research/llama-ddp-0 ctr:8e1f0d2c gpu:1 train")
+    assert f.jobs == {"424242", "77.batch"} and f.pods == {"ml-research/llama-ddp-0"}
+    assert f.containers == {"8e1f0d2c"} and f.gpus == {1} and f.text == "train"
+    assert f.active and f.owned_by and parse_filter(f.spec()) == f
+    assert f.describe() == (
+        'GPU 1 · job 424242,77.batch · pod ml-research/llama-ddp-0 · ctr 8e1f0d2c · "train"'
+    )
+    assert parse_filter("container:web slurm:5 pods:x").spec() == "job:5 pod:x ctr:web"
+    for bad, says in (
+        ("job:alice", "job: takes job ids (424242, 424242.0): 'alice'"),
+        ("job:", "job: takes job ids"),
+        ("pod:a/b/c", "pod: takes a pod's namespace/name, name or uid: 'a/b/c'"),
+        ("ctr:#1", "ctr: takes a container's id or name: '#1'"),
+    ):
+        with pytest.raises(FilterError, match=re.escape(says)):
+            parse_filter(bad)
+    assert parse_filter("job:job-7j4k").jobs == {"job-7j4k"}  # a pseudonym from the screen
+
+
+def test_owner_terms_select_their_rows(compute_rows, pod_rows):
+    alice = {r.pid for r in compute_rows if r.user == "alice"}
+    bob = {r.pid for r in compute_rows if r.user == "bob"}
+    assert len(alice) == 8 and len(bob) == 1
+    assert _pids(compute_rows, "job:424242") == alice
+    assert _pids(compute_rows, "job:424242.0") == alice  # its step 0
+    assert _pids(compute_rows, "job:424242.batch") == set()
+    assert _pids(compute_rows, "job:42424") == set()  # a job id is whole, not a prefix
+    assert _pids(compute_rows, "job:1,424242") == alice  # any of its values
+    assert _pids(compute_rows, "ctr:1e52e506") == bob  # an id's start, as docker takes it
+    assert _pids(compute_rows, "ctr:1E52") == bob
+    assert _pids(compute_rows, "ctr:ffff") == set()
+    assert _pids(compute_rows, "job:424242 ctr:1e52") == set()  # both terms must hold
+    assert _pids(compute_rows, "424242") == alice  # a word finds the owner's text too
+    ranks = {r.pid for r in pod_rows}
+    assert len(ranks) == 8
+    for spec in ("pod:llama-ddp-0", "pod:ml-research/llama-ddp-0", "pod:ML-Research/",
+                 "pod:87e7667e", "ctr:1068460c"):  # fmt: skip
+        assert _pids(pod_rows, spec) == ranks, spec
+    for spec in ("pod:llama", "pod:other/llama-ddp-0", "pod:default/", "job:424242"):
+        assert _pids(pod_rows, spec) == set(), spec
+
+
+def test_owner_text_fits_its_column_and_shows_a_pseudonym_whole():
+    from gputop_diag.model import Owner
+    from gputop_diag.tui.process_owner import owner_short, owner_text
+
+    pod = Owner("pod", pod_uid="87e7667e-425e", pod_namespace="ml-research", pod_name="llama-0")
+    assert owner_text(pod) == "pod ml-research/llama-0"
+    assert owner_short(pod, 15) == "pod llama-0"  # `pod NAME` where NS/NAME does not fit
+    assert owner_short(pod, 10) == "llama-0"  # then the name alone
+    long = Owner("pod", pod_namespace="ns", pod_name="a-very-long-name")
+    assert owner_short(long, 12) == "a-very-long+"
+    ctr = Owner("container", container_id="1e52e506294ca2f9b435a733950440de")
+    assert owner_text(ctr) == "ctr 1e52e506"
+    assert owner_text(Owner("container", container_id="container-aixa")) == "container-aixa"
+    assert owner_text(Owner("pod", pod_uid="uuid-6a22")) == "pod uuid-6a22"
+    assert owner_text(Owner("slurm", slurm_job="424242")) == "job 424242"
+    assert owner_text(Owner("unit", unit="triton.service")) is None
+    assert owner_text(Owner("user")) is None and owner_text(None) is None
+
+
+def test_owner_lines_list_the_whole_owner():
+    from gputop_diag.model import Owner
+    from gputop_diag.tui.process_owner import owner_lines
+
+    pod = Owner(
+        "pod", pod_uid="87e7667e-425e-41e6-ac19-78365cfe9e8b", pod_namespace="ml-research",
+        pod_name="llama-ddp-0", qos="burstable", container_id="1068460c" * 8,
+        container_runtime="containerd", container_name="trainer", ns_pid=7,
+    )  # fmt: skip
+    text = "\n".join(owner_lines(pod, 41216))
+    for fact in ("Kubernetes pod", "ml-research/llama-ddp-0", "burstable", "containerd",
+                 "87e7667e-425e-41e6-ac19-78365cfe9e8b", "1068460c" * 8, "name trainer",
+                 "7: its pid in its own PID namespace (41216 on the host)"):  # fmt: skip
+        assert fact in text, fact
+    job = "\n".join(owner_lines(Owner("slurm", slurm_job="424242", slurm_step="batch"), 41200))
+    assert "Slurm job" in job and "job 424242  step batch" in job and "namespace" not in job
+    assert "unit       triton.service" in owner_lines(Owner("unit", unit="triton.service"), 9)
+    assert "not read" in owner_lines(None, 9)[0]
+
+
+def test_sorting_by_owner_groups_jobs_pods_and_containers_numbers_as_numbers(compute_rows):
+    from dataclasses import replace
+
+    from gputop_diag.model import Owner
+
+    up = [r.pid for r in ordered(compute_rows, SortOrder("owner"), None)]
+    bob = next(r.pid for r in compute_rows if r.user == "bob")
+    assert up[0] == bob  # `ctr 1e52e506` before `job 424242`
+    down = [r.pid for r in ordered(compute_rows, SortOrder("owner").flipped(), None)]
+    assert down[-1] == bob
+    assert SortOrder("owner").label(plain=True) == "OWNER ^"
+    rows = [
+        replace(compute_rows[1], pid=1, owner=Owner("slurm", slurm_job="424242")),
+        replace(compute_rows[2], pid=2, owner=None),  # no owner: last either way
+        replace(compute_rows[3], pid=3, owner=Owner("slurm", slurm_job="99")),
+    ]
+    assert [r.pid for r in ordered(rows, SortOrder("owner"), None)] == [3, 1, 2]
+    assert [r.pid for r in ordered(rows, SortOrder("owner").flipped(), None)] == [1, 3, 2]
+    assert nearly_sorted([rows[2], rows[0], rows[1]], SortOrder("owner"), None)
+    assert not nearly_sorted(rows, SortOrder("owner"), None)

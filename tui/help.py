@@ -38,9 +38,15 @@ else /tmp; the toast says where. Under --sanitize the screen, the report and the
 show the same pseudonyms.
 
 Processes: the selected GPU's first, then by the sort column (o: next column, O: reverse,
-M memory, P CPU, N pid, or click a column's header). f (or \\, F4) filters: gpu:0,2
-user:alice pid:4242 or words of the command line; g shows only the selected GPU; Esc clears
-the filter. TIME is the time since the process started (htop's layout: 12:05, 5h03:10,
+M memory, P CPU, N pid, or click a column's header). OWNER: the Slurm job, Kubernetes pod or
+container a process runs for (job 424242, pod NS/NAME, ctr 8e1f0d2c), in the USER column's
+place (the user where a process has none); where the pane has 160 columns (200 with the panel
+hidden, p) a column of its own beside USER, and a process's pid in its own PID namespace
+beside the host's (41216 (7)). Enter shows the whole owner. f (or \\, F4) filters: gpu:0,2
+user:alice pid:4242 job:424242 (job.step for one step) pod:NAME (or NAMESPACE/NAME,
+NAMESPACE/, a uid's start) ctr:ID (an id's start or a name) or words of the command line; g
+shows only the selected GPU; Esc clears the filter. TIME is the time since the process
+started (htop's layout: 12:05, 5h03:10,
 3d04h); %MEM its resident memory as a share of the host's. A signal (T, K, I) is sent only
 after y, and only to a process of your own (or any, as root); the confirmation says why not.
 m tags a process (the cursor moves on; Space pauses here), U untags all: with processes

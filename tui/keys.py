@@ -2,7 +2,7 @@
 
 Habits users bring along: htop's F1/h help and F10 quit, Ctrl-C quits (as in every monitor),
 Ctrl-Z suspends to the shell, Esc closes a dialog or clears the filter; nvitop's `o` sort and
-filters by GPU, user and pid.
+filters by GPU, user and pid (and by job, pod and container).
 """
 
 from __future__ import annotations
@@ -96,7 +96,12 @@ BINDINGS = [
         key_display=".",
         id="replay-step",
     ),
-    _key("f,backslash,f4", "filter", "filter", "filter by GPU, user, pid or command text"),
+    _key(
+        "f,backslash,f4",
+        "filter",
+        "filter",
+        "filter by GPU, user, pid, job, pod, container or command text",
+    ),
     _key(
         "g",
         "only_selected_gpu",

@@ -1,9 +1,9 @@
 """The GPU process table's rows: what a command line shows, filters, sort orders.
 
 Pure functions over a Snapshot, so the table's content is testable without a terminal. The
-filters are nvitop's (`--only GPU…`, `--user`, `--pid`) plus htop's free text; the sort keys
-are htop's habits (memory first, `o` cycles, `O` reverses), and the selected GPU's processes
-always come first.
+filters are nvitop's (`--only GPU…`, `--user`, `--pid`) plus htop's free text and the owner's
+terms (`job:`, `pod:`, `ctr:`); the sort keys are htop's habits (memory first, `o` cycles, `O`
+reverses), and the selected GPU's processes always come first.
 """
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
-from gputop_diag.model import GIB, MIB, Snapshot
+from gputop_diag.model import GIB, MIB, Owner, Snapshot
+from gputop_diag.tui.process_owner import (
+    owner_matches,
+    owner_sort_key,
+    owner_term,
+    owner_text,
+    owner_values,
+)
 
 
 def command_text(cmdline: tuple[str, ...] | None, name: str | None) -> str:
@@ -37,11 +44,19 @@ class ProcessFilter:
     gpus: frozenset[int] = field(default_factory=frozenset)  # --only: the GPUs shown
     users: frozenset[str] = field(default_factory=frozenset)
     pids: frozenset[int] = field(default_factory=frozenset)
-    text: str = ""  # a part of the command line, the user or the pid
+    text: str = ""  # a part of the command line, the user, the owner or the pid
+    jobs: frozenset[str] = field(default_factory=frozenset)  # Slurm job ids (`424242`, `.0`)
+    pods: frozenset[str] = field(default_factory=frozenset)  # NS/NAME, NAME, NS/ or uid prefix
+    containers: frozenset[str] = field(default_factory=frozenset)  # id prefix or name
 
     @property
     def active(self) -> bool:
-        return bool(self.gpus or self.users or self.pids or self.text)
+        return bool(self.gpus or self.users or self.pids or self.text or self.owned_by)
+
+    @property
+    def owned_by(self) -> bool:
+        """Whether the filter names an owner (`job:`, `pod:`, `ctr:`)."""
+        return bool(self.jobs or self.pods or self.containers)
 
     def shows_gpu(self, index: int) -> bool:
         return not self.gpus or index in self.gpus
@@ -55,6 +70,9 @@ class ProcessFilter:
             parts.append("user:" + ",".join(sorted(self.users)))
         if self.pids:
             parts.append("pid:" + ",".join(map(str, sorted(self.pids))))
+        for key, values in (("job", self.jobs), ("pod", self.pods), ("ctr", self.containers)):
+            if values:
+                parts.append(f"{key}:" + ",".join(sorted(values)))
         if self.text:
             parts.append(self.text)
         return " ".join(parts)
@@ -68,6 +86,9 @@ class ProcessFilter:
             parts.append(f"user {','.join(sorted(self.users))}")
         if self.pids:
             parts.append(f"pid {','.join(map(str, sorted(self.pids)))}")
+        for key, values in (("job", self.jobs), ("pod", self.pods), ("ctr", self.containers)):
+            if values:
+                parts.append(f"{key} {','.join(sorted(values))}")
         if self.text:
             parts.append(f'"{self.text}"')
         return " · ".join(parts)
@@ -85,11 +106,13 @@ def _numbers(value: str, what: str) -> frozenset[int]:
 
 
 def parse_filter(spec: str) -> ProcessFilter:
-    """`gpu:0,2 user:alice pid:4242 train` -> ProcessFilter; words without a `key:` match the
-    command line, the user or the pid. An empty spec clears every filter."""
+    """`gpu:0,2 user:alice pid:4242 job:424242 pod:NAME ctr:ID train` -> ProcessFilter; words
+    without a `key:` match the command line, the user, the owner or the pid. An empty spec
+    clears every filter."""
     gpus: set[int] = set()
     users: set[str] = set()
     pids: set[int] = set()
+    owners: dict[str, set[str]] = {"job": set(), "pod": set(), "ctr": set()}
     words = []
     for token in spec.split():
         key, sep, value = token.partition(":")
@@ -100,9 +123,22 @@ def parse_filter(spec: str) -> ProcessFilter:
             users |= {v for v in value.split(",") if v}
         elif sep and key in ("pid", "pids", "p"):
             pids |= _numbers(value, "pid:")
+        elif sep and (term := owner_term(key)) is not None:
+            try:
+                owners[term] |= owner_values(value, term)
+            except ValueError as e:
+                raise FilterError(str(e)) from None
         else:
             words.append(token)
-    return ProcessFilter(frozenset(gpus), frozenset(users), frozenset(pids), " ".join(words))
+    return ProcessFilter(
+        frozenset(gpus),
+        frozenset(users),
+        frozenset(pids),
+        " ".join(words),
+        jobs=frozenset(owners["job"]),
+        pods=frozenset(owners["pod"]),
+        containers=frozenset(owners["ctr"]),
+    )
 
 
 @dataclass(frozen=True)
@@ -125,6 +161,7 @@ class ProcRow:
     ppid: int | None = None
     parent_name: str | None = None
     parent_user: str | None = None
+    owner: Owner | None = None  # its pod, container or Slurm job (collect/owners.py)
     depth: int = 0  # the tree view: how deep under the first parent shown
     tree_prefix: str = ""  # the tree view: "├─ ", "│  └─ ", drawn before the command
     is_parent: bool = False  # the tree view: a parent of GPU processes, not one itself
@@ -189,6 +226,7 @@ def process_rows(snap: Snapshot) -> list[ProcRow]:
                 ppid=info.ppid if info else None,
                 parent_name=info.parent_name if info else None,
                 parent_user=info.parent_user if info else None,
+                owner=info.owner if info else None,
             )
         )
     return rows
@@ -201,8 +239,10 @@ def matches(row: ProcRow, f: ProcessFilter) -> bool:
         return False
     if f.pids and row.pid not in f.pids:
         return False
+    if not owner_matches(row.owner, f.jobs, f.pods, f.containers):
+        return False
     if f.text:
-        hay = f"{row.pid} {row.user} {row.command}".lower()
+        hay = f"{row.pid} {row.user} {owner_text(row.owner) or ''} {row.command}".lower()
         return all(w in hay for w in f.text.lower().split())
     return True
 
@@ -218,6 +258,7 @@ SORTS: dict[str, tuple[str, bool]] = {
     "pid": ("PID", False),
     "gpu": ("GPU", False),
     "user": ("USER", False),
+    "owner": ("OWNER", False),  # the jobs, pods and containers in order, then the rest
     "command": ("COMMAND", False),
 }
 
@@ -252,6 +293,8 @@ class SortOrder:
 
 def _value(row: ProcRow, column: str):
     """The sort value; missing figures sort last whichever the direction."""
+    if column == "owner":  # a process without a job, pod or container sorts last
+        return owner_sort_key(row.owner)
     v = {
         "gpu_mem": row.gpu_mem_bytes,
         "sm": row.sm_pct,
@@ -311,8 +354,8 @@ def nearly_sorted(rows: list[ProcRow], order: SortOrder, selected_gpu: int | Non
             if (va is None) != (vb is None):
                 return False  # a row without the figure above one with it
             continue
-        if isinstance(va, str) or isinstance(vb, str):
-            if va != vb:
+        if not isinstance(va, int | float) or not isinstance(vb, int | float):
+            if va != vb:  # names and owners: no slack
                 return False
             continue
         if abs(va - vb) > max(points, share * max(abs(va), abs(vb))):
@@ -342,9 +385,9 @@ class ProcessControls:
         """`g`: the filter for only the selected GPU, or every GPU again; None: no change."""
         f = self.filter
         if f.gpus:
-            return ProcessFilter(frozenset(), f.users, f.pids, f.text)
+            return replace(f, gpus=frozenset())
         if selected is not None:
-            return ProcessFilter(frozenset({selected}), f.users, f.pids, f.text)
+            return replace(f, gpus=frozenset({selected}))
         return None
 
     def sort_by(self, column: str) -> bool:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable
 
-from gputop_diag.model import GpuState, HostState, Snapshot, formats
+from gputop_diag.model import GpuState, HostState, Snapshot
 from gputop_diag.monitor.series import GpuSeries
 from gputop_diag.monitor.view import ModelConfig, Update
 from gputop_diag.planner.live import (
@@ -28,14 +27,24 @@ from gputop_diag.tui.filter_screen import shown_filter_text
 from gputop_diag.tui.holds import CELSIUS, LOAD, PERCENT, WATTS, Holds, Step
 from gputop_diag.tui.panes.base import Pane, View, gib, pane_width, sync_rows
 from gputop_diag.tui.process_actions import pid_of
-from gputop_diag.tui.process_table import ProcessTable, clip
+from gputop_diag.tui.process_table import (
+    COLUMNS,
+    TAG_MARK,
+    ProcessTable,
+    clip,
+    column_widths,
+    columns_for,
+    command_width,
+    pid_in_cell,
+    row_cells,
+)
 from gputop_diag.tui.procs import (
     SORTS,
     ProcRow,
-    elapsed_text,
     matches,
     nearly_sorted,
     ordered,
+    owner_text,
     process_rows,
     size_text,
     tree_rows,
@@ -53,22 +62,6 @@ DRIVER_RESERVE_TIP = (
 )
 MIN_BAR = 4
 LONG_BAR = 16  # below this the figures take their short form and the bar gets the room
-MIN_COMMAND = 12  # the COMMAND column's least width
-
-# (key, label, width, shown from this pane width up); COMMAND takes what is left.
-COLUMNS: tuple[tuple[str, str, int | None, int], ...] = (
-    ("gpu", "GPU", 3, 0),
-    ("pid", "PID", 7, 0),
-    ("user", "USER", 9, 0),  # a pseudonym (user-b7xa) whole
-    ("gpu_mem", "GPU MEM", 7, 0),
-    ("share", "SHARE", 5, 120),
-    ("sm", "SM%", 4, 96),
-    ("cpu", "CPU%", 5, 0),
-    ("mem_pct", "%MEM", 5, 110),  # htop's: RSS of the host's memory
-    ("rss", "RSS", 6, 96),
-    ("time", "TIME", 8, 100),  # since the process started, in htop's TIME+ layout
-    ("command", "COMMAND", None, 0),
-)
 
 
 # How far a process's figures may drift before its row is repainted (holds.py): a CPU figure
@@ -88,10 +81,6 @@ def held_row(holds: Holds, r: ProcRow, now: float) -> ProcRow:
         r.key, (r.gpu_mem_bytes, r.share_pct, r.sm_pct, r.cpu_pct, r.rss_bytes), ROW_STEPS, now
     )
     return replace(r, gpu_mem_bytes=mem, share_pct=share, sm_pct=sm, cpu_pct=cpu, rss_bytes=rss)
-
-
-def columns_for(width: int) -> tuple[str, ...]:
-    return tuple(key for key, _, _, min_width in COLUMNS if width >= min_width)
 
 
 def _bar_keys(snap: Snapshot) -> tuple[str, ...]:
@@ -221,62 +210,6 @@ def thermal_text(g: GpuState, plain: bool = False) -> str:
     return f"{temp} {watts} fan {fan}"
 
 
-def _pct(v: float | None) -> str:
-    return formats.pct(v, unit=False)
-
-
-def command_width(width: int, columns: tuple[str, ...]) -> int:
-    """The COMMAND column's width in a pane `width` wide: what the other columns leave (each
-    with a cell of padding either side) beside the table's one-column scrollbar gutter."""
-    others = sum(w + 2 for key, _, w, _ in COLUMNS if key in columns and w is not None)
-    return max(MIN_COMMAND, width - 1 - others - 2)
-
-
-TAG_MARK = "*"  # after the GPU cell of a tagged process (`m`), as htop marks tagged rows
-TAGGED_STYLE = "bold underline"  # and its row: readable without colour
-
-
-def row_cells(
-    r: ProcRow,
-    columns: tuple[str, ...],
-    command_width: int = 80,
-    offset: int = 0,
-    plain: bool = False,
-    tagged: bool = False,
-) -> tuple[Text, ...]:
-    mark = TAG_MARK if tagged else ""
-    if r.is_parent:  # the tree view's launcher row: its pid and name, no figures of its own
-        cells = dict.fromkeys(columns, "")
-        cells["gpu"] = mark
-        cells["pid"] = str(r.pid)
-        cells["user"] = r.user if len(r.user) <= 9 else r.user[:8] + "+"
-        cells["command"] = clip(r.command, offset, command_width, plain)
-        style = TAGGED_STYLE if tagged else "dim"
-        return tuple(
-            Text(cells[c], justify="right" if c == "pid" else "left", no_wrap=True, style=style)
-            for c in columns
-        )
-    cells = {
-        "gpu": (r.gpu_label + mark)[:3] if mark and len(r.gpu_label) < 3 else r.gpu_label,
-        "pid": str(r.pid),
-        "user": r.user if len(r.user) <= 9 else r.user[:8] + "+",  # htop marks a cut name
-        "gpu_mem": size_text(r.gpu_mem_bytes),
-        "share": "n/a" if r.share_pct is None else f"{r.share_pct:.0f}%",
-        "sm": _pct(r.sm_pct),
-        "cpu": "n/a" if r.cpu_pct is None else f"{r.cpu_pct:.0f}",
-        "rss": size_text(r.rss_bytes),
-        "mem_pct": "n/a" if r.mem_pct is None else f"{r.mem_pct:.1f}",
-        "time": elapsed_text(r.elapsed_s),
-        "command": clip(r.tree_prefix + r.command, offset, command_width, plain),
-    }
-    right = {"pid", "gpu_mem", "share", "sm", "cpu", "rss", "mem_pct", "time"}
-    style = TAGGED_STYLE if tagged else ""
-    return tuple(
-        Text(cells[c], justify="right" if c in right else "left", no_wrap=True, style=style)
-        for c in columns
-    )
-
-
 class MemoryPane(Pane):
     class SortBy(Message):
         """A click on a column's header: sort the processes by `column` (again: reverse)."""
@@ -290,6 +223,7 @@ class MemoryPane(Pane):
         self.columns_shown: tuple[str, ...] | None = None  # as last drawn; None: not yet
         self._bars: dict[str, MemoryBar] = {}
         self._columns: tuple[str, ...] = ()
+        self._widths: dict[str, int] = {}
         self._command_width = 0
         self._last: tuple[Update, View] | None = None  # to draw again on a key of the table
         self.tree_view = False  # `t`: the processes under their parents
@@ -455,21 +389,26 @@ class MemoryPane(Pane):
 
     def _show_processes(self, snap: Snapshot, view: View, width: int) -> None:
         table = self.query_one(ProcessTable)
-        columns = columns_for(width)
+        every = [held_row(self._holds, r, snap.timestamp) for r in process_rows(snap)]
+        # the columns follow the width and whether any process runs for a job, pod or
+        # container (read once per process: the layout changes when such a process comes)
+        owned = any(owner_text(r.owner) for r in every)
+        ns_pids = any(r.owner is not None and r.owner.ns_pid is not None for r in every)
+        columns = columns_for(width, owned)
         self.columns_shown = columns  # `o` cycles through these only
-        cmd_width = command_width(width, columns)
+        widths = column_widths(columns, ns_pids)
+        cmd_width = command_width(width, columns, ns_pids)
         selected, selected_row = table.selected_key, table.cursor_row
-        if (columns, cmd_width) != (self._columns, self._command_width):
+        if (columns, widths, cmd_width) != (self._columns, self._widths, self._command_width):
             # A new width: new columns, every cell drawn again at the new width (never per
             # tick). Fixed widths: no cell is ever wider than its column, so none wraps.
             if self._columns:
                 table.clear(columns=True)
-            for key, label, col_width, _ in COLUMNS:
+            for key, label, _, _ in COLUMNS:
                 if key in columns:
-                    table.add_column(label, key=key, width=col_width or cmd_width)
-            self._columns, self._command_width = columns, cmd_width
+                    table.add_column(label, key=key, width=widths.get(key, cmd_width))
+            self._columns, self._widths, self._command_width = columns, widths, cmd_width
             self._order = ()
-        every = [held_row(self._holds, r, snap.timestamp) for r in process_rows(snap)]
         shown = ordered([r for r in every if matches(r, view.filter)], view.sort, view.selected_gpu)
         if self.tree_view:
             shown = tree_rows(shown, view.plain)
@@ -481,7 +420,7 @@ class MemoryPane(Pane):
         self.tagged &= {r.pid for r in every} | {r.ppid for r in every if r.ppid}
         tagged = self.tagged
         rows = {
-            r.key: row_cells(r, columns, cmd_width, offset, view.plain, r.pid in tagged)
+            r.key: row_cells(r, columns, cmd_width, offset, view.plain, r.pid in tagged, widths)
             for r in shown
         }
         order = tuple(rows)
@@ -502,7 +441,9 @@ class MemoryPane(Pane):
             k_gpu, k_pid = columns.index("gpu"), columns.index("pid")
             table.sort(
                 key=lambda cells: rank.get(
-                    f"{str(cells[k_gpu]).rstrip(TAG_MARK).split(':')[0]}:{cells[k_pid]}", 0
+                    f"{str(cells[k_gpu]).rstrip(TAG_MARK).split(':')[0]}:"
+                    f"{pid_in_cell(cells[k_pid])}",
+                    0,
                 )
             )
         self._order = order
