@@ -31,13 +31,25 @@ def _caught(pid: int, signum: int) -> bool:
     return False
 
 
-def _signalled(argv: list[str], sig: int, tmp_path) -> subprocess.CompletedProcess:
+def _default_stop_signals() -> None:
+    """In the child: the stop signals at their defaults, whatever this test run inherited
+    (`nohup pytest`, a CI runner that ignores SIGHUP): a program keeps an ignored signal
+    ignored, as it should, and the test would measure that instead."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _signalled(
+    argv: list[str], sig: int, tmp_path, env: dict | None = None, again_after: float | None = None
+) -> subprocess.CompletedProcess:
     p = subprocess.Popen(
         [PY, "-m", "gputop_diag", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        preexec_fn=_default_stop_signals,
+        env=None if env is None else {**os.environ, **env},
     )
     try:
         deadline = time.monotonic() + 60
@@ -46,6 +58,9 @@ def _signalled(argv: list[str], sig: int, tmp_path) -> subprocess.CompletedProce
             time.sleep(0.02)
         time.sleep(0.2)  # a few ticks in
         p.send_signal(sig)
+        if again_after is not None:
+            time.sleep(again_after)
+            p.send_signal(sig)
         out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
@@ -279,15 +294,18 @@ def test_no_surface_paces_a_loop_of_its_own():
 def test_a_stop_signal_ends_the_wait_at_once_and_puts_the_handlers_back(sig):
     import threading
 
-    before = signal.getsignal(sig)
-    paced = Run(lambda: None, clock=SlowClockWall(), interval=30.0)
-    threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()
-    t0 = time.monotonic()
-    ending = paced.run()
-    assert ending.reason == signal.Signals(sig).name and ending.ticks == 1
-    assert time.monotonic() - t0 < 10  # not the 30 s interval
-    assert ending.exit_status() == 128 + sig and ending.exit_status(until_stopped=True) == 0
-    assert signal.getsignal(sig) == before
+    inherited = signal.signal(sig, signal.SIG_DFL)  # not as `nohup` left it
+    try:
+        paced = Run(lambda: None, clock=SlowClockWall(), interval=30.0, seconds=60)
+        threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()
+        t0 = time.monotonic()
+        ending = paced.run()
+        assert ending.reason == signal.Signals(sig).name and ending.ticks == 1
+        assert time.monotonic() - t0 < 10  # not the 30 s interval
+        assert ending.exit_status() == 128 + sig and ending.exit_status(until_stopped=True) == 0
+        assert signal.getsignal(sig) == signal.SIG_DFL
+    finally:
+        signal.signal(sig, inherited)
 
 
 def test_a_signal_that_on_signal_answers_keeps_the_run_going():
@@ -301,7 +319,7 @@ def test_a_signal_that_on_signal_answers_keeps_the_run_going():
         asked.append(name)
         return len(asked) == 1
 
-    paced = Run(lambda: None, clock=SlowClockWall(), interval=30.0, on_signal=on_signal)
+    paced = Run(lambda: None, clock=SlowClockWall(), interval=30.0, seconds=60, on_signal=on_signal)
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
     threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGINT)).start()
     ending = paced.run()
@@ -345,3 +363,30 @@ def test_a_signal_the_program_was_started_ignoring_stays_ignored():
         assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_stop_signal_ends_a_run_whose_sample_never_comes_back(sig, tmp_path):
+    """A GPU that stopped answering holds the sample in flight: the signal waits for it a
+    grace period (STUCK_GRACE_S), then ends the program with 128 + the signal and says why."""
+    from gputop_diag.monitor.run import STUCK_GRACE_S
+
+    hang = {"GPUTOP_DIAG_SIM_FAULTS": "hang:nvmlDeviceGetUtilizationRates"}
+    argv = ["--demo", "idle", "diagnose", "--seconds", "30"]
+    t0 = time.monotonic()
+    r = _signalled(argv, sig, tmp_path, env=hang)
+    took = time.monotonic() - t0
+    assert r.returncode == 128 + sig, r.stderr
+    assert f"did not come back in {STUCK_GRACE_S:g} s" in r.stderr and "Traceback" not in r.stderr
+    assert took < STUCK_GRACE_S + 20
+
+
+@pytest.mark.e2e
+def test_a_second_stop_signal_ends_a_stuck_run_at_once(tmp_path):
+    hang = {"GPUTOP_DIAG_SIM_FAULTS": "hang:nvmlDeviceGetUtilizationRates"}
+    argv = ["--demo", "idle", "diagnose", "--seconds", "30"]
+    t0 = time.monotonic()
+    r = _signalled(argv, signal.SIGINT, tmp_path, env=hang, again_after=0.3)
+    assert r.returncode == 130 and "a second stop signal" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 4.5  # well inside the grace period

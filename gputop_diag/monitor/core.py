@@ -428,6 +428,7 @@ class Monitor:
                     t = self.feed(snap)
                     if on_tick is not None:
                         on_tick(t)
+                    signals.came_back()
                     if signals.name is not None:
                         break
             except KeyboardInterrupt:

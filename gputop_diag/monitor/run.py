@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import math
+import os
 import secrets
 import signal
 import threading
@@ -38,6 +39,9 @@ from typing import Generic, Protocol, TypeVar
 MIN_INTERVAL_S = 0.1
 
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+# How long a stop signal waits for the tick in flight before it ends the program without it: the
+# live view calls a tick this long stuck (`tui/collector.py` STUCK_AFTER_S).
+STUCK_GRACE_S = 5.0
 
 T = TypeVar("T")
 
@@ -236,7 +240,9 @@ class Run(Generic[T]):
                     reason = "cancelled"
                     break
                 ticked = skip is False and (take or not self.paused())
-                if ticked and self._tick():
+                done = ticked and self._tick()
+                self._signals.came_back()
+                if done:
                     break
                 take = False
                 if self._signals.name is not None and not self._carry_on():
@@ -329,41 +335,70 @@ class _Signalled(BaseException):
 
 class StopSignals:
     """While entered on the main thread, SIGINT, SIGTERM and SIGHUP are answered by setting
-    `name` (the first one's); one that lands inside `waiting()` ends the wait at once. The old
-    handlers are put back on exit. Off the main thread it catches nothing."""
+    `name` (the first one's); one that lands inside `waiting()` ends the wait at once. One that
+    lands while a tick is in flight lets the tick finish, unless the tick does not come back: a
+    second stop signal, or `STUCK_GRACE_S` without the loop ending, ends the program at once with
+    128 + the signal (a GPU that stopped answering holds an NVML call where no Python handler
+    runs; the recording on disk stays readable to its last whole line). The old handlers are put
+    back on exit. Off the main thread it catches nothing. A signal the program was started
+    ignoring stays ignored (`nohup`, a script's background job: POSIX leaves it to the caller, as
+    Python does for SIGINT)."""
 
     def __init__(self) -> None:
         self.name: str | None = None
         self._waiting = False
         self._old: dict[str, object] = {}
+        self._back = threading.Event()  # the tick in flight came back (or the loop is over)
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for name in STOP_SIGNALS:
-                # one the program was started ignoring stays ignored (`nohup`, a script's
-                # background job: POSIX leaves it to the caller, as Python does for SIGINT)
-                if (
-                    hasattr(signal, name)
-                    and signal.getsignal(getattr(signal, name)) != signal.SIG_IGN
-                ):
-                    self._old[name] = signal.signal(getattr(signal, name), self._stop)
+                signum = getattr(signal, name, None)
+                if signum is not None and signal.getsignal(signum) != signal.SIG_IGN:
+                    self._old[name] = signal.signal(signum, self._stop)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._back.set()
         for name, handler in self._old.items():
             signal.signal(getattr(signal, name), signal.SIG_DFL if handler is None else handler)
         self._old.clear()
 
     def _stop(self, signum: int, frame: object) -> None:
-        if self.name is None:
-            self.name = signal.Signals(signum).name
-        if self._waiting:  # end the wait now; a tick in flight finishes first
+        if self._waiting:  # end the wait now
+            self.name = self.name or signal.Signals(signum).name
             raise _Signalled
+        if self.name is not None:  # a second one while the tick in flight has not come back
+            _end_now(signum, "a second stop signal")
+        self.name = signal.Signals(signum).name
+        self._back = back = threading.Event()
+        threading.Thread(
+            target=self._grace, args=(signum, back), name="gputop-stop-grace", daemon=True
+        ).start()
+
+    def came_back(self) -> None:
+        """The tick in flight is over: a stop signal that landed during it no longer needs the
+        grace period's end (the loop answers it, or `on_signal` kept the run going)."""
+        self._back.set()
+
+    @staticmethod
+    def _grace(signum: int, back: threading.Event) -> None:
+        if not back.wait(STUCK_GRACE_S):
+            _end_now(signum, f"the sample in flight did not come back in {STUCK_GRACE_S:g} s")
 
     @contextlib.contextmanager
     def waiting(self):
-        self._waiting = True
         try:
+            self._waiting = True
             yield
         finally:
             self._waiting = False
+
+
+def _end_now(signum: int, why: str) -> None:
+    """End the program at once, as the signal would have: a line on stderr (written straight
+    to the file descriptor: safe from a handler or a thread), then exit 128 + the signal without
+    running Python's clean-up, which a call held by the driver would wait on."""
+    name = signal.Signals(signum).name
+    os.write(2, f"gputop-diag: stopped by {name}: {why} (the driver is not answering?)\n".encode())
+    os._exit(128 + signum)
