@@ -314,6 +314,9 @@ async def test_enter_opens_the_details_and_they_say_when_the_process_ends():
         assert f"PROCESS {pid}" in text and "/opt/conda/envs/train/bin/python3.11" in text
         assert "CUDA_VISIBLE_DEVICES=" in text and "threads" in text
         assert "CHILDREN" in text and "GPU MEMORY" in text and "now 56" in text
+        owner = text[text.index("OWNER") : text.index("COMMAND")]  # the whole owner, by fact
+        assert "ml-research" in owner and "llama-ddp-0" in owner and "burstable" in owner
+        assert "containerd" in owner
         lines = screen_lines(app)
         assert all(len(line.rstrip()) <= 80 for line in lines)
         # the long command wraps with a hanging indent: continued lines sit deeper

@@ -18,6 +18,7 @@ from rich.text import Text
 from gputop_diag.model import GpuProcess, ProcessInfo
 from gputop_diag.monitor.control import DETAIL_ENV_PREFIXES
 from gputop_diag.monitor.view import process_memory
+from gputop_diag.tui.process_owner import owner_lines
 from gputop_diag.tui.process_screens import ProcessDetailScreen, SignalScreen
 from gputop_diag.tui.procs import command_text, elapsed_text, size_text
 from gputop_diag.widgets import history
@@ -145,6 +146,9 @@ class ProcessActions:
             if info.ppid:
                 facts.append(f"parent {info.ppid} {info.parent_name or ''}".rstrip())
         line("  ".join(facts) or "no figures", 0, 4)
+        head("OWNER")
+        for text in owner_lines(info.owner if info else None, pid):
+            line(text)
         head("COMMAND")
         cmdline = info.cmdline if info else None
         if cmdline:
