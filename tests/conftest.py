@@ -43,6 +43,7 @@ E2E = [
     "test_fleet_prometheus.py",  # a real Prometheus (and node-exporter) scraping the exporter
     "test_fleet_tls.py",  # Prometheus behind TLS, openssl
     "test_slurm_real.py",  # a real single-node Slurm
+    "test_owner_kernel.py",  # real cgroups and PID namespaces (unshare), as root
     "test_exporter.py::test_promtool_accepts_the_exposition",
     "test_exporter.py::test_dcgm_labels_are_what_promtool_lints_and_why_they_are_optional",
     "test_kernlog_sources.py::test_a_real_journal_file_through_journalctl",
@@ -127,6 +128,14 @@ E2E = [
 ]
 
 SLOW = [
+    "test_tui_process_table.py::test_owner_takes_the_user_columns_place_at_80x24",
+    "test_tui_process_table.py::test_owner_beside_user_and_the_namespaces_pid_where_the_pane_is_wide",
+    "test_tui_process_table.py::test_compute_bound_at_200_columns_without_the_panel_names_users_and_owners",  # noqa: E501
+    "test_tui_process_table.py::test_job_pod_and_ctr_filters_select_their_rows_and_a_bad_term_says_why",  # noqa: E501
+    "test_tui_process_table.py::test_o_reaches_owner_and_the_rows_follow_it",
+    "test_filter_sanitize.py::test_job_pod_and_ctr_typed_as_the_node_names_them_find_their_rows",
+    "test_tui_snapshots.py::test_owner_column_and_namespace_pids_200x50_comm_bound",
+    "test_owner_surfaces.py::test_the_snapshot_names_each_gpu_processs_job_pod_or_container",
     "test_sanitize_surfaces.py::test_watched_job_view_and_s_during_watch_name_nothing_planted",
     "test_sanitize_surfaces.py::test_replay_of_a_sanitized_recording_names_nothing_planted",
     "test_sanitize_surfaces.py::test_live_view_under_sanitize_names_nothing_planted",
