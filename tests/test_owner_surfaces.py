@@ -46,3 +46,14 @@ def test_watch_says_whom_the_job_runs_for(cli):
     assert [(o["kind"], o["slurm_job"], o["slurm_step"]) for o in doc["owners"]] == [
         ("slurm", "424242", "0")
     ]
+
+
+def test_a_label_cuts_a_real_id_never_a_pseudonym():
+    import secrets
+
+    from gputop_diag.model import Owner
+
+    cid = secrets.token_hex(32)
+    assert Owner("container", container_id=cid).label == f"ctr {cid[:8]}"
+    assert Owner("container", container_id="container-aixa").label == "ctr container-aixa"
+    assert Owner("pod", pod_uid="uuid-q3rt").label == "pod uuid-q3rt"

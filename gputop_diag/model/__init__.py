@@ -228,12 +228,18 @@ class Owner:
         if self.kind == "pod":
             if self.pod_namespace and self.pod_name:
                 return f"pod {self.pod_namespace}/{self.pod_name}"
-            return f"pod {self.pod_uid[:8]}" if self.pod_uid else "pod"
+            return f"pod {_id_prefix(self.pod_uid)}" if self.pod_uid else "pod"
         if self.kind == "container":
             if self.container_id:
-                return f"ctr {self.container_id[:8]}"
+                return f"ctr {_id_prefix(self.container_id)}"
             return f"ctr {self.container_name}" if self.container_name else "container"
         return None
+
+
+def _id_prefix(ident: str) -> str:
+    """An id's first 8 characters where it is the hex of a real id; whole where it is not (a
+    sanitized surface's pseudonym, `container-aixa`, cut would read as another)."""
+    return ident[:8] if all(c in "0123456789abcdefABCDEF-" for c in ident) else ident
 
 
 @dataclass(frozen=True, slots=True)
