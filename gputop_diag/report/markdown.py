@@ -412,20 +412,24 @@ def _mapping(m: dict[str, Any]) -> list[str]:
 
 
 def _processes(p: dict[str, Any]) -> list[str]:
+    procs = p.get("processes") or ()
+    owned = any(r.get("owner") for r in procs)  # an owner column where any runs for one
     rows = [
         [
             r["gpu"],
             r["pid"],
             r.get("user") or "n/a",
+            *([r.get("owner") or "-"] if owned else []),
             _gib(r.get("gpu_memory_gib")),
             _pct(r.get("cpu_pct")),
             _Raw(_code(r["command"], True)),
         ]
-        for r in p.get("processes") or ()
+        for r in procs
     ]
     if not rows:
         return ["No process on a GPU."]
-    out = _table(["GPU", "PID", "user", "GPU memory", "CPU", "command"], rows, "rrlrrl")
+    head = ["GPU", "PID", "user", *(["runs for"] if owned else []), "GPU memory", "CPU", "command"]
+    out = _table(head, rows, "rrl" + ("l" if owned else "") + "rrl")
     if p.get("more"):
         out += ["", f"…and {p['more']} more."]
     out += [

@@ -484,6 +484,7 @@ def processes(last: Snapshot, s: Sanitizer) -> dict[str, Any]:
                 "gpu": p.gpu_index,
                 "pid": p.pid,
                 "user": s.user(info.user) if info and info.user else None,
+                "owner": s.owner_label(info.owner) if info is not None else None,
                 "kind": p.kind,
                 "gpu_memory_gib": _gib(p.used_memory_bytes),
                 "cpu_pct": _r(info.cpu_pct if info else None, 0),
