@@ -343,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except _stopped() as e:  # a stop signal in a one-shot command's warm-up
+        return e.status
     except BrokenPipeError:  # `gputop-diag snapshot | head`: the reader is gone
         return closed_output()
     except OSError as e:
@@ -361,6 +363,12 @@ def _flushed(code: int) -> int:
     found here, inside `main`, not by the interpreter's last flush at exit."""
     sys.stdout.flush()
     return code
+
+
+def _stopped() -> type[BaseException]:
+    """`monitor.run.Stopped` once the paced loop is loaded (only it raises it)."""
+    run = sys.modules.get(f"{__package__}.monitor.run")
+    return _NotRaised if run is None else run.Stopped
 
 
 class _NotRaised(Exception):

@@ -75,6 +75,7 @@ class ReplayPace:
                     return False
                 cancel.wait(REPLAY_POLL_S)
                 continue
+            self._step.clear()  # a step pressed while playing means nothing once paused
             if due <= 0:
                 return False
             speed = self.speed
@@ -145,7 +146,7 @@ class Player:
             Run(
                 step,
                 clock=ReplayClock(self.pace, lambda: monitor.paused),
-                interval=REPLAY_POLL_S,
+                interval=REPLAY_POLL_S,  # unused: `gap` paces a replay
                 gap=lambda gap: gap or 0.0,
                 cancel=cancel,
             ).subscribe(at_the_end).run()

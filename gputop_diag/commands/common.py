@@ -17,7 +17,7 @@ from ..collect.nvml.extras import GPM_MIN_INTERVAL_S
 from ..collect.usable import no_usable_gpu
 from ..model import Snapshot, formats
 from ..model.codec import iso_time
-from ..monitor.run import Run, session_key
+from ..monitor.run import Run, Stopped, session_key
 from ..monitor.sampler import Sampler
 from ..sources import Sources
 
@@ -93,6 +93,15 @@ def sanitized_output(text: str, sanitizer) -> str | None:
     return None
 
 
+def stop_without_nvml(tick) -> None:
+    """An `on_tick` of the paced loop: no driver, or NVML failing as a whole, and sampling
+    longer cannot change the answer (`diagnose`, `report`)."""
+    from ..monitor.run import Done
+
+    if any(e.source == "nvml" and e.gpu_index is None for e in tick.snapshot.errors):
+        raise Done
+
+
 def stopped_early(monitor, until_stopped: bool = False) -> int | None:
     """Say on stderr that the run was stopped before its span (a stop signal, a closed output:
     docs/architecture.md, "Stopping"), so what is printed next covers only what was seen; the
@@ -134,8 +143,9 @@ def sample_once(feed: Sources, fast: bool) -> Snapshot:
             return sampler.collect()
         snaps: list[Snapshot] = []
         paced = Run(sampler.collect, clock=feed.clock, interval=WARMUP_S, seconds=WARMUP_S)
-        if paced.subscribe(snaps.append).run().signalled and not snaps:
-            raise KeyboardInterrupt
+        ending = paced.subscribe(snaps.append).run()
+        if ending.signalled:  # stopped in the warm-up: no half-made answer, as any other run
+            raise Stopped(ending)
     finally:
         sampler.close()
     xids, errors = [], {}

@@ -8,7 +8,6 @@ import sys
 
 from ..diagnose.render import render_text, to_json
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
-from ..monitor.core import StopSampling, Tick
 from ..monitor.core import run as run_monitor
 from ..recording.store import Recording
 from ..sources import Sources
@@ -17,6 +16,7 @@ from .common import (
     no_driver_error,
     render_snapshot,
     sanitized_output,
+    stop_without_nvml,
     stopped_early,
 )
 from .options import add_time_options, capped, time_problem
@@ -39,12 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_sanitize(p)
 
 
-def _stop_if_no_nvml(tick: Tick) -> None:
-    """No driver, or NVML failing as a whole: sampling longer cannot change the answer."""
-    if any(e.source == "nvml" and e.gpu_index is None for e in tick.snapshot.errors):
-        raise StopSampling
-
-
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     seconds = args.seconds
     problem = time_problem(seconds, args.interval)
@@ -58,7 +52,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if note is not None:
         print(f"gputop-diag: {note}", file=sys.stderr)
     monitor = run_monitor(
-        feed, interval=args.interval, seconds=seconds, on_tick=None if replay else _stop_if_no_nvml
+        feed, interval=args.interval, seconds=seconds, on_tick=None if replay else stop_without_nvml
     )
     if monitor.last is None:
         print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)

@@ -15,7 +15,7 @@ from ..recording.store import Recording
 from ..report.build import ReportSource, make_report
 from ..report.private_map import write_private_map
 from ..sources import Sources
-from .common import no_driver_error, stopped_early
+from .common import no_driver_error, stop_without_nvml, stopped_early
 from .options import add_time_options, time_problem
 
 DEFAULT_SECONDS = 30.0
@@ -102,7 +102,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         seconds = DEFAULT_SECONDS
     if not replay and not feed.simulated:
         print(f"gputop-diag: sampling for {seconds:g} s for the report", file=sys.stderr)
-    monitor = run_monitor(feed, interval=interval, seconds=seconds)
+    monitor = run_monitor(
+        feed, interval=interval, seconds=seconds, on_tick=None if replay else stop_without_nvml
+    )
     if monitor.last is None:
         print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE

@@ -82,6 +82,15 @@ class Done(Exception):
     """Raised by a subscriber: end the run after this tick, nothing more to learn."""
 
 
+class Stopped(BaseException):
+    """A stop signal ended a run before it had an answer to give (a one-shot command's warm-up):
+    the entry point exits with `status` (128 + the signal), printing nothing more."""
+
+    def __init__(self, ending: Ending) -> None:
+        super().__init__(ending.reason)
+        self.status = ending.exit_status() or 130
+
+
 class OutputClosed(Exception):
     """Raised by a subscriber whose reader is gone (a closed pipe): end the run at once."""
 
