@@ -7,7 +7,9 @@ pipe and a full disk (/dev/full) are met by every command."""
 
 from __future__ import annotations
 
+import ast
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -258,8 +260,9 @@ class SlowClockWall:
 
 # -- one paced loop ------------------------------------------------------------------------------
 
-# The `while` loops that wait (sleep or an event's wait) outside the paced loop, and why each is
-# not a second one: a wait inside one call, or code that runs inside the user's job.
+# The loops that wait (a sleep, an event's wait: `time.sleep`, `sleep` imported bare, `.wait`)
+# outside the paced loop, and why each is not a second one: a wait inside one call, or code that
+# runs inside the user's job.
 WAITS_INSIDE_ONE_CALL = {
     "gputop_diag/monitor/run.py": "the paced loop itself",
     "gputop_diag/collect/job.py": "a started job's stop grace: SIGTERM, then SIGKILL after it",
@@ -267,27 +270,56 @@ WAITS_INSIDE_ONE_CALL = {
     "tui/hangup.py": "the terminal guard's watch of a closed terminal",
     "tui/replaying.py": "the replay clock's sleep: one recorded gap at the speed, held on pause",
 }
+# Textual timers of the live view: screen upkeep that reads nothing of the machine, never a tick.
+VIEW_TIMERS = {
+    "tui/app.py": "the banner's check of a stuck tick (`Run.stuck_for`)",
+    "tui/fleet_app.py": "a node's STALE check against its last scrape's time",
+    "tui/job_quit.py": "whether a job being stopped has ended (asks the control seam)",
+    "tui/process_screens.py": "the details screen redrawn from the last tick",
+    "tui/saver.py": "how long the saved-file note stays",
+}
+
+
+def _waits(node) -> bool:
+    for c in ast.walk(node):
+        if isinstance(c, ast.Call):
+            f = c.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name in ("sleep", "wait"):
+                return True
+    return False
+
+
+def _our_modules():
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    for root in ("gputop_diag", "tui", "widgets"):
+        for path in (repo / root).rglob("*.py"):
+            rel = path.relative_to(repo)
+            if rel.parts[:2] == ("gputop_diag", "sim"):  # the simulated machine's own clock
+                continue
+            yield str(rel), ast.parse(path.read_text())
 
 
 def test_no_surface_paces_a_loop_of_its_own():
-    import ast
-    import pathlib
-
-    repo = pathlib.Path(__file__).resolve().parent.parent
-    found = set()
-    for root in ("gputop_diag", "tui", "widgets"):
-        for path in (repo / root).rglob("*.py"):
-            if "sim" in path.relative_to(repo).parts:  # the simulated machine's own clock
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.While) and any(
-                    isinstance(c, ast.Call)
-                    and isinstance(c.func, ast.Attribute)
-                    and c.func.attr in ("sleep", "wait")
-                    for c in ast.walk(node)
-                ):
-                    found.add(str(path.relative_to(repo)))
+    found = {
+        rel
+        for rel, tree in _our_modules()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.While, ast.For, ast.AsyncFor)) and _waits(node)
+    }
     assert found == set(WAITS_INSIDE_ONE_CALL), found ^ set(WAITS_INSIDE_ONE_CALL)
+
+
+def test_the_live_views_timers_are_screen_upkeep_only():
+    found = {
+        rel
+        for rel, tree in _our_modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("set_interval", "set_timer")
+    }
+    assert found == set(VIEW_TIMERS), found ^ set(VIEW_TIMERS)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
