@@ -26,7 +26,7 @@ from gputop_diag.fleet.read import NoFleetData
 from gputop_diag.fleet.sanitize import FleetNames
 from gputop_diag.model.exits import EXIT_NO_GPU, EXIT_PROMETHEUS
 from gputop_diag.monitor.core import Monitor
-from gputop_diag.monitor.run import Run, WallClock
+from gputop_diag.monitor.run import Run, WallClock, session_key
 from gputop_diag.monitor.view import Feeder, Update, first_host
 from gputop_diag.prometheus.client import PrometheusError
 from gputop_diag.tui.actions import REPLAY_ONLY
@@ -95,7 +95,7 @@ class FleetApp(App):
         self.state = state or FleetViewState()
         self.sanitize = sanitize or names is not None
         # --sanitize: one set of pseudonyms for the session (the node's panes share it)
-        self.names = (names or FleetNames()) if self.sanitize else None
+        self.names = (names or FleetNames(session_key())) if self.sanitize else None
         self.open_node: tuple[str, str | None, str] | None = None  # key, hostname, shown as
 
     def compose(self) -> ComposeResult:
@@ -227,7 +227,7 @@ class NodeApp(GpuTopApp):
         names: FleetNames | None = None,
     ):
         sanitize = sanitize or names is not None
-        self.names = (names or FleetNames()) if sanitize else None
+        self.names = (names or FleetNames(session_key())) if sanitize else None
         if self.names is not None:
             feed.name = f"{self.names.node_of(feed.key, feed.hostname)} (Prometheus)"
         super().__init__(
@@ -362,7 +362,7 @@ def run_fleet_view(
         print(render_fleet_text(fv))
         return 0
     state = FleetViewState()
-    names = FleetNames() if sanitize else None  # one key for the whole session
+    names = FleetNames(session_key()) if sanitize else None  # the run's key: one pseudonym each
     while True:
         app = FleetApp(watch, state, names=names)
         app.run()

@@ -208,9 +208,9 @@ def _print_sanitized(verdict, args: argparse.Namespace, group_by: str, url: str)
     Prometheus address or selector; nothing at all where a leak check still finds a name."""
     from ..fleet.judge import render_fleet_text, to_fleet_json
     from ..fleet.sanitize import FleetNames
-    from .common import sanitized_output
+    from .common import sanitized_output, session_key
 
-    names = FleetNames()
+    names = FleetNames(session_key())  # the run's key, as every sanitized surface of it
     shown = names.verdict(verdict)
     if args.json:
         doc = to_fleet_json(shown, prometheus=None, match=None, group_by=group_by)
