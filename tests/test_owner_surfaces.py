@@ -57,3 +57,18 @@ def test_a_label_cuts_a_real_id_never_a_pseudonym():
     assert Owner("container", container_id=cid).label == f"ctr {cid[:8]}"
     assert Owner("container", container_id="container-aixa").label == "ctr container-aixa"
     assert Owner("pod", pod_uid="uuid-q3rt").label == "pod uuid-q3rt"
+
+
+def test_diagnose_says_when_it_cannot_see_the_hosts_pids(capsys):
+    """Run in a container without the host's PID namespace, the verdict stands on NVML's
+    figures and stderr says once why the processes have no names, with the fix."""
+    import argparse
+
+    from gputop_diag.commands import diagnose
+    from gputop_diag.sim.container import in_container
+
+    feed = in_container(sim.build("compute-bound"))
+    args = argparse.Namespace(seconds=10.0, interval=1.0, json=False, sanitize=False)
+    assert diagnose.run(args, feed) == 0
+    err = capsys.readouterr().err
+    assert err.count("--pid=host") == 1 and "hostPID: true" in err

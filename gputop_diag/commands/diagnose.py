@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..collect.owners import PID_NAMESPACE_SOURCE
 from ..diagnose.render import render_text, to_json
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import run as run_monitor
@@ -79,6 +80,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         if text is None:
             return 1
     print(text)
+    for note in snap.errors:  # what the verdict cannot show: this program sees other pids
+        if note.source == PID_NAMESPACE_SOURCE:
+            print(f"gputop-diag: {note.message}; next: {note.next_step}", file=sys.stderr)
     if err is not None:
         if args.json:  # the reason still reaches a person reading the terminal
             print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
