@@ -257,3 +257,17 @@ def test_generated_owner_ids_never_show_sanitized():
         for secret in (ns, pod, cname, uid, uid[:8], cid[:8], job, "ann"):
             assert secret not in shown, (secret, shown)
         assert shown.split()[0] in ("pod", "Slurm", "a", "container", "docker")
+
+
+def test_the_shared_gpu_remedy_fits_the_owners_that_share_it():
+    """A Slurm job and a container started beside it: Slurm's ConstrainDevices cannot bind the
+    container, and there is no pod to give Kubernetes advice about."""
+    from gputop_diag import sim
+    from gputop_diag.collect.mapping import collect_mapping
+    from gputop_diag.commands.common import sample_once
+
+    src = sim.build("compute-bound")
+    m = collect_mapping(sample_once(src, True), src)
+    (shared,) = [f for f in m.findings if f.kind == "shared_gpu"]
+    assert "ConstrainDevices" in shared.next_step and "outside the scheduler" in shared.next_step
+    assert "Kubernetes" not in shared.next_step and "nvidia.com/gpu" not in shared.next_step

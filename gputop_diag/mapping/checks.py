@@ -22,7 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .ordinals import Entry, Visibility, row_key
-from .owners import CHECK_BY_KIND, COMPUTE_MODE_CHECK, EXCLUSIVE_KINDS
+from .owners import (
+    CHECK_BY_KIND,
+    COMPUTE_MODE_CHECK,
+    EXCLUSIVE_KINDS,
+    EXCLUSIVE_PROCESS,
+    REMEDY_BY_KIND,
+)
 
 SLURM_VARS = (
     "SLURM_JOB_ID",
@@ -425,6 +431,11 @@ def _shared(gpu: int, gi: int | None, jobs: Mapping[str, Sequence[ProcView]]) ->
             "these was not given this GPU"
         )
     check = "; ".join(CHECK_BY_KIND[k] for k in kinds if k in CHECK_BY_KIND)
+    remedy = "; ".join(
+        [REMEDY_BY_KIND[k] for k in kinds if k in REMEDY_BY_KIND and scheduled]
+        or ["run them as jobs of one scheduler"]
+    )
+    remedy += f"; {EXCLUSIVE_PROCESS}"
     counts = Counter(ps[0].owner_kind for ps in jobs.values() if ps[0].owner_kind)
     what = " and ".join(
         OWNER_WORDS[k][0] if n == 1 else f"{n} {OWNER_WORDS[k][1]}"
@@ -437,8 +448,7 @@ def _shared(gpu: int, gi: int | None, jobs: Mapping[str, Sequence[ProcView]]) ->
         f"{len(jobs)} owners share {place}: {names}{why}",
         "they compete for memory and SM time: check who was given the GPU"
         + (f" ({check})" if check else "")
-        + f"; {COMPUTE_MODE_CHECK}; then move one or make the GPUs exclusive (ConstrainDevices "
-        "in Slurm's cgroup.conf, whole-GPU requests in Kubernetes)",
+        + f"; {COMPUTE_MODE_CHECK}; then move one, or keep the GPU one owner's: {remedy}",
         gpus=(gpu,),
         pids=pids,
         public_text=f"{len(jobs)} owners{f' ({what})' if what else ''} share {place} "

@@ -31,6 +31,17 @@ CHECK_BY_KIND = {
     "container": "`docker inspect CONTAINER --format '{{.HostConfig.DeviceRequests}}'` and its "
     "NVIDIA_VISIBLE_DEVICES (the GPUs it asked for)",
 }
+# What keeps the GPU one owner's, by the kinds that share it. A container started beside a
+# scheduler (`docker run --gpus`) is not bound by the scheduler's device limits: Slurm's
+# ConstrainDevices confines a job's own processes (cgroup.conf(5)), the device plugin a pod's.
+REMEDY_BY_KIND = {
+    "slurm": "ConstrainDevices=yes in Slurm's cgroup.conf keeps a job's processes on its GPUs",
+    "pod": "whole-GPU requests (nvidia.com/gpu) without time-slicing in the device plugin",
+    "container": "a container started outside the scheduler is not bound by it: give it only "
+    "GPUs the scheduler does not hand out (`--gpus device=N`, NVIDIA_VISIBLE_DEVICES)",
+    "user": "a process started outside the scheduler is not bound by it: run it as a job",
+}
+EXCLUSIVE_PROCESS = "or set the GPU's compute mode to Exclusive_Process (`nvidia-smi -c 3`)"
 COMPUTE_MODE_CHECK = (
     "`nvidia-smi --query-gpu=index,compute_mode --format=csv` (Exclusive_Process turns a "
     "second process away instead of letting it share)"
