@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import secrets
 import subprocess
 
@@ -16,11 +17,9 @@ from test_exporter import PROMTOOL, promtool, samples
 
 from gputop_diag import sim
 from gputop_diag.model import Owner
-from gputop_diag.model.codec import jsonable
 from gputop_diag.monitor.core import Monitor, Tick
 from gputop_diag.prometheus.export import SlurmJobs, TickMetrics, window_of
 from gputop_diag.prometheus.owners import HpcJobMapping, holder
-from gputop_diag.sanitize.sanitizer import Sanitizer
 
 OWNER_LABELS = {"pod", "namespace", "container"}
 NO_JOB = SlurmJobs(psutil=None, own_job=None)  # not the environment of whoever runs the tests
@@ -74,6 +73,46 @@ def test_a_shared_gpu_goes_to_the_owner_holding_most_of_its_memory():
     )
     owners = holder(dataclasses.replace(snap, gpu_processes=grown))
     assert owners[0].kind == "container" and owners[1].kind == "slurm"
+
+
+def _one_gpu(procs: list[tuple[int, Owner, int]]):
+    """A compute-bound snapshot whose GPU 0 holds only `procs` (pid, owner, GiB)."""
+    m = Monitor(sim.build("compute-bound"))
+    m.run_for(1)
+    snap = m.last.snapshot
+    gp0 = next(gp for gp in snap.gpu_processes if gp.gpu_index == 0)
+    p0 = next(p for p in snap.processes if p.pid == gp0.pid)
+    return dataclasses.replace(
+        snap,
+        processes=tuple(dataclasses.replace(p0, pid=pid, owner=o) for pid, o, _ in procs),
+        gpu_processes=tuple(
+            dataclasses.replace(gp0, pid=pid, used_memory_bytes=gib << 30) for pid, _, gib in procs
+        ),
+    )
+
+
+def test_the_processes_of_one_pod_or_one_job_add_up_as_one_owner():
+    uid = "87e7667e-425e-41e6-ac19-78365cfe9e8b"
+    pod = Owner(kind="pod", pod_uid=uid, pod_namespace="ml", pod_name="train-0")
+    ctr = Owner(kind="container", container_id="1e52e506" * 8, container_name="nb")
+    snap = _one_gpu(
+        [
+            (101, dataclasses.replace(pod, ns_pid=1), 30),
+            (102, dataclasses.replace(pod, ns_pid=7), 30),
+            (103, ctr, 40),
+        ]
+    )
+    got = holder(snap)[0]
+    assert got.kind == "pod" and got.pod_uid == uid  # 60 GiB of one pod, not 30 and 30
+    job5 = Owner(kind="slurm", slurm_job="5")
+    snap = _one_gpu(
+        [
+            (201, dataclasses.replace(job5, slurm_step="0"), 20),
+            (202, dataclasses.replace(job5, slurm_step="1"), 20),
+            (203, Owner(kind="slurm", slurm_job="6", slurm_step="0"), 30),
+        ]
+    )
+    assert holder(snap)[0].slurm_job == "5"
 
 
 def test_the_slurm_owner_is_the_gpus_hpc_job_once_attribution_is_asked():
@@ -298,27 +337,16 @@ def test_no_generated_owner_id_reaches_a_label_under_sanitize():
     assert jobs["6"].startswith("job-") and jobs["6"] == jobs["7"]  # a pseudonym, one per job
 
 
-def _sanitizer_names_owners() -> bool:
-    """Whether the sanitizer gives pod, namespace and container names pseudonyms yet."""
-    o = Owner(kind="pod", pod_namespace="team-x7", pod_name="finetune-q9", container_name="tr-3")
-    s = Sanitizer()
-    doc = {"processes": [{"owner": jsonable(o)}]}
-    s.learn_document(doc)
-    got = s.document(doc)["processes"][0]["owner"]
-    return all(s.is_pseudonym(got[f]) for f in ("pod_name", "pod_namespace", "container_name"))
-
-
 def test_owner_labels_are_pseudonyms_under_sanitize():
-    if not _sanitizer_names_owners():
-        pytest.xfail(
-            "the sanitizer keeps pod, namespace and container names as they are: the exporter "
-            "shows none of them (empty labels) until it gives them pseudonyms"
-        )
-    owners, _ = generated_owners()
+    owners, ids = generated_owners()
     text = exposition("comm-bound", sanitize=True, kubernetes=True, plant=planter(owners))
+    assert not [i for i in ids if i in text]  # no raw owner id reaches a label
     got = {s.labels["gpu"]: s.labels for s in samples(text)["DCGM_FI_DEV_GPU_UTIL"]}
     s = got["0"]
     assert s["pod"] and s["namespace"] and s["container"]
+    shown = [lb[k] for lb in got.values() for k in ("pod", "namespace", "container") if lb[k]]
+    assert all(re.fullmatch(r"[a-z]+-[a-z0-9]{4}", v) for v in shown), shown  # `ns-pw2z`
+    assert not [v for v in shown for i in ids if i in v or v in i]
     assert len({s["pod"], s["namespace"], s["container"]}) == 3
     assert got["3"]["pod"] == s["pod"] and got["4"]["pod"] == ""
     assert got["4"]["container"] not in ("", s["container"])

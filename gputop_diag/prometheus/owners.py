@@ -52,18 +52,37 @@ def holder(snap: Snapshot) -> dict[int, Owner]:
     container, a Slurm job), the one whose processes hold most of its memory, then the one
     with most processes on it, then the first in a fixed order (so a tie does not flap)."""
     owner_of = {p.pid: p.owner for p in snap.processes if p.owner is not None}
-    held: dict[int, dict[Owner, list[int]]] = {}
+    # per GPU: {owner's identity: [memory, processes, the owner's record first seen]}
+    held: dict[int, dict[tuple[str, str], list]] = {}
     for gp in snap.gpu_processes:
         o = owner_of.get(gp.pid)
         if o is None or o.kind not in HOLDING_KINDS:
             continue
-        w = held.setdefault(gp.gpu_index, {}).setdefault(o, [0, 0])
+        w = held.setdefault(gp.gpu_index, {}).setdefault(owner_key(o), [0, 0, o])
         w[0] += gp.used_memory_bytes or 0
         w[1] += 1
     return {
-        gpu: min(by.items(), key=lambda kv: (-kv[1][0], -kv[1][1], _order(kv[0])))[0]
+        gpu: min(by.values(), key=lambda w: (-w[0], -w[1], _order(w[2])))[2]
         for gpu, by in held.items()
     }
+
+
+def owner_key(o: Owner) -> tuple[str, str]:
+    """Who an owner is, whatever process of it was read: a pod by its uid (else
+    namespace/name), a container by its id (else name), a Slurm job by its number, a unit by
+    its name; not the pid inside its PID namespace nor the job's step, which differ between
+    the processes of one owner. The same identity `mapping/owners.py` `owner_of` gives (this
+    layer does not import `mapping`)."""
+    if o.kind == "pod":
+        uid = (o.pod_uid or "").lower().replace("_", "-")  # systemd's cgroup names write `_`
+        return "pod", uid or f"{o.pod_namespace or ''}/{o.pod_name or ''}"
+    if o.kind == "container":
+        return "container", o.container_id or o.container_name or ""
+    if o.kind == "slurm":
+        return "slurm", o.slurm_job or ""
+    if o.kind == "unit":
+        return "unit", o.unit or ""
+    return o.kind, o.label or ""
 
 
 def _order(o: Owner) -> tuple[str, ...]:
