@@ -247,6 +247,111 @@ def test_systemd_units_and_user_sessions(seed):
         assert o.label is None  # the user column says it already
 
 
+# --- a user's own subtree -----------------------------------------------------------------------
+
+
+def _user_subtrees(rng: random.Random, user: int) -> list[str]:
+    """Directories a user may make cgroups in: their systemd user manager's subtree (delegated to
+    them), at any depth, and their slice in general."""
+    return [
+        f"/user.slice/user-{user}.slice/user@{user}.service",
+        f"/user.slice/user-{user}.slice/user@{user}.service/app.slice",
+        f"/user.slice/user-{user}.slice/user@{user}.service/user.slice",
+        f"/user.slice/user-{user}.slice/user@{user}.service/app.slice/{_dns_label(rng, 6)}.slice",
+        f"/user.slice/user-{user}.slice/session-{rng.randint(1, 9999)}.scope",
+    ]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_pods_and_jobs_made_in_a_users_own_subtree_are_the_users(seed):
+    """A user may make any directory in the subtree systemd delegates to them: one named like a
+    pod's or a Slurm job's makes their process neither, on any cgroup version."""
+    rng = random.Random(f"spoof-{seed}")
+    user = rng.randint(1000, 2**31)
+    uid, cid, job, step = _uid(rng), _cid(rng), str(rng.randint(1, 2**31)), _step(rng)
+    qos = rng.choice(["guaranteed", "burstable", "besteffort"])
+    level = "" if qos == "guaranteed" else f"/{qos}"
+    node = _dns_label(rng, 6)
+    spoofs = [
+        _pod_systemd(uid, qos, rng.choice(["cri-containerd", "crio"]), cid),  # a kubelet's runtimes
+        _pod_systemd(uid, qos, "cri-containerd", cid, root="kubelet"),
+        "/" + _pod_systemd(uid, qos, "crio", cid).rsplit("/", 1)[0].rsplit("/", 1)[1],
+        f"/kubepods{level}/pod{uid}/{cid}",
+        f"/kubepods{level}/pod{uid}",
+        f"/slurm/uid_{user}/job_{job}/step_{step}/task_0",
+        f"/slurm_{node}/job_{job}",
+        f"/slurmstepd.scope/job_{job}/step_{step}/user/task_0",
+        f"/{node}_slurmstepd.scope/job_{job}",
+    ]
+    for base in _user_subtrees(rng, user):
+        for spoof in spoofs:
+            path = base + spoof
+            expected = Owner(kind="user", unit=f"user-{user}.slice")
+            for text in (_v2(path), _v1(path, rng=rng), _hybrid(path, path)):
+                assert owner_from_cgroup(text) == expected, path
+    # a user manager's subtree seen without its slice above it is still the user's
+    o = owner_from_cgroup(_v2(f"/user@{user}.service/app.slice/slurm/job_{job}"))
+    assert o == Owner(kind="user", unit=f"user-{user}.slice")
+    o = owner_from_cgroup(_v2(f"/user.slice/kubepods/burstable/pod{uid}/{cid}"))
+    assert o == Owner(kind="user")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_rootless_containers_in_a_users_own_subtree(seed):
+    """What a user may run there: Docker, Podman and nerdctl containers run rootless, even under
+    a directory named like a pod's or a job's; not CRI-O's or the CRI's scopes, which a kubelet
+    makes, and not Podman's monitor."""
+    rng = random.Random(f"rootless-{seed}")
+    user, cid, uid = rng.randint(1000, 2**31), _cid(rng), _uid(rng)
+    mine = Owner(kind="user", unit=f"user-{user}.slice")
+    for base in _user_subtrees(rng, user):
+        for prefix, runtime in (
+            ("docker", "docker"),
+            ("libpod", "podman"),
+            ("nerdctl", "containerd"),
+        ):
+            for below in ("", f"/kubepods-pod{uid.replace('-', '_')}.slice", f"/slurm/job_{seed}"):
+                path = f"{base}{below}/{prefix}-{cid}.scope"
+                expected = Owner(kind="container", container_id=cid, container_runtime=runtime)
+                assert owner_from_cgroup(_v2(path)) == expected, path
+                assert owner_from_cgroup(_v2(path + "/container")) == expected, path
+        for path in (
+            f"{base}/libpod-conmon-{cid}.scope",
+            f"{base}/crio-{cid}.scope",
+            f"{base}/cri-containerd-{cid}.scope",
+            f"{base}/docker/{cid}",
+            f"{base}/{cid}",
+            f"{base}/lxc.payload.{_dns_label(rng)}",
+        ):
+            assert owner_from_cgroup(_v2(path)) == mine, path
+
+
+@pytest.mark.parametrize("seed", SEEDS[:6])
+def test_pods_jobs_and_containers_outside_a_users_subtree_are_read_as_ever(seed):
+    """A kubelet's `--cgroup-root`, Slurm's layouts and a container's own systemd are read
+    wherever they sit outside a user's subtree; a user slice inside a pod or a container (its
+    own systemd's) is the pod's or the container's."""
+    rng = random.Random(f"outside-{seed}")
+    uid, cid, job, user = _uid(rng), _cid(rng), str(rng.randint(1, 2**31)), rng.randint(1000, 9999)
+    root = f"/{_dns_label(rng, 8)}"
+    inner = f"/user.slice/user-{user}.slice/user@{user}.service/app.slice/slurm/job_{job}"
+    pod = Owner(kind="pod", pod_uid=uid, qos="burstable", container_id=cid)
+    for path in (
+        f"{root}/kubepods/burstable/pod{uid}/{cid}",
+        f"/kubepods/burstable/pod{uid}/{cid}",
+    ):
+        assert owner_from_cgroup(_v2(path)) == pod
+        assert owner_from_cgroup(_v2(path + inner)) == pod
+    o = owner_from_cgroup(_v2(_pod_systemd(uid, "besteffort", "crio", cid, root="kubelet") + inner))
+    assert (o.kind, o.pod_uid, o.container_id) == ("pod", uid, cid)
+    slurm = Owner(kind="slurm", slurm_job=job, slurm_step="0")
+    assert owner_from_cgroup(_v2(f"{root}/slurm/uid_{user}/job_{job}/step_0/task_0")) == slurm
+    o = owner_from_cgroup(_v2(f"/system.slice/slurmstepd.scope/job_{job}/step_0{inner}"))
+    assert o == slurm
+    ctr = Owner(kind="container", container_id=cid, container_runtime="docker")
+    assert owner_from_cgroup(_v2(f"/system.slice/docker-{cid}.scope{inner}")) == ctr
+
+
 def test_paths_that_name_no_owner():
     for text in ("", "0::/\n", "0::/system.slice\n", "12:memory:/\n1:name=systemd:/\n"):
         assert owner_from_cgroup(text) is None, text
@@ -311,6 +416,47 @@ def test_the_pid_inside_its_namespace_is_the_last_of_nspid(seed):
     host = rng.randint(2, 4_194_304)
     assert ns_pid(_status((host,))) is None  # a host process
     assert ns_pid(_status((host, host))) is None  # the same pid: nothing to tell
+
+
+# Decimal digits of other scripts, and characters `str.isdigit` takes that `int` refuses.
+UNICODE_DIGITS = [chr(c) for c in range(0x80, 0x110000) if chr(c).isdigit() or chr(c).isdecimal()]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_nspid_with_digits_of_other_scripts_is_not_read(seed):
+    rng = random.Random(f"nspid-unicode-{seed}")
+    pids = [str(rng.randint(2, 4_194_304)) for _ in range(rng.randint(1, 4))]
+    k = rng.randrange(len(pids))
+    digit = rng.choice(UNICODE_DIGITS)
+    pos = rng.randint(0, len(pids[k]))
+    for field in (digit, pids[k][:pos] + digit + pids[k][pos:], digit * rng.randint(1, 9)):
+        bad = [*pids[:k], field, *pids[k + 1 :]]
+        text = "Name:\tx\nNSpid:\t" + "\t".join(bad) + "\n"
+        assert ns_pids(text) is None, ascii(text)
+        assert ns_pid(text) is None
+        assert judge_host_pid_namespace(text, None, False) is None
+    assert ns_pids("NSpid:\t41440\t\u00b2") is None
+    # a hierarchy id or a job, user or pid field in such digits names nothing either
+    cid = _cid(rng)
+    assert owner_from_cgroup(f"{digit}::/docker/{cid}\n") is None
+    o = owner_from_cgroup(f"0::/system.slice/slurmstepd.scope/job_{digit}/step_0\n")
+    assert o == Owner(kind="unit", unit="slurmstepd.scope")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_bytes_as_a_status_never_raise(seed):
+    rng = random.Random(f"status-bytes-{seed}")
+    for _ in range(50):
+        junk = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200)))
+        for text in (junk.decode("utf-8", errors="replace"), junk.decode("latin-1")):
+            for status in (text, "NSpid:\t" + text, "NSpid:\t12\t" + text.replace("\n", "")):
+                pids = ns_pids(status)
+                assert pids is None or all(isinstance(p, int) for p in pids)
+                ns_pid(status)
+        fields = [
+            rng.choice(UNICODE_DIGITS + list(string.digits)) for _ in range(rng.randint(1, 9))
+        ]
+        ns_pids("NSpid:\t" + "\t".join(fields) + "\n")
 
 
 def test_a_status_without_a_readable_nspid():

@@ -29,6 +29,16 @@ container). The layouts read, from the tools' own documentation:
   `/system.slice/<name>.service`, a user's login session in `/user.slice/user-<UID>.slice/
   session-<N>.scope` and their own units under `user@<UID>.service`.
 
+A user's own subtree is theirs to shape: systemd delegates `user@<UID>.service` to its user
+(`Delegate=`, systemd.resource-control(5); the kernel's cgroup v2 delegation model,
+Documentation/admin-guide/cgroup-v2.rst), who may make any directory in it, `kubepods-…-pod<uid>.
+slice` or `slurm/job_<N>` included. So below the first `user.slice` (or `user@<UID>.service`)
+component only what a user may really run there counts: a rootless container's scope (Docker's
+`docker-<id>.scope`, Podman's `libpod-<id>.scope`, rootless containerd's `nerdctl-<id>.scope`;
+Podman's `libpod-conmon-<id>.scope` is its monitor, not the container). Never a pod or a Slurm
+job: such a process is the user's (`user-<UID>.slice`). A kubelet's `--cgroup-root` or Slurm's
+layouts are read as before wherever they sit outside a user's subtree.
+
 Pure: text in, an `Owner` (or None: a path that names no owner, such as `/` seen from inside a
 cgroup namespace) out. Lines are read up to `MAX_LINES`, text up to `MAX_TEXT` characters.
 """
@@ -65,11 +75,15 @@ _POD_SLICE = re.compile(
 _POD_DIR = re.compile(r"pod([0-9a-fA-F-]{8,64})")
 _QOS_DIR = ("burstable", "besteffort")
 _SLURM_ROOT = re.compile(r"(?:[\w.-]+_)?slurmstepd\.scope|slurm(?:_[\w.-]+)?")
-_SLURM_JOB = re.compile(r"job_(\d{1,12})")
+_SLURM_JOB = re.compile(r"job_([0-9]{1,12})")
 _SLURM_STEP = re.compile(r"step_([A-Za-z0-9+]{1,24})")
 _LXC_PAYLOAD = re.compile(r"lxc\.payload\.([A-Za-z0-9][\w.+-]{0,127})")
 _LXC_NAME = re.compile(r"[A-Za-z0-9][\w.+-]{0,127}")
-_USER_SLICE = re.compile(r"user-(\d{1,10})\.slice")
+_USER_SLICE = re.compile(r"user-([0-9]{1,10})\.slice")
+_USER_MANAGER = re.compile(r"user@([0-9]{1,10})\.service")
+# The scopes a user's own (rootless) container runtime makes in the user's subtree.
+_ROOTLESS = ("docker", "libpod", "nerdctl")
+_ASCII_NUMBER = re.compile(r"[0-9]{1,10}")  # a hierarchy id (`str.isdigit` also takes `²`)
 _UNIT = re.compile(r"[^/\s]{1,250}\.(?:service|scope)")
 
 
@@ -78,7 +92,7 @@ def cgroup_paths(text: str) -> list[str]:
     out = []
     for line in text[:MAX_TEXT].split("\n")[:MAX_LINES]:
         ident, sep, rest = line.partition(":")
-        if not sep or not ident.isdigit():
+        if not sep or not _ASCII_NUMBER.fullmatch(ident):
             continue
         _controllers, sep, path = rest.partition(":")
         path = path.rstrip("\r")
@@ -108,7 +122,43 @@ def owner_from_path(path: str) -> Owner | None:
     parts = [c for c in path.split("/") if c and c not in (".", "..")][:MAX_COMPONENTS]
     if any(len(c) > MAX_NAME for c in parts):
         return None
-    return _pod(parts) or _slurm(parts) or _container(parts) or _systemd(parts)
+    end = _delegated_from(parts)
+    trusted = parts[:end]
+    found = _pod(parts, end) or _slurm(trusted) or _container(trusted)
+    if found is not None or end == len(parts):
+        return found or _systemd(parts)
+    return _rootless_container(parts[end:]) or _user(parts)
+
+
+def _delegated_from(parts: list[str]) -> int:
+    """The index of the first component of a user's own subtree (`user.slice`, or
+    `user@<UID>.service` wherever it sits); len(parts) when the path never enters one."""
+    for k, c in enumerate(parts):
+        if c == "user.slice" or _USER_MANAGER.fullmatch(c):
+            return k
+    return len(parts)
+
+
+def _rootless_container(parts: list[str]) -> Owner | None:
+    """A container a user's own runtime runs: the first container scope among `parts`, of a
+    runtime a user may run."""
+    for c in parts:
+        m = _SCOPE.fullmatch(c)
+        if m and m.group(1) in _ROOTLESS:
+            return Owner(
+                kind="container", container_id=m.group(2), container_runtime=_RUNTIME[m.group(1)]
+            )
+    return None
+
+
+def _user(parts: list[str]) -> Owner:
+    """The user a path in a user's own subtree belongs to: their `user-<UID>.slice`, from that
+    slice or from their `user@<UID>.service`."""
+    for c in parts:
+        m = _USER_SLICE.fullmatch(c) or _USER_MANAGER.fullmatch(c)
+        if m:
+            return Owner(kind="user", unit=f"user-{m.group(1)}.slice")
+    return Owner(kind="user")
 
 
 def _container_in(parts: list[str]) -> tuple[str | None, str | None]:
@@ -122,20 +172,22 @@ def _container_in(parts: list[str]) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _pod(parts: list[str]) -> Owner | None:
-    for k, c in enumerate(parts):
+def _pod(parts: list[str], end: int) -> Owner | None:
+    """The pod whose cgroup is among `parts[:end]` (the container below it may sit deeper)."""
+    for k, c in enumerate(parts[:end]):
         m = _POD_SLICE.fullmatch(c)  # the systemd driver
         if m:
             qos, uid = m.group(1) or "guaranteed", m.group(2).replace("_", "-").lower()
             return _pod_owner(uid, qos, parts[k + 1 :])
         if c == "kubepods":  # the cgroupfs driver
-            rest = parts[k + 1 :]
+            rest = parts[k + 1 : end]
             qos = "guaranteed"
             if rest and rest[0] in _QOS_DIR:
                 qos, rest = rest[0], rest[1:]
             m = _POD_DIR.fullmatch(rest[0]) if rest else None
             if m:
-                return _pod_owner(m.group(1).lower(), qos, rest[1:])
+                below = k + 1 + (qos != "guaranteed") + 1
+                return _pod_owner(m.group(1).lower(), qos, parts[below:])
     return None
 
 

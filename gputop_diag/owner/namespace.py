@@ -11,11 +11,14 @@ Pure: text in, figures out.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from ..model import Owner
 
 MAX_STATUS = 64 * 1024  # a real status file is about 1.5 KiB
 MAX_NS_LEVELS = 33  # the kernel nests PID namespaces 32 deep at most (MAX_PID_NS_LEVEL)
+# A pid as the kernel writes it: ASCII digits only (`str.isdigit` also takes `²` or `٣`).
+_PID = re.compile(r"[0-9]{1,10}")
 
 
 def ns_pids(status: str) -> tuple[int, ...] | None:
@@ -23,7 +26,7 @@ def ns_pids(status: str) -> tuple[int, ...] | None:
     for line in status[:MAX_STATUS].split("\n"):
         if line.startswith("NSpid:"):
             fields = line[6:].split()
-            if not fields or len(fields) > MAX_NS_LEVELS or not all(f.isdigit() for f in fields):
+            if not fields or len(fields) > MAX_NS_LEVELS or not all(map(_PID.fullmatch, fields)):
                 return None
             return tuple(int(f) for f in fields)
     return None
