@@ -355,3 +355,15 @@ def test_owner_labels_are_pseudonyms_under_sanitize():
 def test_without_an_option_sanitize_still_drops_the_job():
     text = exposition("compute-bound", sanitize=True)
     assert "hpc_job=" not in text and "pod=" not in text
+
+
+def test_sanitize_help_says_which_options_keep_the_job_as_a_pseudonym():
+    import argparse
+
+    from gputop_diag.commands.exporter import add_arguments
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    said = " ".join(next(a for a in p._actions if "--sanitize" in a.option_strings).help.split())
+    assert "unless -k, --owner-info or --hpc-job-mapping-dir" in said
+    assert "pseudonyms" in said and "restarts" in said

@@ -73,10 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sanitize",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="drop every identifying label (Hostname, UUID, pci_bus_id, hpc_job) and name "
-        'threads and helpers "other" unless the runtime named them (pt_data_worker, NCCL, '
-        "...; never a name that holds this machine's or the job's names); Prometheus' "
-        "instance label then tells nodes apart",
+        help="drop every identifying label (Hostname, UUID, pci_bus_id; hpc_job too, unless "
+        "-k, --owner-info or --hpc-job-mapping-dir asks for it: then hpc_job, and the pod, "
+        "namespace and container labels, carry pseudonyms such as job-7j4k, keyed per run: "
+        "they change when the exporter restarts) and name threads and helpers 'other' unless "
+        "the runtime named them (pt_data_worker, NCCL, ...; never a name that holds this "
+        "machine's or the job's names); Prometheus' instance label then tells nodes apart",
     )
 
 
