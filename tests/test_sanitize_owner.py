@@ -28,6 +28,7 @@ import pytest
 from gputop_diag import sim
 from gputop_diag.cli import main
 from gputop_diag.model import CollectorError, JobState, Owner, SchedulerEvidence, Snapshot
+from gputop_diag.model.codec import jsonable
 from gputop_diag.monitor.sampler import Sampler
 from gputop_diag.sanitize.sanitizer import Sanitizer
 from gputop_diag.sanitize.snapshot import learn_snapshots, sanitized_snapshot_json
@@ -428,3 +429,97 @@ def test_commands_show_no_owner_id(seed, planted, scenario, monkeypatch, tmp_pat
     shown = {o["pod_uid"] or o["container_id"] for o in owned} - {None}
     jobs = {o["slurm_job"] for o in owned} - {None}
     assert len(shown) + len(jobs) == (1 if scenario == "comm-bound" else 2)
+
+
+# -- a pod's name with more after it, the uid's `_` form, the Slurm step ------------------------
+_K8S_RAND = "bcdfghjklmnpqrstvwxz2456789"  # what a controller draws a pod's suffix from
+
+
+def _learnt_pod(ids: Ids, pod: str) -> Sanitizer:
+    s = Sanitizer()
+    owner = Owner(kind="pod", pod_uid=ids.pod_uid, pod_namespace=ids.namespace, pod_name=pod)
+    s.learn_document({"processes": [{"owner": jsonable(owner)}]})
+    return s
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_pod_name_with_a_suffix_and_its_base_name_are_replaced_whole(seed):
+    """`NAME-worker`, `NAME-7f9c` after a pod `NAME` is learnt: the whole token replaced (its own
+    host pseudonym); the StatefulSet's, Job's or Deployment's name the pod's is built from is
+    replaced too, and the pod's siblings; words no owner named are kept."""
+    rng = random.Random(1000 + seed)
+    ids = make_ids(seed)
+    base = "-".join(_word(rng, 4, 8) for _ in range(rng.randint(2, 3)))
+    ordinal = rng.randint(0, 40)
+    forms = {
+        "statefulset": f"{base}-{ordinal}",
+        "job": f"{base}-{''.join(rng.choice(_K8S_RAND) for _ in range(5))}",
+        "deployment": (
+            f"{base}-{''.join(rng.choice(_K8S_RAND) for _ in range(rng.randint(6, 10)))}"
+            f"-{''.join(rng.choice(_K8S_RAND) for _ in range(5))}"
+        ),
+    }
+    for pod in forms.values():
+        s = _learnt_pod(ids, pod)
+        suffixes = [_word(rng, 3, 8), _hex(rng, 4), str(rng.randint(0, 99)), _dns_label(rng)]
+        for suffix in suffixes:
+            token = f"{pod}-{suffix}"
+            shown = s.text(f"log of {token}: done")
+            assert re.fullmatch(r"log of host-\w+: done", shown), (token, shown)
+            assert pod.lower() not in shown.lower() and base not in shown
+            assert s.text(token) == shown[len("log of ") : -len(": done")]  # stable
+            assert s.text(token) != s.text(pod)  # another name, another pseudonym
+        line = f"pod {base}-{ordinal + 1} and {pod}-{suffixes[0]} and the job {base}"
+        shown = s.text(line)
+        assert re.fullmatch(r"pod host-\w+ and host-\w+ and the job host-\w+", shown), shown
+        assert base not in shown
+        # the pod's own name where the kubelet joins it with `_` still reads as before
+        shown = s.text(f"{ids.namespace}_{pod}_{ids.pod_uid}")
+        assert shown == f"{s.text(ids.namespace)}_{s.text(pod)}_{s.text(ids.pod_uid)}"
+    # words no owner named are kept, also before a `-`, as a sanitizer that learnt nothing does
+    s = _learnt_pod(ids, forms["statefulset"])
+    for kept in ("nccl-tests", "step-7f9c", "the worker-node started", "resnet-fast"):
+        assert s.text(kept) == Sanitizer().text(kept) == kept
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_uid_with_underscores_is_replaced_whole(seed):
+    """The `_` form of any UUID (systemd's cgroup names spell a pod's uid so), learnt or not,
+    glued to letters or not: one pseudonym, its `-` form's, never a part left."""
+    rng = random.Random(2000 + seed)
+    ids = make_ids(seed)
+    s = _learnt_pod(ids, ids.pod)
+    stranger = _pod_uid(rng)
+    for uid in (ids.pod_uid, ids.pod_uid2, stranger):
+        under = uid.replace("-", "_")
+        dashed = s.text(uid)
+        assert dashed.startswith("uuid-")
+        for text, want in (
+            (under, dashed),
+            (under.upper(), dashed),
+            (f"uid {under} gone", f"uid {dashed} gone"),
+            (f"a_{under}_b", f"a_{dashed}_b"),
+            (f"{under}x", f"{dashed}x"),
+            (f"x{under}", f"x{dashed}"),
+            (f"{under}.slice", f"{dashed}.slice"),
+        ):
+            shown = s.text(text)
+            assert shown == want, (text, shown)
+            for part in under.split("_"):
+                assert part not in shown.lower() or part in want.lower(), (text, shown)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_slurm_step_after_its_job_reads_as_it_is(seed):
+    rng = random.Random(3000 + seed)
+    job = str(rng.randint(10_000, 9_999_999))
+    s = Sanitizer()
+    for step in ("0", str(rng.randint(1, 99)), "batch", "extern", "interactive"):
+        shown = s.text(f"slurm job_{job}/step_{step}")
+        assert re.fullmatch(rf"slurm job_job-\w+/step_{step}", shown), shown
+        shown = s.text(f"in job_{job}/step_{step}/user/task_0.")
+        assert re.fullmatch(rf"in job_job-\w+/step_{step}/user/task_0\.", shown), shown
+    # what follows the step is someone's: replaced
+    name = _word(rng, 5, 9)
+    shown = s.text(f"job_{job}/step_0/{name}")
+    assert job not in shown and name not in shown and "/step_0/" in shown

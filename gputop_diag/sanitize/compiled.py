@@ -92,11 +92,12 @@ def compile_seeds(
             r"(?:\bhost(?:name)?\s*[=:]?\s*|\bnodes?\s*[=:]?\s*|\bpeer\s+|(?<=@))",
             r"(?![\w-]|\.[A-Za-z0-9])",
         ),
-        # a pod's name also where the kubelet joins it with `_` (`NAMESPACE_NAME_UID`)
+        # a pod's name also where the kubelet joins it with `_` (`NAMESPACE_NAME_UID`), and with
+        # more name after a `-` (`NAME-worker`, `NAME-7f9c`): the whole name replaced
         "pods": boundary_re(
             [p for p in pods if not needs_context("hostname", p)],
             left=r"(?<![A-Za-z0-9.-])",
-            right=r"(?![A-Za-z0-9-]|\.[A-Za-z0-9])",
+            right=r"(?:-[A-Za-z0-9]+)*(?![A-Za-z0-9-]|\.[A-Za-z0-9])",
             flags=re.I,
         ),
         "users": WordSet(free_users) or None,

@@ -358,8 +358,19 @@ class PseudonymTable:
         if not name:
             return
         self.seed_hostname(name)
+        new = False
         if name.lower() in self.hosts and name.lower() not in self._pods:
             self._pods.add(name.lower())
+            new = True
+        for base in pod_bases(name):
+            low = base.lower()
+            if low in self._pods or low in R.ALLOWED_WORDS or low in R.COMMON_WORDS:
+                continue
+            if low in VOCABULARY or R.SAFE_VALUE.match(base) or R.safe_program(base):
+                continue
+            self._pods.add(low)
+            new = True
+        if new:
             self._changed()
 
     def seed_uid(self, uid: int | None, user: str | None) -> None:
@@ -465,6 +476,29 @@ class PseudonymTable:
         ours = boundary_re(self._entries, left=r"(?<![\w-])", right=r"(?![\w-])")
         self._originals_cache = (n, (exact, folded, cls_of, ours))
         return exact, folded, cls_of, ours
+
+
+# What a controller appends to the name it gives a pod (Kubernetes' `rand.String` and
+# `SafeEncodeString` draw from these characters, no vowels): a StatefulSet's ordinal
+# (`NAME-0`), a Job's or a DaemonSet's 5 characters (`NAME-x7k2p`), a Deployment's pod template
+# hash before them (`NAME-5d4f8b9c7-x7k2p`), an indexed Job's index (`NAME-3-x7k2p`).
+_POD_SUFFIX = re.compile(r"-(?:\d+|[bcdfghjklmnpqrstvwxz2456789]{5,10})$")
+
+
+def pod_bases(name: str) -> list[str]:
+    """The names a pod's name is built from (`llama-ddp` for `llama-ddp-0`), longest first;
+    only those of 3 characters or more with a letter in them."""
+    out = []
+    base = name
+    for _ in range(3):
+        m = _POD_SUFFIX.search(base)
+        if m is None or m.start() == 0:
+            break
+        base = base[: m.start()]
+        if len(base) < 3 or not re.search("[A-Za-z]", base) or base.endswith("-"):
+            break
+        out.append(base)
+    return out
 
 
 def _leak_checked(cls: str, form: str) -> bool:

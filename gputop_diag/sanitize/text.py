@@ -292,7 +292,12 @@ def _replace_group(
 def _job(s: PseudonymTable, m: re.Match, w: Work) -> str:
     group = "job" if m.group("job") else "job2"
     s.seed_job(m.group(group))
-    return _replace_group(s, m, w, group, "job")
+    step = m.groupdict().get("step")
+    if not step:
+        return _replace_group(s, m, w, group, "job")
+    # Slurm's cgroup layout after the job (`job_N/step_0/user/task_0`) names no one: kept
+    shown = _replace_group(s, m, w, group, "job")
+    return shown[: -len(step)] + w.keep(step)
 
 
 def _user_ctx(s: PseudonymTable, m: re.Match, w: Work) -> str:
@@ -426,8 +431,8 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (_rx(rf"(?i)\b(?:GPU|MIG)-{H}{{4,}}(?:-{H}+)*(?![\w-])"), _uuid),  # prefixes CUDA accepts
     (
         _rx(
-            rf"(?<=pod)(?P<id>{UUID})(?![0-9A-Za-z])|(?:(?<=pod)|(?<![0-9A-Za-z]))"
-            rf"(?P<id2>{H}{{8}}_{H}{{4}}_{H}{{4}}_{H}{{4}}_{H}{{12}})(?![0-9A-Za-z])"
+            rf"(?<=pod)(?P<id>{UUID})(?![0-9A-Za-z])|(?:(?<=pod)|(?<![0-9a-fA-F]))"
+            rf"(?P<id2>{H}{{8}}_{H}{{4}}_{H}{{4}}_{H}{{4}}_{H}{{12}})(?![0-9a-fA-F])"
         ),
         _pod_uid,
     ),
@@ -477,7 +482,8 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (
         _rx(
             r"(?i)\b(?:job_?id|slurm_(?:array_)?job_?id)[\"']?(?:\s*[=:#]\s*[\"']?|\s+)"
-            r"(?P<job>\d+)(?!\d|\.\d)|\bjob_(?P<job2>\d+)\b"
+            r"(?P<job>\d+)(?!\d|\.\d)|\bjob_(?P<job2>\d+)\b(?P<step>(?:/(?:step_(?:\d+|batch|"
+            r"extern|interactive)|user|task_(?:\d+|special))(?![\w-]|\.\w))*)"
         ),
         _job,
     ),
