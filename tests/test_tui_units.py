@@ -380,7 +380,11 @@ def test_owner_text_fits_its_column_and_shows_a_pseudonym_whole():
     assert owner_short(long, 12) == "a-very-long+"
     ctr = Owner("container", container_id="1e52e506294ca2f9b435a733950440de")
     assert owner_text(ctr) == "ctr 1e52e506"
-    assert owner_text(Owner("container", container_id="container-aixa")) == "container-aixa"
+    box = Owner("container", container_id="container-aixa")
+    assert owner_text(box) == "ctr container-aixa"  # the `ctr ` an unsanitized id has
+    assert owner_short(box, 18) == "ctr container-aixa"
+    assert owner_short(box, 12) == "container-aixa"  # a pseudonym is never cut
+    assert owner_short(Owner("slurm", slurm_job="job-7j4k"), 6) == "job-7j4k"
     assert owner_text(Owner("pod", pod_uid="uuid-6a22")) == "pod uuid-6a22"
     assert owner_text(Owner("slurm", slurm_job="424242")) == "job 424242"
     assert owner_text(Owner("unit", unit="triton.service")) is None

@@ -17,13 +17,13 @@ _HEX_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f-]+")  # a pod's uid: a UUID
 def owner_text(owner: Owner | None) -> str | None:
     """What the OWNER column says of a process: its owner's label (`job 424242`,
     `pod ml-research/llama-ddp-0`, `ctr 8e1f0d2c`); None for a unit, a user's session or an
-    owner not read. Under --sanitize an id is a pseudonym (`container-aixa`, `uuid-6a22`), not
-    hex: shown whole, as its first 8 characters would name nothing."""
+    owner not read. Under --sanitize an id is a pseudonym (`ctr container-aixa`, `pod uuid-6a22`),
+    not hex: shown whole, as its first 8 characters would name nothing."""
     if owner is None:
         return None
     if owner.kind == "container" and owner.container_id:
         if not _HEX_ID.fullmatch(owner.container_id):
-            return owner.container_id
+            return f"ctr {owner.container_id}"
     if owner.kind == "pod" and not (owner.pod_namespace and owner.pod_name) and owner.pod_uid:
         if not _HEX_UID.fullmatch(owner.pod_uid):
             return f"pod {owner.pod_uid}"
@@ -34,14 +34,34 @@ def owner_short(owner: Owner | None, width: int) -> str | None:
     """`owner_text` in at most `width` cells: a pod by `pod NAME`, then by its name alone,
     where `pod NS/NAME` does not fit (the name is what `kubectl get pods` lists, and a
     StatefulSet's pods differ by its end: `llama-ddp-0`), then cut with `+` as htop marks a
-    cut name."""
+    cut name. A pseudonym (under --sanitize) is never cut: a cut one names nothing and cannot
+    be typed into the filter; where `ctr container-aixa` does not fit, the pseudonym alone
+    (`container-aixa`, a few cells wider than the column at most)."""
     text = owner_text(owner)
     if text is None or len(text) <= width:
         return text
+    pseudonym = _pseudonym(owner)
+    if pseudonym is not None:
+        return pseudonym
     if owner is not None and owner.kind == "pod" and owner.pod_name:
         text = next((t for t in (f"pod {owner.pod_name}", owner.pod_name) if len(t) <= width),
                     owner.pod_name)  # fmt: skip
     return text if len(text) <= width else text[: max(0, width - 1)] + "+"
+
+
+def _pseudonym(owner: Owner | None) -> str | None:
+    """The id of `owner` where it is a pseudonym (--sanitize): a container's id that is not
+    hex, a pod's uid that is no UUID (and the pod has no names), a Slurm job that is no
+    number."""
+    if owner is None:
+        return None
+    if owner.kind == "container" and owner.container_id:
+        return None if _HEX_ID.fullmatch(owner.container_id) else owner.container_id
+    if owner.kind == "pod" and owner.pod_uid and not (owner.pod_namespace and owner.pod_name):
+        return None if _HEX_UID.fullmatch(owner.pod_uid) else owner.pod_uid
+    if owner.kind == "slurm" and owner.slurm_job:
+        return None if owner.slurm_job.isdigit() else owner.slurm_job
+    return None
 
 
 KINDS = {
