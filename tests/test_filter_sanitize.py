@@ -154,3 +154,16 @@ async def test_job_pod_and_ctr_typed_as_the_node_names_them_find_their_rows(scen
             assert _rows(app) == n, (typed, pseudonym)
             await pilot.press("escape")
             await pilot.pause()
+
+
+def test_a_short_container_prefix_is_refused_under_sanitize_and_the_example_job_is_no_demo_job():
+    import pytest as _pytest
+
+    from gputop_diag.sanitize.sanitizer import Sanitizer
+    from gputop_diag.tui.filter_screen import HINT, sanitized_filter
+    from gputop_diag.tui.procs import FilterError, parse_filter
+
+    with _pytest.raises(FilterError, match="at least 8 hex digits"):
+        sanitized_filter(parse_filter("ctr:1068"), Sanitizer())
+    assert parse_filter("ctr:1068").containers  # without --sanitize a prefix of any length
+    assert "424242" not in HINT  # the demo's own job id

@@ -431,3 +431,14 @@ def test_sorting_by_owner_groups_jobs_pods_and_containers_numbers_as_numbers(com
     assert [r.pid for r in ordered(rows, SortOrder("owner").flipped(), None)] == [1, 3, 2]
     assert nearly_sorted([rows[2], rows[0], rows[1]], SortOrder("owner"), None)
     assert not nearly_sorted(rows, SortOrder("owner"), None)
+
+
+def test_pod_term_takes_a_systemd_uid_and_at_least_8_hex_digits():
+    from gputop_diag.model import Owner
+    from gputop_diag.tui.process_owner import owner_matches, owner_values
+
+    pod = Owner("pod", pod_uid="87e7667e-425e-41e6-ac19-78365cfe9e8b")
+    typed = owner_values("87e7667e_425e_41e6_ac19_78365cfe9e8b", "pod")
+    assert owner_matches(pod, pods=typed)
+    assert owner_matches(pod, pods={"87e7667e"})
+    assert not owner_matches(pod, pods={"8"}) and not owner_matches(pod, pods={"87e7"})

@@ -1,6 +1,6 @@
 """The filter prompt (`f`, `\\`, F4): which GPUs and processes to show.
 
-`gpu:0,2 user:alice pid:4242 job:424242 pod:NAME ctr:ID train` — words without a `key:` match
+`gpu:0,2 user:alice pid:4242 job:31337 pod:NAME ctr:ID train` — words without a `key:` match
 the command line, the user, the owner or the pid. Enter applies, Esc leaves the filter as it
 was, an empty line clears it.
 
@@ -15,6 +15,7 @@ names, its whole uid or its pseudonym.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,13 +26,14 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from gputop_diag.tui.process_owner import MIN_ID_PREFIX
 from gputop_diag.tui.procs import FilterError, ProcessFilter, parse_filter
 
 if TYPE_CHECKING:
     from gputop_diag.sanitize.sanitizer import Sanitizer
 
 HINT = (
-    "gpu:0,2  user:alice  pid:4242  job:424242  pod:NS/NAME  ctr:ID\n"
+    "gpu:0,2  user:alice  pid:4242  job:31337  pod:NS/NAME  ctr:ID\n"
     "or words of the command line. Enter applies, an empty line shows everything, Esc cancels."
 )
 
@@ -45,6 +47,12 @@ def sanitized_filter(f: ProcessFilter, sanitizer: Sanitizer | None) -> ProcessFi
     its pseudonym, a whole id the pseudonym of its shape). Without a sanitizer, `f` itself."""
     if sanitizer is None or not (f.users or f.text or f.owned_by):
         return f
+    short = sorted(c for c in f.containers if re.fullmatch(r"[0-9a-fA-F]{1,7}", c))
+    if short:  # too short a start of an id to become the container's pseudonym
+        raise FilterError(
+            f"ctr: under --sanitize takes at least {MIN_ID_PREFIX} hex digits of a "
+            f"container's id: {short[0]!r}"
+        )
 
     def kept(value: str, rule) -> str:
         return value if sanitizer.is_pseudonym(value) else rule(value) or value
@@ -87,7 +95,7 @@ class FilterScreen(ModalScreen[ProcessFilter | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="filter-box"):
             yield Static("Filter the GPUs and processes shown", classes="pane-title", markup=False)
-            yield Input(value=self.current.spec(), placeholder="gpu:0 user:alice job:424242")
+            yield Input(value=self.current.spec(), placeholder="gpu:0 user:alice job:31337")
             yield Static(HINT, id="filter-hint", markup=False)
 
     def on_mount(self) -> None:

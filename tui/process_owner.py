@@ -12,6 +12,7 @@ from gputop_diag.model import Owner
 
 _HEX_ID = re.compile(r"[0-9a-f]{12,}")  # a container id as the runtime writes it (64 digits)
 _HEX_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f-]+")  # a pod's uid: a UUID
+MIN_ID_PREFIX = 8  # hex digits of a pod's uid or (under --sanitize) a container's id to match
 
 
 def owner_text(owner: Owner | None) -> str | None:
@@ -114,7 +115,7 @@ _OWNER_TERMS: dict[str, tuple[re.Pattern[str], str]] = {
         "job ids (424242, 424242.0)",
     ),
     "pod": (
-        re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*(/[A-Za-z0-9.-]*)?"),
+        re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9.-]*)?"),
         "a pod's namespace/name, name or uid",
     ),
     "ctr": (re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*"), "a container's id or name"),
@@ -159,7 +160,11 @@ def _pod_matches(o: Owner, wanted: str) -> bool:
     if "/" in w:
         want_ns, _, want_name = w.partition("/")
         return bool(ns) and ns == want_ns and (not want_name or name == want_name)
-    return (bool(name) and name == w) or (bool(uid) and uid.lower().startswith(w))
+    w = w.replace("_", "-")  # a systemd-driver cgroup writes the uid with `_`
+    uid = uid.lower().replace("_", "-")
+    return (bool(name) and name == w) or (
+        bool(uid) and len(w) >= MIN_ID_PREFIX and uid.startswith(w)
+    )
 
 
 def _container_matches(o: Owner, wanted: str) -> bool:
