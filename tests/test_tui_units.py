@@ -442,3 +442,12 @@ def test_pod_term_takes_a_systemd_uid_and_at_least_8_hex_digits():
     assert owner_matches(pod, pods=typed)
     assert owner_matches(pod, pods={"87e7667e"})
     assert not owner_matches(pod, pods={"8"}) and not owner_matches(pod, pods={"87e7"})
+
+
+def test_the_narrow_owner_column_widens_for_a_pseudonym_and_never_cuts_it():
+    from gputop_diag.tui.process_table import NARROW_OWNER, column_widths, command_width
+
+    columns = ("gpu", "pid", "owner", "gpu_mem", "cpu", "command")
+    assert column_widths(columns)["owner"] == NARROW_OWNER
+    assert column_widths(columns, owner_width=len("container-aixa"))["owner"] == 14
+    assert command_width(80, columns, owner_width=14) == command_width(80, columns) - 2

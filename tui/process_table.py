@@ -35,6 +35,7 @@ SCROLL_STEP = 8  # columns a Left/Right press moves the command lines
 MIN_COMMAND = 12  # the COMMAND column's least width
 OWNER_COLUMN_FROM = 160  # pane columns from which OWNER is a column of its own beside USER
 NARROW_OWNER = 12  # OWNER in USER's place: `job 424242`, `ctr 8e1f0d2c`, a pod's `NAME`
+WIDEST_OWNER = 16  # ... widened for a pseudonym shown whole (`container-aixa`, `uuid-6a22`)
 NS_PID_WIDTH = 13  # `  41216 (7)`: the host's pid, then the pid in its own namespace
 
 # (key, label, width, shown from this pane width up); COMMAND takes what is left.
@@ -67,21 +68,27 @@ def columns_for(width: int, owned: bool = False) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def column_widths(columns: tuple[str, ...], ns_pids: bool = False) -> dict[str, int]:
+def column_widths(
+    columns: tuple[str, ...], ns_pids: bool = False, owner_width: int = NARROW_OWNER
+) -> dict[str, int]:
     """Each drawn column's width but COMMAND's. `ns_pids`: some process has a pid of its own
-    in another PID namespace, shown beside the host's where OWNER has a column of its own."""
+    in another PID namespace, shown beside the host's where OWNER has a column of its own.
+    `owner_width`: OWNER in USER's place, as wide as its longest pseudonym (`owner_short`
+    never cuts one: under --sanitize `container-aixa` is 14 cells), at most `WIDEST_OWNER`."""
     widths = {key: w for key, _, w, _ in COLUMNS if key in columns and w is not None}
     if "owner" in widths and "user" not in widths:
-        widths["owner"] = NARROW_OWNER
+        widths["owner"] = min(max(NARROW_OWNER, owner_width), WIDEST_OWNER)
     if ns_pids and "owner" in widths and "user" in widths:
         widths["pid"] = NS_PID_WIDTH
     return widths
 
 
-def command_width(width: int, columns: tuple[str, ...], ns_pids: bool = False) -> int:
+def command_width(
+    width: int, columns: tuple[str, ...], ns_pids: bool = False, owner_width: int = NARROW_OWNER
+) -> int:
     """The COMMAND column's width in a pane `width` wide: what the other columns leave (each
     with a cell of padding either side) beside the table's one-column scrollbar gutter."""
-    others = sum(w + 2 for w in column_widths(columns, ns_pids).values())
+    others = sum(w + 2 for w in column_widths(columns, ns_pids, owner_width).values())
     return max(MIN_COMMAND, width - 1 - others - 2)
 
 

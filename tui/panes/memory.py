@@ -27,8 +27,10 @@ from gputop_diag.tui.filter_screen import shown_filter_text
 from gputop_diag.tui.holds import CELSIUS, LOAD, PERCENT, WATTS, Holds, Step
 from gputop_diag.tui.panes.base import Pane, View, gib, pane_width, sync_rows
 from gputop_diag.tui.process_actions import pid_of
+from gputop_diag.tui.process_owner import owner_short
 from gputop_diag.tui.process_table import (
     COLUMNS,
+    NARROW_OWNER,
     TAG_MARK,
     ProcessTable,
     clip,
@@ -396,8 +398,10 @@ class MemoryPane(Pane):
         ns_pids = any(r.owner is not None and r.owner.ns_pid is not None for r in every)
         columns = columns_for(width, owned)
         self.columns_shown = columns  # `o` cycles through these only
-        widths = column_widths(columns, ns_pids)
-        cmd_width = command_width(width, columns, ns_pids)
+        shorts = (owner_short(r.owner, NARROW_OWNER) for r in every)
+        owner_width = max((len(t) for t in shorts if t), default=NARROW_OWNER)
+        widths = column_widths(columns, ns_pids, owner_width)
+        cmd_width = command_width(width, columns, ns_pids, owner_width)
         selected, selected_row = table.selected_key, table.cursor_row
         if (columns, widths, cmd_width) != (self._columns, self._widths, self._command_width):
             # A new width: new columns, every cell drawn again at the new width (never per
