@@ -15,8 +15,8 @@
 
 It knows nothing of what a tick is: `step()` returns one, and each subscriber gets it in turn.
 A subscriber raises `Done` when there is nothing more to learn (no driver: sampling longer
-cannot change the answer). Standard library only: the entry point's option checks read the
-floor before anything else is imported.
+cannot change the answer). Light (the standard library and the sources' clock): the entry
+point's option checks read the floor before a command's modules are imported.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
+
+from ..sources import Clock, RealClock
 
 # The shortest interval any command or view samples at. NVML's GPM metrics need their two
 # samples at least 100 ms apart (nvmlGpmSampleGet, NVML API reference), and below it a tick of
@@ -46,11 +48,9 @@ STUCK_GRACE_S = 5.0
 T = TypeVar("T")
 
 
-class Clock(Protocol):
-    def now(self) -> float: ...
-
-    def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool: ...
-
+# The wall clock, for a loop paced by real time whatever its sources' clock (the fleet's reads
+# of Prometheus); named here so the live view, which imports no `sources`, can pace by it.
+WallClock = RealClock
 
 _session_key: list[bytes] = []
 
@@ -62,20 +62,6 @@ def session_key() -> bytes:
     if not _session_key:
         _session_key.append(secrets.token_bytes(32))
     return _session_key[0]
-
-
-class WallClock:
-    """The wall clock, for a loop paced by real time whatever its sources' clock (the fleet's
-    reads of Prometheus)."""
-
-    def now(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float, cancel: threading.Event | None = None) -> bool:
-        if cancel is None:
-            time.sleep(max(0.0, seconds))
-            return False
-        return cancel.wait(max(0.0, seconds))
 
 
 class Done(Exception):

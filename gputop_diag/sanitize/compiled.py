@@ -29,7 +29,8 @@ from .work import (
 # the text says it is a job's (`job 42`, `JobId=42`, `42.batch`, `slurm-42.out`): a short id
 # is also a percentage, a limit, a count.
 JOB_ID_ANYWHERE = 5
-_CASELESS = (
+# the seeded word classes matched in any letter case (and replaced by `text.scrub` in this order)
+CASELESS_CLASSES = (
     "job_name",
     "account",
     "partition",
@@ -115,7 +116,7 @@ def compile_seeds(
             r"(?!\d|\.\d)",
         ),
     }
-    for cls in (*_CASELESS, "secret"):
-        flags = re.I if cls in _CASELESS else 0
+    for cls in (*CASELESS_CLASSES, "secret"):
+        flags = re.I if cls in CASELESS_CLASSES else 0
         out[cls] = boundary_re(words.get(cls, ()), left=WORD_L, right=WORD_R, flags=flags)
     return out

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from . import forms as F
 from . import rules as R
+from .compiled import CASELESS_CLASSES
 from .forms import host
 from .paths import path_pseudonym
 from .rules import UUID, H
@@ -84,15 +85,7 @@ def scrub(s: PseudonymTable, t: str, w: Work) -> str:
         t = rules["jobs"].sub(lambda m: s.kept(w, "job", m.group(0)), t)
     if rules["jobs_ctx"] is not None:
         t = rules["jobs_ctx"].sub(lambda m: _named(s, m, w, "job"), t)
-    for cls in (
-        "job_name",
-        "account",
-        "partition",
-        "serial",
-        "project",
-        "namespace",
-        "container_name",
-    ):
+    for cls in CASELESS_CLASSES:
         if rules[cls] is not None:
             t = rules[cls].sub(lambda m, c=cls: s.kept(w, c, m.group(0), m.group(0).lower()), t)
     if rules["secret"] is not None:
