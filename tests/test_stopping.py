@@ -134,20 +134,25 @@ EVERY_COMMAND = {
 }
 
 
+def _run_into(command: str, stdout, tmp_path) -> subprocess.CompletedProcess:
+    """`command` of EVERY_COMMAND with its standard output on `stdout`."""
+    return subprocess.run(
+        [PY, "-m", "gputop_diag", *EVERY_COMMAND[command]],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("command", sorted(EVERY_COMMAND))
 def test_a_closed_output_ends_every_command_quietly_with_141(command, tmp_path):
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first byte
     try:
-        r = subprocess.run(
-            [PY, "-m", "gputop_diag", *EVERY_COMMAND[command]],
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            timeout=120,
-        )
+        r = _run_into(command, write, tmp_path)
     finally:
         os.close(write)
     assert r.returncode == 141, r.stderr
@@ -159,14 +164,7 @@ def test_a_closed_output_ends_every_command_quietly_with_141(command, tmp_path):
 @pytest.mark.parametrize("command", sorted(EVERY_COMMAND))
 def test_an_unwritable_output_is_said_in_one_line_with_status_1(command, tmp_path):
     with open("/dev/full", "w") as full:
-        r = subprocess.run(
-            [PY, "-m", "gputop_diag", *EVERY_COMMAND[command]],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            timeout=120,
-        )
+        r = _run_into(command, full, tmp_path)
     assert r.returncode == 1, r.stderr
     assert "No space left on device" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
