@@ -18,7 +18,7 @@ class Work:  # an async_op=True handle's type
 def test_a_collective_on_cuda_tensors_marks_communication_unmeasurable():
     acc = Accounts(threading.get_ident())
     calls = []
-    all_reduce = _collective(acc, lambda *a, **k: calls.append(a), lambda *a: None, Work)
+    all_reduce = _collective(acc, lambda *a, **k: calls.append(a), lambda *a: None, Work, "all_reduce")
     all_reduce(SimpleNamespace(is_cuda=False))  # gloo on the CPU: the host does wait
     assert not acc.device_comm and len(calls) == 1
     all_reduce([SimpleNamespace(is_cuda=True)], group=None)  # NCCL: queued, not waited for
@@ -28,5 +28,5 @@ def test_a_collective_on_cuda_tensors_marks_communication_unmeasurable():
 def test_the_step_record_then_leaves_t_comm_empty():
     from gputop_diag.probe.core import step_record
 
-    rec = step_record((5, 1.0, 0.1, 0.0, 0.0, 0, 0.0, 0.0, (True, True, False), None, None))
+    rec = step_record((5, 1.0, 0.1, 0.0, 0.0, 0, 0.0, 0.0, (True, True, False), 0, None, None))
     assert rec["t_comm_s"] is None and "t_comm" not in rec["measured"]

@@ -364,14 +364,17 @@ def test_a_simulated_machine_never_reads_the_real_probe_directory():
     assert reader.procfs is s.procfs
 
 
-def test_probes_of_a_watched_job_that_is_on_no_gpu_are_read_and_a_process_that_ends_drops_out():
+def test_probes_of_a_watched_job_that_is_on_no_gpu_are_read_and_a_process_that_dies_is_gone():
     s = sim.build("sync-measured", process_count=None)
     m = Monitor(s, job=JobWatch.for_pid(s, 41200))
     t = m.run_for(5)
     assert 41200 in {p.pid for p in t.snapshot.probes}
+    assert not any(p.gone for p in t.snapshot.probes)
     s.sim.vanish_process(41216)
-    t = m.tick()
-    assert 41216 not in {p.pid for p in t.snapshot.probes}
+    t = m.tick()  # it stepped and never said goodbye: still there, as gone (a killed rank)
+    (gone,) = [p for p in t.snapshot.probes if p.pid == 41216]
+    assert gone.gone and gone.steps is not None
+    assert not any(p.gone for p in t.snapshot.probes if p.pid != 41216)
 
 
 def test_probe_states_survive_a_recording_and_a_replay_judges_them_alike(tmp_path):

@@ -43,7 +43,7 @@ def _attributes() -> dict[str, object]:
     }
     names = ["item", "tolist", "cpu", "__bool__", "__float__", "__int__", "synchronize"]
     names += ["__next__", "__iter__", "all_reduce", "barrier", "all_gather_object", "wait"]
-    names += ["__init__"]
+    names += ["__init__", "register_comm_hook", "_register_builtin_comm_hook"]
     return {f"{o}.{n}": vars(owner).get(n) for o, owner in owners.items() for n in names}
 
 
@@ -227,9 +227,11 @@ def test_collectives_blocking_and_async_and_ddp(started, tmp_path, one_rank_grou
     blocking, overlapped, with_ddp = _steps(tmp_path)
     assert blocking["t_comm_s"] > 0 and blocking["t_comm_exposed_s"] == blocking["t_comm_s"]
     assert overlapped["t_comm_s"] >= 0.05 > overlapped["t_comm_exposed_s"]
-    assert with_ddp["t_comm_s"] is None and "t_comm" not in with_ddp["measured"]
+    # DDP's all-reduce is timed through its communication hook (test_probe_ddp.py): a model
+    # that has not stepped yet leaves the part measured, at zero
+    assert with_ddp["t_comm_s"] == 0.0 and "t_comm" in with_ddp["measured"]
     notes = [r["text"] for r in _records(tmp_path) if r["kind"] == "note"]
-    assert any("DistributedDataParallel" in n for n in notes)
+    assert not any("DistributedDataParallel" in n for n in notes)
 
 
 def test_torch_compile_runs_as_it_does_without_the_probe(started):

@@ -18,6 +18,7 @@ only, once it has been still for `DEAD_GRACE_S`). No sockets, no server: files o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import math
@@ -28,10 +29,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from statistics import fmean
+from statistics import fmean, median, quantiles
 from typing import Any
 
-from ..model import STEP_PARTS, CollectorError, ProbeMemory, ProbeState, ProbeSteps, SyncSite
+from ..model import (
+    STEP_PARTS,
+    CollectorError,
+    ProbeMemory,
+    ProbeProgress,
+    ProbeState,
+    ProbeSteps,
+    SyncSite,
+)
 from ..probe import schema as S
 
 # A file is at most S.MAX_BYTES (the writer rotates it), so one read takes at most two of them.
@@ -49,6 +58,17 @@ MAX_SITES = 8
 MAX_NOTES = 5
 TEXT_CHARS = 300  # of a note or a call site kept (a note's word cut in half is dropped)
 DEAD_GRACE_S = 30.0  # a dead process's file is removed once it has not changed for this long
+# A process that ended without a goodbye (killed, crashed) is still reported, as gone, this long
+# after it was last seen: its ranks' table names it.
+GONE_KEPT_S = 120.0
+# The stack of a process whose current step has run this long, and STACK_AFTER_STEPS of its
+# median steps, is asked for once per stall (probe/stacks.py): its Python stack, and those of
+# the ranks waiting for it.
+STACK_AFTER_S = 10.0
+STACK_AFTER_STEPS = 5
+MAX_STACK_LINES = 40
+MAX_STACK_BYTES = 64 * 1024
+_THREAD_LINE = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
 _STEP_LINE = re.compile(rb'"kind"\s*:\s*"step"')
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -104,6 +124,7 @@ class _Step:
     wall_s: float
     values: dict[str, float | None]
     measured: frozenset[str]
+    coll_seq: int | None = None
 
 
 @dataclass
@@ -121,6 +142,11 @@ class _Records:
     updated: float | None = None
     ended: bool = False
     malformed: int = 0
+    progress: ProbeProgress | None = None
+    thread: int | None = None  # the stepping thread's ident, from its progress records
+    stack_signal: int | None = None
+    stack: str | None = None
+    stack_at: float | None = None
 
     def take(self, rec: Any) -> bool:
         """Apply one record; False when it is not one (the caller counts it)."""
@@ -155,8 +181,12 @@ class _Records:
             "cuda": rec.get("cuda") is True,
             "rank": rec.get("rank") if _count(rec.get("rank")) else None,
             "world": rec.get("world") if _count(rec.get("world")) else None,
+            "local_rank": rec.get("local_rank") if _count(rec.get("local_rank")) else None,
+            "node": _text(rec.get("node"), 253),
+            "cuda_device": rec.get("cuda_device") if _count(rec.get("cuda_device")) else None,
             "measures": tuple(k for k, v in (measures or {}).items() if v and k in _KNOWN),
         }
+        self.stack_signal = _signal(rec.get("stack_signal"))
         return True
 
     def _step(self, rec: dict, t: float) -> bool:
@@ -175,10 +205,39 @@ class _Records:
         parts = {m.removesuffix("_s") for m in measured}
         if "t_comm_exposed" in parts:
             parts.add("t_comm")
+        coll = rec.get("coll_seq")
         values = {k: (None if rec.get(k) is None else float(rec[k])) for k in _STEP_FIELDS}
-        self.steps.append(_Step(n, t, float(wall), values, frozenset(parts)))
+        self.steps.append(
+            _Step(n, t, float(wall), values, frozenset(parts), coll if _count(coll) else None)
+        )
         if mem is not None:
             self.memory = mem
+        if self.progress is not None and n > self.progress.step:  # stepping again
+            self.progress = self.stack = self.stack_at = None
+        return True
+
+    def _progress(self, rec: dict, t: float) -> bool:
+        step, stalled = rec.get("step"), rec.get("stalled_s")
+        entered, done, in_s = rec.get("entered"), rec.get("done"), rec.get("in_s")
+        if not (_count(step) and _seconds(stalled) and _count(entered) and _count(done)):
+            return False
+        if not _opt(in_s, _seconds) or not _opt(rec.get("bytes"), _count):
+            return False
+        if self.steps and self.steps[-1].step > step:
+            return True  # older than the newest step (a record written late)
+        self.progress = ProbeProgress(
+            at=t,
+            step=step,
+            stalled_s=float(stalled),
+            entered=entered,
+            done=done,
+            op=_text(rec.get("op"), 80),
+            nbytes=rec.get("bytes"),
+            in_s=None if in_s is None else float(in_s),
+        )
+        thread = rec.get("thread")
+        self.thread = thread if _count(thread) else None
+        self.stack_signal = _signal(rec.get("stack_signal"))
         return True
 
     def _sync_sites(self, rec: dict, t: float) -> bool:
@@ -236,6 +295,9 @@ class _Records:
             cuda=h.get("cuda", False),
             rank=h.get("rank"),
             world=h.get("world"),
+            local_rank=h.get("local_rank"),
+            node=h.get("node"),
+            cuda_device=h.get("cuda_device"),
             can_measure=h.get("measures", ()),
             steps=_aggregate(self.steps),
             memory=self.memory,
@@ -248,6 +310,10 @@ class _Records:
             updated_at=self.updated,
             ended=self.ended,
             malformed_lines=self.malformed,
+            progress=self.progress,
+            stack_signal=self.stack_signal,
+            stack=self.stack,
+            stack_at=self.stack_at,
         )
 
 
@@ -271,7 +337,16 @@ _TAKE: dict[str, Callable[[_Records, dict, float], bool]] = {
     "model": _Records._model,
     "note": _Records._note,
     "bye": _Records._bye,
+    "progress": _Records._progress,
 }
+
+
+def _text(v: Any, limit: int) -> str | None:
+    return v[:limit] if isinstance(v, str) and v else None
+
+
+def _signal(v: Any) -> int | None:
+    return v if _count(v) and 0 < v < 65 else None
 
 
 def _aggregate(steps: deque[_Step]) -> ProbeSteps | None:
@@ -287,6 +362,19 @@ def _aggregate(steps: deque[_Step]) -> ProbeSteps | None:
         return fmean(vals) if vals else None
 
     measured = frozenset.intersection(*(s.measured for s in window))
+    walls = [s.wall_s for s in window]
+    pairs = [
+        (s.wall_s, w)
+        for s in window
+        if "t_comm" in s.measured and (w := s.values["t_comm_exposed_s"]) is not None
+    ]
+    waits = [w for _, w in pairs]
+    own = [wall - w for wall, w in pairs]
+
+    def mid(key: str) -> float | None:
+        vals = [v for s in window if (v := s.values[key]) is not None]
+        return median(vals) if vals else None
+
     return ProbeSteps(
         steps=len(window),
         last_step=newest.step,
@@ -300,7 +388,20 @@ def _aggregate(steps: deque[_Step]) -> ProbeSteps | None:
         t_gpu_s=mean("t_gpu_s"),
         t_host_s=mean("t_host_s"),
         measured=tuple(p for p in STEP_PARTS if p in measured),
+        wall_p50_s=median(walls),
+        wall_p95_s=_p95(walls),
+        own_p50_s=median(own) if len(own) == len(window) else None,
+        wait_p50_s=median(waits) if len(waits) == len(window) else None,
+        input_p50_s=mid("t_input_s"),
+        sync_p50_s=mid("t_sync_s"),
+        coll_seq=newest.coll_seq,
     )
+
+
+def _p95(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0]
+    return quantiles(values, n=20, method="inclusive")[-1]
 
 
 @dataclass
@@ -343,6 +444,9 @@ class ProbeReader:
         self.procfs = procfs
         self._now = now  # the file system's clock, for the age of a dead process's file
         self._files: dict[tuple[int, int], _Follow] = {}
+        self._gone: dict[tuple[int, int], tuple[ProbeState, float]] = {}
+        # (pid, start ticks) -> (the stall's step, the stack file's size when it was asked for)
+        self._asked: dict[tuple[int, int], tuple[int, int]] = {}
 
     def read(self, pids: Iterable[int]) -> ProbeRead:
         try:
@@ -386,9 +490,18 @@ class ProbeReader:
             ticks = self._start_ticks(pid)
             if ticks is not None:
                 live[(pid, ticks)] = None
+        now = self._now()
         for key in [k for k in self._files if k not in live]:  # ended, or no longer tracked
-            del self._files[key]
+            ended = self._files.pop(key).records
+            if ended.steps and not ended.ended and self._start_ticks(key[0]) != key[1]:
+                state = ended.state()  # it died without a goodbye: reported as gone a while
+                if state is not None:
+                    self._gone[key] = (dataclasses.replace(state, gone=True), now)
+        for key, (_, since) in list(self._gone.items()):
+            if now - since > GONE_KEPT_S or key in live:
+                del self._gone[key]
         states, errors = [], []
+        states.extend(state for state, _ in self._gone.values())
         for key in live:
             f = self._files.get(key) or _Follow(_Records(*key))
             try:
@@ -400,11 +513,58 @@ class ProbeReader:
             if not found:
                 continue
             self._files[key] = f
+            self._stack(dfd, key, f.records)
             state = f.records.state()
             if state is not None:
                 states.append(state)
         self._remove_dead(dfd, live)
         return ProbeRead(tuple(states), tuple(errors))
+
+    def _stack(self, dfd: int, key: tuple[int, int], records: _Records) -> None:
+        """Ask a stalled process for its stacks once per stall (the signal its probe named),
+        and read what it wrote into its stack file since."""
+        progress = records.progress
+        if progress is None:
+            self._asked.pop(key, None)
+            return
+        name = S.stack_file_name(*key)
+        asked = self._asked.get(key)
+        if asked is not None and asked[0] == progress.step:
+            if records.stack is None:
+                records.stack = self._read_stack(dfd, name, asked[1], records.thread)
+                if records.stack is not None:
+                    records.stack_at = self._now()
+            return
+        steps = records.steps
+        typical = median(s.wall_s for s in steps) if steps else 0.0
+        if records.stack_signal is None:
+            return
+        if progress.stalled_s < max(STACK_AFTER_S, STACK_AFTER_STEPS * typical):
+            return
+        try:
+            size = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size
+            os.kill(key[0], records.stack_signal)
+        except OSError:
+            return
+        self._asked[key] = (progress.step, size)
+
+    def _read_stack(self, dfd: int, name: str, offset: int, thread: int | None) -> str | None:
+        """The stepping thread's stack from what faulthandler appended after `offset`."""
+        try:
+            opened = self._open(dfd, name)
+        except _Refused:
+            return None
+        if opened is None:
+            return None
+        fd, st = opened
+        try:
+            if st.st_size <= offset:
+                return None
+            start = max(offset, st.st_size - MAX_STACK_BYTES)
+            data = os.pread(fd, st.st_size - start, start)
+        finally:
+            os.close(fd)
+        return stack_of_thread(data.decode("utf-8", "replace"), thread)
 
     def _start_ticks(self, pid: int) -> int | None:
         try:
@@ -533,6 +693,31 @@ class ProbeReader:
                     continue
                 if now - st.st_mtime >= DEAD_GRACE_S:
                     os.unlink(name, dir_fd=dfd)
+
+
+def stack_of_thread(text: str, thread: int | None) -> str | None:
+    """One thread's frames from a faulthandler dump ("Thread 0x...", "Current thread 0x..."
+    headers, then its frames, most recent call first): the thread `thread` (its ident), else the
+    thread that took the signal (the main thread)."""
+    blocks: dict[str, list[str]] = {}
+    current = None
+    header = None
+    for line in text.splitlines():
+        m = _THREAD_LINE.match(line)
+        if m:
+            header = m.group(1).lower()
+            blocks[header] = []
+            if line.startswith("Current"):
+                current = header
+        elif header is not None and line.strip():
+            blocks[header].append(line.strip())
+    wanted = f"{thread:#x}" if thread is not None else None
+    frames = blocks.get(wanted) if wanted is not None else None
+    if not frames and current is not None:
+        frames = blocks.get(current)
+    if not frames:
+        return None
+    return "\n".join(frames[:MAX_STACK_LINES])
 
 
 def _why(e: OSError) -> str:

@@ -495,6 +495,36 @@ class ProbeSteps:
     t_gpu_s: float | None = None  # the GPU busy on the step's work
     t_host_s: float | None = None  # the rest of the wall time: the host's own work
     measured: tuple[str, ...] = ()  # the parts measured in every step aggregated (STEP_PARTS)
+    # Over the same steps, as a rank is compared with the others (diagnose/ranks.py): the step's
+    # median and 95th percentile; the median of its own work (the step minus its exposed
+    # communication) and of that exposed communication, None where communication was not
+    # measured; the collectives entered by the newest step (probe/accounts.py's sequence).
+    wall_p50_s: float | None = None
+    wall_p95_s: float | None = None
+    own_p50_s: float | None = None
+    wait_p50_s: float | None = None
+    input_p50_s: float | None = None
+    sync_p50_s: float | None = None
+    coll_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeProgress:
+    """Where a probed process stood while its current step ran long (the probe's "progress"
+    record): in which collective of its sequence, since when."""
+
+    at: float  # wall clock of the record
+    step: int  # the boundaries so far: the step it is in is the next one
+    stalled_s: float  # since the newest step boundary
+    entered: int  # collectives entered so far (the sequence number of the newest)
+    done: int  # collectives finished so far
+    op: str | None = None  # the newest collective's name ("all_reduce", "barrier", ...)
+    nbytes: int | None = None  # its bytes, where known
+    in_s: float | None = None  # in that collective for this long; None: in none
+
+    @property
+    def in_collective(self) -> bool:
+        return self.in_s is not None and self.entered > self.done
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,6 +539,9 @@ class ProbeState:
     cuda: bool = False  # torch.cuda is initialised in the process
     rank: int | None = None  # torch.distributed rank and world size, where set
     world: int | None = None
+    local_rank: int | None = None  # LOCAL_RANK, where the launcher set it
+    node: str | None = None  # the host the process runs on (its uname; sanitized)
+    cuda_device: int | None = None  # its current CUDA device, an index among the visible ones
     can_measure: tuple[str, ...] = ()  # what this process can measure ("t_input", "memory", ...)
     steps: ProbeSteps | None = None  # None: no step seen yet
     memory: ProbeMemory | None = None  # the latest step's allocator figures
@@ -521,6 +554,11 @@ class ProbeState:
     updated_at: float | None = None  # the newest record's time
     ended: bool = False  # the process said goodbye (exiting normally)
     malformed_lines: int = 0  # lines of its file that were not records (skipped)
+    gone: bool = False  # the process ended without a goodbye (killed, crashed, os._exit)
+    progress: ProbeProgress | None = None  # the newest, while its current step runs long
+    stack_signal: int | None = None  # the signal that makes the probe write its stacks
+    stack: str | None = None  # the stepping thread's Python stack, dumped while it stalled
+    stack_at: float | None = None  # when that stack was read
 
     @property
     def activations_bytes(self) -> int | None:

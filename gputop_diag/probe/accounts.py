@@ -32,6 +32,14 @@ class Accounts:
         "issued",
         "ddp",
         "device_comm",
+        "coll_entered",
+        "coll_done",
+        "coll_op",
+        "coll_bytes",
+        "coll_at",
+        "bucket_first",
+        "bucket_last",
+        "bucket_done",
     )
 
     def __init__(self, owner: int, internal: tuple[str, ...] = ()) -> None:
@@ -44,16 +52,56 @@ class Accounts:
         self.sites: dict[tuple, list] = {}
         self.user: dict[CodeType, bool] = {}  # code object -> written by the user, not by us
         self.internal = internal  # path prefixes of torch and of the probe
-        self.issued: dict[int, float] = {}  # id(Work) of an async collective -> issue time
-        self.ddp = False  # a DistributedDataParallel exists: its all-reduce is not seen
+        # id(Work) of an async collective -> (issue time, sequence number)
+        self.issued: dict[int, tuple[float, int]] = {}
+        self.ddp = False  # a DistributedDataParallel whose all-reduce is not seen (ddp.py)
         # a collective on CUDA tensors (NCCL): it runs on the GPU's stream and returns once
         # queued, so the host's time in it is not its time
         self.device_comm = False
+        # The collectives this process entered and finished so far, in the order it entered
+        # them: every rank of a job enters the same ones in the same order, so the sequence
+        # number one rank reached and another did not names the collective a hang is in.
+        # The op, its bytes and when it was entered (perf_counter) are the newest one's.
+        self.coll_entered = 0
+        self.coll_done = 0
+        self.coll_op: str | None = None
+        self.coll_bytes: int | None = None
+        self.coll_at: float | None = None
+        # DistributedDataParallel's gradient buckets this step (ddp.py; perf_counter): the
+        # first one issued, the last one issued (the backward's compute is over by then) and
+        # the last one finished. Written from the autograd and communication threads.
+        self.bucket_first: float | None = None
+        self.bucket_last: float | None = None
+        self.bucket_done: float | None = None
 
     def begin(self, now: float | None) -> None:
         self.open_t = now
         self.t_input = self.t_sync = self.t_comm = self.t_comm_exposed = 0.0
         self.n_sync = 0
+        self.bucket_first = self.bucket_last = self.bucket_done = None
+
+    def enter(self, op: str, nbytes: int | None, now: float) -> int:
+        """A collective entered: its sequence number (1, 2, ...)."""
+        self.coll_entered += 1
+        self.coll_op = op
+        self.coll_bytes = nbytes
+        self.coll_at = now
+        return self.coll_entered
+
+    def finish(self, seq: int) -> None:
+        """The collective `seq` finished (they finish in the order entered, per process group)."""
+        if seq > self.coll_done:
+            self.coll_done = seq
+
+    def close_buckets(self) -> None:
+        """DistributedDataParallel's buckets of the step now ending, added to its communication:
+        in all, from the first bucket issued to the last one finished; exposed, what the host
+        waited after its backward had issued the last bucket."""
+        first, last, done = self.bucket_first, self.bucket_last, self.bucket_done
+        if first is None or last is None or done is None:
+            return
+        self.t_comm += max(0.0, done - first)
+        self.t_comm_exposed += max(0.0, done - last)
 
     def classify(self, code: CodeType) -> bool:
         user = not code.co_filename.startswith(self.internal)

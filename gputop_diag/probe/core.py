@@ -24,10 +24,15 @@ from .accounts import Accounts, top_sites
 from .imports import after_import
 from .install import TorchHooks, describe
 from .schema import SCHEMA, probe_dir, start_ticks_of
+from .stacks import Stacks
 from .writer import ProbeFile
 
 SITES_EVERY_S = 2.0  # "sync_sites" at most this often (and at exit)
 MODEL_EVERY_S = 30.0  # the "model" record is recomputed this often; written when it changes
+# A "progress" record (schema.py) once the current step is this old, then at most this often:
+# a rank blocked in a collective, or stuck, says where it is while it takes no step.
+PROGRESS_AFTER_S = 2.0
+PROGRESS_EVERY_S = 2.0
 
 
 def _r(seconds: float | None) -> float | None:
@@ -55,6 +60,7 @@ class Probe:
         self.hello_record: dict | None = None
         self.held_notes: list[dict] = []
         self.noted: set[str] = set()
+        self.stacks = Stacks()
         self._reset_steps()
 
     def _reset_steps(self) -> None:
@@ -68,6 +74,8 @@ class Probe:
         self.sites_written_total = 0
         self.model_at: float | None = None
         self.model_last: dict | None = None
+        self.boundary_at: float | None = None  # perf_counter of the newest boundary
+        self.progress_at: float | None = None
 
     # -- life -----------------------------------------------------------------------------------
 
@@ -100,6 +108,7 @@ class Probe:
         self.hello_record = None
         self.held_notes = []
         self.earned = False
+        self.stacks.abandon_after_fork()
         self.acc.owner = threading.get_ident()
         self.acc.begin(None)
         self.acc.sites.clear()
@@ -152,10 +161,12 @@ class Probe:
         if acc.owner != threading.get_ident():
             acc.owner = threading.get_ident()  # the thread that steps is the one measured
         self.n += 1
+        self.boundary_at = now
         if not self.earned and not self._earn():
             return
         step = None
         if acc.open_t is not None:
+            acc.close_buckets()
             step = (
                 self.n,
                 time.time(),
@@ -166,6 +177,7 @@ class Probe:
                 acc.t_comm,
                 acc.t_comm_exposed,
                 self._measures(),
+                acc.coll_entered,
                 None,  # t_gpu, once its events are done
                 None,  # the allocator's figures
             )
@@ -291,8 +303,10 @@ class Probe:
             return True
         if self.disabled or not self.earned or not self._earn():
             return False
+        ticks = _own_start_ticks()
+        self.stacks.register(self.directory, os.getpid(), ticks)
         self.file = ProbeFile(
-            self.directory, os.getpid(), _own_start_ticks(), self._hello, render=step_record
+            self.directory, os.getpid(), ticks, self._hello, render=step_record, idle=self.progress
         )
         hello = self._hello()
         hello["t"] = min(hello["t"], t)
@@ -324,9 +338,57 @@ class Probe:
             "cuda": cuda,
             "rank": rank,
             "world": world,
+            "local_rank": _int_env("LOCAL_RANK"),
+            "node": _node(),
+            "cuda_device": gpu.current_device(torch) if cuda else None,
+            "stack_signal": self.stacks.signal,
             # t_gpu: GPU busy time needs CUPTI or the profiler, not measured (schema.py)
             "measures": {**parts, "t_gpu": False, "memory": cuda},
         }
+
+    def progress(self) -> None:
+        """Run by the writer's thread every flush: once the current step is PROGRESS_AFTER_S
+        old, a "progress" record says where the stepping thread is (in which collective, since
+        when), so a rank that stopped, and the ranks that wait for it, can be told apart."""
+        last = self.boundary_at
+        now = time.perf_counter()
+        if last is None or self.disabled or now - last < PROGRESS_AFTER_S:
+            return
+        if self.progress_at is not None and now - self.progress_at < PROGRESS_EVERY_S:
+            return
+        self.progress_at = now
+        acc = self.acc
+        entered, done, at = acc.coll_entered, acc.coll_done, acc.coll_at
+        waiting = entered > done and at is not None
+        self.emit(
+            {
+                "kind": "progress",
+                "t": time.time(),
+                "step": self.n,
+                "stalled_s": _r(now - last),
+                "entered": entered,
+                "done": done,
+                "op": acc.coll_op,
+                "bytes": acc.coll_bytes,
+                "in_s": _r(now - at) if waiting else None,
+                "thread": acc.owner,
+                "stack_signal": self.stacks.signal if self.stacks.still_ours() else None,
+            }
+        )
+
+
+def _int_env(name: str) -> int | None:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _node() -> str | None:
+    try:
+        return os.uname().nodename or None
+    except Exception:
+        return None
 
 
 def _t_of(record: dict | tuple) -> float:
@@ -345,7 +407,7 @@ def _in_dataloader_worker() -> bool:
 
 def step_record(step: tuple) -> dict:
     """The "step" record of a boundary's figures (schema.py); run by the writer's thread."""
-    n, t, wall, t_input, t_sync, n_sync, t_comm, exposed, measures, t_gpu, mem = step
+    n, t, wall, t_input, t_sync, n_sync, t_comm, exposed, measures, coll, t_gpu, mem = step
     has_input, has_sync, has_comm = measures
     measured = [name for name, on in (("t_input", has_input), ("t_sync", has_sync)) if on]
     if has_comm:
@@ -367,6 +429,7 @@ def step_record(step: tuple) -> dict:
         "t_host_s": _r(max(wall - blocked, 0.0)),
         "measured": measured,
         "mem": mem,
+        "coll_seq": coll,
     }
 
 

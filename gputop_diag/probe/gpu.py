@@ -69,3 +69,11 @@ def memory(torch: ModuleType) -> dict[str, int] | None:
         "ooms": stats["num_ooms"],
     }
     return figures
+
+
+def current_device(torch: ModuleType) -> int | None:
+    """The CUDA device the job's current stream is on (an index among CUDA_VISIBLE_DEVICES)."""
+    try:
+        return int(torch.cuda.current_device())
+    except Exception:
+        return None

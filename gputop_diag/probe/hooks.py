@@ -192,8 +192,22 @@ def _on_a_device(args: tuple, kwargs: dict) -> bool:
     return False
 
 
+def _nbytes(args: tuple) -> int | None:
+    """The bytes of a collective's first argument (a tensor or a list of them), where it is."""
+    try:
+        first = args[0]
+        items = first if isinstance(first, (list, tuple)) else (first,)
+        return sum(t.numel() * t.element_size() for t in items)
+    except Exception:
+        return None
+
+
 def _collective(
-    acc: Accounts, orig: Any, fail: Callable[[str, BaseException], None], work_type: type
+    acc: Accounts,
+    orig: Any,
+    fail: Callable[[str, BaseException], None],
+    work_type: type,
+    op: str,
 ) -> Any:
     def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         if acc.depth or _ident() != acc.owner:
@@ -202,6 +216,7 @@ def _collective(
         if not acc.device_comm and _on_a_device(args, kwargs):
             acc.device_comm = True
         t0 = _clock()
+        seq = acc.enter(op, _nbytes(args), t0)
         try:
             result = orig(*args, **kwargs)
         finally:
@@ -212,9 +227,10 @@ def _collective(
             works = result if isinstance(result, list) else (result,)
             issued = [w for w in works if isinstance(w, work_type)]
             for work in issued:  # async_op=True: the rest is counted when it is waited for
-                acc.issued[id(work)] = t0
+                acc.issued[id(work)] = (t0, seq)
             if not issued:
                 acc.t_comm += seconds
+                acc.finish(seq)
         except Exception as exc:
             fail("t_comm", exc)
         return result
@@ -235,10 +251,11 @@ def _wait(acc: Accounts, orig: Any, fail: Callable[[str, BaseException], None]) 
         t1 = _clock()
         try:
             acc.t_comm_exposed += t1 - t0
-            issued = acc.issued.pop(id(self), t0)
+            issued, seq = acc.issued.pop(id(self), (t0, 0))
             if acc.open_t is not None:
                 issued = max(issued, acc.open_t)  # this step's share of an op issued before it
             acc.t_comm += t1 - min(issued, t0)
+            acc.finish(seq)
         except Exception as exc:
             fail("t_comm", exc)
         return result

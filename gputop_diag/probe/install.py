@@ -15,14 +15,25 @@ from collections.abc import Callable
 from types import CodeType, ModuleType
 from typing import Any
 
-from . import hooks, sizes
+from . import ddp, hooks, sizes
 from .accounts import Accounts
 from .imports import AfterImport, after_import
 
 _MISSING = object()
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # the probe's modules whose code runs inside the job's steps
-_MODULES = (".accounts", ".core", ".gpu", ".hooks", ".imports", ".install", ".sizes", ".writer")
+_MODULES = (
+    ".accounts",
+    ".core",
+    ".ddp",
+    ".gpu",
+    ".hooks",
+    ".imports",
+    ".install",
+    ".sizes",
+    ".stacks",
+    ".writer",
+)
 
 
 class TorchHooks:
@@ -118,7 +129,7 @@ class TorchHooks:
             orig = getattr(c10d, name, None)
             if orig is None:
                 continue
-            wrapper = hooks._collective(self.acc, orig, self.fail, c10d.Work)
+            wrapper = hooks._collective(self.acc, orig, self.fail, c10d.Work, name)
             self._patch("t_comm", c10d, name, wrapper)
             if getattr(dist, name, None) is orig:
                 self._patch("t_comm", dist, name, wrapper)
@@ -142,23 +153,9 @@ class TorchHooks:
             self.fail("step", exc)
 
     def _install_ddp_watch(self) -> None:
-        ddp = self.torch.nn.parallel.DistributedDataParallel
-        orig = ddp.__init__
-        acc, note = self.acc, self.note
-
-        def __init__(module, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, N807
-            orig(module, *args, **kwargs)
-            if not acc.ddp:
-                acc.ddp = True
-                try:
-                    note(
-                        "probe: t_comm is not measured: DistributedDataParallel's gradient "
-                        "all-reduce runs in C++, out of the probe's sight"
-                    )
-                except Exception:
-                    pass
-
-        self._patch("model", ddp, "__init__", _wraps(orig, __init__))
+        ddp.DdpHooks(self.torch, self.acc, self.note).install(
+            lambda owner, name, wrapper: self._patch("model", owner, name, wrapper)
+        )
 
     def _watch_caches(self, module: ModuleType) -> None:
         cache = getattr(module, "Cache", None)

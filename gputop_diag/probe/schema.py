@@ -61,6 +61,8 @@ SCHEMA = "gputop-diag.probe/1"
 MAX_BYTES = 4 * 1024 * 1024
 PREFIX = "probe-"
 SUFFIX = ".jsonl"
+STACK_PREFIX = "stack-"
+STACK_SUFFIX = ".txt"
 
 
 def probe_dir(environ: dict[str, str] | None = None, uid: int | None = None) -> str:
@@ -75,6 +77,11 @@ def probe_dir(environ: dict[str, str] | None = None, uid: int | None = None) -> 
 
 def file_name(pid: int, start_ticks: int) -> str:
     return f"{PREFIX}{pid}-{start_ticks}{SUFFIX}"
+
+
+def stack_file_name(pid: int, start_ticks: int) -> str:
+    """The file the probe's stack dumps go to (stacks.py), beside the probe file."""
+    return f"{STACK_PREFIX}{pid}-{start_ticks}{STACK_SUFFIX}"
 
 
 def parse_file_name(name: str) -> tuple[int, int] | None:

@@ -66,11 +66,13 @@ class ProbeFile:
         max_bytes: int = MAX_BYTES,
         flush_s: float = FLUSH_S,
         render: Callable[[Any], dict] | None = None,
+        idle: Callable[[], None] | None = None,
     ) -> None:
         self.directory = directory
         self.path = os.path.join(directory, file_name(pid, start_ticks))
         self.hello = hello
         self.render = render  # makes a record of what is queued when it is not one already
+        self.idle = idle  # run by the thread before each flush (it may queue a record)
         self.max_bytes = max_bytes
         self.flush_s = flush_s
         self.lock = threading.Lock()  # guards `pending`
@@ -116,6 +118,11 @@ class ProbeFile:
                 self.wake.wait(self.flush_s)
                 if self.closed:
                     return
+                if self.idle is not None:
+                    try:
+                        self.idle()
+                    except Exception:
+                        self.idle = None
                 self.flush()
         finally:
             self.stopped.set()

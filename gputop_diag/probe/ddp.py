@@ -1,0 +1,197 @@
+"""DistributedDataParallel's gradient all-reduce, timed through its communication hook.
+
+DDP reduces gradients in buckets, from C++, during `backward()`: no Python collective is called,
+so the collective hooks of hooks.py never see it. What DDP does call from Python is its
+communication hook (https://pytorch.org/docs/stable/ddp_comm_hooks.html), once per bucket, on
+the thread that computed the bucket's gradients, and it waits for the future the hook returns
+before `backward()` returns. So every DDP model gets a hook here:
+
+- a model without one of its own gets `allreduce_hook` (`default_hooks.allreduce_hook`: divide by
+  the group's size, all-reduce; "DDP results is expected to be same as the case where no hook
+  was registered"), wrapped in a timer;
+- a hook the job registers (`register_comm_hook`) is wrapped in the same timer, whenever it is
+  registered: before ours (in `__init__`, as mixed precision does) it is wrapped as it goes in;
+  after ours it takes the place of `allreduce_hook` inside the timer, since a model takes one hook
+  only ("can only be called once");
+- a built-in hook (`_register_builtin_comm_hook`) runs in C++, unseen: the Python hook of the same
+  reduction takes its place inside the timer where one exists (ALLREDUCE, FP16_COMPRESS).
+
+The timer marks when each bucket was issued and when its future finished (on the communication
+thread): the step's communication in all runs from the first bucket issued to the last one
+finished; the part the host waited for, from the last bucket issued (the last gradient is ready:
+the backward's compute is done) to the last one finished (accounts.py `close_buckets`). Each
+bucket is one collective in the process's sequence (its op: "all_reduce (DDP bucket)").
+A bucket on a GPU (NCCL) finishes on the device's stream: its host-side time is not its time,
+and the step's communication is then reported as not measured (core.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from .accounts import Accounts
+
+BUCKET_OP = "all_reduce (DDP bucket)"
+_clock = time.perf_counter
+
+
+class Timer:
+    """The hook registered on one model: times the bucket, runs the hook it holds."""
+
+    __slots__ = ("acc", "state", "hook", "bucket_type", "__weakref__")
+
+    def __init__(self, acc: Accounts, state: Any, hook: Callable, bucket_type: type) -> None:
+        self.acc = acc
+        self.state = state
+        self.hook = hook
+        self.bucket_type = bucket_type
+
+    def __call__(self, state: Any, bucket: Any) -> Any:
+        hook = self.hook
+        if not isinstance(bucket, self.bucket_type):  # DDP's Python reducer (compiled DDP)
+            return hook(self.state, bucket)
+        acc = self.acc
+        try:
+            buffer = bucket.buffer()
+            nbytes = buffer.numel() * buffer.element_size()
+            if buffer.is_cuda:
+                acc.device_comm = True
+        except Exception:
+            nbytes = None
+        now = _clock()
+        if acc.bucket_first is None:
+            acc.bucket_first = now
+        acc.bucket_last = now
+        seq = acc.enter(BUCKET_OP, nbytes, now)
+        depth = acc.depth
+        acc.depth = 1  # the hook's own collectives are this one, not others in the sequence
+        try:
+            future = hook(self.state, bucket)
+        finally:
+            acc.depth = depth
+
+        def finished(done: Any) -> Any:
+            acc.bucket_done = _clock()
+            acc.finish(seq)
+            return done.value()
+
+        return future.then(finished)
+
+
+class DdpHooks:
+    """The patches of DistributedDataParallel's `__init__`, `register_comm_hook` and
+    `_register_builtin_comm_hook`; `patch(owner, name, wrapper)` is the installer's."""
+
+    def __init__(self, torch: Any, acc: Accounts, note: Callable[[str], None]) -> None:
+        self.torch = torch
+        self.acc = acc
+        self.note = note
+        self.timers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> Timer
+
+    def install(self, patch: Callable[[Any, str, Any], None]) -> None:
+        ddp = self.torch.nn.parallel.DistributedDataParallel
+        dist = self.torch.distributed
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        bucket_type = dist.GradBucket
+        init, register = ddp.__init__, ddp.register_comm_hook
+        builtin = ddp._register_builtin_comm_hook
+        python_of_builtin = {
+            dist.BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
+            dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook,
+        }
+        timers, acc, note = self.timers, self.acc, self.note
+
+        def register_comm_hook(model, state, hook):  # noqa: ANN001, ANN202
+            timer = timers.get(model)
+            if timer is None:  # the job's hook, before ours: it goes in timed
+                timer = Timer(acc, state, hook, bucket_type)
+                register(model, state, _named(timer, hook))
+                timers[model] = timer
+                return None
+            if getattr(timer, "ours", False):  # ours went in first: the job's takes its place
+                timer.state, timer.hook = state, hook
+                timer.ours = False
+                _rename(model, state, hook)
+                return None
+            return register(model, state, hook)  # a second hook: DDP's own error
+
+        def _register_builtin(model, comm_hook_type):  # noqa: ANN001, ANN202
+            hook = python_of_builtin.get(comm_hook_type)
+            timer = timers.get(model)
+            if hook is not None and (timer is None or getattr(timer, "ours", False)):
+                return register_comm_hook(model, model.process_group, hook)
+            _unseen(acc, note)
+            return builtin(model, comm_hook_type)
+
+        def __init__(model, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, N807
+            init(model, *args, **kwargs)
+            if model in timers:
+                return
+            try:
+                default = default_hooks.allreduce_hook
+                timer = _OurTimer(acc, model.process_group, default, bucket_type)
+                register(model, model.process_group, _named(timer, default))
+                timers[model] = timer
+            except Exception as exc:  # a DDP without a reducer, a newer DDP: not timed
+                _unseen(acc, note, exc)
+
+        patch(ddp, "__init__", _wraps(init, __init__))
+        patch(ddp, "register_comm_hook", _wraps(register, register_comm_hook))
+        patch(ddp, "_register_builtin_comm_hook", _wraps(builtin, _register_builtin))
+
+
+class _OurTimer(Timer):
+    """The timer around `allreduce_hook`, put in by us: a hook the job registers later replaces
+    the hook inside it."""
+
+    __slots__ = ("ours",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.ours = True
+
+
+def _named(timer: Timer, hook: Callable) -> Callable:
+    """The timer as DDP registers it: a plain function of (state, bucket) named as the hook it
+    runs (DDP logs the hook's `__qualname__`, and checks the name of some hooks)."""
+
+    def hook_function(state, bucket):  # noqa: ANN001, ANN202
+        return timer(state, bucket)
+
+    for attribute in ("__name__", "__qualname__", "__module__", "__doc__"):
+        try:
+            setattr(hook_function, attribute, getattr(hook, attribute))
+        except (AttributeError, TypeError):
+            pass
+    return hook_function
+
+
+def _rename(model: Any, state: Any, hook: Callable) -> None:
+    """DDP's record of the hook in use, for its own logging: the job's, not ours."""
+    try:
+        model.logger._set_comm_hook_name(hook.__qualname__)
+        if model._comm_hooks:
+            model._comm_hooks[-1] = (hook, state)
+    except Exception:
+        pass
+
+
+def _unseen(acc: Accounts, note: Callable[[str], None], exc: BaseException | None = None) -> None:
+    acc.ddp = True
+    why = f" ({type(exc).__name__})" if exc is not None else ""
+    note(
+        "probe: t_comm is not measured: DistributedDataParallel's gradient all-reduce runs in "
+        f"C++ through a built-in hook, out of the probe's sight{why}"
+    )
+
+
+def _wraps(orig: Any, wrapper: Any) -> Any:
+    try:
+        return functools.wraps(orig)(wrapper)
+    except Exception:
+        return wrapper
