@@ -30,6 +30,7 @@ import sys
 
 from ..collect.job import INTERRUPT_SIGNALS, JobWatch, WatchError, default_log_path, signal_name
 from ..diagnose.measured_render import measured_json
+from ..diagnose.ranks_render import ranks_json
 from ..diagnose.watch_summary import (
     WATCH_SCHEMA,
     ProbesSeen,
@@ -369,6 +370,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     snaps = monitor.history.snapshots()
     job, diag, procs = t.snapshot.job, t.diagnosis, seen.processes()
     probes, memory = probed.probes(), probed.memory()
+    ranks = probed.ranks()
     owners = job_owners(procs, snaps)
     sanitizer = None
     if sanitize:
@@ -378,14 +380,16 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         procs = [sanitizer.model(p) for p in procs]
         probes = [sanitizer.model(p) for p in probes]
         owners = [sanitizer.model(o) for o in owners]
+        ranks = sanitizer.model(ranks) if ranks is not None else None
     if args.json:
         doc = summary_json(job, procs, snaps, diag, ended_by, owners)
         doc["processes_ended_not_listed"] = seen.ended_not_kept
         doc["measured"] = measured_json(probes, memory)
+        doc["ranks"] = ranks_json(ranks)
         text = json.dumps(rounded(doc), indent=2)
     else:
         text = summary_text(
-            job, procs, snaps, diag, ended_by, seen.ended_not_kept, probes, memory, owners
+            job, procs, snaps, diag, ended_by, seen.ended_not_kept, probes, memory, owners, ranks
         )
     if sanitizer is not None:
         text = sanitized_output(text, sanitizer)

@@ -50,16 +50,17 @@ def split_text(m: MeasuredSplit) -> str:
     return " + ".join(parts) + f" = {secs(m.step_s)}" + (f"; {tail}" if tail else "")
 
 
-def measured_lines(probes: Sequence[ProbeState], memory: Sequence[ProcessMemory]) -> list[str]:
-    """The summary's lines: the split, the sync sites, each process's memory, the notes."""
+def measured_lines(
+    probes: Sequence[ProbeState], memory: Sequence[ProcessMemory], ranks: int = 0
+) -> list[str]:
+    """The summary's lines: the split, the sync sites, each process's memory, the notes.
+    With `ranks` (a distributed job), the split is said to be the ranks' mean."""
     m = measured_split(probes)
     out = []
     if m is not None:
         n = len(m.pids)
-        out.append(
-            f"step split (measured in the job, {n} process{'es' if n > 1 else ''}, "
-            f"{m.steps} steps): {split_text(m)}"
-        )
+        who = f"the mean of {ranks} ranks" if ranks > 1 else f"{n} process{'es' if n > 1 else ''}"
+        out.append(f"step split (measured in the job, {who}, {m.steps} steps): {split_text(m)}")
         if m.sync_sites:
             total = sum(s.seconds for s in m.sync_sites) or 1.0
             count = f"{m.sync_count:.1f} a step " if m.sync_count is not None else ""

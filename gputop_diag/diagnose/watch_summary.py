@@ -15,6 +15,8 @@ from ..model import JobProcess, JobState, Owner, ProbeState, Snapshot
 from ..model.codec import jsonable
 from .measured import process_memory
 from .measured_render import measured_lines
+from .ranks import RanksView, judge_ranks
+from .ranks_render import ranks_lines
 from .render import render_text, to_json
 from .step_split import PROFILER_COMMANDS, estimate
 
@@ -73,8 +75,15 @@ class ProbesSeen:
             return
         pids = {p.pid for p in snap.job.processes} | set(snap.job.root_pids)
         for p in snap.probes:
-            if p.pid in pids:
+            if p.pid in pids or (p.gone and p.pid in self._last):  # a killed rank: gone
                 self._last[p.pid] = (p, snap)
+
+    def ranks(self) -> RanksView | None:
+        """The job's ranks as last seen, judged against the newest tick's GPUs."""
+        if not self._last:
+            return None
+        newest = max((snap for _, snap in self._last.values()), key=lambda s: s.timestamp)
+        return judge_ranks(self.probes(), newest)
 
     def probes(self) -> list[ProbeState]:
         return [p for p, _ in self._last.values()]
@@ -157,6 +166,7 @@ def summary_text(
     probes: Sequence[ProbeState] = (),
     memory: Sequence = (),
     owners: Sequence[Owner] = (),
+    ranks: RanksView | None = None,
 ) -> str:
     lines = [f"watch: {job.label}", f"  state: {state_words(job)}"]
     owned = _owner_words(owners)
@@ -201,8 +211,10 @@ def summary_text(
     elif s is not None:
         lines.append(f"steps ({s.source}): step {s.step}; no step time yet")
     split = estimate(s, snaps, gpus_used_in(snaps), diagnosis.primary)
-    measured = measured_lines(probes, memory)
+    measured = measured_lines(probes, memory, ranks=len(ranks.rows) if ranks else 0)
     lines.extend(measured)
+    if ranks is not None:
+        lines.extend(ranks_lines(ranks))
     if split is not None and not measured:
         parts = " + ".join(f"{n} {v:.3g} s" for n, v in split.parts if v is not None)
         if split.wait_part is None and split.wait_s > 0:
