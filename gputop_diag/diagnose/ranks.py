@@ -349,7 +349,7 @@ def _hang(rows: Sequence[RankRow], probes: dict[int, ProbeState]) -> Hang | None
             what += f"; {_ranks(r.rank for r in in_it)} wait for {them} in {collective}"
             what += f", which {them} never entered"
         next_step = (
-            "look at what the missing rank is doing (its stack below: a loop, a lock, I/O, a "
+            "look at what the missing rank is doing (its stack above: a loop, a lock, I/O, a "
             "branch only it takes), and at its node's kernel log for a crash or an OOM kill"
         )
     else:
