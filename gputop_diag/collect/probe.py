@@ -147,6 +147,7 @@ class _Records:
     stack_signal: int | None = None
     stack: str | None = None
     stack_at: float | None = None
+    exit_error: str | None = None
 
     def take(self, rec: Any) -> bool:
         """Apply one record; False when it is not one (the caller counts it)."""
@@ -282,6 +283,10 @@ class _Records:
         self.ended = True
         return True
 
+    def _exit(self, rec: dict, t: float) -> bool:
+        self.exit_error = _text(rec.get("error"), TEXT_CHARS) or "an uncaught exception"
+        return True
+
     def state(self) -> ProbeState | None:
         """The process's state as of its records; None before any line."""
         if self.updated is None and not self.malformed:
@@ -314,6 +319,7 @@ class _Records:
             stack_signal=self.stack_signal,
             stack=self.stack,
             stack_at=self.stack_at,
+            exit_error=self.exit_error,
         )
 
 
@@ -338,6 +344,7 @@ _TAKE: dict[str, Callable[[_Records, dict, float], bool]] = {
     "note": _Records._note,
     "bye": _Records._bye,
     "progress": _Records._progress,
+    "exit": _Records._exit,
 }
 
 

@@ -59,6 +59,7 @@ class RankRow:
     stalled_s: float | None = None  # since its last step, while stalled or waiting
     collective: str | None = None  # the collective it is in, e.g. "all_reduce #122"
     entered: int | None = None  # collectives entered so far
+    error: str | None = None  # what a gone rank died of, where the probe saw it (an exception)
 
     @property
     def wait_share(self) -> float | None:
@@ -166,6 +167,7 @@ def _row(p: ProbeState, gpu_index: int | None, at: float | None) -> RankRow:
         stalled_s=stalled,
         collective=collective,
         entered=progress.entered if progress is not None else (s.coll_seq if s else None),
+        error=p.exit_error,
     )
 
 
@@ -319,7 +321,11 @@ def _hang(rows: Sequence[RankRow], probes: dict[int, ProbeState]) -> Hang | None
         return (r.stalled_s or 0.0) >= max(HANG_FLOOR_S, HANG_STEPS * typical)
 
     waiting = [r for r in rows if r.state == "waiting" and long(r)]
-    stalled = [r for r in rows if r.state in ("stalled", "gone") and long(r)]
+    stalled = [r for r in rows if r.state == "stalled" and long(r)]
+    killed = [r for r in rows if r.state == "gone" and r.error is None]
+    failed = [r for r in rows if r.state == "gone" and r.error is not None]
+    if killed or (failed and not waiting and not stalled):
+        return _lost(killed or failed, failed if killed else [], probes)
     if not waiting and not stalled:
         return None
     if waiting:
@@ -371,6 +377,35 @@ def _hang(rows: Sequence[RankRow], probes: dict[int, ProbeState]) -> Hang | None
         gone=gone,
         what=what,
         next_step=next_step,
+    )
+
+
+def _lost(lost: Sequence[RankRow], after: Sequence[RankRow], probes: dict) -> Hang:
+    """Ranks whose process ended without a goodbye: killed (no record at all) or failed on an
+    exception; the ranks that failed after a killed one failed because of it, most often."""
+    names = _ranks(r.rank for r in lost)
+    if lost[0].error is None:
+        what = f"{names} ended without a goodbye (killed by a signal, the OOM killer, or os._exit)"
+    else:
+        what = f"{names} failed: {lost[0].error}"
+    if after:
+        what += f"; then {_ranks(r.rank for r in after)} failed: {after[0].error}"
+    last = [r.last_step for r in lost if r.last_step is not None]
+    if last:
+        what += f" (after step {max(last)})"
+    return Hang(
+        missing=tuple(r.rank for r in lost),
+        waiting=(),
+        stalled_s=0.0,
+        collective=None,
+        seq=None,
+        stacks=(),
+        gone=tuple(r.rank for r in lost),
+        what=what,
+        next_step=(
+            "look at the lost rank's node: its kernel log for an OOM kill or an Xid "
+            "(`gputop-diag xid`), its output's last lines, and whether the launcher killed it"
+        ),
     )
 
 

@@ -559,6 +559,7 @@ class ProbeState:
     stack_signal: int | None = None  # the signal that makes the probe write its stacks
     stack: str | None = None  # the stepping thread's Python stack, dumped while it stalled
     stack_at: float | None = None  # when that stack was read
+    exit_error: str | None = None  # the uncaught exception it ended on ("RuntimeError: ...")
 
     @property
     def activations_bytes(self) -> int | None:

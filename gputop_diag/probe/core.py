@@ -126,6 +126,8 @@ class Probe:
             uncaught = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
             if uncaught is None:  # "bye" means a normal exit (schema.py)
                 self.emit({"kind": "bye", "t": time.time()})
+            elif self.file is not None or self.n:  # "exit": the error it died of
+                self.emit({"kind": "exit", "t": time.time(), "error": describe(uncaught)})
             else:  # a job started by hand that died before its first step still says hello
                 self._open_file(time.time())
         except Exception:

@@ -46,6 +46,19 @@ Records, one JSON object per line, every one with "kind" and "t" (wall clock, se
 - "note": {"text"} -- e.g. a hook that failed and disabled itself (said once).
 - "bye": {} -- the process is exiting normally.
   No "bye" after an uncaught exception, a signal or `os._exit`.
+- "exit": {"error": "RuntimeError: first line"} -- the process is exiting on an uncaught
+  exception (a rank whose peer died fails in its next collective); nothing after a signal.
+- "progress": {"step", "stalled_s", "entered", "done", "op", "bytes", "in_s", "thread",
+  "stack_signal"} -- written by the writer's thread while the current step has run for 2 s or
+  more (every 2 s): the boundaries so far, seconds since the newest one, the collectives entered
+  and finished so far (every rank of a job numbers the same collectives alike), the newest one's
+  op and bytes, how long it has been in it (null: in none), the stepping thread's ident, and the
+  signal that makes the probe write its stacks (null: the job has claimed it since).
+  "hello" also carries "local_rank", "node" (uname), "cuda_device" and "stack_signal" (stacks.py:
+  every thread's Python stack appended to `stack-<pid>-<start_ticks>.txt` on that signal), and
+  "step" carries "coll_seq", the collectives entered by the end of the step. A
+  DistributedDataParallel's gradient buckets are collectives too ("all_reduce (DDP bucket)",
+  ddp.py), and its exposed wait is in t_comm_exposed_s.
 
 When the file appears: the "hello" is written just before the process's first other record.
 A process started by hand (`probe.start()`, `python -m gputop_diag.probe`) has a file by its
