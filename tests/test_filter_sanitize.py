@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from test_sanitize_planted import build_case, planted
 from test_tui import everything_shown
-from test_tui_support import FedApp
+from test_tui_support import FedApp, type_text
 
 from gputop_diag.sanitize.sanitizer import Sanitizer
 from gputop_diag.tui.filter_screen import FilterScreen, sanitized_filter, shown_filter_text
@@ -24,8 +24,7 @@ async def _filter(app, pilot, typed: str) -> None:
     await pilot.press("f")
     await pilot.pause()
     assert isinstance(app.screen, FilterScreen)
-    for ch in typed:
-        await pilot.press("space" if ch == " " else ch)
+    await type_text(pilot, typed)
     await pilot.press("enter")
     await pilot.pause()
 

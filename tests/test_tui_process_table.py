@@ -5,7 +5,7 @@ row in reverse video, cells drawn again at a new width, and the cursor kept on i
 from __future__ import annotations
 
 import pytest
-from test_tui_support import FedApp, press_held, screen_lines, screen_text, settled
+from test_tui_support import FedApp, press_held, screen_lines, screen_text, settled, type_text
 
 from gputop_diag.sim.scenarios import SCENARIOS
 from gputop_diag.tui.process_table import ProcessTable, clip
@@ -584,8 +584,7 @@ def _header(app, table: ProcessTable) -> str:
 async def _type_filter(pilot, typed: str) -> None:
     await pilot.press("f")
     await pilot.pause()
-    for ch in typed:
-        await pilot.press("space" if ch == " " else ch)
+    await type_text(pilot, typed)
     await pilot.press("enter")
     await pilot.pause()
 

@@ -8,6 +8,7 @@ Not a test module of its own: the TUI tests import `FedApp` from here.
 from __future__ import annotations
 
 from textual import events
+from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 
 from gputop_diag import sim
 from gputop_diag.tui import GpuTopApp, SnapshotReady
@@ -79,5 +80,34 @@ async def press_held(pilot, key: str, times: int) -> None:
         app.post_message(event)
     # the first pause returns once the app has taken every key (a key its bindings do not
     # take goes on to the focused widget); the second once that widget has taken them too
+    await pilot.pause()
+    await pilot.pause()
+
+
+def key_event(key: str) -> events.Key:
+    """The key event `pilot.press(key)` sends (Textual's own conversion: `/` is `slash`, a
+    space `space`, each with its character)."""
+    import unicodedata
+
+    if len(key) == 1 and not key.isalnum():
+        key = _character_to_key(key)
+    try:
+        char = unicodedata.lookup(_get_unicode_name_from_key(REPLACED_KEYS.get(key, key)))
+    except KeyError:
+        char = key if len(key) == 1 else None
+    return events.Key(key, char)
+
+
+async def type_text(pilot, text: str) -> None:
+    """`text` typed into the focused widget: the key events `pilot.press` sends for each of its
+    characters, queued on the app in order, then waited on, as a fast typist or a paste delivers
+    them. (`pilot.press` waits for the machine to go idle after every key: ~40 ms a key, where
+    only the whole text is asserted.)"""
+    app = pilot.app
+    for ch in text:
+        event = key_event(ch)
+        event.set_sender(app)
+        app.post_message(event)
+    # as in `press_held`: the app takes every key, then the focused widget does
     await pilot.pause()
     await pilot.pause()
