@@ -128,6 +128,7 @@ E2E = [
 ]
 
 SLOW = [
+    "test_ranks_jobs.py",  # four-rank gloo jobs, 5 to 13 s each
     "test_tui_process_table.py::test_owner_takes_the_user_columns_place_at_80x24",
     "test_tui_process_table.py::test_owner_beside_user_and_the_namespaces_pid_where_the_pane_is_wide",
     "test_tui_process_table.py::test_compute_bound_at_200_columns_without_the_panel_names_users_and_owners",  # noqa: E501
