@@ -39,9 +39,12 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 E2E = [
+    "test_ranks_watch.py",  # watch --probe on four-rank jobs (torchrun), 20 and 30 s
     # real services
     "test_fleet_prometheus.py",  # a real Prometheus (and node-exporter) scraping the exporter
     "test_fleet_tls.py",  # Prometheus behind TLS, openssl
+    "test_fleet_ranks.py::test_fleet_names_the_straggler_rank_and_its_node_across_two_exporters",  # noqa: E501
+    "test_fleet_ranks.py::test_promtool_accepts_the_rank_series",
     "test_slurm_real.py",  # a real single-node Slurm
     "test_owner_kernel.py",  # real cgroups and PID namespaces (unshare), as root
     "test_exporter.py::test_promtool_accepts_the_exposition",

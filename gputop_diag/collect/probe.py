@@ -61,10 +61,11 @@ DEAD_GRACE_S = 30.0  # a dead process's file is removed once it has not changed 
 # A process that ended without a goodbye (killed, crashed) is still reported, as gone, this long
 # after it was last seen: its ranks' table names it.
 GONE_KEPT_S = 120.0
-# The stack of a process whose current step has run this long, and STACK_AFTER_STEPS of its
+# The stack of a process whose current step has run this long (half the hang floor of
+# diagnose/ranks.py, so that a hang is named with its stack), and STACK_AFTER_STEPS of its
 # median steps, is asked for once per stall (probe/stacks.py): its Python stack, and those of
 # the ranks waiting for it.
-STACK_AFTER_S = 10.0
+STACK_AFTER_S = 5.0
 STACK_AFTER_STEPS = 5
 MAX_STACK_LINES = 40
 MAX_STACK_BYTES = 64 * 1024

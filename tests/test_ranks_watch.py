@@ -1,0 +1,86 @@
+"""`gputop-diag watch --probe` on a four-rank job, as a user runs it: under torchrun, one rank
+50 ms slower a step, named as the straggler with its cause within 20 s; and a rank that stops
+stepping, named with the collective the others wait in and its stack within 30 s (the product's
+own floor: 10 s of no step, then the stack)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LAUNCHER = REPO / "tests" / "data" / "jobs" / "fork_ranks.py"
+sys.path.insert(0, str(LAUNCHER.parent))
+from fork_ranks import free_port  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("ranks")
+
+
+def _watch(tmp_path: Path, seconds: int, job: list[str]) -> tuple[dict, float]:
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path), OMP_NUM_THREADS="1")
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env.pop("PYTHONPATH", None)
+    argv = [sys.executable, "-m", "gputop_diag", "watch", "--probe", "--json"]
+    argv += ["--seconds", str(seconds), "--", *job]
+    started = time.monotonic()
+    proc = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=seconds + 60, check=False
+    )
+    took = time.monotonic() - started
+    _kill_left_running(proc.stderr)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout), took
+
+
+def _kill_left_running(stderr: str) -> None:
+    """`watch --seconds` leaves the job running in its own session: stop it."""
+    for line in stderr.splitlines():
+        if "kill -INT -" in line:
+            pgid = int(line.rsplit("kill -INT -", 1)[1].split(")")[0])
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
+def test_watch_names_the_straggler_of_a_torchrun_job_and_its_cause_within_20_s(tmp_path):
+    job = ["torchrun", "--standalone", "--nproc-per-node", "4", "examples/ranks.py"]
+    job += ["--seconds", "60", "--slow-rank", "2", "--slow-ms", "50"]
+    doc, took = _watch(tmp_path, 20, job)
+    ranks = doc["ranks"]
+    assert ranks is not None, doc["measured"]
+    assert [r["rank"] for r in ranks["rows"]] == [0, 1, 2, 3]
+    s = ranks["straggler"]
+    assert s is not None, ranks["verdict"]
+    assert (s["rank"], s["cause"]) == (2, "compute")
+    assert 0.035 <= s["gap_s"] <= 0.065
+    assert ranks["hang"] is None
+    assert {r["state"] for r in ranks["rows"]} == {"stepping"}
+    assert all(r["node"] for r in ranks["rows"])
+    assert took < 20 + 15  # the summary comes as the 20 s are up
+    split = doc["measured"]["step_split"]
+    assert split["t_comm_total_s"] is not None  # DDP's all-reduce is measured: t_comm is known
+    assert "t_comm" in split["measured"]
+
+
+def test_watch_names_a_rank_that_stops_stepping_within_30_s(tmp_path):
+    job = [sys.executable, str(LAUNCHER), "4", str(free_port()), "--"]
+    job += ["--seconds", "120", "--stop-rank", "1", "--stop-after", "20"]
+    doc, _ = _watch(tmp_path, 30, job)
+    hang = doc["ranks"]["hang"]
+    assert hang is not None, doc["ranks"]["verdict"]
+    assert hang["missing"] == [1] and hang["waiting"] == [0, 2, 3]
+    assert hang["collective"].startswith("all_reduce (DDP bucket) #")
+    stacks = dict((rank, text) for rank, text in hang["stacks"])
+    assert "examples/ranks.py" in stacks[1] and "in main" in stacks[1]
+    assert doc["ranks"]["straggler"] is None
+    assert doc["ranks"]["verdict"].startswith("hang: rank 1 took no step for")
