@@ -248,6 +248,15 @@ def _measured_checks(cls: str, f: Features) -> list[str]:
             "allocator's cache, not the tensors, fills the GPU (torch.cuda.empty_cache() is not "
             "the fix)"
         ]
+    ranks = f.ranks
+    if cls == "communication" and ranks is not None and ranks.hang is not None:
+        return [f"{ranks.hang.what[0].upper()}{ranks.hang.what[1:]}: {ranks.hang.next_step}"]
+    if cls == "communication" and ranks is not None and ranks.straggler is not None:
+        s = ranks.straggler
+        return [
+            f"The other ranks wait for rank {s.rank} ({s.cause}, {s.gap_s * 1000:.0f} ms more "
+            f"work a step): {s.next_step}"
+        ]
     if cls == "synchronization" and f.measured is not None and f.measured.sync_sites:
         top = f.measured.sync_sites[0]
         return [

@@ -23,6 +23,7 @@ from .measured import (
     recent_probes,
 )
 from .memory_figures import memory_figures
+from .ranks import RanksView, judge_ranks
 
 # The kinds of evidence a window may lack, in the order they are reported, with their names.
 EVIDENCE_NAMES = {
@@ -120,6 +121,8 @@ class Features:
     # recently (a probed process that exited still speaks for its last steps)
     measured: MeasuredSplit | None = None
     measured_memory: tuple[ProcessMemory, ...] = ()
+    # the probed ranks of a distributed job compared (ranks.py): the straggler, the hang
+    ranks: RanksView | None = None
 
     @property
     def multi_gpu(self) -> bool:
@@ -285,6 +288,7 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         **memory_figures(last, window),
         measured=split,
         measured_memory=probed_memory,
+        ranks=judge_ranks(probes, newest) if len(probes) > 1 else None,
     )
 
 

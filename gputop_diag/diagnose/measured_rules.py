@@ -74,6 +74,9 @@ def wait(f: Features, cls: str) -> Verdict | None:
         text += f", of {secs(m.t_comm_total_s)} communication in all"
     metric = f"measured_{part}_share"
     out = [ev(metric, 100 * share, 100 * T.MEASURED_WAIT_SHARE, text)]
+    if part == "t_comm" and f.ranks is not None and (f.ranks.straggler or f.ranks.hang):
+        # the ranks wait for one of them: the straggler's own work, not the network
+        out.append(ev("ranks", None, None, f"measured in the job's ranks: {f.ranks.verdict}"))
     if gpu is not None:
         out.append(
             ev(
