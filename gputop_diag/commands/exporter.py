@@ -15,7 +15,7 @@ import sys
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import Monitor
 from ..monitor.run import Run, StopSignals
-from ..sources import RealClock, Sources
+from ..sources import RealClock, RealProcFS, Sources
 from .common import no_driver_error, seeded_sanitizer
 from .options import add_time_options, time_problem
 
@@ -68,6 +68,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve one gputop_diag_gpu_owner_info{gpu,UUID,pod,namespace,container,hpc_job} "
         "series per GPU instead of labelling every series; join it at query time",
+    )
+    p.add_argument(
+        "--all-probes",
+        action="store_true",
+        help="publish the ranks of every probe file of this user (in $XDG_RUNTIME_DIR/"
+        "gputop-diag, else /tmp/gputop-diag-UID), not only those of the GPU processes: for "
+        "ranks NVML does not list (CPU ranks, another PID namespace); under --demo, this "
+        "machine's probe files",
     )
     p.add_argument(
         "--sanitize",
@@ -161,7 +169,18 @@ def tick_metrics(args: argparse.Namespace, feed: Sources, monitor: Monitor, tick
         jobs=SlurmJobs(feed.psutil),
         source=f"simulator:{feed.scenario}" if feed.simulated else "nvml",
         window=window_of(monitor),
+        probe_files=_probe_files(feed) if getattr(args, "all_probes", False) else None,
     )
+
+
+def _probe_files(feed: Sources):
+    """`--all-probes`: this machine's probe files, also under --demo (the simulated shell has
+    a runtime directory of its own, and a /proc that knows none of this machine's processes)."""
+    from ..prometheus.ranks import ProbeFiles
+
+    if feed.simulated:
+        return ProbeFiles(dict(os.environ), RealProcFS())
+    return ProbeFiles(dict(feed.environ), feed.procfs)
 
 
 def _loop(monitor: Monitor, metrics, feed: Sources, interval: float) -> Run:

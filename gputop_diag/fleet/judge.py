@@ -10,7 +10,9 @@ adds two findings no single node can see:
   shape of a collective (all-reduce) waiting on the network; and
 - **a straggler**: most nodes wait on their collectives (communication-bound) while one node
   does something else (computes, throttles, waits on its input): that node holds the job back
-  and is the one to fix first.
+  and is the one to fix first. Inferred from the nodes' classes; where the job's ranks run with
+  the probe and their exporters publish `gputop_diag_rank_*`, the straggler rank and its node,
+  or the hang, are measured instead (`fleet/ranks.py`, `diagnose/ranks.py`).
 
 Pure functions over `FleetData`: no I/O, no clock.
 """
@@ -31,6 +33,7 @@ from ..model import Snapshot, formats
 from ..model.codec import iso_time
 from ..model.stats import median, percentile
 from .node_judge import judge_node
+from .ranks import RankFigures, judge_job_ranks
 from .read import FleetData, NodeData
 
 FLEET_SCHEMA = "gputop-diag.fleet/1"
@@ -64,10 +67,12 @@ class NodeVerdict:
 
 @dataclass(frozen=True)
 class JobFinding:
-    kind: str  # "straggler" or "correlated_dips"
+    kind: str  # "straggler", "hang", "ranks" (no straggler among measured ranks), "correlated_dips"
     text: str
     node: str | None = None
     value: float | None = None
+    basis: str | None = None  # a straggler's: "measured" (the ranks' probes) or "inferred"
+    rank: int | None = None  # the measured straggler, or the first rank a hang waits for
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,9 @@ def judge_fleet(data: FleetData) -> FleetVerdict:
     for v in out.nodes:
         if v.node.group:
             groups.setdefault(v.node.group, []).append(v)
+    for job in data.ranks:
+        if job and len(data.ranks[job]) >= 2:
+            groups.setdefault(job, [])
     for job, members in sorted(groups.items()):
         out.jobs.append(_judge_job(job, members, data))
     return out
@@ -175,12 +183,71 @@ def _judge_job(job: str, members: list[NodeVerdict], data: FleetData) -> JobVerd
     names = tuple(v.node.key for v in members)
     classes = Counter(v.diagnosis.primary for v in members)
     findings: list[JobFinding] = []
+    measured = _ranks_findings(data.ranks.get(job, ()), data.end)
+    if measured is not None:
+        findings += measured
     if len(members) >= 2:
         findings += _dips_finding(members, data)
-        straggler = _straggler(members)
+        straggler = _straggler(members) if measured is None else None
         if straggler is not None:
             findings.append(straggler)
     return JobVerdict(job, names, dict(classes), tuple(findings))
+
+
+def _hang_next(hang, ranks: Sequence[RankFigures]) -> str:
+    """Where to look, with the rank's pid and node (the stacks stay on the node: Prometheus
+    has none)."""
+    if not hang.missing:
+        return (
+            "a communication problem, not a rank: check the network between the nodes (NCCL "
+            "RAS, `NCCL_DEBUG=INFO`)"
+        )
+    r = next((r for r in ranks if r.rank == hang.missing[0]), None)
+    if r is None:
+        return hang.next_step
+    return (
+        f"look at what rank {r.rank} is doing on {r.where} (pid {r.pid}): its Python stack "
+        f"(`py-spy dump --pid {r.pid}` there), its output's last lines, and that node's kernel "
+        "log for a crash or an OOM kill"
+    )
+
+
+def _ranks_findings(ranks: Sequence[RankFigures], at: float) -> list[JobFinding] | None:
+    """What the job's ranks measured: the hang, else the straggler rank and its node, else why
+    none is named; None where the job has fewer than two ranks with figures."""
+    view = judge_job_ranks(ranks, at)
+    if view is None:
+        return None
+    node_of = {r.rank: r.node for r in ranks}
+    n = len(view.rows)
+    if view.hang is not None:
+        h = view.hang
+        first = (h.missing or h.waiting or (None,))[0]
+        return [
+            JobFinding(
+                "hang",
+                f"measured over {n} ranks: {view.verdict}; next: {_hang_next(h, ranks)}",
+                node=node_of.get(first) if first is not None else None,
+                value=round(h.stalled_s, 1),
+                basis="measured",
+                rank=first,
+            )
+        ]
+    s = view.straggler
+    if s is None:
+        return [JobFinding("ranks", f"measured over {n} ranks: {view.verdict}", basis="measured")]
+    return [
+        JobFinding(
+            "straggler",
+            f"measured over {n} ranks: {view.verdict}; "
+            + "; ".join(s.evidence)
+            + f". Next: {s.next_step}",
+            node=node_of.get(s.rank),
+            value=round(100 * s.gap_share, 1),
+            basis="measured",
+            rank=s.rank,
+        )
+    ]
 
 
 def _dips_finding(members: list[NodeVerdict], data: FleetData) -> list[JobFinding]:
@@ -228,6 +295,7 @@ def _straggler(members: list[NodeVerdict]) -> JobFinding | None:
     alerts = "; ".join(a.text for a in d.alerts[:1])
     return JobFinding(
         "straggler",
+        "inferred from the nodes' classes (no rank series): "
         f"{slow.node.key} holds the job back: {len(waiting)} of its {n} nodes wait on "
         f"collectives (communication, GPUs busy {_pct(wait_busy)}) while {slow.node.key} is "
         f"{d.label} (GPUs busy {_pct(slow.busy_pct)}{clock}): {why}"
@@ -235,6 +303,7 @@ def _straggler(members: list[NodeVerdict]) -> JobFinding | None:
         + f". Fix {slow.node.key} first; the others' communication class follows from it",
         node=slow.node.key,
         value=slow.busy_pct,
+        basis="inferred",
     )
 
 
@@ -295,16 +364,20 @@ def to_fleet_json(
                 "job": j.job,
                 "nodes": list(j.nodes),
                 "classes": j.classes,
-                "findings": [
-                    {"kind": f.kind, "node": f.node, "value": _round(f.value), "text": f.text}
-                    for f in j.findings
-                ],
+                "findings": [_finding_json(f) for f in j.findings],
             }
             for j in fv.jobs
         ],
         "summary": dict(Counter(v.diagnosis.primary for v in fv.nodes)),
         "warnings": list(data.warnings),
     }
+
+
+def _finding_json(f: JobFinding) -> dict:
+    out = {"kind": f.kind, "node": f.node, "value": _round(f.value), "text": f.text}
+    if f.basis is not None:
+        out.update(basis=f.basis, rank=f.rank)
+    return out
 
 
 def _round(v: Any) -> Any:

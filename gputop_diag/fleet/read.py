@@ -36,6 +36,7 @@ from ..prometheus.dcgm_fields import (
     XID_FIELD,
 )
 from .query import OWN, PRESENCE, Column, Grid, NoFleetData, detect_step, fetch, step_spans
+from .ranks import RankFigures, fetch_ranks, parse_ranks
 from .snapshots import GpuColumns, NodeColumns, node_snapshots
 
 __all__ = ["FleetData", "NoFleetData", "NodeData", "assemble", "read_fleet"]
@@ -67,6 +68,8 @@ class FleetData:
     nodes: dict[str, NodeData]
     queries: int = 0
     warnings: list[str] = field(default_factory=list)
+    # job (the --group-by label) -> its ranks at the window's end (`gputop_diag_rank_*`)
+    ranks: dict[str, list[RankFigures]] = field(default_factory=dict)
 
 
 def read_fleet(
@@ -87,11 +90,12 @@ def read_fleet(
     gc.disable()
     try:
         columns, node_exporter, queries = fetch(prom, grid, match)
-        data = _assemble(columns, node_exporter, grid, group_by)
+        ranks = fetch_ranks(prom, match, grid.end)
+        data = _assemble(columns, node_exporter, grid, group_by, ranks)
     finally:
         if collecting:
             gc.enable()
-    data.queries = queries + (0 if step_s else len(step_spans(window_s)) * len(PRESENCE))
+    data.queries = queries + 1 + (0 if step_s else len(step_spans(window_s)) * len(PRESENCE))
     return data
 
 
@@ -103,14 +107,15 @@ def assemble(
     end: float,
     step: float,
     group_by: str = JOB_LABEL,
+    ranks: Iterable[tuple[dict[str, str], float]] = (),
 ) -> FleetData:
     """Per-node snapshots of the window start .. end from range-query series (each naming
     itself in `__name__`) and node-exporter's figures by `query.node_exporter_queries`
-    key (and "uname")."""
+    key (and "uname"); `ranks`: the rank series at `end`, as an instant query answers."""
     grid = Grid.for_window(end, end - start, step)
     columns = [grid.from_series(s) for s in series]
     node = {k: [grid.from_series(s) for s in v] for k, v in (node_exporter or {}).items()}
-    return _assemble(columns, node, grid, group_by)
+    return _assemble(columns, node, grid, group_by, list(ranks))
 
 
 # -- nodes and GPUs --------------------------------------------------------------------------------
@@ -147,7 +152,11 @@ def _node_keys(gpu_cols: dict[str, list[Column]], grid: Grid) -> dict[tuple[str,
 
 
 def _assemble(
-    columns: list[Column], node_exporter: dict[str, list[Column]], grid: Grid, group_by: str
+    columns: list[Column],
+    node_exporter: dict[str, list[Column]],
+    grid: Grid,
+    group_by: str,
+    ranks: list[tuple[dict[str, str], float]] | None = None,
 ) -> FleetData:
     gpu_cols: dict[str, list[Column]] = defaultdict(list)
     own_cols: dict[str, list[Column]] = defaultdict(list)
@@ -200,6 +209,7 @@ def _assemble(
     data = FleetData(
         grid.time(1), grid.end, step, tick_s, nodes, warnings=_time_warnings(step, tick_s, grid)
     )
+    data.ranks = parse_ranks(ranks or [], group_by, key_of)
     for key, nd in nodes.items():
         mine = {idx: g for (nk, idx), g in gpus.items() if nk == key}
         _build_node(nd, mine, own.get(key, NodeColumns()), hosts.get(key), grid, group_by)

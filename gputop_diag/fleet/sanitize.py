@@ -14,7 +14,7 @@ import secrets
 from dataclasses import replace
 
 from ..sanitize.sanitizer import Sanitizer
-from .judge import FleetVerdict, JobFinding, JobVerdict
+from .judge import FleetVerdict, JobVerdict
 from .read import FleetData, NodeData
 
 _HOST_OF_INSTANCE = re.compile(r"^\[?([^\]]+?)\]?(?::\d+)?$")
@@ -100,6 +100,10 @@ class FleetNames:
         pseudonyms, every text through the sanitizer. The snapshots stay as read: they count
         GPUs and samples and are never printed."""
         self.learn([v.node for v in fv.nodes])
+        for ranks in fv.data.ranks.values():  # the host names the ranks' probes give
+            for r in (r for r in ranks if r.host):
+                self.s.seed_hostname(r.host)
+                self.hostname(r.host)
         nodes = [
             replace(
                 v,
@@ -120,11 +124,10 @@ class FleetNames:
                 nodes=tuple(self._known.get(n, self.text(n)) for n in j.nodes),
                 classes=j.classes,
                 findings=tuple(
-                    JobFinding(
-                        f.kind,
-                        self.text(f.text),
-                        None if f.node is None else self._known.get(f.node, self.text(f.node)),
-                        f.value,
+                    replace(
+                        f,
+                        text=self.text(f.text),
+                        node=None if f.node is None else self._known.get(f.node, self.text(f.node)),
                     )
                     for f in j.findings
                 ),
@@ -134,6 +137,7 @@ class FleetNames:
         data = replace(
             fv.data,
             nodes={v.node.key: v.node for v in nodes},
+            ranks={},  # read by the judgement only, already made
             warnings=[self.text(w) for w in fv.data.warnings],
         )
         return FleetVerdict(data, nodes, jobs)

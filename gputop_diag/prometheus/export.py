@@ -42,6 +42,7 @@ from .dcgm_fields import (
     mig_profile,
 )
 from .owners import OWNER_LABELS, HpcJobMapping, ShownOwners, holder
+from .ranks import NODE_LABEL, ProbeFiles, newest_ranks, rank_families, rank_labels, samples_of
 
 PREFIX = "gputop_diag_"
 SLURM_JOB_ENV = "SLURM_JOB_ID"
@@ -116,6 +117,7 @@ class TickMetrics:
         kubernetes: bool = False,
         owner_info: bool = False,
         hpc_jobs: HpcJobMapping | None = None,
+        probe_files: ProbeFiles | None = None,
     ) -> None:
         self.sanitize = sanitize
         # Whose GPU it is (`owners.py`): dcgm-exporter's labels on every per-GPU series
@@ -137,6 +139,8 @@ class TickMetrics:
             else tuple(MODEL_LABEL_LINT_CLEAN if n == MODEL_LABEL else n for n in GPU_LABELS)
         )
         self.jobs = jobs
+        # Every probe file of this user, not only the GPU processes' (`exporter --all-probes`).
+        self.probe_files = probe_files
         self.source = source
         self.window = window  # the Monitor's recent snapshots (input pressure is judged on them)
         self._families: list[Metric] = []
@@ -223,7 +227,40 @@ class TickMetrics:
         out += self._verdict(tick, node_names, node_labels)
         out += self._host(snap, node_names, node_labels)
         out += self._processes(snap, node_names, node_labels, job_of)
+        out += self._ranks(snap, node_names, node_full, full_sets)
         return out
+
+    def _ranks(
+        self,
+        snap: Snapshot,
+        names: list[str],
+        node: dict[str, str],
+        full_sets: dict[int, list[dict[str, str]]],
+    ) -> list[Metric]:
+        """The ranks the probes measured (`ranks.py`), one per job and rank as shown: a rank's
+        job is its process's Slurm job, else its GPU's, else the node's."""
+        extra = self.probe_files.read() if self.probe_files is not None else []
+        samples = samples_of(snap, extra)
+        if not samples:
+            return []
+        gpu_of = {g.pid: g.gpu_index for g in snap.gpu_processes}
+
+        def job(p) -> str:
+            if JOB_LABEL not in names:
+                return ""
+            own = self.jobs.of_pid(p.pid) if self.jobs is not None and self.jobs.psutil else None
+            if own:
+                return self._shown.job(own)
+            sets = full_sets.get(gpu_of.get(p.pid, -1))
+            return sets[0][JOB_LABEL] if sets else node[JOB_LABEL]
+
+        shown = []
+        for j, s in newest_ranks(samples, job):
+            labels = {**node, JOB_LABEL: j, **rank_labels(s.probe, gpu_of.get(s.probe.pid))}
+            if self.sanitize:
+                labels.pop(NODE_LABEL)  # a host name
+            shown.append((labels, s))
+        return rank_families(shown, names)
 
     def _gpu_label_sets(
         self, snap: Snapshot, host: str, job_of: dict[int, str]
