@@ -27,7 +27,9 @@ import os
 import shlex
 import signal
 import sys
+import time
 
+from ..collect.flight_recorder import dump_prefix, hang_from_dumps, read_dumps
 from ..collect.job import INTERRUPT_SIGNALS, JobWatch, WatchError, default_log_path, signal_name
 from ..diagnose.measured_render import measured_json
 from ..diagnose.ranks_render import ranks_json
@@ -310,6 +312,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
             return 1
     clock = feed.clock
     last_status = clock.now()
+    started_at = time.time()
     seen = SeenProcesses()
     seen.update(_roots_known_at_start(watch))  # one that ends before the first tick is still seen
     probed = ProbesSeen()
@@ -386,11 +389,15 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         doc["processes_ended_not_listed"] = seen.ended_not_kept
         doc["measured"] = measured_json(probes, memory)
         doc["ranks"] = ranks_json(ranks)
+        if doc["ranks"] is not None and ranks.hang is not None:
+            doc["ranks"]["flight_recorder"] = flight_lines(watch, started_at)
         text = json.dumps(rounded(doc), indent=2)
     else:
         text = summary_text(
             job, procs, snaps, diag, ended_by, seen.ended_not_kept, probes, memory, owners, ranks
         )
+        if ranks is not None and ranks.hang is not None:
+            text += "\n" + "\n".join(f"  {line}" for line in flight_lines(watch, started_at))
     if sanitizer is not None:
         text = sanitized_output(text, sanitizer)
         if text is None:
@@ -407,6 +414,38 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     if ended_by == "hangup":
         return HANGUP_EXIT
     return _exit_code(watch, ending.exit_status(until_stopped) or 0)
+
+
+def flight_lines(watch: JobWatch, since: float) -> list[str]:
+    """What PyTorch's Flight Recorder dumps say of a hang, where the job wrote them since the
+    watch began (a started command's environment is ours: it names where they go); else what
+    could not be seen, and how the job would write them."""
+    if not watch.started:
+        return ["flight recorder: not read (the job's environment is not this program's)"]
+    prefix = dump_prefix(os.environ)
+    if prefix is None:
+        return ["flight recorder: off in the job's environment (TORCH_FR_BUFFER_SIZE=0)"]
+    dumps = [d for d in read_dumps(prefix) if _newer(d.path, since)]
+    if not dumps:
+        return [
+            f"flight recorder: no dump at {prefix}* (NCCL's watchdog writes one on its "
+            "timeout; a job can call torch's _dump_fr_trace)"
+        ]
+    hang = hang_from_dumps(dumps)
+    if hang is None:
+        return [f"flight recorder: {len(dumps)} rank dumps, no collective left open"]
+    missing = ", ".join(str(r) for r in hang.ranks_missing) or "none"
+    return [
+        f"flight recorder ({len(dumps)} rank dumps): the ranks wait in {hang.op} #{hang.seq}; "
+        f"ranks that never entered it: {missing}"
+    ]
+
+
+def _newer(path: str, since: float) -> bool:
+    try:
+        return os.stat(path).st_mtime >= since
+    except OSError:
+        return False
 
 
 # How a paced run's ending reads in the summary (`watch_ended_by`).

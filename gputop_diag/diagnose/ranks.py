@@ -29,7 +29,8 @@ from ..model import GpuState, ProbeState, Snapshot
 from . import thresholds as T
 
 STRAGGLER_MIN_STEPS = 20  # of every rank, in its window (the newest minute, up to 100 steps)
-STRAGGLER_MIN_SHARE = 0.10  # the gap, as a share of the median step (TraceML's lower gate)
+STRAGGLER_MIN_SHARE = 0.20  # the gap, as a share of the median step (TraceML's upper gate)
+STRAGGLER_NOTE_SHARE = 0.10  # from here a gap is said, not named (TraceML's lower gate)
 STRAGGLER_MIN_GAP_S = 0.002
 STRAGGLER_EXPLAINED = 0.8  # of the gap, matched by how much less the straggler waits
 HANG_FLOOR_S = 10.0  # a rank is stalled past this, and past HANG_STEPS of its median steps
@@ -205,6 +206,12 @@ def _straggler(rows: Sequence[RankRow], snap: Snapshot | None) -> tuple[Straggle
     explained = (median(r.wait_s for r in others) - slow.wait_s) / gap if gap > 0 else 0.0
     spread = (max(r.own_s for r in live) - min(r.own_s for r in live)) / step if step else 0.0
     big = gap >= max(STRAGGLER_MIN_GAP_S, STRAGGLER_MIN_SHARE * step)
+    if not big and gap >= max(STRAGGLER_MIN_GAP_S, STRAGGLER_NOTE_SHARE * step):
+        return None, (
+            f"no straggler named: rank {slow.rank} works {_ms(gap)} ({_pct(gap / step)} of the "
+            f"step) longer than the others, under the {_pct(STRAGGLER_MIN_SHARE)} gate (a busy "
+            "host's noise, or a straggler to come: watch it)"
+        )
     if not big:
         return None, f"no straggler: every rank's own work within {_pct(spread)} of the step"
     if not least or explained < STRAGGLER_EXPLAINED:
