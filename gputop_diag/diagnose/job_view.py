@@ -1,7 +1,8 @@
 """What the live view's Job pane shows of the watched job, computed: the steps and their split
 (measured inside the job by the probe, else estimated from outside), the GPU memory the job
 holds, its processes' GPU memory and busiest threads, the last lines of its output with the
-failure lines marked.
+failure lines marked; with two ranks or more, the ranks compared (`ranks.judge_ranks`: the rank
+table, the straggler, the hang), judged here so that the pane only lays them out.
 
 `job_view(job, window, primary, shown)` is a pure function of the job's tick and the recorded
 window; the pane only lays the `JobView` out in text (widths, glyphs, what --sanitize hides).
@@ -24,6 +25,7 @@ from .measured import (
     measured_split,
     process_memory,
 )
+from .ranks import RanksView, judge_ranks
 from .step_split import StepSplit, estimate
 
 # The step's wall time as the split bar stacks it: the waits, then the host's own time.
@@ -108,6 +110,7 @@ class JobView:
     output_labels: tuple[str, ...]  # the kinds of failure its output named
     output_lines: tuple[OutputLine, ...]  # its last lines
     older_failures: tuple[OutputEvent, ...]  # failure lines above those, the newest three
+    ranks: RanksView | None = None  # a distributed job's ranks (two or more), judged
 
     @property
     def has_output_steps(self) -> bool:
@@ -125,6 +128,20 @@ def job_probes(job: JobState, snap: Snapshot | None) -> tuple[ProbeState, ...]:
         return ()
     pids = {p.pid for p in job.processes} | set(job.root_pids)
     return tuple(p for p in snap.probes if p.pid in pids)
+
+
+def rank_probes(
+    job: JobState, window: Sequence[Snapshot], snap: Snapshot | None
+) -> tuple[ProbeState, ...]:
+    """The probes the ranks are judged from: the job's in `snap`, and a rank whose process
+    ended without a goodbye (`gone`: no longer one of the job's processes) where it was one of
+    them in the window, so that a killed rank stays in the table as watch's summary keeps it."""
+    probes = job_probes(job, snap)
+    gone = [p for p in (snap.probes if snap is not None else ()) if p.gone and p not in probes]
+    if not gone:
+        return probes
+    seen = {p.pid for w in window if w.job is not None for p in w.job.processes}
+    return probes + tuple(p for p in gone if p.pid in seen)
 
 
 def job_view(
@@ -161,6 +178,7 @@ def job_view(
         ),
         output_lines=tuple(OutputLine(line, bool(classify_line(line))) for line in tail),
         older_failures=tuple(e for e in job.output_events if e.line not in on_screen)[-3:],
+        ranks=judge_ranks(rank_probes(job, window, shown), shown) if probes else None,
     )
 
 

@@ -32,19 +32,25 @@ def ranks_lines(view: RanksView) -> list[str]:
             out.append(f"    stack of rank {rank} (most recent call first):")
             out.extend(f"      {line}" for line in stack.splitlines()[:STACK_LINES_SHOWN])
         if not h.stacks:
-            out.append("    no stack yet: the probe is asked for it once a rank stalls 10 s")
+            out.append("    no stack yet: the probe is asked for it once a rank stalls 5 s")
         out.append(f"    next: {h.next_step}")
     return out
 
 
-def _cells(r: RankRow) -> tuple[str, ...]:
-    share = r.wait_share
-    wait = _ms(r.wait_s) + (f" ({share * 100:.0f} %)" if share is not None else "")
+def rank_state(r: RankRow) -> str:
+    """A rank's state in words: "stepping", "waiting 31 s in all_reduce #123", "stalled 40 s"."""
     state = r.state
     if r.state in ("waiting", "stalled") and r.stalled_s is not None:
         state += f" {r.stalled_s:.0f} s"
         if r.collective:
             state += f" in {r.collective}"
+    return state
+
+
+def _cells(r: RankRow) -> tuple[str, ...]:
+    share = r.wait_share
+    wait = _ms(r.wait_s) + (f" ({share * 100:.0f} %)" if share is not None else "")
+    state = rank_state(r)
     return (
         str(r.rank),
         r.node or "?",
@@ -57,9 +63,19 @@ def _cells(r: RankRow) -> tuple[str, ...]:
         _ms(r.sync_s),
         wait,
         _ms(r.own_s),
-        "-" if r.lag_s is None else f"+{r.lag_s * 1000:.1f} ms",
+        lag_text(r),
         state,
     )
+
+
+def lag_text(r: RankRow) -> str:
+    """Its own work beyond the fastest rank's: "+12.5 ms", "-" where not measured."""
+    return "-" if r.lag_s is None else f"+{r.lag_s * 1000:.1f} ms"
+
+
+def ms(seconds: float | None) -> str:
+    """Seconds as the rank table reads them: "12.5 ms", "14.2 s", "n/a"."""
+    return _ms(seconds)
 
 
 def _ms(seconds: float | None) -> str:

@@ -3,10 +3,11 @@ live view's `s` key). docs/report.md describes it.
 
 `make_report` turns a window of snapshots and its diagnosis into one JSON document (schema
 `gputop-diag.report/1`) and its Markdown: the tool and driver versions, the GPU model and count
-of this machine, the diagnosis, memory and headroom per GPU, utilization over the window,
-throttle reasons, Xid events as codes and counts with their diagnostic route, the driver chain,
-the device-mapping logic and its conclusion, the GPU processes with their commands cut to what
-is safe, and what was redacted. Every value that came from the machine passes through one
+of this machine, the diagnosis, a distributed job's ranks (the straggler, the hang:
+`report/ranks.py`), memory and headroom per GPU, utilization over the window, throttle reasons,
+Xid events as codes and counts with their diagnostic route, the driver chain, the
+device-mapping logic and its conclusion, the GPU processes with their commands cut to what is
+safe, and what was redacted. Every value that came from the machine passes through one
 `Sanitizer` (`sanitize/sanitizer.py`; the sections are built in `report/sections.py`, rendered in
 `report/markdown.py`); every finished section is checked again (`Sanitizer.leaks`) and
 left out, with a note, if anything in it still looks like an identifier.
@@ -40,6 +41,7 @@ from . import sections
 from .health import health as health_section
 from .health import seed_health
 from .memory_plan import plan_section
+from .ranks import ranks_section
 
 REPORT_SCHEMA = "gputop-diag.report/1"
 
@@ -76,6 +78,9 @@ SECTIONS: tuple[str, ...] = (
     "scheduler",
     "errors",
 )
+# Sections only some windows have (their builder answers None otherwise): a distributed job's
+# ranks, where the probes saw two or more.
+OPTIONAL_SECTIONS: tuple[str, ...] = ("ranks",)
 
 
 def make_report(
@@ -125,8 +130,9 @@ def make_report(
         "source": {"kind": source.kind, "scenario": source.scenario},
         "machine": sections.machine(last, s),
     }
-    builders: dict[str, Callable[[], dict[str, Any]]] = {
+    builders: dict[str, Callable[[], dict[str, Any] | None]] = {
         "diagnosis": lambda: s.document(to_json(diagnosis)),
+        "ranks": lambda: ranks_section(snaps, s),  # None: not a job of two ranks or more
         "memory": lambda: _memory(snaps, s, model_config, sources),
         "utilization": lambda: sections.utilization(snaps),
         "throttle": lambda: sections.throttle(snaps),
@@ -139,9 +145,11 @@ def make_report(
         "errors": lambda: sections.errors(last, s),
     }
     left_out: list[dict[str, str]] = []
-    for name in SECTIONS:
+    for name in (*SECTIONS, *OPTIONAL_SECTIONS):
         try:
             section = builders[name]()
+            if section is None:
+                continue
             found = s.leaks(
                 json.dumps(section, ensure_ascii=False) + "\n" + render_section(name, section)
             )
@@ -220,8 +228,10 @@ def _seed(
             "errors",
             "scheduler_jobs",
             "kernel_ooms",
+            "probes",
         )
     }
+    parts["probes"].update(dict.fromkeys(snaps[-1].probes or ()))  # the ranks' nodes, stacks
     for snap in snaps:
         parts["system"][snap.system] = None
         for g in snap.gpus:

@@ -11,10 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model import formats
+from .ranks import ranks_markdown
 from .sections import gpu_list
 
 SECTION_TITLES = {
     "diagnosis": "Diagnosis",
+    "ranks": "Ranks",
     "memory": "Memory and headroom",
     "utilization": "Utilization over the window",
     "throttle": "Throttle reasons",
@@ -471,8 +473,13 @@ def _errors(e: dict[str, Any]) -> list[str]:
     return out
 
 
+def _ranks(r: dict[str, Any]) -> list[str]:
+    return ranks_markdown(r, _table, _md)
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "diagnosis": _diagnosis,
+    "ranks": _ranks,
     "memory": _memory,
     "utilization": _utilization,
     "throttle": _throttle,

@@ -61,7 +61,7 @@ def _seed_walk(
         for x in v:
             _seed_walk(s, x, key, parent, texts)
     elif isinstance(v, str) and v:
-        if key == "hostname":
+        if key in ("hostname", "node"):  # "node": the host a probed rank runs on
             s.seed_hostname(v)
         elif key in ("user", "parent_user"):
             s.seed_user(v)
@@ -121,7 +121,7 @@ def _walk(s: PseudonymTable, v: Any, key: str | None, parent: str | None) -> Any
     if key in KERNEL_TEXT and parent in ("xid_events", "kernel_events"):
         s.dropped("kernel_log")
         return ""
-    if key == "hostname":
+    if key in ("hostname", "node"):
         return fields.hostname(s, v)
     if key in ("uuid", "gpu_uuid") and re.match(r"(?i)(?:GPU|MIG)-", v):
         return s.uuid(v)

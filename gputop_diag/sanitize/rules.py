@@ -57,6 +57,9 @@ CLASSES: dict[str, IdClass] = {
         IdClass("url", "URL paths and queries", "url", leak_checked=False),
         IdClass("env", "environment values", "env", leak_checked=False),
         IdClass("arg", "command-line arguments", "arg", leak_checked=False),
+        # a distributed job's ranks name their processes (a number: its original is no shape
+        # the final check could look for; the rank table replaces it by field)
+        IdClass("pid", "process ids of a job's ranks", "pid", leak_checked=False),
         IdClass("kernel_log", "raw kernel-log lines", None),
     )
 }

@@ -20,7 +20,7 @@ table and imports only what lies below it, and none imports this front (from the
   process titles; `fields.py` values by field; `seeds.py` what an environment names;
   `health.py` health findings; `cgroups.py` cgroup paths and systemd units; `owners.py` who
   a process runs for; `documents.py` documents of the model's JSON shape;
-  `snapshot.py` sanitized snapshots.
+  `snapshot.py` sanitized snapshots; `ranks.py` a distributed job's ranks (pids as pid-…).
 
 Identifiers are found three ways:
 - by field, in documents of the model's JSON shape (`document`): `hostname`, `uuid`, `serial`,
@@ -61,6 +61,7 @@ from . import forms as F
 from . import leaks as L
 from . import owners as O
 from . import paths as P
+from . import ranks as RK
 from . import seeds as E
 from . import text as T
 from .leaks import leak_note, strings_of
@@ -158,10 +159,12 @@ class Sanitizer(PseudonymTable):
         return D.document(self, doc)
 
     def model(self, obj: Any) -> Any:
-        """A sanitized copy of a model object (a Snapshot, a Diagnosis): the same type, every
-        field through `document`."""
+        """A sanitized copy of a model object (a Snapshot, a Diagnosis, a distributed job's
+        `RanksView`: `ranks.py`): the same type, every field through `document`."""
         doc = jsonable(obj)
         self.learn_document(doc)
+        if RK.is_ranks(doc):
+            return RK.sanitized_ranks(self, obj, doc)
         return from_jsonable(type(obj), self.document(doc))
 
     def owner(self, owner: Owner | None) -> Owner | None:

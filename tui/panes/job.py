@@ -6,7 +6,11 @@ left); the headline — steps per second beside the peak GPU memory — with the
 median and p95; the step-time split: measured inside the job where it runs with the probe
 (`watch --probe`: a stacked bar of input, sync, exposed communication and the host's own time,
 the GPU's busy time beside it, each part labelled measured or not, and the lines of code that
-sync), else labelled an estimate from outside with the profiler command that measures it; each
+sync), else labelled an estimate from outside with the profiler command that measures it (the
+mean of the ranks, where the job has two or more); the ranks compared (rank, node, step median,
+the share of it waiting in collectives, own work, lag behind the fastest, state), the straggler
+or why none is named, a hang with the top frames of the missing rank's stack (on a short
+terminal only the ranks that matter: the straggler, the stalled ones, then the others); each
 probed process's memory (the allocator's allocated and reserved beside NVML's figure,
 parameters, gradients, optimizer state and activations); the GPUs the job can see against those
 it uses (and those Slurm gave it), and the GPU memory its processes hold on each GPU over time
@@ -26,6 +30,8 @@ from textual.app import ComposeResult
 
 from gputop_diag.diagnose.job_view import JobView, MeasuredView, job_view
 from gputop_diag.diagnose.measured_rules import secs
+from gputop_diag.diagnose.ranks import RankRow, RanksView
+from gputop_diag.diagnose.ranks_render import lag_text, ms, rank_state
 from gputop_diag.diagnose.step_split import PROFILER_COMMANDS, StepSplit
 from gputop_diag.job.figures import JobGpuMemory
 from gputop_diag.job.state import state_words
@@ -42,6 +48,10 @@ MAX_PROBED = 8  # probed processes whose memory is listed
 MAX_BUSY_THREADS = 5  # busiest threads named
 MAX_SYNC_SITES = 3  # lines of code that sync, listed
 MAX_NOTES = 3  # probe notes shown
+MAX_RANKS = 64  # ranks listed (the pane scrolls)
+SHORT_RANKS = 4  # ranks listed on a short terminal: those that matter first
+STACK_FRAMES = 8  # top lines of a missing rank's stack shown
+SHORT_STACK_FRAMES = 3
 BAR_GLYPHS = {"t_input": "█", "t_sync": "▓", "t_comm": "▒", "t_host": "░"}
 PLAIN_GLYPHS = {"t_input": "#", "t_sync": "=", "t_comm": "~", "t_host": "."}
 
@@ -81,6 +91,8 @@ def render(
     v = job_view(job, window, primary, shown, output_lines=n)
     _head(t, job, view, width)
     _steps(t, v, view, width)
+    if v.ranks is not None:
+        _ranks(t, v.ranks, view, width)
     _gpus(t, v, view, width)
     _processes(t, v, view, width)
     _output(t, v, view, width)
@@ -132,7 +144,7 @@ def _steps(t: Text, v: JobView, view: View, width: int) -> None:
         t.append(history(steps.step_times_s, w, view.plain, top=top or 1.0))
         t.append(f"  last {min(w, len(steps.step_times_s))} steps\n")
     if v.measured is not None:
-        _measured(t, v.measured, view, width)
+        _measured(t, v.measured, view, width, len(v.ranks.rows) if v.ranks else 0)
     elif v.estimate is not None:
         _estimated(t, v.estimate)
 
@@ -219,8 +231,9 @@ def _estimated(t: Text, split: StepSplit) -> None:
     t.append(f"  measure it: {PROFILER_COMMANDS[0]}  (or: gputop-diag watch --probe -- CMD)\n")
 
 
-def _measured(t: Text, mv: MeasuredView, view: View, width: int) -> None:
-    """The step split measured inside the job, its sync sites and each process's memory."""
+def _measured(t: Text, mv: MeasuredView, view: View, width: int, ranks: int = 0) -> None:
+    """The step split measured inside the job, its sync sites and each process's memory
+    (`ranks`: a distributed job's, whose split is the mean of its ranks)."""
     m = mv.split
     t.append("Step split ", style="bold")
     t.append("(measured in the job)", style="italic")
@@ -228,9 +241,8 @@ def _measured(t: Text, mv: MeasuredView, view: View, width: int) -> None:
         t.append(": the probe has seen no step yet\n")
     else:
         n = len(m.pids)
-        t.append(
-            f": {_secs(m.step_s)} a step · {m.steps} steps of {n} process{'es' if n > 1 else ''}"
-        )
+        who = f"mean of {ranks} ranks" if ranks > 1 else f"{n} process{'es' if n > 1 else ''}"
+        t.append(f": {_secs(m.step_s)} a step · {m.steps} steps, {who}")
         if mv.stale_s is not None:
             t.append(f" · no step for {formats.span(mv.stale_s)}")
         t.append("\n")
@@ -246,6 +258,85 @@ def _measured(t: Text, mv: MeasuredView, view: View, width: int) -> None:
         )
     for note in list(notes)[:MAX_NOTES]:
         t.append(f"  note: {note}\n", style="italic")
+
+
+def _ranks(t: Text, rv: RanksView, view: View, width: int) -> None:
+    """The ranks compared, the straggler or why none is named, the hang and its stacks."""
+    world = f" of world {rv.world}" if rv.world else ""
+    t.append(f"\nRanks ({len(rv.rows)}{world})", style="bold")
+    if not view.short:
+        t.append("  medians over each rank's latest steps", style="italic")
+    t.append("\n")
+    rows = _ranks_shown(rv, SHORT_RANKS if view.short else MAX_RANKS)
+    marked = _marked(rv)
+    for line, r in zip(_rank_table(rows, width), (None, *rows), strict=True):
+        t.append(line + "\n", style="bold" if r is not None and r.rank in marked else "")
+    if len(rows) < len(rv.rows):
+        t.append(f"  … {len(rv.rows) - len(rows)} more ranks (a taller terminal lists them)\n")
+    bad = rv.hang is not None or rv.straggler is not None
+    t.append(f"  {_cut(rv.verdict, 2 * width - 4)}\n", style="bold" if bad else "italic")
+    if rv.straggler is not None and not view.short:
+        t.append(f"  next: {rv.straggler.next_step}\n")
+    if rv.hang is not None:
+        _hang(t, rv, view, width)
+
+
+def _marked(rv: RanksView) -> set[int]:
+    """The ranks the table shows in bold: the straggler and the ranks a hang misses."""
+    out = set(rv.hang.missing) if rv.hang is not None else set()
+    if rv.straggler is not None:
+        out.add(rv.straggler.rank)
+    return out
+
+
+def _ranks_shown(rv: RanksView, most: int) -> list[RankRow]:
+    """At most `most` ranks, those that matter first (the straggler, the ranks a hang misses,
+    stalled and gone ranks, waiting ones, then the others by rank), listed by rank."""
+    first = _marked(rv)
+    order = {"stalled": 1, "gone": 1, "waiting": 2}
+
+    def weight(r: RankRow) -> tuple[int, int]:
+        return (0 if r.rank in first else order.get(r.state, 3), r.rank)
+
+    chosen = sorted(rv.rows, key=weight)[:most]
+    return sorted(chosen, key=lambda r: r.rank)
+
+
+def _rank_table(rows: list[RankRow], width: int) -> list[str]:
+    """The header, then a line per rank, cut to `width` (the node and the state give way)."""
+    node_w = max(6, min(20, width - 66))
+    head = f"  {'rank':>4} {'node':<{node_w}} {'step p50':>9} {'wait':>5} {'own':>9} {'lag':>10}"
+    lines = [head + "  state"]
+    room = max(8, width - len(head) - 2)
+    for r in rows:
+        node = _cut(r.node or "?", node_w)
+        share = "—" if r.wait_share is None else _pct(r.wait_share)
+        lines.append(
+            f"  {r.rank:>4} {node:<{node_w}} {ms(r.step_p50_s):>9} {share:>5} "
+            f"{ms(r.own_s):>9} {lag_text(r):>10}  {_cut(rank_state(r), room)}"
+        )
+    return lines
+
+
+def _hang(t: Text, rv: RanksView, view: View, width: int) -> None:
+    """The stacks of the ranks a hang misses (those first), their top frames, and what next."""
+    hang = rv.hang
+    frames = SHORT_STACK_FRAMES if view.short else STACK_FRAMES
+    stacks = hang.stacks[:1] if view.short else hang.stacks[:2]
+    for rank, stack in stacks:
+        lines = [ln.strip() for ln in stack.splitlines() if ln.strip()]  # its frames
+        t.append(f"  stack of rank {rank} (most recent call first):\n", style="bold")
+        for line in lines[:frames]:  # cut from the left: the line and the function stay
+            room = max(12, width - 4)
+            t.append(f"    {line if len(line) <= room else '…' + line[-(room - 1) :]}\n")
+    if not hang.stacks and not hang.gone:
+        t.append("  no stack yet: the probe is asked for it once a rank stalls 10 s\n")
+    if not view.short:
+        t.append(f"  next: {hang.next_step}\n")
+
+
+def _cut(text: str, room: int) -> str:
+    return text if len(text) <= room else text[: max(1, room - 1)] + "…"
 
 
 def _split_bar(t: Text, mv: MeasuredView, view: View, width: int) -> None:
