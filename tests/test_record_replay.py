@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gzip
 import io
 import json
@@ -424,11 +425,21 @@ def test_every_model_dataclass_round_trips_with_every_field_set(tmp_path):
 ROUND_TRIP = ["compute-bound", "capacity", "scheduler-wait", "xid-79", "mig", "no-gpu", "tour"]
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
-@pytest.mark.parametrize("scenario", ROUND_TRIP)
-def test_read_of_write_is_the_identity_over_demo_scenarios(scenario, suffix, tmp_path):
+@functools.cache
+def round_trip_snapshots(scenario: str) -> tuple[Snapshot, ...]:
+    """A scenario's snapshots, monitored once for both file suffixes (they are frozen)."""
     seconds = 100 if scenario == "xid-79" else 45  # past the lost GPU; past the OOM kill
-    snaps = monitored(scenario, seconds)
+    return tuple(monitored(scenario, seconds))
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+@pytest.mark.parametrize(
+    "scenario",
+    # a scenario's two suffixes on one worker: its snapshots are monitored once, not twice
+    [pytest.param(s, marks=pytest.mark.xdist_group(f"round-trip-{s}")) for s in ROUND_TRIP],
+)
+def test_read_of_write_is_the_identity_over_demo_scenarios(scenario, suffix, tmp_path):
+    snaps = list(round_trip_snapshots(scenario))
     path = str(tmp_path / f"r{suffix}")
     assert write_recording(path, snaps) == len(snaps)
     header, back = read_recording(path)
