@@ -1,6 +1,7 @@
 """What the probe costs a training job: the same CPU loop with and without it, in one run.
 
     python bench/probe.py [--rounds N] [--steps S] [--calls C]
+                          [--ddp-runs R] [--ddp-steps D] [--ddp-warm W] [--part all|loop|ddp]
 
 The loop is a real training step on the CPU, one thread: a batch from a DataLoader
 (num_workers=0), an MLP's forward and backward, AdamW, and `loss.item()`, sized to about 10 ms.
@@ -17,15 +18,38 @@ JSON lines and writes them, every half second, off the step's thread), and the c
 wrapped `Tensor.item()` on a CPU scalar (target: at most 2 us), from a tight loop of C calls,
 best of 5.
 
-The probe writes its file into a temporary XDG_RUNTIME_DIR, removed at the end. Figures only:
+Then a distributed job, the 4-rank gloo DDP loop of examples/ranks.py at 10 ms steps (the
+model's compute is a sleep, so four ranks on two cores keep their timing), launched R times
+without and R times with the probe, alternately (off, on, on, off, off, on, ...: a drift touches
+both alike), each run the same command:
+
+    OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 4 examples/ranks.py \\
+        --step-ms 10 --steps D --times FILE
+
+with the probe on: the environment of `gputop_diag.probe.launch.probe_environment` (as
+`watch --probe` gives it: every rank probed, DDP's all-reduce timed through its communication
+hook), its files in a temporary XDG_RUNTIME_DIR; off: the plain environment. Both are measured by
+the job's own clock: rank 0 writes each step's end to FILE (`--times`); the first W steps (gloo's
+connections, DDP's first buckets, the probe's first records) are dropped and a run's figure is
+the median of its other steps' times. Printed: each run's median step, the median of the runs
+off and on, the overhead in percent (medians, and each "on" run against the "off" run next to
+it), its noise (how far apart the "off" runs are, and the "on" runs; an overhead within the
+noise is not measured), and, from the probe's own step records of rank 0, the median step and
+DDP communication the probe saw (a cross-check of the clock). Target: at most 1 % of a 10 ms
+step. `--part loop` or `--part ddp` runs one half only.
+
+The probe writes its files into a temporary XDG_RUNTIME_DIR, removed at the end. Figures only:
 nothing here passes or fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -39,8 +63,12 @@ from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import gputop_diag.probe as probe  # noqa: E402
+from gputop_diag.probe.launch import probe_environment  # noqa: E402
 
 WARM_STEPS = 5
+ROOT = Path(__file__).resolve().parent.parent
+RANKS = 4
+DDP_STEP_MS = 10
 
 
 def build(seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader]:
@@ -115,12 +143,134 @@ class HookTimer:
         return timed
 
 
+def torchrun() -> list[str]:
+    """torchrun, the one beside this Python (else its module, which is the same program)."""
+    beside = Path(sys.executable).parent / "torchrun"
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("torchrun")
+    return [found] if found else [sys.executable, "-m", "torch.distributed.run"]
+
+
+def ddp_run(probed: bool, steps: int, warm: int, scratch: Path, index: int) -> dict:
+    """One launch of the 4-rank DDP job: rank 0's step times (seconds, warm-up dropped) and, when
+    probed, the step records of the probe's file of rank 0."""
+    times = scratch / f"times-{index}.txt"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    runtime = None
+    if probed:
+        runtime = scratch / f"runtime-{index}"
+        runtime.mkdir(mode=0o700)
+        env = probe_environment(dict(env, XDG_RUNTIME_DIR=str(runtime)))
+    command = torchrun() + [
+        "--standalone",
+        f"--nproc-per-node={RANKS}",
+        str(ROOT / "examples" / "ranks.py"),
+        f"--step-ms={DDP_STEP_MS}",
+        f"--steps={steps}",
+        f"--times={times}",
+    ]
+    done = subprocess.run(
+        command,
+        env=env,
+        cwd=scratch,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120 + steps * 0.5,
+    )
+    if done.returncode != 0 or not times.exists():
+        sys.exit(f"bench: the DDP job failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    ends = [float(line) for line in times.read_text().split()]
+    step_s = [b - a for a, b in zip(ends[:-1], ends[1:], strict=True)][warm:]
+    records = []
+    if runtime is not None:
+        for path in (runtime / "gputop-diag").glob("probe-*.jsonl"):
+            lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+            if any(r.get("kind") == "hello" and r.get("rank") == 0 for r in lines):
+                records = [r for r in lines if r.get("kind") == "step"]
+    return {"step_s": step_s, "records": [r for r in records if r.get("step", 0) > warm]}
+
+
+def ddp_bench(runs: int, steps: int, warm: int) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="bench-probe-ddp-"))
+    try:
+        order = [probed for i in range(runs) for probed in ((False, True), (True, False))[i % 2]]
+        results: list[tuple[bool, dict]] = []
+        for index, probed in enumerate(order):
+            results.append((probed, ddp_run(probed, steps, warm, scratch, index)))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    medians = [(probed, statistics.median(r["step_s"])) for probed, r in results]
+    off = [m for probed, m in medians if not probed]
+    on = [m for probed, m in medians if probed]
+    # each "on" run against the "off" run next to it (the order pairs them: off on, on off, ...)
+    pairs = [
+        (a if a_probed else b) / (b if a_probed else a)
+        for (a_probed, a), (_, b) in zip(medians[::2], medians[1::2], strict=True)
+    ]
+    off_m, on_m = statistics.median(off), statistics.median(on)
+
+    def spread(figures: list[float]) -> float:
+        return 100 * (max(figures) - min(figures)) / statistics.median(figures)
+
+    print()
+    print(
+        f"DDP, {RANKS} ranks (gloo, CPU), {DDP_STEP_MS} ms steps: {runs} runs off and {runs} on, "
+        f"{steps} steps each, the first {warm} dropped (rank 0's clock, --times)"
+    )
+    for index, (probed, r) in enumerate(results):
+        step_s, name = r["step_s"], "on " if probed else "off"
+        print(
+            f"  run {index + 1} {name}  median {statistics.median(step_s) * 1e3:7.3f} ms, "
+            f"mean {statistics.fmean(step_s) * 1e3:7.3f} ms, p90 "
+            f"{statistics.quantiles(step_s, n=10)[-1] * 1e3:7.3f} ms ({len(step_s)} steps)"
+        )
+    print(f"step time without the probe   {off_m * 1e3:8.3f} ms (median of runs)")
+    print(f"step time with the probe      {on_m * 1e3:8.3f} ms (median of runs)")
+    print(f"overhead, medians             {100 * (on_m / off_m - 1):+8.2f} %")
+    print(
+        f"overhead, median of pairs     {100 * (statistics.median(pairs) - 1):+8.2f} %  "
+        f"(pairs: {', '.join(f'{100 * (p - 1):+.2f}' for p in pairs)})"
+    )
+    print(
+        f"noise: runs off differ by     {spread(off):8.2f} %, runs on by {spread(on):.2f} % "
+        "(max - min over median)"
+    )
+    records = [rec for probed, r in results if probed for rec in r["records"]]
+    walls = [rec["wall_s"] for rec in records if rec.get("wall_s") is not None]
+    comm = [rec["t_comm_s"] for rec in records if rec.get("t_comm_s") is not None]
+    exposed = [
+        rec["t_comm_exposed_s"] for rec in records if rec.get("t_comm_exposed_s") is not None
+    ]
+    if walls:
+        print(
+            f"probe's own records (rank 0)  {statistics.median(walls) * 1e3:8.3f} ms step, "
+            f"DDP comm {statistics.median(comm) * 1e3 if comm else float('nan'):.3f} ms "
+            f"(exposed {statistics.median(exposed) * 1e3 if exposed else float('nan'):.3f} ms), "
+            f"medians of {len(walls)} steps"
+        )
+    else:
+        print("probe's own records (rank 0)  none found")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--calls", type=int, default=200_000)
+    parser.add_argument("--ddp-runs", type=int, default=2, help="DDP runs off, and as many on")
+    parser.add_argument("--ddp-steps", type=int, default=450, help="steps per DDP run")
+    parser.add_argument("--ddp-warm", type=int, default=50, help="first steps dropped")
+    parser.add_argument("--part", choices=("all", "loop", "ddp"), default="all")
     args = parser.parse_args()
+    if args.part != "ddp":
+        loop_bench(args)
+    if args.part != "loop":
+        ddp_bench(args.ddp_runs, args.ddp_steps, args.ddp_warm)
+
+
+def loop_bench(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
 
     runtime = tempfile.TemporaryDirectory(prefix="bench-probe-")

@@ -70,6 +70,9 @@ def main() -> None:
     parser.add_argument("--stop-after", type=int, default=100)
     parser.add_argument("--die-rank", type=int, default=-1)
     parser.add_argument("--die-after", type=int, default=100)
+    parser.add_argument(
+        "--times", metavar="FILE", help="rank 0 writes each step's end (perf_counter s), at the end"
+    )
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -84,6 +87,7 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(Batches(1 << 16, starve_s), batch_size=16, shuffle=False)
     started = time.monotonic()
+    ends = [time.perf_counter()]  # the loop's start, then each step's end (--times)
     step = 0
     while True:
         for x, y in loader:
@@ -101,6 +105,7 @@ def main() -> None:
                     p.grad /= dist.get_world_size()
             optimizer.step()
             step += 1
+            ends.append(time.perf_counter())
             if rank == 0 and step % 100 == 0:
                 print(f"step {step} loss {loss.item():.4f}", flush=True)
             if args.steps:
@@ -112,6 +117,9 @@ def main() -> None:
             else:
                 done = False
             if done:
+                if args.times and rank == 0:
+                    with open(args.times, "w") as f:
+                        f.write("".join(f"{t:.6f}\n" for t in ends))
                 dist.destroy_process_group()
                 return
 
