@@ -138,6 +138,10 @@ LAUNCH = (
     "[sys.executable, *sys.argv[2:]])"
 )
 EXIT_BOUND_S = 5.0  # a clean exit takes well under a second; the last guard waits 8 s
+# The program as started under the pty: a tick every quarter second paints the first verdict
+# about a second after the first frame, not three or four (what the tests then do to the
+# terminal does not depend on the pace; the collector is only busier while the program exits).
+PROGRAM = ("-m", "gputop_diag", "--interval", "0.25")
 HUNG_CHILD = """
 import json, sys, threading
 from gputop_diag import sim
@@ -225,7 +229,7 @@ class PtyChild:
 def test_sighup_then_sigcont_ends_the_program(gap_s):
     """SIGCONT after SIGHUP, at any moment of the exit: it used to start a second input thread
     (the interpreter then waited for it forever)."""
-    child = PtyChild("-m", "gputop_diag", "--demo", "idle")
+    child = PtyChild(*PROGRAM, "--demo", "idle")
     try:
         assert b"IDLE" in child.read_until(b"IDLE")  # a verdict was painted: the collector ran
         t0 = time.time()
@@ -244,7 +248,7 @@ def test_sighup_then_sigcont_ends_the_program(gap_s):
 def test_a_terminal_that_hangs_up_ends_the_program():
     """The terminal itself goes away: the kernel sends SIGHUP and SIGCONT, and every later
     write fails; nothing may wait for the dead terminal."""
-    child = PtyChild("-m", "gputop_diag", "--demo", "compute-bound")
+    child = PtyChild(*PROGRAM, "--demo", "compute-bound")
     try:
         assert b"COMPUTE" in child.read_until(b"COMPUTE")
         t0 = time.time()
@@ -261,7 +265,7 @@ def test_a_terminal_that_goes_away_without_sighup_ends_the_program():
     """The terminal is hung up but no SIGHUP arrives (blocked here; caught by the session leader
     in real life): the input thread only reads end of input. The program must still leave, by
     the app's own exit (0), not the last guard (129) nor never."""
-    child = PtyChild("-m", "gputop_diag", "--demo", "compute-bound", launch=LAUNCH_NO_HUP)
+    child = PtyChild(*PROGRAM, "--demo", "compute-bound", launch=LAUNCH_NO_HUP)
     try:
         assert b"COMPUTE" in child.read_until(b"COMPUTE")
         t0 = time.time()
@@ -368,7 +372,7 @@ def test_a_suspended_view_whose_terminal_hangs_up_ends():
         with open(f"/proc/{child.p.pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0]
 
-    child = PtyChild("-m", "gputop_diag", "--demo", "idle")
+    child = PtyChild(*PROGRAM, "--demo", "idle")
     try:
         assert b"IDLE" in child.read_until(b"IDLE")
         os.write(child.master, b"\x1a")  # Ctrl-Z
@@ -388,7 +392,7 @@ def test_a_suspended_view_whose_terminal_hangs_up_ends():
 def test_quit_does_not_wait_for_a_terminal_that_does_not_read():
     """A stalled link: the terminal stops reading, the output fills it and Textual's writer
     thread blocks in write(). q must still leave (the last output is dropped)."""
-    child = PtyChild("-m", "gputop_diag", "--demo", "compute-bound")
+    child = PtyChild(*PROGRAM, "--demo", "compute-bound")
     try:
         assert b"COMPUTE" in child.read_until(b"COMPUTE")
         for key in "2345123451234512345":  # each pane repaints whole; nobody reads any of it
