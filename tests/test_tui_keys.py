@@ -229,7 +229,9 @@ def _state(pid: int) -> str:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and a pty")
 def test_ctrl_z_suspends_and_the_view_comes_back_whole():
-    p, master = _pty_run("--demo", "idle")
+    # a tick every quarter second: the first verdict about a second after the first frame, not
+    # three or four (the suspend and the repaint after it do not depend on the pace)
+    p, master = _pty_run("--interval", "0.25", "--demo", "idle")
     try:
         assert b"IDLE" in _read_until(master, b"IDLE")
         os.write(master, b"\x1a")  # Ctrl-Z
