@@ -50,7 +50,7 @@ def pane(app) -> str:
 
 
 def _steps_in(text: str) -> int:
-    return int(re.search(r"(\d+) steps of 1 process", text).group(1))
+    return int(re.search(r"(\d+) steps, 1 process", text).group(1))
 
 
 async def test_the_job_pane_draws_the_measured_split_once_steps_arrive(monkeypatch):

@@ -338,6 +338,7 @@ def every_field_snapshot() -> Snapshot:
                     input_p50_s=0.125,
                     sync_p50_s=0.0,
                     coll_seq=2468,
+                    median_steps=600,
                 ),
                 memory=model.ProbeMemory(2**34, 2**35, 2**34 + 1, 2**30, 7, 1),
                 params_bytes=2**31,

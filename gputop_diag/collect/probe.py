@@ -50,6 +50,12 @@ READ_CHUNK = 1024 * 1024
 MAX_BACKLOG = 2 * S.MAX_BYTES
 MAX_LINE = 64 * 1024  # a longer line is no record: skipped and counted
 STEPS_KEPT = 256
+# The ranks' medians (step, own work, wait, input, sync: diagnose/ranks.py compares them) are over
+# a longer window than the split's means: the newest RANK_WINDOW_S, up to RANK_STEPS_KEPT steps,
+# so that a few seconds of a busy host's noise in one rank never outvote the rest (a median moves
+# only when more than half the window moves).
+RANK_WINDOW_S = 30.0
+RANK_STEPS_KEPT = 1000
 # The steps aggregated: those of the last minute (the classifier's window), the newest 100 at
 # most, so a fast loop and a slow one both give a recent figure.
 STEP_WINDOW_S = 60.0
@@ -136,6 +142,8 @@ class _Records:
     start_ticks: int
     hello: dict[str, Any] = field(default_factory=dict)
     steps: deque[_Step] = field(default_factory=lambda: deque(maxlen=STEPS_KEPT))
+    # (t, wall, exposed communication or None, input or None, sync or None) of each step
+    ranked: deque[tuple] = field(default_factory=lambda: deque(maxlen=RANK_STEPS_KEPT))
     memory: ProbeMemory | None = None
     model: dict[str, int | None] = field(default_factory=dict)
     sites: tuple[SyncSite, ...] = ()
@@ -212,6 +220,8 @@ class _Records:
         self.steps.append(
             _Step(n, t, float(wall), values, frozenset(parts), coll if _count(coll) else None)
         )
+        exposed = values["t_comm_exposed_s"] if "t_comm" in parts else None
+        self.ranked.append((t, float(wall), exposed, values["t_input_s"], values["t_sync_s"]))
         if mem is not None:
             self.memory = mem
         if self.progress is not None and n > self.progress.step:  # stepping again
@@ -305,7 +315,7 @@ class _Records:
             node=h.get("node"),
             cuda_device=h.get("cuda_device"),
             can_measure=h.get("measures", ()),
-            steps=_aggregate(self.steps),
+            steps=_aggregate(self.steps, self.ranked),
             memory=self.memory,
             params_bytes=self.model.get("params_bytes"),
             grads_bytes=self.model.get("grads_bytes"),
@@ -357,9 +367,9 @@ def _signal(v: Any) -> int | None:
     return v if _count(v) and 0 < v < 65 else None
 
 
-def _aggregate(steps: deque[_Step]) -> ProbeSteps | None:
-    """The mean of each part over the latest steps; a part is measured when every one of them
-    measured it."""
+def _aggregate(steps: deque[_Step], ranked: deque[tuple]) -> ProbeSteps | None:
+    """The mean of each part over the latest steps (a part is measured when every one of them
+    measured it), and the medians the ranks are compared by, over the longer rank window."""
     if not steps:
         return None
     newest = steps[-1]
@@ -370,19 +380,6 @@ def _aggregate(steps: deque[_Step]) -> ProbeSteps | None:
         return fmean(vals) if vals else None
 
     measured = frozenset.intersection(*(s.measured for s in window))
-    walls = [s.wall_s for s in window]
-    pairs = [
-        (s.wall_s, w)
-        for s in window
-        if "t_comm" in s.measured and (w := s.values["t_comm_exposed_s"]) is not None
-    ]
-    waits = [w for _, w in pairs]
-    own = [wall - w for wall, w in pairs]
-
-    def mid(key: str) -> float | None:
-        vals = [v for s in window if (v := s.values[key]) is not None]
-        return median(vals) if vals else None
-
     return ProbeSteps(
         steps=len(window),
         last_step=newest.step,
@@ -396,14 +393,32 @@ def _aggregate(steps: deque[_Step]) -> ProbeSteps | None:
         t_gpu_s=mean("t_gpu_s"),
         t_host_s=mean("t_host_s"),
         measured=tuple(p for p in STEP_PARTS if p in measured),
-        wall_p50_s=median(walls),
-        wall_p95_s=_p95(walls),
-        own_p50_s=median(own) if len(own) == len(window) else None,
-        wait_p50_s=median(waits) if len(waits) == len(window) else None,
-        input_p50_s=mid("t_input_s"),
-        sync_p50_s=mid("t_sync_s"),
         coll_seq=newest.coll_seq,
+        **_rank_medians(ranked, newest.t),
     )
+
+
+def _rank_medians(ranked: deque[tuple], newest: float) -> dict[str, Any]:
+    rows = [r for r in ranked if r[0] >= newest - RANK_WINDOW_S]
+    if not rows:
+        return {}
+    walls = [r[1] for r in rows]
+    waits = [r[2] for r in rows if r[2] is not None]
+    full = len(waits) == len(rows)  # communication measured in every step of the window
+
+    def mid(k: int) -> float | None:
+        vals = [r[k] for r in rows if r[k] is not None]
+        return median(vals) if vals else None
+
+    return {
+        "wall_p50_s": median(walls),
+        "wall_p95_s": _p95(walls),
+        "own_p50_s": median(r[1] - r[2] for r in rows) if full else None,
+        "wait_p50_s": median(waits) if full else None,
+        "input_p50_s": mid(3),
+        "sync_p50_s": mid(4),
+        "median_steps": len(rows),
+    }
 
 
 def _p95(values: list[float]) -> float:

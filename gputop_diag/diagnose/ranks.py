@@ -157,7 +157,7 @@ def _row(p: ProbeState, gpu_index: int | None, at: float | None) -> RankRow:
         local_rank=p.local_rank,
         gpu_index=gpu_index,
         state=state,
-        steps=s.steps if s else 0,
+        steps=(s.median_steps or s.steps) if s else 0,
         last_step=s.last_step if s else None,
         step_p50_s=s.wall_p50_s if s else None,
         step_p95_s=s.wall_p95_s if s else None,

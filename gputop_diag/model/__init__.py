@@ -495,7 +495,8 @@ class ProbeSteps:
     t_gpu_s: float | None = None  # the GPU busy on the step's work
     t_host_s: float | None = None  # the rest of the wall time: the host's own work
     measured: tuple[str, ...] = ()  # the parts measured in every step aggregated (STEP_PARTS)
-    # Over the same steps, as a rank is compared with the others (diagnose/ranks.py): the step's
+    # As a rank is compared with the others (diagnose/ranks.py), over a longer window of its
+    # steps (collect/probe.py RANK_WINDOW_S, `median_steps` of them): the step's
     # median and 95th percentile; the median of its own work (the step minus its exposed
     # communication) and of that exposed communication, None where communication was not
     # measured; the collectives entered by the newest step (probe/accounts.py's sequence).
@@ -506,6 +507,7 @@ class ProbeSteps:
     input_p50_s: float | None = None
     sync_p50_s: float | None = None
     coll_seq: int | None = None
+    median_steps: int | None = None  # the steps those medians cover (a longer window)
 
 
 @dataclass(frozen=True, slots=True)
