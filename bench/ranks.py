@@ -1,6 +1,6 @@
 """How well the distributed-job judgement works on real four-rank gloo jobs.
 
-    python bench/ranks.py [--runs N] [--straggler-runs M] [--hang-runs H] [--hold S]
+    python bench/ranks.py [--runs N] [--straggler-runs M] [--hang-runs H] [--hold S] [--busy B]
 
 Each job is examples/ranks.py as four ranks forked from one process that imported torch once
 (tests/data/jobs/fork_ranks.py, run as a script, under the environment of
@@ -24,6 +24,10 @@ Printed:
   from rank R's last step (the read's time less the stall the probe reports for R) until the
   hang was named with missing == (R,), and until it was named with R's stack too (target: 30 s
   for both), and the verdict.
+
+`--busy B` runs B processes that spin on the CPU for the whole bench (a shared, busy host: on two
+cores, B = 2 takes them both), so the balanced runs show whether a rank that gets less of the
+CPU for a while is named a straggler.
 
 Figures only: nothing here passes or fails.
 """
@@ -271,7 +275,22 @@ def main() -> None:
     ap.add_argument(
         "--hold", type=float, default=5.0, help="reads kept after the straggler is named (s)"
     )
+    ap.add_argument("--busy", type=int, default=0, help="processes spinning on the CPU meanwhile")
     args = ap.parse_args()
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)
+    ]
+    if spinners:
+        print(f"{args.busy} processes spin on the CPU throughout ({os.cpu_count()} CPUs)")
+    try:
+        _run(args)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
+def _run(args: argparse.Namespace) -> None:
     started = time.monotonic()
     if args.runs:
         balanced(args.runs)
