@@ -172,3 +172,36 @@ def test_no_stacks_when_the_user_turns_them_off(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUTOP_DIAG_PROBE_NO_STACKS", "1")
     assert Stacks().register(str(tmp_path), os.getpid(), 4) is None
     assert signal.getsignal(STACK_SIGNAL) == signal.SIG_DFL
+
+
+def test_the_hook_can_be_turned_off_and_ddp_is_left_as_it_is(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUTOP_DIAG_PROBE_NO_DDP_HOOK", "1")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    running = probe._start(by_hand=True)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = nn.parallel.DistributedDataParallel(_model())
+        assert not model._comm_hooks  # no hook of ours: DDP's C++ all-reduce
+        _train(model, 3)
+        steps = [r for r in _records(tmp_path) if r["kind"] == "step"]
+        assert steps and all("t_comm" not in s["measured"] for s in steps)
+        notes = [r["text"] for r in _records(tmp_path) if r["kind"] == "note"]
+        assert any("GPUTOP_DIAG_PROBE_NO_DDP_HOOK" in n for n in notes)
+        model.register_comm_hook(None, default_hooks.allreduce_hook)  # the job's own: untouched
+        assert model._comm_hooks[-1][0] is default_hooks.allreduce_hook
+        assert running.acc.coll_entered == 0
+    finally:
+        dist.destroy_process_group()
+        probe._stop()
+
+
+def test_a_model_on_nccl_gets_no_hook_and_says_why(started, tmp_path, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(dist, "get_backend", lambda group=None: "nccl")  # as on a GPU node
+        model = nn.parallel.DistributedDataParallel(_model())
+    assert not model._comm_hooks  # a hook would time nothing there, and cost
+    _train(model, 3)
+    steps = [r for r in _records(tmp_path) if r["kind"] == "step"]
+    assert steps and all(s["t_comm_s"] is None for s in steps)
+    notes = [r["text"] for r in _records(tmp_path) if r["kind"] == "note"]
+    assert any("collectives run on the GPU (NCCL)" in n for n in notes)

@@ -21,13 +21,20 @@ thread): the step's communication in all runs from the first bucket issued to th
 finished; the part the host waited for, from the last bucket issued (the last gradient is ready:
 the backward's compute is done) to the last one finished (accounts.py `close_buckets`). Each
 bucket is one collective in the process's sequence (its op: "all_reduce (DDP bucket)").
-A bucket on a GPU (NCCL) finishes on the device's stream: its host-side time is not its time,
-and the step's communication is then reported as not measured (core.py).
+A model whose all-reduce runs on the GPU (NCCL, or parameters on CUDA) gets no hook: its future
+finishes on the device's stream, the host's clock would time nothing, and a Python hook would
+only cost; the step's communication is then reported as not measured (core.py).
+
+The cost, where it is timed: a Python hook and one `.then` callback a bucket instead of DDP's C++
+path (each callback takes the GIL on the communication thread): tens of microseconds a step on an
+idle host, more where ranks share busy cores (`python bench/probe.py --part ddp`). Set
+GPUTOP_DIAG_PROBE_NO_DDP_HOOK=1 to leave DDP as it is (t_comm then not measured).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
 import weakref
 from collections.abc import Callable
@@ -36,6 +43,8 @@ from typing import Any
 from .accounts import Accounts
 
 BUCKET_OP = "all_reduce (DDP bucket)"
+OFF_VARIABLE = "GPUTOP_DIAG_PROBE_NO_DDP_HOOK"  # set: DDP's all-reduce is left as it is
+ON_DEVICE = "on the GPU"
 _clock = time.perf_counter
 
 
@@ -92,7 +101,9 @@ class Timer:
                 dist = self.dist
                 group = self.state if self.state is not None else dist.group.WORLD
                 buffer.div_(group.size())  # first, as allreduce_hook does (no fp16 overflow)
-                future = dist.all_reduce(buffer, group=group, async_op=True).get_future()
+                # the group's own all-reduce (SUM, what dist.all_reduce asks of it), without
+                # distributed_c10d's Python layers on every bucket
+                future = group.allreduce([buffer]).get_future()
             else:
                 future = hook(self.state, bucket)
         finally:
@@ -129,9 +140,12 @@ class DdpHooks:
             dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook,
         }
         timers, acc, note = self.timers, self.acc, self.note
+        untimed: weakref.WeakSet = weakref.WeakSet()  # models left as they are (_untimed)
         stock = default_hooks.allreduce_hook
 
         def register_comm_hook(model, state, hook):  # noqa: ANN001, ANN202
+            if model in untimed:
+                return register(model, state, hook)
             timer = timers.get(model)
             if timer is None:  # the job's hook, before ours: it goes in timed
                 timer = Timer(acc, state, hook, bucket_type, stock, dist)
@@ -156,6 +170,14 @@ class DdpHooks:
         def __init__(model, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, N807
             init(model, *args, **kwargs)
             if model in timers:
+                return
+            why = _untimed(model, dist)
+            if why is not None:  # a hook that measures nothing would only cost
+                untimed.add(model)
+                if why == ON_DEVICE:
+                    acc.device_comm = True
+                else:
+                    _unseen(acc, note, reason=why)
                 return
             try:
                 default = default_hooks.allreduce_hook
@@ -206,8 +228,32 @@ def _rename(model: Any, state: Any, hook: Callable) -> None:
         pass
 
 
-def _unseen(acc: Accounts, note: Callable[[str], None], exc: BaseException | None = None) -> None:
+def _untimed(model: Any, dist: Any) -> str | None:
+    """Why a model's all-reduce is left untimed: the user said so, or it runs on the GPU, where
+    its future finishes on the device's stream and the host's clock would time nothing."""
+    if os.environ.get(OFF_VARIABLE):
+        return f"the DDP hook is turned off ({OFF_VARIABLE})"
+    try:
+        if dist.get_backend(model.process_group) != "gloo":
+            return ON_DEVICE
+        first = next(model.module.parameters(), None)
+        if first is not None and first.is_cuda:
+            return ON_DEVICE
+    except Exception:
+        return None
+    return None
+
+
+def _unseen(
+    acc: Accounts,
+    note: Callable[[str], None],
+    exc: BaseException | None = None,
+    reason: str | None = None,
+) -> None:
     acc.ddp = True
+    if reason is not None:
+        note(f"probe: t_comm is not measured: {reason}")
+        return
     why = f" ({type(exc).__name__})" if exc is not None else ""
     note(
         "probe: t_comm is not measured: DistributedDataParallel's gradient all-reduce runs in "
