@@ -326,9 +326,14 @@ def test_a_dead_processs_files_are_removed_once_still(runtime):
     other = runtime / "gputop-diag" / "notes.txt"  # not a probe file: left alone
     other.write_text("x")
     os.utime(other, (old, old))
+    stacks = runtime / "gputop-diag" / S.stack_file_name(5000, 9)  # the dead one's stacks
+    live_stacks = runtime / "gputop-diag" / S.stack_file_name(PID, TICKS)
+    for p in (stacks, live_stacks):
+        p.write_text("Current thread 0x1 (most recent call first):\n")
+        os.utime(p, (old, old))
     reader(runtime).read([])  # tracking nothing: the directory is still tidied
     left = sorted(os.listdir(runtime / "gputop-diag"))
-    assert left == sorted(["notes.txt", fresh.name, alive.name])
+    assert left == sorted(["notes.txt", fresh.name, alive.name, live_stacks.name])
 
 
 # -- the Monitor, the simulator and recordings ------------------------------------------------

@@ -700,14 +700,15 @@ class ProbeReader:
                 f.records.malformed += 1
 
     def _remove_dead(self, dfd: int, live: dict[tuple[int, int], None]) -> None:
-        """Remove the files of processes that ended (ours, regular, still for a while)."""
+        """Remove the files of processes that ended (ours, regular, still for a while): their
+    probe files and their stack files."""
         try:
             names = os.listdir(dfd)
         except OSError:
             return
         now = self._now()
         for name in names:
-            key = S.parse_file_name(name.removesuffix(".1"))
+            key = S.parse_file_name(name.removesuffix(".1")) or S.parse_stack_file_name(name)
             if key is None or key in live or self._start_ticks(key[0]) == key[1]:
                 continue  # not a probe file, or its process runs
             with contextlib.suppress(OSError):

@@ -97,6 +97,13 @@ def stack_file_name(pid: int, start_ticks: int) -> str:
     return f"{STACK_PREFIX}{pid}-{start_ticks}{STACK_SUFFIX}"
 
 
+def parse_stack_file_name(name: str) -> tuple[int, int] | None:
+    """(pid, start_ticks) of a stack file's name (stack_file_name), None for any other name."""
+    if not (name.startswith(STACK_PREFIX) and name.endswith(STACK_SUFFIX)):
+        return None
+    return parse_file_name(PREFIX + name[len(STACK_PREFIX) : -len(STACK_SUFFIX)] + SUFFIX)
+
+
 def parse_file_name(name: str) -> tuple[int, int] | None:
     """(pid, start_ticks) of a probe file's name, None for any other name."""
     if not (name.startswith(PREFIX) and name.endswith(SUFFIX)):
