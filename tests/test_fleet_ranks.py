@@ -178,7 +178,7 @@ def test_the_exporter_publishes_each_rank_once_with_low_cardinality(tmp_path):
         assert {s.labels["pid"] for s in info} == {str(r.proc.pid) for r in nodes["node-b"]}
         for name in GAUGE_NAMES:
             assert len(got[name]) == 2, name  # one sample per rank, nothing per step
-            assert set(got[name][0].labels) == {"Hostname", "hpc_job", "rank"}
+            assert set(got[name][0].labels) == {"Hostname", "hpc_job", "rank", "run"}
         own = {s.labels["rank"]: s.value for s in got["gputop_diag_rank_own_seconds"]}
         assert own == pytest.approx({"2": 0.30, "3": 0.45})
         wait = {s.labels["rank"]: s.value for s in got["gputop_diag_rank_wait_ratio"]}
@@ -251,6 +251,30 @@ def test_a_rank_that_never_entered_the_collective_the_others_wait_in_is_the_hang
     view = judge_job_ranks(ranks, at=1000.0)
     assert view is not None and view.hang is not None
     assert view.hang.missing == (3,) and view.hang.waiting == (0, 1, 2)
+
+
+def test_ranks_without_a_job_label_are_one_job_by_their_shared_run():
+    spec = vector(STRAGGLING)
+    for labels, _ in spec:  # torchrun outside a batch system: no hpc_job, one run id
+        labels["hpc_job"] = ""
+        labels["run"] = "r-5f1c"
+    other = vector(BALANCED)
+    for labels, _ in other:  # another run on the same nodes
+        labels["hpc_job"] = ""
+        labels["run"] = "r-90aa"
+    jobs = parse_ranks(spec + other, "hpc_job", lambda labels: labels["instance"])
+    assert sorted(jobs) == ["run r-5f1c", "run r-90aa"]
+    assert judge_job_ranks(jobs["run r-5f1c"], at=1000.0).straggler.rank == 3
+    assert judge_job_ranks(jobs["run r-90aa"], at=1000.0).straggler is None
+
+
+def test_a_killed_rank_is_named_from_its_gone_gauge():
+    spec = vector(BALANCED, stalled={3: 30.0})
+    spec.append(({**spec[-1][0], "__name__": "gputop_diag_rank_gone", "rank": "3"}, 1.0))
+    (ranks,) = parse_ranks(spec, "hpc_job").values()
+    view = judge_job_ranks(ranks, at=1000.0)
+    assert view.hang is not None and view.hang.gone == (3,)
+    assert "rank 3 ended without a goodbye" in view.verdict
 
 
 def test_the_fleet_json_says_measured_or_inferred():

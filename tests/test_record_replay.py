@@ -353,6 +353,7 @@ def every_field_snapshot() -> Snapshot:
                 local_rank=3,
                 node="gpu-node-17",
                 cuda_device=3,
+                run_id="a1b2c3",
                 gone=True,
                 progress=model.ProbeProgress(
                     1768471199.5, 1234, 12.5, 2469, 2468, "barrier", 8, 12.25

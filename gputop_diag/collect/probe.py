@@ -194,6 +194,7 @@ class _Records:
             "local_rank": rec.get("local_rank") if _count(rec.get("local_rank")) else None,
             "node": _text(rec.get("node"), 253),
             "cuda_device": rec.get("cuda_device") if _count(rec.get("cuda_device")) else None,
+            "run_id": _text(rec.get("run_id"), 128),
             "measures": tuple(k for k, v in (measures or {}).items() if v and k in _KNOWN),
         }
         self.stack_signal = _signal(rec.get("stack_signal"))
@@ -314,6 +315,7 @@ class _Records:
             local_rank=h.get("local_rank"),
             node=h.get("node"),
             cuda_device=h.get("cuda_device"),
+            run_id=h.get("run_id"),
             can_measure=h.get("measures", ()),
             steps=_aggregate(self.steps, self.ranked),
             memory=self.memory,
@@ -701,7 +703,7 @@ class ProbeReader:
 
     def _remove_dead(self, dfd: int, live: dict[tuple[int, int], None]) -> None:
         """Remove the files of processes that ended (ours, regular, still for a while): their
-    probe files and their stack files."""
+        probe files and their stack files."""
         try:
             names = os.listdir(dfd)
         except OSError:

@@ -83,7 +83,9 @@ def parse_ranks(
         name, rank = labels.get("__name__", ""), labels.get("rank", "")
         if not name.startswith(PREFIX) or not rank.isdigit():
             continue
-        key = (labels.get(group_by, ""), labels.get("instance", ""), int(rank))
+        # a job without a job label (torchrun outside a batch system) is its ranks' shared run
+        job = labels.get(group_by, "") or (f"run {labels['run']}" if labels.get("run") else "")
+        key = (job, labels.get("instance", ""), int(rank))
         r = by_key.get(key)
         if r is None:
             r = RankFigures(key[0], key[2], key[1], labels.get("Hostname") or None)
@@ -152,7 +154,8 @@ def probe_state(r: RankFigures, at: float) -> ProbeState:
         node=r.where,
         steps=steps,
         updated_at=at,
-        progress=progress,
+        progress=None if f.get("gone") else progress,
+        gone=bool(f.get("gone")),
     )
 
 

@@ -544,6 +544,7 @@ class ProbeState:
     local_rank: int | None = None  # LOCAL_RANK, where the launcher set it
     node: str | None = None  # the host the process runs on (its uname; sanitized)
     cuda_device: int | None = None  # its current CUDA device, an index among the visible ones
+    run_id: str | None = None  # the run its job's ranks share on every node (torchrun's)
     can_measure: tuple[str, ...] = ()  # what this process can measure ("t_input", "memory", ...)
     steps: ProbeSteps | None = None  # None: no step seen yet
     memory: ProbeMemory | None = None  # the latest step's allocator figures

@@ -341,6 +341,8 @@ class Probe:
             "rank": rank,
             "world": world,
             "local_rank": _int_env("LOCAL_RANK"),
+            # the run all of a job's ranks share, on every node (torchrun's rendezvous id)
+            "run_id": os.environ.get("TORCHELASTIC_RUN_ID") or None,
             "node": _node(),
             "cuda_device": gpu.current_device(torch) if cuda else None,
             "stack_signal": self.stacks.signal,

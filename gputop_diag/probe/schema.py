@@ -54,7 +54,8 @@ Records, one JSON object per line, every one with "kind" and "t" (wall clock, se
   and finished so far (every rank of a job numbers the same collectives alike), the newest one's
   op and bytes, how long it has been in it (null: in none), the stepping thread's ident, and the
   signal that makes the probe write its stacks (null: the job has claimed it since).
-  "hello" also carries "local_rank", "node" (uname), "cuda_device" and "stack_signal" (stacks.py:
+  "hello" also carries "local_rank", "node" (uname), "run_id" (TORCHELASTIC_RUN_ID: the same
+  in every rank of a torchrun job, on every node), "cuda_device" and "stack_signal" (stacks.py:
   every thread's Python stack appended to `stack-<pid>-<start_ticks>.txt` on that signal), and
   "step" carries "coll_seq", the collectives entered by the end of the step. A
   DistributedDataParallel's gradient buckets are collectives too ("all_reduce (DDP bucket)",

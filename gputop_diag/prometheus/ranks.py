@@ -32,7 +32,7 @@ from ..collect.probe import ProbeReader
 from ..model import ProbeState, Snapshot
 
 PREFIX = "gputop_diag_rank_"
-RANK_LABELS = ("rank",)
+RANK_LABELS = ("rank", "run")
 INFO_LABELS = ("pid", "gpu", "node", "world", "local_rank")
 NODE_LABEL = "node"  # the probe's host name: identifying, dropped under --sanitize
 # A probe file's name and its older generation (probe/schema.py `file_name`, which this layer
@@ -93,7 +93,13 @@ def in_collective(p: ProbeState, now: float) -> float | None:
 
 
 def window_steps(p: ProbeState, now: float) -> float | None:
-    return float(p.steps.steps) if p.steps else None
+    if p.steps is None:
+        return None
+    return float(p.steps.median_steps or p.steps.steps)
+
+
+def gone(p: ProbeState, now: float) -> float | None:
+    return 1.0 if p.gone else 0.0
 
 
 # name, help, the figure of one rank (None: no sample)
@@ -123,8 +129,14 @@ _GAUGES: tuple[tuple[str, str, Callable[[ProbeState, float], float | None]], ...
     ("in_collective", "1 while the rank is blocked in a collective, else 0.", in_collective),
     (
         "window_steps",
-        "Steps the rank's medians are over (its last minute, at most 100).",
+        "Steps the rank's medians are over (its newest 30 s, at most 1000).",
         window_steps,
+    ),
+    (
+        "gone",
+        "1 when the rank's process ended without a goodbye (killed, or failed on an exception), "
+        "kept 2 minutes; else 0.",
+        gone,
     ),
 )
 GAUGE_NAMES = tuple(PREFIX + name for name, _, _ in _GAUGES)
@@ -135,16 +147,16 @@ def newest_ranks(
 ) -> list[tuple[str, RankSample]]:
     """(job, sample), one per job and rank: the newest process of a rank that restarted; none
     for a process without a rank or one that said goodbye (its job ended as it should)."""
-    chosen: dict[tuple[str, int], RankSample] = {}
+    chosen: dict[tuple[str, str, int], RankSample] = {}
     for s in samples:
         p = s.probe
         if p.rank is None or p.ended:
             continue
-        key = (job_of(p), p.rank)
+        key = (job_of(p), p.run_id or "", p.rank)
         kept = chosen.get(key)
         if kept is None or (p.updated_at or 0.0) >= (kept.probe.updated_at or 0.0):
             chosen[key] = s
-    return [(job, s) for (job, _), s in sorted(chosen.items())]
+    return [(job, s) for (job, _, _), s in sorted(chosen.items())]
 
 
 def rank_families(
@@ -178,6 +190,7 @@ def rank_labels(p: ProbeState, gpu: int | None) -> dict[str, str]:
     """A rank's own labels (before the node's): rank, pid, gpu, node, world, local_rank."""
     return {
         "rank": str(p.rank),
+        "run": p.run_id or "",
         "pid": str(p.pid),
         "gpu": "" if gpu is None else str(gpu),
         NODE_LABEL: p.node or "",
