@@ -393,3 +393,19 @@ def test_probe_states_survive_a_recording_and_a_replay_judges_them_alike(tmp_pat
     replayed = Monitor(None).replay(back).diagnosis
     assert replayed == live and replayed.primary == "input_pipeline"
     assert "measured" in replayed.evidence[0].text
+
+
+def test_ranks_with_long_steps_are_compared_over_their_newest_steps_not_30_s():
+    from collections import deque
+
+    from gputop_diag.collect.probe import RANK_MIN_STEPS, _aggregate, _Step
+
+    steps, ranked = deque(maxlen=256), deque(maxlen=1000)
+    for n in range(60):  # 5 s steps: 30 s hold six of them
+        t = 1000.0 + 5 * n
+        values = dict.fromkeys(("t_input_s", "t_sync_s", "t_comm_s", "t_gpu_s", "t_host_s"))
+        values.update(t_comm_exposed_s=1.0, sync_count=None)
+        steps.append(_Step(n, t, 5.0, values, frozenset({"t_comm"})))
+        ranked.append((t, 5.0, 1.0, None, None))
+    s = _aggregate(steps, ranked)
+    assert s.median_steps == RANK_MIN_STEPS and s.own_p50_s == 4.0

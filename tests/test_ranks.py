@@ -199,3 +199,28 @@ def test_a_slower_gpu_under_the_straggler_is_its_evidence():
     assert s.rank == 1 and s.gpu_index == 1 and s.cause == "compute"
     assert any("GPU 1 runs at 1005 MHz, the other ranks' GPUs at 1410 MHz" in e for e in s.evidence)
     assert any("GPU 1 is slowed down: hw_slowdown" in e for e in s.evidence)
+
+
+def test_every_rank_paused_together_in_no_collective_is_no_hang():
+    probes = [_stalled(r, 15.0, 82, False) for r in range(4)]  # an evaluation, a checkpoint
+    view = judge_ranks(probes, at=NOW)
+    assert view.hang is None and not view.verdict.startswith("hang")
+
+
+def test_the_first_rank_found_gone_is_the_lost_one_and_the_launcher_stopped_the_rest():
+    first = _rank(3, 0.05, 0.02, gone=True, gone_at=NOW - 2)
+    rest = [_rank(r, 0.05, 0.02, gone=True, gone_at=NOW - 1) for r in range(3)]
+    h = judge_ranks([*rest, first], at=NOW).hang
+    assert h.missing == (3,) and h.gone == (3,)
+    assert h.what.startswith("rank 3 ended without a goodbye")
+    assert "then ranks 0, 1, 2 ended (stopped by the launcher?)" in h.what
+    together = [_rank(r, 0.05, 0.02, gone=True, gone_at=NOW) for r in range(4)]
+    h = judge_ranks(together, at=NOW).hang
+    assert h.missing == (0, 1, 2, 3) and "its log names the first" in h.what
+
+
+def test_too_few_steps_is_said_in_plain_words():
+    few = [_rank(r, 0.1, 0.03, steps=10 if r in (1, 2) else 80) for r in range(4)]
+    assert judge_ranks(few, at=NOW).verdict.startswith(
+        "not enough data yet: ranks 1, 2 have fewer than 20 steps"
+    )

@@ -362,6 +362,7 @@ def every_field_snapshot() -> Snapshot:
                 stack='File "/home/alice/llm/train.py", line 90 in main',
                 stack_at=1768471200.0,
                 exit_error="RuntimeError: Connection closed by peer",
+                gone_at=1768471201.0,
             ),
         ),
         health=model.HealthReport(

@@ -55,6 +55,7 @@ STEPS_KEPT = 256
 # so that a few seconds of a busy host's noise in one rank never outvote the rest (a median moves
 # only when more than half the window moves).
 RANK_WINDOW_S = 30.0
+RANK_MIN_STEPS = 40  # ...or the newest 40 steps where 30 s hold fewer (steps of a second or more)
 RANK_STEPS_KEPT = 1000
 # The steps aggregated: those of the last minute (the classifier's window), the newest 100 at
 # most, so a fast loop and a slow one both give a recent figure.
@@ -402,6 +403,8 @@ def _aggregate(steps: deque[_Step], ranked: deque[tuple]) -> ProbeSteps | None:
 
 def _rank_medians(ranked: deque[tuple], newest: float) -> dict[str, Any]:
     rows = [r for r in ranked if r[0] >= newest - RANK_WINDOW_S]
+    if len(rows) < RANK_MIN_STEPS:  # long steps: the newest RANK_MIN_STEPS, however old
+        rows = list(ranked)[-RANK_MIN_STEPS:]
     if not rows:
         return {}
     walls = [r[1] for r in rows]
@@ -517,14 +520,22 @@ class ProbeReader:
                 live[(pid, ticks)] = None
         now = self._now()
         for key in [k for k in self._files if k not in live]:  # ended, or no longer tracked
-            ended = self._files.pop(key).records
-            if ended.steps and not ended.ended and self._start_ticks(key[0]) != key[1]:
+            f = self._files.pop(key)
+            if self._start_ticks(key[0]) == key[1]:
+                continue  # it runs: no longer tracked
+            with contextlib.suppress(_Refused, OSError):  # what it wrote last: a "bye", an "exit"
+                self._follow(dfd, S.file_name(*key), f)
+            ended = f.records
+            if ended.steps and not ended.ended:
                 state = ended.state()  # it died without a goodbye: reported as gone a while
                 if state is not None:
-                    self._gone[key] = (dataclasses.replace(state, gone=True), now)
+                    gone = dataclasses.replace(state, gone=True, gone_at=now)
+                    self._gone[key] = (gone, now)
         for key, (_, since) in list(self._gone.items()):
             if now - since > GONE_KEPT_S or key in live:
                 del self._gone[key]
+        for key in [k for k in self._asked if k not in live]:
+            del self._asked[key]
         states, errors = [], []
         states.extend(state for state, _ in self._gone.values())
         for key in live:

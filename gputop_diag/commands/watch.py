@@ -428,8 +428,8 @@ def flight_lines(watch: JobWatch, since: float) -> list[str]:
     dumps = [d for d in read_dumps(prefix) if _newer(d.path, since)]
     if not dumps:
         return [
-            f"flight recorder: no dump at {prefix}* (NCCL's watchdog writes one on its "
-            "timeout; a job can call torch's _dump_fr_trace)"
+            "flight recorder: no dump from this job (TORCH_FR_DUMP_TEMP_FILE names where they "
+            "go; a job writes one with torch's _dump_fr_trace, NCCL's watchdog on its timeout)"
         ]
     hang = hang_from_dumps(dumps)
     if hang is None:

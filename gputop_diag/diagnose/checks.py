@@ -205,7 +205,11 @@ def checks_for(
     saturated = _saturated_host_checks(cls, f)
     if saturated:  # more workers cannot help a host with no core to spare
         out = [c for c in out if not c.startswith("Raise DataLoader num_workers")]
-    out = [*_measured_checks(cls, f), *growth, *saturated, *out]
+    measured = _measured_checks(cls, f)
+    ranks = f.ranks
+    if cls == "communication" and ranks is not None and (ranks.straggler or ranks.hang):
+        out = []  # the rank the others wait for is the story: not the network's checks
+    out = [*measured, *growth, *saturated, *out]
     out += [MISSING_CHECKS[k] for k in _PRIMARY_WANTS.get(cls, ()) if k in f.missing]
     return tuple(out)
 

@@ -122,10 +122,24 @@ def wait(f: Features, cls: str) -> Verdict | None:
         tuple(out),
         ev(metric, 100 * share, 100 * T.MEASURED_WAIT_SHARE, against),
         (),
-        job=f"pid {m.pids[0]}",
+        job=f"pid {_culprit_pid(f, part) or m.pids[0]}",
         share=share,
         measured=True,
     )
+
+
+def _culprit_pid(f: Features, part: str) -> int | None:
+    """The rank the others wait for (the straggler, the hang's missing rank): the process a
+    communication verdict concerns, rather than the first that waits."""
+    ranks = f.ranks
+    if part != "t_comm" or ranks is None:
+        return None
+    if ranks.straggler is not None:
+        return ranks.straggler.pid
+    if ranks.hang is not None and ranks.hang.missing:
+        row = ranks.row(ranks.hang.missing[0])
+        return row.pid if row is not None else None
+    return None
 
 
 def memory(f: Features) -> tuple[Evidence, ...]:

@@ -28,7 +28,7 @@ from statistics import median
 from ..model import GpuState, ProbeState, Snapshot
 from . import thresholds as T
 
-STRAGGLER_MIN_STEPS = 20  # of every rank, in its window (the newest minute, up to 100 steps)
+STRAGGLER_MIN_STEPS = 20  # of every rank, in its window (collect/probe.py: the newest 30 s, or 40)
 STRAGGLER_MIN_SHARE = 0.20  # the gap, as a share of the median step (TraceML's upper gate)
 STRAGGLER_NOTE_SHARE = 0.10  # from here a gap is said, not named (TraceML's lower gate)
 STRAGGLER_MIN_GAP_S = 0.002
@@ -61,6 +61,7 @@ class RankRow:
     collective: str | None = None  # the collective it is in, e.g. "all_reduce #122"
     entered: int | None = None  # collectives entered so far
     error: str | None = None  # what a gone rank died of, where the probe saw it (an exception)
+    gone_at: float | None = None  # when a gone rank was first found gone
 
     @property
     def wait_share(self) -> float | None:
@@ -169,6 +170,7 @@ def _row(p: ProbeState, gpu_index: int | None, at: float | None) -> RankRow:
         collective=collective,
         entered=progress.entered if progress is not None else (s.coll_seq if s else None),
         error=p.exit_error,
+        gone_at=p.gone_at,
     )
 
 
@@ -187,10 +189,11 @@ def _straggler(rows: Sequence[RankRow], snap: Snapshot | None) -> tuple[Straggle
         return None, "not enough ranks with steps to compare"
     few = [r for r in live if r.steps < STRAGGLER_MIN_STEPS]
     if few:
-        names = ", ".join(str(r.rank) for r in few[:4])
+        names = _ranks(r.rank for r in few)
+        have = "has" if len(few) == 1 else "have"
         return None, (
-            f"not enough data yet: rank {names} has fewer than {STRAGGLER_MIN_STEPS} steps "
-            "in its window"
+            f"not enough data yet: {names} {have} fewer than {STRAGGLER_MIN_STEPS} steps in the "
+            "window"
         )
     if any(r.own_s is None or r.wait_s is None for r in live):
         return None, (
@@ -213,7 +216,8 @@ def _straggler(rows: Sequence[RankRow], snap: Snapshot | None) -> tuple[Straggle
             "host's noise, or a straggler to come: watch it)"
         )
     if not big:
-        return None, f"no straggler: every rank's own work within {_pct(spread)} of the step"
+        within = _pct(spread) if spread >= 0.01 else "1 %"
+        return None, f"no straggler: every rank's own work within {within} of the step"
     if not least or explained < STRAGGLER_EXPLAINED:
         return None, (
             f"no straggler named: rank {slow.rank} works {_ms(gap)} longer a step, but the "
@@ -236,7 +240,7 @@ def _straggler(rows: Sequence[RankRow], snap: Snapshot | None) -> tuple[Straggle
     where = f" on {slow.node}" if slow.node else ""
     return found, (
         f"straggler: rank {slow.rank}{where}, {_ms(gap)} ({_pct(found.gap_share)} of the "
-        f"step) more work of its own a step, and the least wait in collectives; cause: {cause}"
+        f"step) more time of its own a step, and the least wait in collectives; cause: {cause}"
     )
 
 
@@ -329,6 +333,8 @@ def _hang(rows: Sequence[RankRow], probes: dict[int, ProbeState]) -> Hang | None
 
     waiting = [r for r in rows if r.state == "waiting" and long(r)]
     stalled = [r for r in rows if r.state == "stalled" and long(r)]
+    if not waiting and stalled and all(r.state in ("stalled", "ended") for r in rows):
+        return None  # every rank paused together, in no collective: an evaluation, a save
     killed = [r for r in rows if r.state == "gone" and r.error is None]
     failed = [r for r in rows if r.state == "gone" and r.error is not None]
     if killed or (failed and not waiting and not stalled):
@@ -389,14 +395,29 @@ def _hang(rows: Sequence[RankRow], probes: dict[int, ProbeState]) -> Hang | None
 
 def _lost(lost: Sequence[RankRow], after: Sequence[RankRow], probes: dict) -> Hang:
     """Ranks whose process ended without a goodbye: killed (no record at all) or failed on an
-    exception; the ranks that failed after a killed one failed because of it, most often."""
+    exception. The first found gone are the lost ones; those gone later (a launcher stops the
+    others once one fails) and those that failed on an exception followed them."""
+    first = min((r.gone_at for r in lost if r.gone_at is not None), default=None)
+    if first is not None:
+        later = [r for r in lost if r.gone_at is not None and r.gone_at > first]
+        lost = [r for r in lost if r not in later]
+        after = [*later, *after]
     names = _ranks(r.rank for r in lost)
     if lost[0].error is None:
         what = f"{names} ended without a goodbye (killed by a signal, the OOM killer, or os._exit)"
+        if len(lost) > 1:
+            what += (
+                " at once (or a launcher stopped the others as soon as one failed: its log "
+                "names the first)"
+            )
     else:
         what = f"{names} failed: {lost[0].error}"
-    if after:
-        what += f"; then {_ranks(r.rank for r in after)} failed: {after[0].error}"
+    killed_after = [r for r in after if r.error is None]
+    failed_after = [r for r in after if r.error is not None]
+    if killed_after:
+        what += f"; then {_ranks(r.rank for r in killed_after)} ended (stopped by the launcher?)"
+    if failed_after:
+        what += f"; then {_ranks(r.rank for r in failed_after)} failed: {failed_after[0].error}"
     last = [r.last_step for r in lost if r.last_step is not None]
     if last:
         what += f" (after step {max(last)})"

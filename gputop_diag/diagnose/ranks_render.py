@@ -9,6 +9,8 @@ from ..model.codec import jsonable
 from .ranks import RankRow, RanksView
 
 STACK_LINES_SHOWN = 12
+# collect/probe.py asks a stalled rank's probe for its stack at 5 s of stall (STACK_AFTER_S)
+NO_STACK_YET = "no stack yet: the probe is asked for it once a rank stalls 5 s"
 HEADER = ("rank", "node", "pid", "GPU", "steps", "step p50", "p95", "input", "sync", "wait")
 HEADER_REST = ("own", "lag", "state")
 
@@ -31,8 +33,8 @@ def ranks_lines(view: RanksView) -> list[str]:
         for rank, stack in h.stacks:
             out.append(f"    stack of rank {rank} (most recent call first):")
             out.extend(f"      {line}" for line in stack.splitlines()[:STACK_LINES_SHOWN])
-        if not h.stacks:
-            out.append("    no stack yet: the probe is asked for it once a rank stalls 5 s")
+        if not h.stacks and not h.gone:
+            out.append(f"    {NO_STACK_YET}")
         out.append(f"    next: {h.next_step}")
     return out
 

@@ -563,6 +563,7 @@ class ProbeState:
     stack: str | None = None  # the stepping thread's Python stack, dumped while it stalled
     stack_at: float | None = None  # when that stack was read
     exit_error: str | None = None  # the uncaught exception it ended on ("RuntimeError: ...")
+    gone_at: float | None = None  # when the Monitor first found it gone
 
     @property
     def activations_bytes(self) -> int | None:

@@ -97,6 +97,7 @@ class Timer:
         depth = acc.depth
         acc.depth = 1  # the hook's own collectives are this one, not others in the sequence
         try:
+            # a hook that raises has not left the collective open: the job may catch it
             if inlined:
                 dist = self.dist
                 group = self.state if self.state is not None else dist.group.WORLD
@@ -106,6 +107,9 @@ class Timer:
                 future = group.allreduce([buffer]).get_future()
             else:
                 future = hook(self.state, bucket)
+        except BaseException:
+            acc.finish(seq)
+            raise
         finally:
             acc.depth = depth
 
@@ -233,11 +237,11 @@ def _untimed(model: Any, dist: Any) -> str | None:
     its future finishes on the device's stream and the host's clock would time nothing."""
     if os.environ.get(OFF_VARIABLE):
         return f"the DDP hook is turned off ({OFF_VARIABLE})"
-    try:
-        if dist.get_backend(model.process_group) != "gloo":
-            return ON_DEVICE
+    try:  # "cpu:gloo,cuda:nccl" (init_process_group without a backend): the parameters decide
         first = next(model.module.parameters(), None)
         if first is not None and first.is_cuda:
+            return ON_DEVICE
+        if dist.get_backend(model.process_group) == "nccl":
             return ON_DEVICE
     except Exception:
         return None

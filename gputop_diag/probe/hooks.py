@@ -219,6 +219,9 @@ def _collective(
         seq = acc.enter(op, _nbytes(args), t0)
         try:
             result = orig(*args, **kwargs)
+        except BaseException:
+            acc.finish(seq)  # a collective that raised is no longer waited in
+            raise
         finally:
             acc.depth = 0
         seconds = _clock() - t0
@@ -246,6 +249,11 @@ def _wait(acc: Accounts, orig: Any, fail: Callable[[str, BaseException], None]) 
         t0 = _clock()
         try:
             result = orig(self, *args, **kwargs)
+        except BaseException:
+            entry = acc.issued.pop(id(self), None)
+            if entry is not None:
+                acc.finish(entry[1])
+            raise
         finally:
             acc.depth = 0
         t1 = _clock()

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..diagnose.job_view import rank_probes
 from ..diagnose.ranks import judge_ranks
-from ..diagnose.ranks_render import STACK_LINES_SHOWN, ranks_json
+from ..diagnose.ranks_render import NO_STACK_YET, STACK_LINES_SHOWN, ranks_json
 from ..model import Snapshot
 from ..sanitize.sanitizer import Sanitizer
 
@@ -60,7 +60,7 @@ def _hang(hang: dict[str, Any], md) -> list[str]:
         out += ["", f"Stack of rank {rank} (most recent call first):", "", "```"]
         out += [f.replace("```", "'''") for f in frames] + ["```"]
     if not hang.get("stacks") and not hang.get("gone"):
-        out += ["", "No stack yet: the probe is asked for it once a rank stalls 10 s."]
+        out += ["", NO_STACK_YET[0].upper() + NO_STACK_YET[1:] + "."]
     return [*out, "", f"Next: {md(hang.get('next_step') or '')}"]
 
 

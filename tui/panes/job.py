@@ -31,7 +31,7 @@ from textual.app import ComposeResult
 from gputop_diag.diagnose.job_view import JobView, MeasuredView, job_view
 from gputop_diag.diagnose.measured_rules import secs
 from gputop_diag.diagnose.ranks import RankRow, RanksView
-from gputop_diag.diagnose.ranks_render import lag_text, ms, rank_state
+from gputop_diag.diagnose.ranks_render import NO_STACK_YET, lag_text, ms, rank_state
 from gputop_diag.diagnose.step_split import PROFILER_COMMANDS, StepSplit
 from gputop_diag.job.figures import JobGpuMemory
 from gputop_diag.job.state import state_words
@@ -330,7 +330,7 @@ def _hang(t: Text, rv: RanksView, view: View, width: int) -> None:
             room = max(12, width - 4)
             t.append(f"    {line if len(line) <= room else '…' + line[-(room - 1) :]}\n")
     if not hang.stacks and not hang.gone:
-        t.append("  no stack yet: the probe is asked for it once a rank stalls 10 s\n")
+        t.append(f"  {NO_STACK_YET}\n")
     if not view.short:
         t.append(f"  next: {hang.next_step}\n")
 
