@@ -133,3 +133,21 @@ async def test_under_sanitize_the_pane_shows_no_node_pid_or_path():
     low = text.lower()
     assert not [x for x in names.secrets() if x.lower() in low], why
     assert not [p for p in names.pids if str(p) in text], why  # the pane: none
+
+
+def test_a_job_whose_steps_stopped_says_so_not_its_old_rate():
+    import dataclasses
+
+    names = made_up_names()
+    w = _window(names)
+    moving = render(w[-1].job, w, None, View(), 120).plain
+    assert "steps/s  (measured in the job, step" in moving and "no step for" not in moving
+    last = w[-1]
+    frozen = tuple(
+        dataclasses.replace(p, steps=dataclasses.replace(p.steps, last_at=last.timestamp - 40))
+        for p in last.probes
+    )
+    w[-1] = dataclasses.replace(last, probes=frozen)
+    assert job_view(w[-1].job, w, None).measured_stalled_s == 40
+    text = render(w[-1].job, w, None, View(), 120).plain
+    assert "Steps no step for 40 s" in text and "steps/s up to step" in text

@@ -31,6 +31,8 @@ from .step_split import StepSplit, estimate
 # The step's wall time as the split bar stacks it: the waits, then the host's own time.
 BAR_PARTS = ("t_input", "t_sync", "t_comm", "t_host")
 BUSY_THREAD_MIN_PCT = 1.0  # a thread under this CPU % is not named among the busiest
+STALLED_MIN_S = 5.0  # the job has taken no step for this long, and STALLED_STEPS of its steps:
+STALLED_STEPS = 5  # its steps a second are history, not now
 
 
 class BusyThread(NamedTuple):
@@ -101,6 +103,8 @@ class JobView:
     steps: StepStats | None  # as read from the job's output
     measured_steps_per_s: float | None  # measured in the job (the mean over its processes)
     measured_last_step: int | None
+    # no step in the job for this long (its steps stopped: a hang, an evaluation); None: stepping
+    measured_stalled_s: float | None
     estimate: StepSplit | None  # the split of the step estimated from outside
     measured: MeasuredView | None  # where the job's processes run the probe
     used_gpus: tuple[int, ...]  # where NVML lists the job's processes
@@ -167,6 +171,7 @@ def job_view(
         steps=job.steps,
         measured_steps_per_s=sum(1.0 / s.wall_s for s in probed) / len(probed) if probed else None,
         measured_last_step=max(s.last_step for s in probed) if probed else None,
+        measured_stalled_s=_stalled(probed, shown),
         estimate=split,
         measured=_measured(probes, shown, split) if probes else None,
         used_gpus=gpus,
@@ -200,6 +205,16 @@ def _busiest(job: JobState) -> tuple[BusyThread, ...]:
         reverse=True,
     )
     return tuple(b for b in busy if b.cpu_pct >= BUSY_THREAD_MIN_PCT)
+
+
+def _stalled(probed: list, shown: Snapshot | None) -> float | None:
+    """Seconds since the job's newest step, where that is over STALLED_STEPS of its steps
+    and STALLED_MIN_S (a rate of steps a second would say it still steps)."""
+    if not probed or shown is None:
+        return None
+    since = shown.timestamp - max(s.last_at for s in probed)
+    typical = max(s.wall_s for s in probed)
+    return since if since >= max(STALLED_MIN_S, STALLED_STEPS * typical) else None
 
 
 def _measured(

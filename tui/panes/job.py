@@ -124,7 +124,13 @@ def _head(t: Text, job: JobState, view: View, width: int) -> None:
 def _steps(t: Text, v: JobView, view: View, width: int) -> None:
     """The headline, the step-time history, the split."""
     t.append("\nSteps ", style="bold")
-    if v.measured_steps_per_s is not None:  # measured in the job beats output lines
+    if v.measured_stalled_s is not None:  # its steps stopped: the rate is history
+        t.append(f"no step for {formats.span(v.measured_stalled_s)}", style="bold")
+        t.append(
+            f"  (measured in the job: {v.measured_steps_per_s:.3g} steps/s up to step "
+            f"{v.measured_last_step})\n"
+        )
+    elif v.measured_steps_per_s is not None:  # measured in the job beats output lines
         t.append(f"{v.measured_steps_per_s:.3g} steps/s", style="bold")
         t.append(f"  (measured in the job, step {v.measured_last_step})\n")
     elif not v.has_output_steps:
