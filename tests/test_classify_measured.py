@@ -265,3 +265,35 @@ def test_the_measured_demo_scenarios_through_the_monitor(scenario, cls, metric):
     d = Monitor(s, job=JobWatch.for_pid(s, 41200)).run_for(20).diagnosis
     assert d.primary == cls
     assert metric in [e.metric for e in d.evidence]
+
+
+def test_an_input_starved_straggler_is_said_where_the_ranks_mean_rules_input_out():
+    stripped = [
+        replace(
+            s, gpus=tuple(replace(g, nvlink_tx_kib_s=None, nvlink_rx_kib_s=None) for g in s.gpus)
+        )
+        for s in outside("comm-bound")
+    ]
+    out = []
+    for s in stripped:
+        pids = sorted({p.pid for p in s.gpu_processes})[:4]
+        probes = []
+        for r, pid in enumerate(pids):
+            slow = r == 1  # its own loader starves it: the others wait for it
+            p = probe(pid, s.timestamp, exposed=0.05 if slow else 0.3, t_gpu=0.45, rank=r)
+            medians = dict(
+                wall_p50_s=0.8,
+                own_p50_s=0.75 if slow else 0.5,
+                wait_p50_s=0.05 if slow else 0.3,
+                input_p50_s=0.26 if slow else 0.01,
+                sync_p50_s=0.01,
+                median_steps=40,
+            )
+            probes.append(replace(p, world=4, steps=replace(p.steps, **medians)))
+        out.append(replace(s, probes=tuple(probes)))
+    d = judge(out)
+    assert d.primary == "communication"
+    assert any("straggler: rank 1" in e.text and "input pipeline" in e.text for e in d.evidence)
+    assert d.scope_job == f"pid {sorted({p.pid for p in out[-1].gpu_processes})[1]}"  # culprit
+    why_not = against(d, "input_pipeline")
+    assert "rank 1 alone is the straggler of it" in why_not

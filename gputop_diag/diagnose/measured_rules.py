@@ -104,6 +104,7 @@ def wait(f: Features, cls: str) -> Verdict | None:
             f"measured in the job: {what} only {secs(m.seconds(part))} ({as_pct(share)}) of "
             f"the {step}"
         )
+        against += _one_rank(f, cls)
     elif busy:
         against = (
             f"measured: {what} {as_pct(share)} of the step, but the GPU is busy "
@@ -126,6 +127,21 @@ def wait(f: Features, cls: str) -> Verdict | None:
         share=share,
         measured=True,
     )
+
+
+def _one_rank(f: Features, cls: str) -> str:
+    """A class the ranks' mean rules out, while one rank is the straggler of it: said, so the
+    two lines do not contradict (the others wait for that rank in communication)."""
+    s = f.ranks.straggler if f.ranks is not None else None
+    if s is None or _CAUSE_CLASS.get(s.cause) != cls:
+        return ""
+    return (
+        f" on the mean of the ranks; rank {s.rank} alone is the straggler of it "
+        f"({secs(s.gap_s)} more a step), and the others wait for it in communication"
+    )
+
+
+_CAUSE_CLASS = {"input pipeline": "input_pipeline", "host syncs": "synchronization"}
 
 
 def _culprit_pid(f: Features, part: str) -> int | None:
