@@ -39,7 +39,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 E2E = [
-    "test_ranks_watch.py",  # watch --probe on four-rank jobs (torchrun), 25 and 40 s
+    "test_ranks_watch.py",  # watch --probe on four-rank jobs (torchrun), about 20 s each
     # real services
     "test_fleet_prometheus.py",  # a real Prometheus (and node-exporter) scraping the exporter
     "test_fleet_tls.py",  # Prometheus behind TLS, openssl

@@ -32,8 +32,6 @@ LAUNCHER = REPO / "tests" / "data" / "jobs" / "fork_ranks.py"
 sys.path.insert(0, str(LAUNCHER.parent))
 from fork_ranks import free_port  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("ranks")  # one four-rank job at a time on two cores
-
 
 class Job:
     def __init__(self, tmp_path: Path, args: list[str], probe: bool = True) -> None:

@@ -22,8 +22,6 @@ LAUNCHER = REPO / "tests" / "data" / "jobs" / "fork_ranks.py"
 sys.path.insert(0, str(LAUNCHER.parent))
 from fork_ranks import free_port  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("ranks")
-
 
 def _watch(tmp_path: Path, seconds: int | None, job: list[str]) -> tuple[dict, float]:
     """`watch --probe --json` for `seconds` (None: until the job ends)."""
@@ -64,8 +62,8 @@ def _kill_left_running(stderr: str) -> None:
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
 def test_watch_names_the_straggler_of_a_torchrun_job_and_its_cause(tmp_path):
     job = ["torchrun", "--standalone", "--nproc-per-node", "4", "examples/ranks.py"]
-    job += ["--seconds", "12", "--slow-rank", "2", "--slow-ms", "50"]
-    # watched until the job ends: 12 s of steps after the four ranks' torch imports (bench/ranks.py
+    job += ["--seconds", "6", "--slow-rank", "2", "--slow-ms", "50"]
+    # watched until the job ends: 6 s of steps after the four ranks' torch imports (bench/ranks.py
     # times the naming itself: about 1 s after every rank's first step)
     doc, took = _watch(tmp_path, None, job)
     ranks = doc["ranks"]
@@ -84,10 +82,42 @@ def test_watch_names_the_straggler_of_a_torchrun_job_and_its_cause(tmp_path):
     assert "t_comm" in split["measured"]
 
 
-def test_watch_names_a_rank_that_stops_stepping_within_30_s(tmp_path):
+def test_watch_says_a_rank_stopped_as_it_happens_and_sums_it_up_with_the_stack(tmp_path):
+    """The hang is said on stderr the tick it is named (not at the status line's pace); the
+    watch is then stopped (SIGTERM) and its summary carries the collective and the stacks."""
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path), OMP_NUM_THREADS="1")
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env.pop("PYTHONPATH", None)
     job = [sys.executable, str(LAUNCHER), "4", str(free_port()), "--"]
     job += ["--seconds", "120", "--stop-rank", "1", "--stop-after", "20"]
-    doc, _ = _watch(tmp_path, 40, job)  # the job's start-up, 20 steps, then the stall
+    argv = [sys.executable, "-m", "gputop_diag", "watch", "--probe", "--json", "--seconds", "90"]
+    watch = subprocess.Popen(
+        [*argv, "--", *job],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    said, lines = None, []
+    try:
+        for line in watch.stderr:
+            lines.append(line)
+            if line.startswith("gputop-diag: hang: "):
+                said = line
+                break
+        assert said is not None, "".join(lines[-20:])
+        time.sleep(2.5)  # the stacks, asked for at 5 s of stall, read by the next ticks
+        watch.send_signal(signal.SIGTERM)
+        out, err = watch.communicate(timeout=60)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+    _kill_left_running("".join(lines) + err)
+    assert watch.returncode == 143, err[-2000:]
+    assert said.startswith("gputop-diag: hang: rank 1 took no step for 1")  # 10 s and on
+    assert "ranks 0, 2, 3 wait for it in all_reduce (DDP bucket) #" in said
+    doc = json.loads(out)
     hang = doc["ranks"]["hang"]
     assert hang is not None, doc["ranks"]["verdict"]
     assert hang["missing"] == [1] and hang["waiting"] == [0, 2, 3]

@@ -31,7 +31,9 @@ import time
 
 from ..collect.flight_recorder import dump_prefix, hang_from_dumps, read_dumps
 from ..collect.job import INTERRUPT_SIGNALS, JobWatch, WatchError, default_log_path, signal_name
+from ..diagnose.job_view import rank_probes
 from ..diagnose.measured_render import measured_json
+from ..diagnose.ranks import judge_ranks
 from ..diagnose.ranks_render import ranks_json
 from ..diagnose.watch_summary import (
     WATCH_SCHEMA,
@@ -236,6 +238,36 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     return headless(args, feed, watch)
 
 
+class RanksNews:
+    """The ranks' verdict said on stderr the tick it changes to a straggler or a hang (or back),
+    not at the status line's pace: a hang is news."""
+
+    def __init__(self) -> None:
+        self.said: tuple | None = None
+        self.view = None
+
+    def line(self, snap) -> str | None:
+        job = snap.job
+        if job is None or not snap.probes:
+            return None
+        view = judge_ranks(rank_probes(job, (snap,), snap), snap)
+        h = view.hang if view is not None else None
+        s = view.straggler if view is not None else None
+        what = ("hang", h.missing) if h else ("straggler", s.rank) if s else None
+        if what == self.said or (what is None and self.said is None):
+            return None
+        self.said, self.view = what, view
+        return view.verdict if what is not None else "ranks: no straggler and no hang now"
+
+    def shown(self, line: str, sanitizer) -> str | None:
+        """Under --sanitize: the line of the sanitized view, None where it still leaks."""
+        if sanitizer is None:
+            return line
+        if self.said is not None and self.view is not None:
+            line = sanitizer.model(self.view).verdict
+        return None if sanitizer.leaks(line) else line
+
+
 def stop_note(watch: JobWatch) -> str | None:
     """How we stopped the job, when we did: `y` when quitting (SIGTERM, SIGKILL after the
     grace period), or Ctrl-C (the signals it sent)."""
@@ -316,6 +348,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     seen = SeenProcesses()
     seen.update(_roots_known_at_start(watch))  # one that ends before the first tick is still seen
     probed = ProbesSeen()
+    news = RanksNews()
 
     def on_tick(t) -> None:
         nonlocal last_status, status_sanitizer
@@ -324,6 +357,13 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         if t.snapshot.job is not None:
             seen.update(t.snapshot.job.processes)
         probed.update(t.snapshot)
+        said = news.line(t.snapshot)
+        if said is not None:
+            if sanitize and status_sanitizer is None:
+                status_sanitizer = seeded_sanitizer(feed, key=key)
+            said = news.shown(said, status_sanitizer)
+            if said is not None:
+                print(f"gputop-diag: {said}", file=sys.stderr, flush=True)
         now = clock.now()
         if now - last_status >= STATUS_EVERY_S and not feed.simulated:
             last_status = now
