@@ -15,7 +15,15 @@ from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch
 from gputop_diag.diagnose.classify import classify, judge
 from gputop_diag.diagnose.render import render_text, to_json
-from gputop_diag.model import GIB, ProbeMemory, ProbeState, ProbeSteps, Snapshot, SyncSite
+from gputop_diag.model import (
+    GIB,
+    ProbeMemory,
+    ProbeProgress,
+    ProbeState,
+    ProbeSteps,
+    Snapshot,
+    SyncSite,
+)
 from gputop_diag.monitor.core import Monitor
 from gputop_diag.monitor.sampler import Sampler
 
@@ -297,3 +305,30 @@ def test_an_input_starved_straggler_is_said_where_the_ranks_mean_rules_input_out
     assert d.scope_job == f"pid {sorted({p.pid for p in out[-1].gpu_processes})[1]}"  # culprit
     why_not = against(d, "input_pipeline")
     assert "rank 1 alone is the straggler of it" in why_not
+
+
+def test_a_hang_stays_the_verdict_once_no_step_is_recent():
+    """Ranks that stopped 40 s ago: no step is recent (no split), but the hang is measured."""
+    stripped = list(outside("comm-bound"))
+    out = []
+    for s in stripped:
+        pids = sorted({p.pid for p in s.gpu_processes})[:4]
+        probes = []
+        for r, pid in enumerate(pids):
+            missing = r == 3
+            progress = ProbeProgress(
+                at=s.timestamp,
+                step=100,
+                stalled_s=40.0,
+                entered=200 if missing else 201,
+                done=200,
+                op="all_reduce (DDP bucket)",
+                in_s=None if missing else 40.0,
+            )
+            p = probe(pid, s.timestamp - 40.0, exposed=0.3, t_gpu=0.45, rank=r)
+            probes.append(replace(p, world=4, progress=progress))
+        out.append(replace(s, probes=tuple(probes)))
+    d = judge(out)
+    assert d.primary == "communication", d.primary
+    assert any("hang: rank 3 took no step for 40 s" in e.text for e in d.evidence)
+    assert d.scope_job == f"pid {sorted({p.pid for p in out[-1].gpu_processes})[3]}"

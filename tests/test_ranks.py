@@ -224,3 +224,28 @@ def test_too_few_steps_is_said_in_plain_words():
     assert judge_ranks(few, at=NOW).verdict.startswith(
         "not enough data yet: ranks 1, 2 have fewer than 20 steps"
     )
+
+
+def test_torchruns_first_observed_failure_names_the_lost_rank_when_all_vanish_at_once():
+    from gputop_diag.job.output import torchrun_first_failure
+    from gputop_diag.model import JobState
+
+    tail = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-12-06_12:14:15",
+        "  host      : localhost",
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : -9 (pid: 15087)",
+    )
+    assert torchrun_first_failure(tail) == 2
+    assert torchrun_first_failure(tail[:2]) is None and torchrun_first_failure(()) is None
+    probes = [_rank(r, 0.05, 0.02, gone=True, gone_at=NOW) for r in (0, 1, 3)]
+    probes.append(_rank(2, 0.05, 0.02, gone=True, gone_at=NOW))
+    info = SystemInfo(hostname="h")
+    job = JobState(target="command", label="torchrun", output_tail=tail)
+    snap = Snapshot(timestamp=NOW, system=info, job=job)
+    h = judge_ranks(probes, snap).hang
+    assert h.missing == (2,) and "torchrun's first observed failure" in h.what
+    assert "then ranks 0, 1, 3 ended (stopped by the launcher?)" in h.what

@@ -297,7 +297,9 @@ class _Records:
         return True
 
     def _exit(self, rec: dict, t: float) -> bool:
-        self.exit_error = _text(rec.get("error"), TEXT_CHARS) or "an uncaught exception"
+        text = rec.get("error")
+        text = _cut_whole(" ".join(text.split())) if isinstance(text, str) else ""
+        self.exit_error = text or "an uncaught exception"
         return True
 
     def state(self) -> ProbeState | None:

@@ -288,7 +288,8 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         **memory_figures(last, window),
         measured=split,
         measured_memory=probed_memory,
-        ranks=judge_ranks(probes, newest) if len(probes) > 1 else None,
+        # every probe of the probed tick, recent or not: a hang's ranks stopped stepping
+        ranks=judge_ranks(probed.probes, newest) if probed and len(probed.probes) > 1 else None,
     )
 
 

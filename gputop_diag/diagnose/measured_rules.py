@@ -51,7 +51,7 @@ def wait(f: Features, cls: str) -> Verdict | None:
     m = f.measured
     share = m.share(part) if m is not None and f.measured_steps else None
     if share is None:
-        return None
+        return _hang_verdict(f) if part == "t_comm" else None
     n = len(m.pids)
     step = f"{secs(m.step_s)} step"
     over = f"over {m.steps} steps of {n} process{'es' if n > 1 else ''}"
@@ -104,7 +104,6 @@ def wait(f: Features, cls: str) -> Verdict | None:
             f"measured in the job: {what} only {secs(m.seconds(part))} ({as_pct(share)}) of "
             f"the {step}"
         )
-        against += _one_rank(f, cls)
     elif busy:
         against = (
             f"measured: {what} {as_pct(share)} of the step, but the GPU is busy "
@@ -117,6 +116,7 @@ def wait(f: Features, cls: str) -> Verdict | None:
             f"measured: {what} {as_pct(share)} of the step, less than "
             f"{_PART_TEXT[other].split(' (')[0]} ({as_pct(m.share(other) or 0.0)})"
         )
+    against += _one_rank(f, cls)
     return Verdict(
         fires,
         T.CONF_MEASURED,
@@ -129,6 +129,24 @@ def wait(f: Features, cls: str) -> Verdict | None:
     )
 
 
+def _hang_verdict(f: Features) -> Verdict | None:
+    """Ranks that stopped stepping while others wait in a collective: no step is recent, so no
+    split is, but the hang is measured (the ranks' progress records) and it is the verdict."""
+    ranks = f.ranks
+    if ranks is None or ranks.hang is None:
+        return None
+    text = f"measured in the job's ranks: {ranks.verdict}"
+    return Verdict(
+        True,
+        T.CONF_MEASURED,
+        (ev("ranks_hang", None, None, text),),
+        ev("ranks_hang", None, None, text),
+        (),
+        job=f"pid {_culprit_pid(f, 't_comm')}" if _culprit_pid(f, "t_comm") else None,
+        measured=True,
+    )
+
+
 def _one_rank(f: Features, cls: str) -> str:
     """A class the ranks' mean rules out, while one rank is the straggler of it: said, so the
     two lines do not contradict (the others wait for that rank in communication)."""
@@ -136,7 +154,7 @@ def _one_rank(f: Features, cls: str) -> str:
     if s is None or _CAUSE_CLASS.get(s.cause) != cls:
         return ""
     return (
-        f" on the mean of the ranks; rank {s.rank} alone is the straggler of it "
+        f" (the mean of the ranks); rank {s.rank} alone is the straggler of it "
         f"({secs(s.gap_s)} more a step), and the others wait for it in communication"
     )
 

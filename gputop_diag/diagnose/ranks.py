@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from ..job.output import torchrun_first_failure
 from ..model import GpuState, ProbeState, Snapshot
 from . import thresholds as T
 
@@ -131,7 +132,10 @@ def judge_ranks(
     if fastest:
         low = min(fastest)
         rows = [_with(r, lag_s=None if r.own_s is None else r.own_s - low) for r in rows]
-    hang = _hang(rows, latest)
+    first = None
+    if snap is not None and snap.job is not None:
+        first = torchrun_first_failure(snap.job.output_tail)
+    hang = _hang(rows, latest, first)
     straggler, verdict = (None, _hang_line(hang)) if hang is not None else _straggler(rows, snap)
     worlds = [p.world for p in latest.values() if p.world]
     return RanksView(tuple(rows), max(worlds) if worlds else None, straggler, verdict, hang)
@@ -320,7 +324,9 @@ _NEXT = {
 # -- the hang ----------------------------------------------------------------------------------
 
 
-def _hang(rows: Sequence[RankRow], probes: dict[int, ProbeState]) -> Hang | None:
+def _hang(
+    rows: Sequence[RankRow], probes: dict[int, ProbeState], first: int | None = None
+) -> Hang | None:
     stuck = [r for r in rows if r.state in ("waiting", "stalled", "gone")]
     if not stuck:
         return None
@@ -338,7 +344,7 @@ def _hang(rows: Sequence[RankRow], probes: dict[int, ProbeState]) -> Hang | None
     killed = [r for r in rows if r.state == "gone" and r.error is None]
     failed = [r for r in rows if r.state == "gone" and r.error is not None]
     if killed or (failed and not waiting and not stalled):
-        return _lost(killed or failed, failed if killed else [], probes)
+        return _lost(killed or failed, failed if killed else [], probes, first)
     if not waiting and not stalled:
         return None
     if waiting:
@@ -393,17 +399,28 @@ def _hang(rows: Sequence[RankRow], probes: dict[int, ProbeState]) -> Hang | None
     )
 
 
-def _lost(lost: Sequence[RankRow], after: Sequence[RankRow], probes: dict) -> Hang:
+def _lost(
+    lost: Sequence[RankRow], after: Sequence[RankRow], probes: dict, first_failed: int | None
+) -> Hang:
     """Ranks whose process ended without a goodbye: killed (no record at all) or failed on an
     exception. The first found gone are the lost ones; those gone later (a launcher stops the
     others once one fails) and those that failed on an exception followed them."""
+    named = [r for r in [*lost, *after] if r.rank == first_failed]
     first = min((r.gone_at for r in lost if r.gone_at is not None), default=None)
-    if first is not None:
+    if named:  # the launcher saw which died first (torchrun's "Root Cause")
+        after = [r for r in [*lost, *after] if r is not named[0]]
+        lost = named
+    elif first is not None:
         later = [r for r in lost if r.gone_at is not None and r.gone_at > first]
         lost = [r for r in lost if r not in later]
         after = [*later, *after]
     names = _ranks(r.rank for r in lost)
-    if lost[0].error is None:
+    if named and lost[0].error is None:
+        what = (
+            f"{names} ended without a goodbye (killed by a signal, the OOM killer, or "
+            "os._exit): torchrun's first observed failure"
+        )
+    elif lost[0].error is None:
         what = f"{names} ended without a goodbye (killed by a signal, the OOM killer, or os._exit)"
         if len(lost) > 1:
             what += (

@@ -9,6 +9,7 @@ timeout: a rank stopped, or a link). The kernel's OOM killer is another matter (
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ..model import OutputEvent
 from ..model.formats import clip_words
@@ -86,3 +87,23 @@ def event_of(line: str, line_no: int, t: float | None) -> OutputEvent | None:
         return None
     text = clip_words(line.strip(), MAX_LINE)  # whole words only: sanitized later
     return OutputEvent(kind=kind, line=text, line_no=line_no, timestamp=t)
+
+
+# torchrun's failure summary (torch.distributed.elastic's ChildFailedError), at the end of its
+# output: "Root Cause (first observed failure):" then "  rank      : 3 (local_rank: 3)" and
+# "  exitcode  : -9 (pid: 15087)" (https://pytorch.org/docs/stable/elastic/errors.html).
+_ROOT_CAUSE = "Root Cause (first observed failure)"
+_RANK_LINE = re.compile(r"^\s*rank\s*:\s*(\d+)")
+
+
+def torchrun_first_failure(lines: Sequence[str]) -> int | None:
+    """The rank torchrun names as the first observed failure in its summary, where the output's
+    tail holds one (the launcher saw which rank died first; the ranks' own files cannot)."""
+    for k in range(len(lines) - 1, -1, -1):
+        if _ROOT_CAUSE in lines[k]:
+            for line in lines[k + 1 : k + 8]:
+                m = _RANK_LINE.match(line)
+                if m:
+                    return int(m.group(1))
+            return None
+    return None

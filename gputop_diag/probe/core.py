@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import sys
 import threading
 import time
@@ -127,7 +128,7 @@ class Probe:
             if uncaught is None:  # "bye" means a normal exit (schema.py)
                 self.emit({"kind": "bye", "t": time.time()})
             elif self.file is not None or self.n:  # "exit": the error it died of
-                self.emit({"kind": "exit", "t": time.time(), "error": describe(uncaught)})
+                self.emit({"kind": "exit", "t": time.time(), "error": _exit_text(uncaught)})
             else:  # a job started by hand that died before its first step still says hello
                 self._open_file(time.time())
         except Exception:
@@ -379,6 +380,16 @@ class Probe:
                 "stack_signal": self.stacks.signal if self.stacks.still_ours() else None,
             }
         )
+
+
+def _exit_text(exc: BaseException) -> str:
+    """The error a rank died of, in a line: its type and first line, without the C++ source
+    location torch's messages start with ("[../gloo/transport/tcp/pair.cc:537] "), cut at a
+    word (the reader cuts it again for the surfaces)."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    first = re.sub(r"^\[[^\]\s]*\.(?:cc|cpp|c|h|hpp):\d+\]\s*", "", first)
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= 400 else text[:400].rsplit(" ", 1)[0] + "…"
 
 
 def _int_env(name: str) -> int | None:
