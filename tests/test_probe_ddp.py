@@ -205,3 +205,20 @@ def test_a_model_on_nccl_gets_no_hook_and_says_why(started, tmp_path, monkeypatc
     assert steps and all(s["t_comm_s"] is None for s in steps)
     notes = [r["text"] for r in _records(tmp_path) if r["kind"] == "note"]
     assert any("collectives run on the GPU (NCCL)" in n for n in notes)
+
+
+def test_a_failed_ranks_error_reads_without_torchs_source_locations():
+    from gputop_diag.probe.core import _exit_text
+
+    text = _exit_text(
+        RuntimeError(
+            "Got the following error when running the callback: RuntimeError: [/__w/pytorch/"
+            "pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+            "[127.0.0.1]:17334: Connection reset by peer\nmore lines"
+        )
+    )
+    assert text == (
+        "RuntimeError: Got the following error when running the callback: RuntimeError: "
+        "Read error [127.0.0.1]:17334: Connection reset by peer"
+    )
+    assert _exit_text(ValueError("x " * 400)).endswith("…")

@@ -18,7 +18,9 @@ class Work:  # an async_op=True handle's type
 def test_a_collective_on_cuda_tensors_marks_communication_unmeasurable():
     acc = Accounts(threading.get_ident())
     calls = []
-    all_reduce = _collective(acc, lambda *a, **k: calls.append(a), lambda *a: None, Work, "all_reduce")
+    all_reduce = _collective(
+        acc, lambda *a, **k: calls.append(a), lambda *a: None, Work, "all_reduce"
+    )
     all_reduce(SimpleNamespace(is_cuda=False))  # gloo on the CPU: the host does wait
     assert not acc.device_comm and len(calls) == 1
     all_reduce([SimpleNamespace(is_cuda=True)], group=None)  # NCCL: queued, not waited for

@@ -387,7 +387,7 @@ def _exit_text(exc: BaseException) -> str:
     location torch's messages start with ("[../gloo/transport/tcp/pair.cc:537] "), cut at a
     word (the reader cuts it again for the surfaces)."""
     first = str(exc).splitlines()[0] if str(exc) else ""
-    first = re.sub(r"^\[[^\]\s]*\.(?:cc|cpp|c|h|hpp):\d+\]\s*", "", first)
+    first = re.sub(r"\[[^\]\s]*\.(?:cc|cpp|c|h|hpp):\d+\]\s*", "", first)
     text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     return text if len(text) <= 400 else text[:400].rsplit(" ", 1)[0] + "…"
 
