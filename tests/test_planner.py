@@ -190,6 +190,11 @@ def test_a_multimodal_config_reads_its_text_model():
         ({"num_attention_heads": 30}, "cannot share 8 KV heads"),
         ({"hidden_size": "4096"}, "whole number"),
         ({"tie_word_embeddings": "no"}, "true or false"),
+        ({"hidden_size": float("nan")}, "whole number, not nan"),  # json.loads reads NaN
+        ({"hidden_size": float("inf")}, "whole number, not inf"),
+        ({"hidden_size": 1e308}, "hidden_size of 1e\\+308 is no model's size"),
+        ({"num_hidden_layers": 10**30}, "num_hidden_layers of 1e\\+30 is no model's size"),
+        ({"attention_dropout": float("nan")}, "must be a number, not nan"),
     ],
 )
 def test_impossible_shapes_are_clear_errors(change, message):

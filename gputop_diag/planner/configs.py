@@ -108,6 +108,12 @@ class ReadConfig:
     not_read: tuple[str, ...] = ()  # fields the planner does not know
 
 
+# The largest whole number a config field may hold (a 32-bit int's, which some configs use as
+# "no limit"): the largest real sizes (a vocabulary of a few hundred thousand, a context of a few
+# million tokens) are far below it.
+MAX_FIELD = 2**31 - 1
+
+
 class _Reader:
     def __init__(self, doc: Mapping[str, Any], family: str) -> None:
         self.doc, self.family = doc, family
@@ -124,8 +130,12 @@ class _Reader:
         return self._int(name, v)
 
     def _int(self, name: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ConfigError(f"{name} must be a whole number, not {v!r}")
+        if v != int(v) or v < 0:
+            raise ConfigError(f"{name} must be a whole number, not {v!r}")
+        if v > MAX_FIELD:  # no model has a dimension near it: a typo, or a file that is not one
+            raise ConfigError(f"{name} of {v:.3g} is no model's size (at most {MAX_FIELD:,})")
         return int(v)
 
     def get(self, name: str, default: Any, why: str) -> Any:
@@ -141,7 +151,7 @@ class _Reader:
                 raise ConfigError(f"{name} must be true or false, not {v!r}")
             return v
         if isinstance(default, float):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ConfigError(f"{name} must be a number, not {v!r}")
             return float(v)
         if isinstance(default, int):
