@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from ..model import formats
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..model.health import HealthReport
 from ..monitor.core import run as run_monitor
@@ -138,8 +139,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     replaced = sum(c["replaced"] for c in report.doc["redactions"]["classes"].values())
     if out not in (None, "-"):
         print(
-            f"gputop-diag: wrote the sanitized report to {out} ({replaced} identifiers "
-            f"replaced{_left_out(report.left_out)}); read it once before you share it",
+            f"gputop-diag: wrote the sanitized report to {out} "
+            f"({formats.count(replaced, 'identifier')} replaced{_left_out(report.left_out)}); "
+            "read it once before you share it",
             file=sys.stderr,
         )
     elif report.left_out:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..model import OomKill, SchedulerEvidence, Snapshot
+from ..model import OomKill, SchedulerEvidence, Snapshot, formats
 from . import limits, measured_rules, rules
 from . import thresholds as T
 from .alerts import alerts_for, driver_chain_alerts, faults_of, job_alerts
@@ -63,7 +63,7 @@ def _no_data_reason(f: Features) -> str | None:
     if len(f.lost_gpus) == f.gpu_count:
         return "every GPU is lost (fell off the bus)"
     if f.samples < T.MIN_SAMPLES:
-        return f"only {f.samples} samples so far; {T.MIN_SAMPLES} show a shape"
+        return f"only {formats.count(f.samples, 'sample')} so far; {T.MIN_SAMPLES} show a shape"
     return None
 
 

@@ -70,3 +70,8 @@ def clip_words(text: str, limit: int) -> str:
     head = text[: max(0, limit - 1)]
     cut = max(head.rfind(" "), head.rfind("\t"))
     return (head[:cut].rstrip() if cut > 0 else "") + "…"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for one: "1 sample", "2 samples", "1 identifier"."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"

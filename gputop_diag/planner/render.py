@@ -7,6 +7,7 @@ import textwrap
 from dataclasses import asdict, replace
 from typing import Any
 
+from ..model import formats
 from .fit import MAX_BATCH, MAX_SEQ, fit, what_ifs
 from .gpus import GpuMemory
 from .optimizers import OPTIMIZER_NAMES
@@ -134,7 +135,7 @@ def _workload_line(w: dict[str, Any]) -> str:
     else:
         parts = [
             f"inference: {w['precision_words']}",
-            f"{w['batch']} sequences × {w['seq']} tokens",
+            f"{formats.count(w['batch'], 'sequence')} × {w['seq']} tokens",
             f"KV cache {w['kv_dtype']}",
         ]
     parts.append("flash attention" if w["flash_attention"] else "eager attention")
