@@ -158,6 +158,8 @@ class _Records:
     stack: str | None = None
     stack_at: float | None = None
     exit_error: str | None = None
+    _aggregated_key: tuple | None = None
+    _aggregated_steps: ProbeSteps | None = None
 
     def take(self, rec: Any) -> bool:
         """Apply one record; False when it is not one (the caller counts it)."""
@@ -302,6 +304,15 @@ class _Records:
         self.exit_error = text or "an uncaught exception"
         return True
 
+    def _aggregated(self) -> ProbeSteps | None:
+        """`_aggregate` of the steps, again only once a step was added: a tick reads every
+        probe, and most ticks bring none (medians over up to RANK_STEPS_KEPT steps)."""
+        key = (len(self.steps), self.steps[-1].step if self.steps else None, len(self.ranked))
+        if key != self._aggregated_key:
+            self._aggregated_key = key
+            self._aggregated_steps = _aggregate(self.steps, self.ranked)
+        return self._aggregated_steps
+
     def state(self) -> ProbeState | None:
         """The process's state as of its records; None before any line."""
         if self.updated is None and not self.malformed:
@@ -320,7 +331,7 @@ class _Records:
             cuda_device=h.get("cuda_device"),
             run_id=h.get("run_id"),
             can_measure=h.get("measures", ()),
-            steps=_aggregate(self.steps, self.ranked),
+            steps=self._aggregated(),
             memory=self.memory,
             params_bytes=self.model.get("params_bytes"),
             grads_bytes=self.model.get("grads_bytes"),
