@@ -86,3 +86,49 @@ async def test_the_watch_view_names_the_log_as_stderr_does(tmp_path):
     finally:
         w.popen.kill()
         w.popen.wait()
+
+
+def _relative_paths(n: int, seed: int = 20240611) -> list[tuple[str, list[str]]]:
+    """`n` made-up relative paths (`./`, `../` or none before them, 1 to 3 named parts, an
+    extension or not) with the names in each that must not show."""
+    import random
+    import string
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        names = [
+            rng.choice(string.ascii_lowercase)
+            + "".join(
+                rng.choices(string.ascii_lowercase + string.digits + "_-", k=rng.randint(5, 11))
+            )
+            for _ in range(rng.randint(1, 3))
+        ]
+        ext = rng.choice(["", ".jsonl", ".jsonl.gz", ".log", ".md"])
+        lead = rng.choice(["", "./", "../", "../../"])
+        out.append((lead + "/".join(names) + ext, names))
+    return out
+
+
+def test_a_relative_path_stays_relative_with_its_names_replaced():
+    from gputop_diag.sanitize.sanitizer import Sanitizer
+
+    s = Sanitizer()
+    for path, names in _relative_paths(300):
+        shown = s.path(path)
+        lead = re.match(r"(?:\.\.?/)*", path).group(0)
+        assert shown.startswith(lead) and not shown.startswith("/"), (path, shown)
+        assert re.fullmatch(re.escape(lead) + r"path-\w+", shown), (path, shown)
+        assert not any(n.lower() in shown.lower() for n in names), (path, shown)
+        assert s.path(path) == shown  # one path, one pseudonym
+    assert s.path(".") == "." and s.path("..") == ".."
+
+
+def test_record_names_a_relative_output_by_a_relative_pseudonym(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = cli(["--demo", "idle", "record", "-o", "orionproj.jsonl", "--seconds", "2",
+                      "--sanitize"])  # fmt: skip
+    assert rc == 0, err
+    shown = re.search(r"\) to (\S+)", err).group(1)
+    assert re.fullmatch(r"path-\w+", shown), err  # before: "to /"
+    assert "orionproj" not in err

@@ -43,6 +43,8 @@ def path_pseudonym(s: PseudonymTable, path: str) -> str | None:
             s.seed_user(head)
             user = head if head in R.SYSTEM_USERS else s.pseudonym("user", head, head.lower())
         return f"~{user}" + (f"/{tail(s, path, rest)}" if rest else "")
+    if not path.startswith("/"):
+        return _relative(s, path)
     if is_cgroup_path(path):
         return cgroup_path(s, path)
     parts = path.split("/")
@@ -67,6 +69,22 @@ def path_pseudonym(s: PseudonymTable, path: str) -> str | None:
         return "/" + tail(s, path, "/".join(parts[1:]))
     rest = "/".join(parts[2:])
     return f"/{root}" + (f"/{tail(s, path, rest)}" if rest.strip("/") else "")
+
+
+def _relative(s: PseudonymTable, path: str) -> str | None:
+    """A path relative to the working directory (`run.jsonl`, `out/run.jsonl.gz`,
+    `./run.gz`, `../alice/run`): still relative, its leading `.` and `..` kept, the rest
+    replaced as what follows an unknown root is (a library's name kept); `.` and `..` alone
+    name no one."""
+    parts = path.split("/")
+    lead = 0
+    while lead < len(parts) and parts[lead] in (".", ".."):
+        lead += 1
+    rest = "/".join(parts[lead:])
+    if not rest.strip("/"):
+        return None
+    kept = "".join(f"{p}/" for p in parts[:lead])
+    return kept + tail(s, path, rest)
 
 
 def _system(s: PseudonymTable, path: str, parts: list[str]) -> str | None:
