@@ -121,11 +121,16 @@ def test_the_machine_s_own_gpus(capsys):
     assert gpu["bytes"] == (81559 - 470) * 2**20 and gpu["source"] == "simulated (--demo)"
 
 
-def test_no_gpu_here_still_prints_the_plan_and_exits_3(capsys):
+def test_no_gpu_here_prints_the_plan_says_so_and_exits_0(capsys):
+    """A calculator that answered exits 0: the plan says it had nothing to fit against."""
     rc, out, err = run(capsys, "--demo", "no-gpu", "memory", "--config", LLAMA)
-    assert rc == 3
-    assert "Memory plan: llama" in out and "no GPU to fit against" in out
+    assert rc == 0
+    assert "Memory plan: llama" in out and "no GPU to fit against (none usable here)" in out
+    assert "GPU memory" not in out and "largest batch" not in out
     assert "next: give --gpu MODEL" in err
+    rc, out, _ = run(capsys, "--demo", "no-gpu", "memory", "--config", LLAMA, "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["gpu"] is None and doc["fits"] is None
 
 
 def test_sanitize_hides_the_config_path(capsys, tmp_path):

@@ -3,8 +3,9 @@ lever would save (docs/memory.md). Offline: a local config.json (`--config`, nev
 or the shape as options; the GPU from `--gpu MODEL`, else this machine's GPUs (NVML; the
 simulated ones under --demo, a recording's under --replay).
 
-Exit 0 with the plan; 2 for a usage error (a bad option, an unreadable or unknown config);
-3 when no GPU is named and none is usable here (the plan is still printed, without the fit).
+Exit 0 with the plan, also when no GPU is named and none is usable here (the plan then says
+it had nothing to fit against); 2 for a usage error (a bad option, an unreadable or unknown
+config).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from dataclasses import replace
 
 from ..collect.model_config import ModelConfigError, read_config_file
 from ..model import Snapshot
-from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..model.exits import EXIT_USAGE
 from ..planner.configs import ConfigError
 from ..planner.gpus import GIB, GpuMemory, find_gpu, known_names
 from ..planner.optimizers import OPTIMIZERS
+from ..planner.parallel import tp_problems
+from ..planner.quant import QUANTS
 from ..planner.render import SCHEMA, document, render_text
 from ..planner.shape import ModelShape, parameter_count, problems
 from ..planner.terms import (
@@ -132,6 +135,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     w.add_argument("--kv-dtype", choices=DTYPES, default=None, help="KV cache dtype (--dtype)")
     w.add_argument(
+        "--quant",
+        choices=QUANTS,
+        default=None,
+        help="inference: weight-only quantisation of the linear layers (int8: bitsandbytes; "
+        "int4: GPTQ/AWQ, group size 128; fp8), computing in --dtype",
+    )
+    w.add_argument(
+        "--tp",
+        type=int,
+        default=1,
+        metavar="N",
+        help="inference: tensor parallelism over N GPUs; the plan is one GPU's (1)",
+    )
+    w.add_argument(
         "--gpu",
         metavar="MODEL",
         help=f"the GPU to fit on ({known_names()}, or a size: 80GiB); default: this machine's",
@@ -223,7 +240,7 @@ def _shape(args: argparse.Namespace) -> tuple[ModelShape, dict, list[str]]:
     return shape, model, notes
 
 
-def _workload(args: argparse.Namespace) -> Workload:
+def _workload(args: argparse.Namespace, shape: ModelShape) -> Workload:
     w = Workload(
         mode=args.mode,
         dtype=args.dtype,
@@ -238,8 +255,12 @@ def _workload(args: argparse.Namespace) -> Workload:
         flash_attention=args.flash_attention,
         kv_dtype=args.kv_dtype,
         overhead_bytes=round(args.overhead * GIB) if args.overhead >= 0 else -1,
+        quant=args.quant,
+        tp=args.tp,
     )
     bad = workload_problems(w)
+    if not bad and w.tp > 1:
+        bad += tp_problems(shape, w.tp)
     if (w.zero or w.fsdp) and w.world == 1:
         bad.append("--zero/--fsdp shard across ranks: give --world N (N > 1)")
     if bad:
@@ -256,13 +277,25 @@ def machine_gpu(snap: Snapshot, where: str) -> GpuMemory | None:
         if g.mig_instances:
             for m in g.mig_instances:
                 if m.memory_total_bytes:
-                    cand = GpuMemory(f"MIG {m.name or '?'}", m.memory_total_bytes, where)
+                    cand = GpuMemory(
+                        f"MIG {m.name or '?'}",
+                        m.memory_total_bytes,
+                        where,
+                        compute_capability=g.static.compute_capability,
+                        origin="NVML",
+                    )
                     if best is None or cand.bytes < best.bytes:
                         best = cand
             continue
         size = g.mem_total_bytes - (g.mem_reserved_bytes or 0)
         if best is None or size < best.bytes:
-            best = GpuMemory(g.static.name or f"GPU {g.index}", size, where)
+            best = GpuMemory(
+                g.static.name or f"GPU {g.index}",
+                size,
+                where,
+                compute_capability=g.static.compute_capability,
+                origin="NVML",
+            )
     return None if best is None else replace(best, count=len(usable))
 
 
@@ -291,15 +324,15 @@ def _gpu(args: argparse.Namespace, feed) -> tuple[GpuMemory | None, str | None]:
 def run(args: argparse.Namespace, feed) -> int:
     try:
         shape, model, notes = _shape(args)
-        w = _workload(args)
+        w = _workload(args, shape)
         gpu, no_gpu = _gpu(args, feed)
     except (UsageError, ConfigError) as e:
         print(f"gputop-diag memory: {e}", file=sys.stderr)
         return EXIT_USAGE
     if not w.training and w.world > 1:
         notes.append(
-            "--world in inference: tensor parallelism is not modelled; each GPU holds the "
-            "whole model"
+            "--world in inference: data-parallel replicas, each GPU holds the whole model; "
+            "--tp N splits it over N GPUs"
         )
     doc = document(shape, w, gpu, parameters=args.params, model=model, notes=tuple(notes))
     if getattr(args, "sanitize", False):
@@ -317,7 +350,6 @@ def run(args: argparse.Namespace, feed) -> int:
         print(text)
     else:
         print(json.dumps(doc, indent=2) if args.json else render_text(doc))
-    if no_gpu is not None:
+    if no_gpu is not None:  # the calculator answered: nothing to fit against is said, not failed
         print(f"gputop-diag memory: {no_gpu}", file=sys.stderr)
-        return EXIT_NO_GPU
     return 0

@@ -98,8 +98,9 @@ def _inference(hints: JobHints, gpu_name: str | None, short: bool = False) -> li
     levers = (
         "Levers: fewer sequences at once (vLLM --max-num-seqs), a shorter context "
         "(--max-model-len), the KV cache in fp8 (--kv-cache-dtype fp8) halves it, a model "
-        "with fewer KV heads (grouped-query attention) divides it by heads / KV heads, fp8 "
-        "weights halve them"
+        "with fewer KV heads (grouped-query attention) divides it by heads / KV heads; "
+        "weight-only int8 or fp8 halves the weights, int4 quarters them (--quant); tensor "
+        "parallelism splits weights and cache over N GPUs (--tp N)"
     )
     plan = f"Plan this model: {_cmd(hints, 'infer', gpu_name)} (what each lever saves)"
     return [first, levers, plan]

@@ -2,20 +2,28 @@
 one change at a time, each with the memory it saves and whether the job then fits.
 
 The levers are the seed's five (mixed precision, gradient checkpointing, a smaller batch, a
-sharded optimizer, a shorter context) and, for inference, the KV cache in fp8 and fewer KV
-heads (grouped-query attention: Ainslie et al. 2023, "GQA", arXiv:2305.13245).
+sharded optimizer, a shorter context) and, for inference, the KV cache in fp8, fewer KV
+heads (grouped-query attention: Ainslie et al. 2023, "GQA", arXiv:2305.13245), weight-only
+quantisation of the weights (`quant.py`) and tensor parallelism over the fewest GPUs that fit
+(`parallel.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .shape import ModelShape
+from .parallel import kv_replicated, tp_problems
+from .precision import quant_fits_gpu
+from .shape import DTYPE_BYTES, ModelShape
 from .terms import Plan, Workload, plan
 
 MAX_BATCH = 1 << 16
 MAX_SEQ = 1 << 22
 SHARD_WORLD = 8  # the ranks a sharding what-if assumes when the job runs on one GPU
+TP_SIZES = (2, 4, 8)  # the tensor-parallel sizes a what-if tries: one node's GPUs
+# bytes per weight of each weight-only format, to skip a lever that would not save (int4 is
+# half a byte and its scales)
+_WEIGHT_BYTES = {"int4": 0.52, "int8": 1.0, "fp8": 1.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +111,11 @@ def what_ifs(
     capacity: int | None,
     parameters: int | None = None,
     kv_shape: ModelShape | None = None,
+    compute_capability: tuple[int, int] | None = None,
 ) -> tuple[WhatIf, ...]:
     """One row per lever, each applied alone to `w`. `kv_shape`: the model with fewer KV heads
-    (default: 8 where it has more, else 1)."""
+    (default: 8 where it has more, else 1); `compute_capability`: the GPU's, to say where a
+    weight format does not run on it."""
     base = plan(shape, w, parameters)
     f = fit(shape, w, capacity, parameters)
     rows: list[WhatIf] = []
@@ -213,7 +223,56 @@ def what_ifs(
     together = _together(w)
     if together is not None and together != w:
         row("all of the above", _describe(together, w), together, "batch and context kept")
+    # 8. weight-only quantisation, 9. tensor parallelism: each alone, for inference
+    if w.training:
+        rows.append(_na("weight-only quantisation", "training keeps its weights in --dtype"))
+        rows.append(
+            _na("tensor parallelism", "modelled for inference; training: --world with --zero 3")
+        )
+        return tuple(rows)
+    moe = shape.experts > 0
+    for quant, note in (
+        ("int8", "bitsandbytes load_in_8bit, or an int8 checkpoint"),
+        ("fp8", "vLLM --quantization fp8, or an fp8 checkpoint"),
+        ("int4", "a GPTQ or AWQ checkpoint (vLLM --quantization gptq / awq)"),
+    ):
+        now = w.quant or w.dtype
+        if _WEIGHT_BYTES[quant] >= _WEIGHT_BYTES.get(now, DTYPE_BYTES.get(now, 2)):
+            rows.append(_na(f"weights in {quant}", f"already {now} weights"))
+            continue
+        new = replace(w, quant=quant, dtype="bf16" if w.dtype == "fp8" else w.dtype)
+        hw = quant_fits_gpu(quant, compute_capability, moe)
+        row(
+            f"weights in {quant}",
+            f"{now} → {quant} weights (weight-only)",
+            new,
+            "; ".join(x for x in (note, hw) if x),
+        )
+    rows.append(_tp_row(shape, w, base, capacity, parameters))
     return tuple(rows)
+
+
+def _tp_row(
+    shape: ModelShape, w: Workload, base: Plan, capacity: int | None, parameters: int | None
+) -> WhatIf:
+    """Tensor parallelism over the fewest GPUs (2, 4, 8) that fit, else over the most."""
+    sizes = [t for t in TP_SIZES if t > w.tp] or [2 * w.tp]
+    sizes = [t for t in sizes if not tp_problems(shape, t)]
+    if not sizes:
+        return _na("tensor parallelism", f"{shape.heads} heads do not split over 2, 4 or 8 GPUs")
+
+    def over(t: int, note: str = "") -> WhatIf:
+        new = replace(w, tp=t)
+        return _row("tensor parallelism", f"{w.tp} → {t} GPUs (--tp {t})", base, shape, new,
+                    capacity, parameters, note)  # fmt: skip
+
+    t = next((t for t in sizes if over(t).fits is not False), sizes[-1])
+    notes = ["vLLM --tensor-parallel-size"]
+    if capacity is not None and over(t).fits:
+        notes.insert(0, "the fewest GPUs that fit")
+    if kv_replicated(shape, t):
+        notes.append(f"KV heads replicated beyond {shape.kv_heads} GPUs")
+    return over(t, "; ".join(notes))
 
 
 def _together(w: Workload) -> Workload | None:

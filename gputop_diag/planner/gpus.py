@@ -5,8 +5,12 @@ Where the figure is what NVML reports as memory.total on that model (nvidia-smi'
 gigabytes ("data sheet", 10^9 bytes: on the safe side of what NVML reports, never above it).
 The "nvml" figures are nvidia-smi's memory.total as those boards print it. The machine's own
 GPUs are always read from NVML instead.
-Data sheets: https://www.nvidia.com/en-us/data-center/ (H100, H200, A100, L40S, L4, A10, V100,
-T4, B200) and https://www.nvidia.com/en-us/geforce/graphics-cards/ (RTX 4090, RTX 3090).
+Data sheets: https://www.nvidia.com/en-us/data-center/ (H100, H200, A100, L40S, L40, A40, L4,
+A10, V100, T4, B200) and https://www.nvidia.com/en-us/geforce/graphics-cards/ (RTX 4090, RTX 3090).
+Each model's compute capability is NVIDIA's (https://developer.nvidia.com/cuda-gpus): Volta 7.0,
+Turing 7.5, Ampere 8.0 (A100) and 8.6 (A10, A40, RTX A6000, RTX 30xx), Ada 8.9 (L4, L40, L40S,
+RTX 40xx), Hopper 9.0 (H100, H200, GH200), Blackwell 10.0 (B200); `precision.py` checks the
+dtypes against it.
 """
 
 from __future__ import annotations
@@ -22,33 +26,43 @@ GIB = 2**30
 class GpuMemory:
     name: str
     bytes: int  # what a process can fill, before the CUDA context
-    source: str  # "nvml", "data sheet", "NVML on this machine"
+    source: str  # "nvml", "data sheet", "given"; the machine's: "NVML on this machine", ...
     count: int = 1  # GPUs of this model on the machine (NVML)
+    compute_capability: tuple[int, int] | None = None  # None: not known (a size was given)
+    origin: str = "--gpu"  # where the GPU came from: "--gpu", else whose NVML read it
 
 
-# name -> (bytes, source); the names users type (`--gpu H100-80GB`)
+# name -> (bytes, source, compute capability); the names users type (`--gpu H100-80GB`)
 GB = 10**9  # a data sheet's gigabyte
 
 
-TABLE: dict[str, tuple[int, str]] = {
-    "H100-80GB": (81559 * MIB, "nvml"),
-    "H100-PCIE-80GB": (81559 * MIB, "nvml"),
-    "H100-NVL-94GB": (94 * GB, "data sheet"),
-    "H200-141GB": (143771 * MIB, "nvml"),
-    "GH200-96GB": (96 * GB, "data sheet"),
-    "B200-180GB": (180 * GB, "data sheet"),
-    "A100-80GB": (81920 * MIB, "nvml"),
-    "A100-40GB": (40960 * MIB, "nvml"),
-    "L40S-48GB": (46068 * MIB, "nvml"),
-    "L40-48GB": (46068 * MIB, "nvml"),
-    "A6000-48GB": (49140 * MIB, "nvml"),
-    "A10-24GB": (23028 * MIB, "nvml"),
-    "L4-24GB": (23034 * MIB, "nvml"),
-    "RTX4090-24GB": (24564 * MIB, "nvml"),
-    "RTX3090-24GB": (24576 * MIB, "nvml"),
-    "V100-32GB": (32 * GB, "data sheet"),
-    "V100-16GB": (16 * GB, "data sheet"),
-    "T4-16GB": (15360 * MIB, "nvml"),
+TABLE: dict[str, tuple[int, str, tuple[int, int]]] = {
+    "H100-80GB": (81559 * MIB, "nvml", (9, 0)),
+    "H100-PCIE-80GB": (81559 * MIB, "nvml", (9, 0)),
+    "H100-NVL-94GB": (94 * GB, "data sheet", (9, 0)),
+    "H200-141GB": (143771 * MIB, "nvml", (9, 0)),
+    "GH200-96GB": (96 * GB, "data sheet", (9, 0)),
+    "B200-180GB": (180 * GB, "data sheet", (10, 0)),
+    "A100-80GB": (81920 * MIB, "nvml", (8, 0)),
+    "A100-40GB": (40960 * MIB, "nvml", (8, 0)),
+    "L40S-48GB": (46068 * MIB, "nvml", (8, 9)),
+    "L40-48GB": (46068 * MIB, "nvml", (8, 9)),
+    "A40-48GB": (48 * GB, "data sheet", (8, 6)),
+    "A6000-48GB": (49140 * MIB, "nvml", (8, 6)),
+    "A10-24GB": (23028 * MIB, "nvml", (8, 6)),
+    "L4-24GB": (23034 * MIB, "nvml", (8, 9)),
+    "RTX4090-24GB": (24564 * MIB, "nvml", (8, 9)),
+    "RTX3090-24GB": (24576 * MIB, "nvml", (8, 6)),
+    "V100-32GB": (32 * GB, "data sheet", (7, 0)),
+    "V100-16GB": (16 * GB, "data sheet", (7, 0)),
+    "T4-16GB": (15360 * MIB, "nvml", (7, 5)),
+}
+
+# How each source of a `--gpu` figure reads in the plan
+SOURCE_WORDS = {
+    "nvml": "what NVML reports on that model",
+    "data sheet": "the data sheet's capacity",
+    "given": "the size given",
 }
 
 _CUSTOM = re.compile(r"^(\d+(?:\.\d+)?)\s*(gib|gb|g)$", re.IGNORECASE)
@@ -82,7 +96,10 @@ def find_gpu(text: str) -> GpuMemory | None:
         return GpuMemory(f"{m.group(1)} GiB", int(float(m.group(1)) * GIB), "given")
     words = _words(text)
     best = max(TABLE, key=lambda n: _score(n, words))
-    return GpuMemory(best, *TABLE[best]) if _score(best, words) else None
+    if not _score(best, words):
+        return None
+    size, source, cc = TABLE[best]
+    return GpuMemory(best, size, source, compute_capability=cc)
 
 
 def known_names() -> str:

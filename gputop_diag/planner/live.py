@@ -234,7 +234,13 @@ def job_plan(
     gpu = None
     if g is not None and g.mem_total_bytes:
         size = g.mem_total_bytes - (g.mem_reserved_bytes or 0)
-        gpu = GpuMemory(g.static.name or f"GPU {g.index}", size, "NVML")
+        gpu = GpuMemory(
+            g.static.name or f"GPU {g.index}",
+            size,
+            "NVML",
+            compute_capability=g.static.compute_capability,  # nvmlDeviceGetCudaComputeCapability
+            origin="NVML",
+        )
     doc = document(read.shape, w, gpu, model=model, notes=read.notes)
     return JobPlan(measured, doc, compare(doc, measured), assumed, hints.said)
 

@@ -9,8 +9,9 @@ from typing import Any
 
 from ..model import formats
 from .fit import MAX_BATCH, MAX_SEQ, fit, what_ifs
-from .gpus import GpuMemory
+from .gpus import SOURCE_WORDS, GpuMemory
 from .optimizers import OPTIMIZER_NAMES
+from .precision import cc_text, check_line, precision_checks
 from .shape import ModelShape, active_parameters
 from .terms import Workload, plan, precision_of
 
@@ -49,6 +50,8 @@ def document(
     fits_at_one = None
     if f.largest_batch is None and capacity is not None:
         fits_at_one = plan(shape, replace(w, batch=1), parameters).total
+    cc = gpu.compute_capability if gpu is not None else None
+    checks = precision_checks(w, cc, moe=shape.experts > 0)
     return {
         "schema": SCHEMA,
         "model": {
@@ -75,7 +78,14 @@ def document(
         "batch_1_bytes": fits_at_one,
         "longest_seq": f.longest_seq,
         "longest_seq_is_cap": f.longest_seq == MAX_SEQ,
-        "what_ifs": [asdict(r) for r in what_ifs(shape, w, capacity, parameters)],
+        "what_ifs": [
+            asdict(r) for r in what_ifs(shape, w, capacity, parameters, compute_capability=cc)
+        ],
+        "precision_checks": [
+            {**asdict(c), "needs": cc_text(c.needs), "line": check_line(c, cc)}
+            for c in checks
+            if cc is not None
+        ],
         "notes": list(notes),
     }
 
@@ -138,6 +148,8 @@ def _workload_line(w: dict[str, Any]) -> str:
             f"{formats.count(w['batch'], 'sequence')} × {w['seq']} tokens",
             f"KV cache {w['kv_dtype']}",
         ]
+        if w["tp"] > 1:
+            parts.append(f"one GPU of {w['tp']} (tensor parallelism)")
     parts.append("flash attention" if w["flash_attention"] else "eager attention")
     return ", ".join(parts)
 
@@ -152,8 +164,7 @@ def render_text(doc: dict[str, Any]) -> str:
     lines += _wrap(_shape_line(m["shape"]), "  ")
     lines += _wrap(_workload_line(w), "  ")
     if gpu is not None:
-        more = f" × {gpu['count']}" if gpu["count"] > 1 else ""
-        lines.append(f"  GPU: {gpu['name']}{more}, {gib(gpu['bytes'])} GiB ({gpu['source']})")
+        lines += _wrap(_gpu_line(gpu), "  ")
     lines += ["", f"{'term':<34} {'GiB':>9} {'share':>6}  formula"]
     for t in doc["terms"]:
         lines.append(
@@ -161,6 +172,7 @@ def render_text(doc: dict[str, Any]) -> str:
         )
     lines.append(f"{'total per GPU':<34} {gib(doc['total_bytes']):>9}")
     lines += _fit_lines(doc)
+    lines += _precision_lines(doc)
     lines += ["", "Where each line comes from:"]
     for t in doc["terms"]:
         lines += _wrap(f"{t['label']}: {t['source']}", "  ")
@@ -180,6 +192,34 @@ def render_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _gpu_line(gpu: dict[str, Any]) -> str:
+    """The GPU, its size and where both came from: `--gpu` (the planner's table, or a size)
+    or NVML (this machine's, the simulator's, a recording's)."""
+    more = f" × {gpu['count']}" if gpu["count"] > 1 else ""
+    cc = gpu.get("compute_capability")
+    cap = f", compute capability {cc[0]}.{cc[1]}" if cc else ""
+    if gpu.get("origin", "--gpu") == "--gpu":
+        where = f"from --gpu: {SOURCE_WORDS.get(gpu['source'], gpu['source'])}"
+    else:
+        where = gpu["source"]
+    return f"GPU: {gpu['name']}{more}, {gib(gpu['bytes'])} GiB{cap} ({where})"
+
+
+def _precision_lines(doc: dict[str, Any]) -> list[str]:
+    gpu = doc["gpu"]
+    if gpu is None:
+        return []
+    if not gpu.get("compute_capability"):
+        return ["", "Precision: the GPU's compute capability is not known; dtypes not checked"]
+    if not doc["precision_checks"]:
+        return []
+    cc = gpu["compute_capability"]
+    out = ["", f"Precision on this GPU (compute capability {cc[0]}.{cc[1]}):"]
+    for c in doc["precision_checks"]:
+        out += _wrap(c["line"], "  ")
+    return out
+
+
 def _wrap(text: str, indent: str) -> list[str]:
     return textwrap.wrap(
         text,
@@ -193,7 +233,10 @@ def _wrap(text: str, indent: str) -> list[str]:
 def _fit_lines(doc: dict[str, Any]) -> list[str]:
     gpu = doc["gpu"]
     if gpu is None:
-        return ["no GPU to fit against: give --gpu MODEL (H100-80GB, ...) or run it there"]
+        return [
+            "no GPU to fit against (none usable here): give --gpu MODEL (H100-80GB, ...) or run "
+            "it on the GPU machine"
+        ]
     head = doc["headroom_bytes"]
     verdict = (
         f"fits, headroom {gib(head)} GiB" if doc["fits"] else f"does NOT fit: {gib(-head)} GiB over"

@@ -17,6 +17,8 @@ Sources, one per term (the formula and its source travel with each `Term`):
   no s×s scores, only a log-sum-exp per head and token (Dao et al. 2022, arXiv:2205.14135).
 - KV cache: 2·L·H_kv·T·d_head·b values (the keys and values of every layer); a sliding-window
   layer keeps its last W−1 tokens (transformers' DynamicSlidingWindowLayer).
+- Inference on N GPUs with tensor parallelism: one GPU's slice of the weights, KV cache and
+  activations (`parallel.py`); weight-only quantisation: `quant.py`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from .optimizers import (
     optimizer_formula,
     optimizer_state_bytes,
 )
-from .shape import DTYPE_BYTES, ModelShape, layer_parameters, parameter_count
+from .parallel import kv_replicated, rank_shape, tp_problems
+from .quant import QUANT_WORDS, QUANTS, quantised_weights
+from .shape import DTYPE_BYTES, ModelShape, layer_parameters, parameter_count, tensors
 
 MODES = ("train", "infer")
 DTYPES = tuple(DTYPE_BYTES)
@@ -67,6 +71,8 @@ class Workload:
     flash_attention: bool = False
     kv_dtype: str | None = None  # None: the dtype (16-bit where the dtype is fp8)
     overhead_bytes: int = RUNTIME_BYTES
+    quant: str | None = None  # inference: weight-only "int8", "int4", "fp8"; None: the dtype
+    tp: int = 1  # inference: tensor-parallel GPUs the model is split over
 
     @property
     def stage(self) -> int:
@@ -97,6 +103,26 @@ def workload_problems(w: Workload) -> list[str]:
             out.append(f"--{name} must be one of {', '.join(allowed)}, not {value!r}")
     if w.kv_dtype is not None and w.kv_dtype not in DTYPES:
         out.append(f"--kv-dtype must be one of {', '.join(DTYPES)}, not {w.kv_dtype!r}")
+    if w.quant is not None:
+        if w.quant not in QUANTS:
+            out.append(f"--quant must be one of {', '.join(QUANTS)}, not {w.quant!r}")
+        elif w.training:
+            out.append(
+                "--quant is weight-only quantisation for inference (--mode infer); training "
+                "keeps its weights in --dtype (QLoRA's frozen 4-bit base is not modelled)"
+            )
+        elif w.dtype == "fp8":
+            out.append(
+                "--quant keeps the weights in low bits and computes in --dtype: give --dtype "
+                "bf16 or fp16 (--dtype fp8 already stores the weights in fp8)"
+            )
+    if w.tp < 1:
+        out.append(f"--tp must be at least 1, not {w.tp}")
+    elif w.tp > 1 and w.training:
+        out.append(
+            "--tp is modelled for inference (--mode infer); for training give --world N with "
+            "--zero or --fsdp"
+        )
     for name, v in (("batch", w.batch), ("seq", w.seq), ("world", w.world)):
         if v < 1:
             out.append(f"--{name} must be at least 1, not {v}")
@@ -150,6 +176,9 @@ class Precision:
 def precision_of(w: Workload) -> Precision:
     if not w.training:
         act = 4 if w.dtype == "fp32" else 2
+        if w.quant:
+            words = f"{w.quant} weights (weight-only), {w.dtype} compute"
+            return Precision(DTYPE_BYTES[w.dtype], 0, 0, 0, act, words)
         return Precision(DTYPE_BYTES[w.dtype], 0, 0, 0, act, f"{w.dtype} weights")
     if w.dtype == "fp32":
         return Precision(4, 4, 4, 0, 4, "fp32")
@@ -289,7 +318,8 @@ def kv_cache_bytes(shape: ModelShape, batch: int, seq: int, kv_dtype: str) -> in
     return 2 * kv_cache_tokens(shape, seq) * shape.kv_dim * batch * DTYPE_BYTES[kv_dtype]
 
 
-def _kv_term(shape: ModelShape, w: Workload) -> Term | None:
+def _kv_term(shape: ModelShape, local: ModelShape, w: Workload) -> Term | None:
+    """`local`: the slice of `shape` one GPU holds (the shape itself without --tp)."""
     if w.training:
         return None
     if shape.head in ("mlm", "pooler"):
@@ -299,13 +329,27 @@ def _kv_term(shape: ModelShape, w: Workload) -> Term | None:
     window = ""
     if shape.sliding_layers:
         window = f"; {shape.sliding_layers} sliding-window layers hold {shape.sliding_window - 1}"
+    source = "the keys and values of every layer for every token of every sequence"
+    if w.tp > 1:
+        if kv_replicated(shape, w.tp):
+            window += (
+                f"; H_kv per GPU: 1 of {shape.kv_heads}, replicated {w.tp // shape.kv_heads}× "
+                f"over --tp {w.tp}"
+            )
+            source += (
+                "; with fewer KV heads than GPUs each GPU holds one, replicated (vLLM's "
+                "QKVParallelLinear), so the cache per GPU stops shrinking at tp = KV heads"
+            )
+        else:
+            window += f"; H_kv per GPU: {shape.kv_heads} / {w.tp}"
+            source += "; tensor parallelism splits the KV heads over the GPUs"
     return Term(
         "kv_cache",
         f"KV cache ({w.kv})",
-        kv_cache_bytes(shape, w.batch, w.seq, w.kv),
-        f"2·L·H_kv·T·d_head·b·{DTYPE_BYTES[w.kv]} = 2·{shape.layers}·{shape.kv_heads}·{w.seq}·"
+        kv_cache_bytes(local, w.batch, w.seq, w.kv),
+        f"2·L·H_kv·T·d_head·b·{DTYPE_BYTES[w.kv]} = 2·{shape.layers}·{local.kv_heads}·{w.seq}·"
         f"{shape.head_dim}·{w.batch}·{DTYPE_BYTES[w.kv]}{window}",
-        "the keys and values of every layer for every token of every sequence",
+        source,
     )
 
 
@@ -340,22 +384,64 @@ def _buffers_term(shape: ModelShape, w: Workload, p: Precision, params: int) -> 
     )
 
 
+def _scaled(x: int, parameters: int | None, full: int) -> int:
+    """`x` scaled from the shape's count to --params where given."""
+    if parameters is None or parameters == full:
+        return x
+    return round(x * parameters / max(1, full))
+
+
+def _weights_term(
+    shape: ModelShape, local: ModelShape, w: Workload, p: Precision, n: int, given: int | None
+) -> Term:
+    """The weights one GPU holds: all of them, a ZeRO-3 shard, a tensor-parallel slice, each
+    in the weights' dtype or weight-only quantised."""
+    full = parameter_count(shape)
+    share = _scaled(parameter_count(local), given, full) if w.tp > 1 else n
+    of = f"Ψ = {n:,} parameters"
+    if w.tp > 1:
+        of = f"Ψ/GPU = {share:,} of Ψ = {n:,} parameters, --tp {w.tp}"
+    split = (
+        "; tensor parallelism splits attention, the MLP, the experts and the vocabulary over "
+        "the GPUs, replicating the norms and the router"
+        if w.tp > 1
+        else ""
+    )
+    if w.quant:
+        q = quantised_weights(tensors(local), w.quant, p.weights)
+        low_bytes = q.bytes - q.kept * p.weights
+        return Term(
+            "weights",
+            f"weights ({w.quant}, weight-only)",
+            _scaled(q.bytes, given, full),
+            f"{q.quantised:,} quantised × {low_bytes / max(1, q.quantised):.4g} B + "
+            f"{q.kept:,} kept × {p.weights} B ({of})",
+            f"weight-only {QUANT_WORDS[w.quant]} for the linear layers; the embedding, norms, "
+            f"biases, router and output layer in {w.dtype}" + split,
+        )
+    return Term(
+        "weights",
+        "weights",
+        _shard(share * p.weights, w, 3),
+        f"{'Ψ/GPU' if w.tp > 1 else 'Ψ'} × {p.weights} B{_ranks(w, 3)} ({of})",
+        "the ZeRO paper's count: "
+        + ("16-bit weights" if p.weights == 2 else f"{p.weights}-byte weights")
+        + (", divided across ranks at stage 3" if w.training else "")
+        + split,
+    )
+
+
 def plan(shape: ModelShape, w: Workload, parameters: int | None = None) -> Plan:
     """Every term of one GPU's memory. `parameters` replaces the shape's own count (the
-    --params option: a model known by its size only)."""
+    --params option: a model known by its size only). With `w.tp` > 1, one GPU of the
+    tensor-parallel group (`parallel.py`)."""
     n = parameter_count(shape) if parameters is None else parameters
     p = precision_of(w)
-    terms = [
-        Term(
-            "weights",
-            "weights",
-            _shard(n * p.weights, w, 3),
-            f"Ψ × {p.weights} B{_ranks(w, 3)} (Ψ = {n:,} parameters)",
-            "the ZeRO paper's count: "
-            + ("16-bit weights" if p.weights == 2 else f"{p.weights}-byte weights")
-            + (", divided across ranks at stage 3" if w.training else ""),
-        )
-    ]
+    bad = tp_problems(shape, w.tp)
+    if bad:
+        raise ValueError("; ".join(bad))
+    local = rank_shape(shape, w.tp)
+    terms = [_weights_term(shape, local, w, p, n, parameters)]
     if w.training:
         terms.append(
             Term(
@@ -382,10 +468,10 @@ def plan(shape: ModelShape, w: Workload, parameters: int | None = None) -> Plan:
                 + ("; plus the fp32 master weights (ZeRO: 4 of its 12 B)" if master else ""),
             )
         )
-    terms.append(_activation_term(shape, w, p))
+    terms.append(_activation_term(local, w, p))
     for extra in (
         _logits_term(shape, w, p),
-        _kv_term(shape, w),
+        _kv_term(shape, local, w),
         _buffers_term(shape, w, p, n),
     ):
         if extra is not None:
