@@ -158,3 +158,92 @@ def test_the_capacity_scenario_says_training(capsys):
     checks = json.loads(capsys.readouterr().out)["checks"]
     assert checks[0].startswith("Where does the memory go? Training keeps 16 bytes")
     assert not any("KV" in c or "inference" in c.lower() for c in checks)
+
+
+MIXTRAL = str(CONFIGS / "mixtral-8x7b.json")
+MIXTRAL_INFER = [
+    "memory", "--config", MIXTRAL, "--mode", "infer", "--batch", "8", "--seq", "4096",
+    "--flash-attention", "--gpu", "H100-80GB",
+]  # fmt: skip
+
+
+def test_mixtral_on_one_h100_names_the_levers_that_make_it_fit(capsys):
+    rc, out, _ = run(capsys, *MIXTRAL_INFER)
+    assert rc == 0 and "does NOT fit" in out
+    for lever, change in (
+        ("weights in int8", "bf16 → int8 weights (weight-only)"),
+        ("weights in int4", "bf16 → int4 weights (weight-only)"),
+        ("tensor parallelism", "1 → 2 GPUs (--tp 2)"),
+    ):
+        line = next(x for x in out.splitlines() if x.startswith(f"  {lever} "))
+        assert change in line and "  yes  (" in line, line
+
+
+def test_quant_and_tp_plan_one_gpu_of_the_group(capsys):
+    rc, out, _ = run(capsys, *MIXTRAL_INFER, "--quant", "int4", "--tp", "2", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["fits"] is True
+    assert (doc["workload"]["quant"], doc["workload"]["tp"]) == ("int4", 2)
+    weights = next(t for t in doc["terms"] if t["term"] == "weights")
+    assert weights["label"] == "weights (int4, weight-only)" and "--tp 2" in weights["formula"]
+    assert doc["model"]["parameters"] == 46_702_792_704  # the model's, not the GPU's share
+    rc, text, _ = run(capsys, *MIXTRAL_INFER, "--quant", "int4", "--tp", "2")
+    text = " ".join(text.split())  # the workload line wraps
+    assert "int4 weights (weight-only), bf16 compute" in text
+    assert "one GPU of 2 (tensor parallelism)" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--mode", "train", "--quant", "int8"], "weight-only quantisation for inference"),
+        (["--mode", "train", "--tp", "2"], "--tp is modelled for inference"),
+        (["--mode", "infer", "--tp", "3"], "32 attention heads cannot be split evenly"),
+        (["--mode", "infer", "--tp", "0"], "--tp must be at least 1"),
+        (["--mode", "infer", "--dtype", "fp8", "--quant", "int4"], "give --dtype bf16 or fp16"),
+    ],
+)
+def test_quant_and_tp_usage_errors(capsys, extra, message):
+    rc, out, err = run(capsys, "memory", "--config", LLAMA, "--gpu", "H100", *extra)
+    assert rc == 2 and out == "" and message in err and "Traceback" not in err
+
+
+def test_the_gpu_line_says_where_the_size_came_from(capsys):
+    _, out, _ = run(capsys, "memory", "--config", LLAMA, "--gpu", "H100-80GB")
+    line = next(x for x in out.splitlines() if x.startswith("  GPU: "))
+    assert "(nvml)" not in line
+    assert line.endswith("compute capability 9.0 (from --gpu: what NVML reports on that model)")
+    _, out, _ = run(capsys, "memory", "--config", LLAMA, "--gpu", "V100-32GB")
+    assert "(from --gpu: the data sheet's capacity)" in out
+    _, out, _ = run(capsys, "memory", "--config", LLAMA, "--gpu", "40GiB", "--json")
+    gpu = json.loads(out)["gpu"]
+    assert (gpu["origin"], gpu["source"], gpu["compute_capability"]) == ("--gpu", "given", None)
+    _, out, _ = run(capsys, "--demo", "capacity", "memory", "--config", LLAMA, "--json")
+    gpu = json.loads(out)["gpu"]
+    assert (gpu["origin"], gpu["compute_capability"]) == ("NVML", [9, 0])
+
+
+@pytest.mark.parametrize(
+    ("argv", "subject", "needs", "has"),
+    [
+        (["--dtype", "bf16", "--gpu", "V100-32GB"], "bf16 compute", "8.0", "7.0"),
+        (["--mode", "infer", "--dtype", "fp8", "--gpu", "A100-80GB"], "fp8 compute", "8.9", "8.0"),
+        (["--dtype", "bf16", "--gpu", "Tesla T4"], "bf16 compute", "8.0", "7.5"),
+    ],
+)
+def test_a_dtype_the_gpu_lacks_is_a_warning_in_text_and_json(capsys, argv, subject, needs, has):
+    rc, out, _ = run(capsys, "memory", "--config", LLAMA, *argv)
+    assert rc == 0
+    assert f"Precision on this GPU (compute capability {has}):" in out
+    assert f"warning: {subject} needs compute capability {needs}" in out
+    assert f"this GPU has {has}" in out
+    rc, out, _ = run(capsys, "memory", "--config", LLAMA, *argv, "--json")
+    (check,) = json.loads(out)["precision_checks"]
+    assert (check["subject"], check["needs"], check["severity"]) == (subject, needs, "warning")
+    assert check["instead"] and check["source"].startswith("https://")
+
+
+def test_a_dtype_the_gpu_has_says_nothing(capsys):
+    for gpu in ("H100", "A100-80GB", "L4"):
+        _, out, _ = run(capsys, "memory", "--config", LLAMA, "--dtype", "bf16", "--gpu", gpu)
+        assert "Precision" not in out, gpu

@@ -266,3 +266,21 @@ def test_an_unreadable_model_config_is_a_usage_error(capsys, tmp_path):
     rc = run_app(None, model_config=str(tmp_path / "missing.json"))
     assert rc == 2 and "no such file" in capsys.readouterr().err
     assert os.path.exists(tmp_path)
+
+
+def test_the_live_plan_checks_the_dtype_against_nvml_s_compute_capability(capacity_window):
+    """The compute capability NVML reports (nvmlDeviceGetCudaComputeCapability, read once by
+    the collector) reaches the plan: a bf16 job on a V100 gets the warning, on an H100 none."""
+    read = read_config_file(str(LLAMA)).read
+    snap = one_process(("python", "train.py", "--bf16"))
+    g = snap.gpus[0]
+    v100 = replace(
+        g, static=replace(g.static, name="Tesla V100-SXM2-32GB", compute_capability=(7, 0))
+    )
+    jp = job_plan(replace(snap, gpus=(v100,)), read)
+    assert jp.doc["gpu"]["compute_capability"] == (7, 0)
+    (check,) = jp.doc["precision_checks"]
+    assert check["subject"] == "bf16 compute" and "fp16 with a loss scaler" in check["instead"]
+    snaps, _, _ = capacity_window
+    jp = job_plan(snaps[-1], read)
+    assert jp.doc["gpu"]["compute_capability"] == (9, 0) and jp.doc["precision_checks"] == []

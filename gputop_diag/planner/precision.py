@@ -73,8 +73,9 @@ def _bf16(w: Workload) -> PrecisionCheck:
         "bf16 compute",
         BF16,
         "warning",
-        "no bf16 tensor cores: PyTorch runs bf16 without them (slowly, emulated through fp32), "
-        "FlashAttention-2 does not run, vLLM refuses bf16 (ValueError)",
+        "no bf16 tensor cores: PyTorch runs bf16 without them (slowly; "
+        "torch.cuda.is_bf16_supported(including_emulation=False) is False), FlashAttention-2 "
+        "does not run, vLLM refuses bf16 (ValueError)",
         instead,
         "https://github.com/vllm-project/vllm/issues/1284",
     )
