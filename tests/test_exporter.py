@@ -12,7 +12,6 @@ import time
 import urllib.request
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_diag import sim
@@ -24,23 +23,47 @@ PROMTOOL = shutil.which("promtool")
 GPUTOP_DIAG = [sys.executable, "-m", "gputop_diag"]  # the installed entry point
 
 
-def exposition(scenario: str, seconds: float = 5, faults: str = "", **kw) -> str:
-    sources = sim.build(scenario, faults=faults)
+def exposition(scenario: str, seconds: float = 5, faults: str = "", driver=None, **kw) -> str:
+    """What a scrape of the exporter serves after `seconds` of ticks (`TickMetrics.exposition`,
+    the text the server writes)."""
+    sources = sim.build(scenario, faults=faults, driver=driver)
     monitor = Monitor(sources)
     metrics = TickMetrics(window=window_of(monitor), source=f"simulator:{scenario}", **kw)
     tick = monitor.run_for(seconds, metrics.update)
     assert tick is not None
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics)
-    return generate_latest(registry).decode()
+    return metrics.exposition().decode()
 
 
 def samples(text: str) -> dict[str, list]:
+    """Samples by name, as the exposition names them. (prometheus-client's parser renames the
+    samples of a counter NAME whose TYPE line has no _total, dcgm-exporter's kind, NAME_total:
+    they are keyed by NAME here, as Prometheus stores them.)"""
+    exact = {
+        line.split()[2]
+        for line in text.splitlines()
+        if line.startswith("# TYPE ") and line.endswith(" counter")
+    }
     out: dict[str, list] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
+            name = fam.name if fam.name in exact and s.name == fam.name + "_total" else s.name
+            out.setdefault(name, []).append(s)
     return out
+
+
+def types(text: str) -> dict[str, str]:
+    """Each family's TYPE line."""
+    return {
+        line.split()[2]: line.split()[3] for line in text.splitlines() if line.startswith("# TYPE ")
+    }
+
+
+def helps(text: str) -> dict[str, str]:
+    return {
+        line.split(" ", 3)[2]: line.split(" ", 3)[3]
+        for line in text.splitlines()
+        if line.startswith("# HELP ")
+    }
 
 
 def promtool(text: str) -> subprocess.CompletedProcess:
@@ -52,25 +75,51 @@ def promtool(text: str) -> subprocess.CompletedProcess:
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian: prometheus)")
 @pytest.mark.parametrize("scenario", ["input-starved", "xid-app", "mig", "idle"])
 def test_promtool_accepts_the_exposition(scenario):
-    text = exposition(scenario, seconds=20, jobs=SlurmJobs(psutil=None, own_job="77"))
+    text = exposition(
+        scenario, seconds=20, jobs=SlurmJobs(psutil=None, own_job="77"), lint_clean=True
+    )
     p = promtool(text)
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+# What promtool's lint says of dcgm-exporter's own output, and so of ours by default: its model
+# label is camelCase, its counters lack _total, one counter's name holds "counter".
+DCGM_EXPORTERS_OWN_LINT = (
+    "label names should be written in 'snake_case' not 'camelCase'",
+    'counter metrics should have "_total" suffix',
+    "metric name should not include type 'counter'",
+)
+
+
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian: prometheus)")
 def test_dcgm_labels_are_what_promtool_lints_and_why_they_are_optional():
-    p = promtool(exposition("idle", seconds=1, dcgm_labels=True))
-    assert p.returncode != 0 and "camelCase" in p.stdout + p.stderr
+    """The default parses (exit 3: lint only, not 1) and promtool finds in it nothing but what
+    it finds in dcgm-exporter's own output; --lint-clean is clean."""
+    text = exposition("comm-bound", seconds=3, faults="vgpu:licensed")
+    p = promtool(text)
+    assert p.returncode == 3, p.stdout + p.stderr
+    problems = {line for line in (p.stdout + p.stderr).splitlines() if line.strip()}
+    assert problems
+    counters = {n for n, t in types(text).items() if t == "counter" and n.startswith("DCGM_")}
+    for line in problems:
+        name, _, what = line.partition(" ")
+        assert what in DCGM_EXPORTERS_OWN_LINT, line
+        if "counter" in what:
+            assert name in counters, line
+        else:
+            assert name.startswith("DCGM_") or name.startswith("gputop_diag_"), line
+    assert promtool(exposition("idle", seconds=1, lint_clean=True)).returncode == 0
 
 
 def test_dcgm_types_names_and_labels():
     text = exposition("comm-bound", seconds=3, jobs=SlurmJobs(psutil=None, own_job="9"))
     got = samples(text)
     assert "# TYPE DCGM_FI_DEV_GPU_UTIL gauge" in text
-    # DCGM's counters keep their names and go untyped (promtool wants counters to end in _total)
-    assert "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL untyped" in text
-    assert "DCGM_FI_DEV_PCIE_REPLAY_COUNTER" not in got  # (only its help text names it)
-    assert "# TYPE gputop_diag_pcie_replays_total counter" in text
+    # DCGM's counters keep their names and their type, as dcgm-exporter serves them
+    assert "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter" in text
+    assert "\nDCGM_FI_DEV_ECC_DBE_VOL_TOTAL{" in text
+    assert "# TYPE DCGM_FI_DEV_PCIE_REPLAY_COUNTER counter" in text
+    assert "gputop_diag_pcie_replays" not in text  # (only under --lint-clean)
     util = got["DCGM_FI_DEV_GPU_UTIL"]
     assert len(util) == 8
     labels = util[0].labels
@@ -79,11 +128,13 @@ def test_dcgm_types_names_and_labels():
         "UUID",
         "pci_bus_id",
         "device",
-        "model_name",
-        "Hostname",
+        "modelName",
+        "hostname",
+        "DCGM_FI_DRIVER_VERSION",
         "hpc_job",
     }
     assert labels["device"] == f"nvidia{labels['gpu']}"
+    assert labels["DCGM_FI_DRIVER_VERSION"] == "570.124.06"  # the scenario's driver
     assert labels["UUID"].startswith("GPU-") and labels["hpc_job"] == "9"
     assert all(0 <= s.value <= 1 for s in got["DCGM_FI_PROF_SM_ACTIVE"])
     assert all(s.value > 1e6 for s in got["DCGM_FI_PROF_NVLINK_TX_BYTES"])  # bytes per second
@@ -124,7 +175,8 @@ def test_xids_are_counted_by_code_and_the_last_is_dcgms_gauge():
 def test_sanitize_drops_identifying_labels_and_the_host_name():
     text = exposition("input-starved", seconds=3, sanitize=True)
     assert "gpu-node-07" not in text and "GPU-" not in text and "00000000:" not in text
-    assert "Hostname=" not in text and "UUID=" not in text and "pci_bus_id=" not in text
+    assert "hostname=" not in text and "UUID=" not in text and "pci_bus_id=" not in text
+    assert "Hostname=" not in exposition("idle", seconds=1, sanitize=True, host_label="Hostname")
     # the runtimes' thread names stay (the classifier reads them), a script's own does not
     assert 'name="pt_data_worker"' in text and 'name="pt_main_thread"' in text
     metrics = TickMetrics(sanitize=True)

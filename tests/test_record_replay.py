@@ -143,6 +143,7 @@ def every_field_snapshot() -> Snapshot:
         enc_util_pct=0.0,
         dec_util_pct=1e-9,
         power_w=612.3456789012345,
+        energy_mj=2**40,
         temperature_c=71,
         fan_speed_pct=43,
         memory_temperature_c=80.5,
@@ -166,7 +167,8 @@ def every_field_snapshot() -> Snapshot:
         remapped_rows_unc=7,
         remap_pending=True,
         remap_failure=True,
-        gpm=GpmMetrics(91.0, 55.5, 33.25, 12.0, 1.0, 2.0, 3.0),
+        vgpu_licensed=False,
+        gpm=GpmMetrics(91.0, 55.5, 33.25, 12.0, 1.0, 2.0, 3.0, 97.5),
         util_samples=(100.0, 0.0, 50, 99.5),
         mig_instances=(
             MigInstance(1, 0, "MIG-1c2d/1/0", 1, 0, 40192 * 2**20, 12 * 2**20, "3g.40gb"),

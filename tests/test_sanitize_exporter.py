@@ -22,7 +22,6 @@ import time
 import urllib.request
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from test_sanitize_planted import Corpus, build_case, planted, run, sanity
 
@@ -62,7 +61,7 @@ def plant_names(plant: Plant, corpus: Corpus) -> list[str]:
 
 
 def args(**kw) -> argparse.Namespace:
-    return argparse.Namespace(**{"sanitize": True, "dcgm_labels": False, **kw})
+    return argparse.Namespace(**{"sanitize": True, **kw})
 
 
 def exposition(scenario: str, seconds: float, **kw) -> str:
@@ -71,9 +70,7 @@ def exposition(scenario: str, seconds: float, **kw) -> str:
     monitor = Monitor(feed)
     metrics = tick_metrics(args(**kw), feed, monitor, monitor.tick())
     monitor.run_for(seconds, metrics.update)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics)
-    return generate_latest(registry).decode()
+    return metrics.exposition().decode()
 
 
 def label_values(text: str) -> dict[str, set[str]]:
@@ -90,10 +87,10 @@ def useful(text: str) -> None:
     names = {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
     assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "gputop_diag_bottleneck"} <= names
     labels = label_values(text)
-    assert labels["model_name"] == {MODEL}
+    assert labels["modelName"] == {MODEL}
     assert set(RUNTIME_NAMES) <= labels["name"]
     assert labels["class"] == {"input_pipeline"}
-    assert not {"Hostname", "UUID", "pci_bus_id", "hpc_job"} & labels.keys()
+    assert not {"hostname", "Hostname", "UUID", "pci_bus_id", "hpc_job"} & labels.keys()
     figures = [
         s.value
         for fam in text_string_to_metric_families(text)
@@ -173,7 +170,7 @@ def test_the_exporter_command_serves_nothing_planted(tmp_path):
         assert corpus.survivors(text) == [], (where, corpus.survivors(text))
         assert not [n for n in names if n in text]
     for text in (first, second):
-        assert f'model_name="{MODEL}"' in text
+        assert f'modelName="{MODEL}"' in text
         assert "DCGM_FI_DEV_GPU_UTIL{" in text and "gputop_diag_bottleneck{" in text
     assert 'name="other"' in second and 'name="pt_data_worker"' in second  # CPU: two samples
 

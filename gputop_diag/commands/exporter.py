@@ -22,6 +22,10 @@ from .options import add_time_options, time_problem
 # dcgm-exporter's variable for its HPC job mapping directory (`prometheus/owners.py`); named
 # here so that parsing the options imports nothing of the exporter's.
 HPC_JOB_MAPPING_ENV = "DCGM_HPC_JOB_MAPPING_DIR"
+# dcgm-exporter's host label, and its spelling before NVIDIA/dcgm-exporter#655 (as
+# `prometheus/dcgm_fields.py` HOST_LABELS; named here so that parsing the options imports nothing
+# of the exporter's).
+HOST_LABELS = ("hostname", "Hostname")
 DEFAULT_LISTEN = ":9401"  # dcgm-exporter listens on :9400; both can run on one node
 REPLAY = False
 
@@ -41,12 +45,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "to match",
     )
     p.add_argument(
-        "--dcgm-labels",
+        "--lint-clean",
         action="store_true",
-        help="name the GPU model label modelName, exactly as dcgm-exporter does (for its "
-        "dashboards); by default it is model_name, since promtool's lint rejects camelCase "
-        "label names",
+        help="serve what promtool check metrics accepts instead of dcgm-exporter's exact output: "
+        "the GPU model label model_name (not modelName), DCGM's counters untyped (their names "
+        "lack _total), the PCIe replay count as gputop_diag_pcie_replays_total (not "
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER). Dashboards written for dcgm-exporter need the default",
     )
+    p.add_argument(
+        "--hostname-label",
+        choices=HOST_LABELS,
+        default=HOST_LABELS[0],
+        help="the name of the host label: hostname (default), as dcgm-exporter names it since "
+        "NVIDIA/dcgm-exporter#655, or Hostname, as its earlier releases did (for dashboards and "
+        "alerts written for those; docs/fleet.md shows how to relabel instead)",
+    )
+    # The earlier opt-in for modelName, now the default: accepted, changes nothing.
+    p.add_argument("--dcgm-labels", action="store_true", help=argparse.SUPPRESS)
     p.add_argument(
         "-k",
         "--kubernetes",
@@ -81,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sanitize",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="drop every identifying label (Hostname, UUID, pci_bus_id; hpc_job too, unless "
+        help="drop every identifying label (hostname, UUID, pci_bus_id; hpc_job too, unless "
         "-k, --owner-info or --hpc-job-mapping-dir asks for it: then hpc_job, and the pod, "
         "namespace and container labels, carry pseudonyms such as job-7j4k, keyed per run: "
         "they change when the exporter restarts) and name threads and helpers 'other' unless "
@@ -100,7 +115,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace, feed: Sources) -> int:
-    from prometheus_client import CollectorRegistry, start_http_server
+    from ..prometheus.serve import start_server
 
     try:
         addr, port = parse_listen(args.listen)
@@ -121,12 +136,10 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
             return EXIT_NO_GPU
         metrics = tick_metrics(args, feed, monitor, tick)
         metrics.update(tick)
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(metrics)
         # Before the server answers: a service manager may stop it as soon as it is scraped.
         signals = stack.enter_context(StopSignals())
         try:
-            server, _ = start_http_server(port, addr=addr, registry=registry)
+            server, _ = start_server(port, addr, metrics)
         except OSError as e:
             print(
                 f"gputop-diag: cannot listen on {args.listen}: {e.strerror or e}; choose another "
@@ -165,7 +178,8 @@ def tick_metrics(args: argparse.Namespace, feed: Sources, monitor: Monitor, tick
         hpc_jobs=HpcJobMapping(mapping_dir) if mapping_dir else None,
         sanitize=sanitize,
         sanitizer=seeded_sanitizer(feed, [tick.snapshot]) if sanitize else None,
-        dcgm_labels=args.dcgm_labels,
+        lint_clean=getattr(args, "lint_clean", False),
+        host_label=getattr(args, "hostname_label", HOST_LABELS[0]),
         jobs=SlurmJobs(feed.psutil),
         source=f"simulator:{feed.scenario}" if feed.simulated else "nvml",
         window=window_of(monitor),

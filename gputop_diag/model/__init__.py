@@ -82,6 +82,7 @@ class GpmMetrics:
     fp16_util_pct: float | None = None
     fp32_util_pct: float | None = None
     fp64_util_pct: float | None = None
+    graphics_util_pct: float | None = None  # any graphics or compute engine busy (GR engine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,7 @@ class GpuState:
     dec_util_pct: float | None = None
     # power, thermal, clocks
     power_w: float | None = None
+    energy_mj: int | None = None  # energy used since the driver was loaded, millijoules
     temperature_c: float | None = None
     fan_speed_pct: int | None = None  # of the fans' top speed; None: no fans (SXM boards), n/a
     memory_temperature_c: float | None = None
@@ -142,6 +144,9 @@ class GpuState:
     remapped_rows_unc: int | None = None
     remap_pending: bool | None = None
     remap_failure: bool | None = None
+    # a vGPU inside a virtual machine: whether its license is held; None on bare metal,
+    # passthrough and the hypervisor's own view
+    vgpu_licensed: bool | None = None
     gpm: GpmMetrics | None = None
     # The driver's own busy-time samples since the previous tick (nvmlDeviceGetSamples with
     # NVML_GPU_UTILIZATION_SAMPLES: one every ~1/6 s), oldest first, percent. Empty where the

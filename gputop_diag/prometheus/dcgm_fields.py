@@ -1,19 +1,23 @@
 """dcgm-exporter's vocabulary: the metric names, types, units and labels we export and read back.
 
-Names, types and help texts follow NVIDIA/dcgm-exporter `etc/default-counters.csv` and
-`etc/dcp-metrics-included.csv`; fields outside those two files keep their DCGM field name from
-`dcgm_fields.h` (`DCGM_FI_DEV_FB_TOTAL`, `DCGM_FI_DEV_ENFORCED_POWER_LIMIT`, ...). Units are
-DCGM's: memory in MiB, power in W, clocks in MHz, temperatures in °C, utilization in percent,
-the profiling (DCP) activities as ratios 0-1, PCIe and NVLink throughput in bytes per second.
+Names, types and help texts follow NVIDIA/dcgm-exporter `etc/default-counters.csv` (all 25 of
+its counters) and `etc/dcp-metrics-included.csv`
+(https://github.com/NVIDIA/dcgm-exporter/blob/main/etc/default-counters.csv); fields outside
+those two files keep their DCGM field name from `dcgm_fields.h` (`DCGM_FI_DEV_FB_TOTAL`,
+`DCGM_FI_DEV_ENFORCED_POWER_LIMIT`, ...). Units are DCGM's: memory in MiB, power in W, energy in
+mJ, clocks in MHz, temperatures in °C, utilization in percent, the profiling (DCP) activities as
+ratios 0-1, PCIe and NVLink throughput in bytes per second.
 
 Each `Field` says how to read its value off a `GpuState` (the exporter) and where the value goes
 back into one (the fleet reader), so the two directions cannot drift apart.
 
-DCGM declares some fields as counters whose names do not end in `_total`
-(`DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`, `..._REMAPPED_ROWS`). `promtool check metrics` rejects a
-counter without that suffix, so those are exposed untyped, under DCGM's exact name and value;
-`DCGM_FI_DEV_PCIE_REPLAY_COUNTER` is rejected under any type (its name holds "counter"), so the
-replay count is exported as `gputop_diag_pcie_replays_total` instead.
+DCGM declares some fields counters whose names do not end in `_total`
+(`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, `..._REMAPPED_ROWS`) and one whose name holds "counter"
+(`DCGM_FI_DEV_PCIE_REPLAY_COUNTER`). They are exported as dcgm-exporter exports them, `# TYPE
+... counter` under DCGM's exact name, so a dashboard or alert written for dcgm-exporter reads
+them unchanged; `promtool check metrics` lints them (as it lints dcgm-exporter's own output).
+`exporter --lint-clean` gives what the lint accepts instead: those counters untyped, the replay
+count as `gputop_diag_pcie_replays_total`, the model label `model_name`.
 """
 
 from __future__ import annotations
@@ -25,12 +29,20 @@ from ..collect.nvml.collector import CLOCK_EVENT_REASONS
 from ..collect.nvml.collector import decode_clock_reasons as decode_nvml_reasons
 from ..model import MIB, GpuState, MigInstance
 
-# dcgm-exporter's per-GPU labels (pkg/dcgmexporter: gpu, UUID, pci_bus_id, device, modelName,
-# Hostname), and its label for the HPC job that holds a GPU (--hpc-job-mapping-dir).
-GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+# dcgm-exporter's per-GPU labels (internal/pkg/rendermetrics/render_metrics.go: gpu, UUID,
+# pci_bus_id, device, modelName, hostname), then each "label" field of its counter file as a label
+# of its own (DCGM_FI_DRIVER_VERSION, in default-counters.csv), and its label for the HPC job that
+# holds a GPU (--hpc-job-mapping-dir).
+HOST_LABEL = "hostname"
+# dcgm-exporter named it `Hostname` until NVIDIA/dcgm-exporter#655 (merged 2026-05-12, after
+# release 4.5.3-4.8.2); `exporter --hostname-label Hostname` keeps the old spelling, and the fleet
+# reader takes either.
+HOST_LABEL_BEFORE_655 = "Hostname"
+HOST_LABELS = (HOST_LABEL, HOST_LABEL_BEFORE_655)
+DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
+GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", HOST_LABEL, DRIVER_LABEL)
 # promtool's lint rejects camelCase label names (`modelName`), as it rejects dcgm-exporter's own
-# output: the exporter names the GPU model `model_name` unless asked for dcgm-exporter's exact
-# labels (`exporter --dcgm-labels`). The fleet reader takes either.
+# output: `exporter --lint-clean` names the GPU model `model_name`. The fleet reader takes either.
 MODEL_LABEL = "modelName"
 MODEL_LABEL_LINT_CLEAN = "model_name"
 JOB_LABEL = "hpc_job"
@@ -39,7 +51,7 @@ JOB_LABEL = "hpc_job"
 MIG_PROFILE_LABEL = "GPU_I_PROFILE"
 MIG_ID_LABEL = "GPU_I_ID"
 # Labels that identify a machine or a device: dropped under --sanitize.
-IDENTIFYING_LABELS = ("UUID", "pci_bus_id", "Hostname", JOB_LABEL)
+IDENTIFYING_LABELS = ("UUID", "pci_bus_id", *HOST_LABELS, JOB_LABEL)
 
 # The clock-reason bitmask: DCGM's DCGM_CLOCKS_EVENT_REASON_* bits are a 1:1 map of NVML's, so
 # the collector's table decodes both.
@@ -80,6 +92,12 @@ def _flag(v: bool | None) -> float | None:
     return None if v is None else float(v)
 
 
+def _nvlink_mb_s(g: GpuState) -> float | None:
+    if g.nvlink_tx_kib_s is None or g.nvlink_rx_kib_s is None:
+        return None
+    return (g.nvlink_tx_kib_s + g.nvlink_rx_kib_s) * 1024 / 1e6
+
+
 @dataclass(frozen=True, slots=True)
 class Field:
     """One dcgm-exporter metric: name, DCGM's type, help, how to read it off a GpuState, and
@@ -93,10 +111,10 @@ class Field:
     target: str
     scale: float = 1.0  # model value = DCGM value * scale
 
-    @property
-    def exposed_type(self) -> str:
-        """The TYPE line we write: DCGM's counters go untyped (see the module docstring)."""
-        return "unknown" if self.kind == "counter" else self.kind
+    def exposed_type(self, lint_clean: bool = False) -> str:
+        """The TYPE line we write: DCGM's own, or under `lint_clean` its counters untyped (see
+        the module docstring)."""
+        return "unknown" if lint_clean and self.kind == "counter" else self.kind
 
 
 def _attr(name: str) -> Callable[[GpuState], float | None]:
@@ -141,6 +159,8 @@ FIELDS: tuple[Field, ...] = (
     # power, clocks, temperature
     Field("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", _attr("power_w"),
           "power_w"),
+    Field("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+          "Total energy consumption since boot (in mJ).", _attr("energy_mj"), "energy_mj"),
     Field("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge",
           "Power limit the driver enforces after all limiters (in W).",
           _static("power_limit_w"), "static.power_limit_w"),
@@ -177,6 +197,16 @@ FIELDS: tuple[Field, ...] = (
           "data payloads - in bytes per second.",
           lambda g: None if g.pcie_rx_kbps is None else g.pcie_rx_kbps * 1000.0,
           "pcie_rx_kbps", 1e-3),
+    # Not under --lint-clean: promtool rejects a name holding "counter" under any type.
+    Field("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
+          _attr("pcie_replay_count"), "pcie_replay_count"),
+    # DCGM types it a counter, but its value is a rate: the traffic of every link, both ways
+    # (NVIDIA/dcgm-exporter#195, #472; measured against nvidia-smi in
+    # KempnerInstitute/kempnerpulse#10: MB/s). Ours: NVML's data counters of every link
+    # (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX + _RX) over the last tick, in MB/s.
+    Field("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+          "Total number of NVLink bandwidth counters for all lanes.", _nvlink_mb_s,
+          "nvlink_total_mb_s"),
     Field("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge",
           "The rate of data transmitted over NVLink, not including protocol headers, in bytes "
           "per second.",
@@ -187,7 +217,10 @@ FIELDS: tuple[Field, ...] = (
           "second.",
           lambda g: None if g.nvlink_rx_kib_s is None else g.nvlink_rx_kib_s * 1024.0,
           "nvlink_rx_kib_s", 1 / 1024),
-    # profiling (DCP): ratios 0-1
+    # profiling (DCP): ratios 0-1. GR engine active is the one that works per MIG instance in
+    # DCGM; ours is NVML's GPM (Hopper and newer), absent elsewhere.
+    Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
+          _gpm("graphics_util_pct"), "gpm.graphics_util_pct", 100.0),
     Field("DCGM_FI_PROF_SM_ACTIVE", "gauge",
           "The ratio of cycles an SM has at least 1 warp assigned.", _gpm("sm_util_pct"),
           "gpm.sm_util_pct", 100.0),
@@ -232,6 +265,9 @@ FIELDS: tuple[Field, ...] = (
           lambda g: _flag(g.remap_failure), "remap_failure"),
     Field("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Whether remapping of rows is pending",
           lambda g: _flag(g.remap_pending), "remap_pending"),
+    # 1 licensed, 0 not; only on a vGPU inside a virtual machine (`collect/nvml/extras.py`)
+    Field("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status",
+          lambda g: _flag(g.vgpu_licensed), "vgpu_licensed"),
 )  # fmt: skip
 
 # Filled by the exporter from its own state, not read off one GpuState.
@@ -250,6 +286,8 @@ BY_NAME: dict[str, Field] = {f.name: f for f in (*FIELDS, XID_FIELD)}
 BY_NAME[CLOCK_REASONS_ALIASES[1]] = BY_NAME[CLOCK_REASONS_ALIASES[0]]
 GPM_FIELDS = tuple(f.name for f in FIELDS if f.target.startswith("gpm."))
 NVLINK_FIELDS = ("DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES")
+# Exported under dcgm-exporter's own names only: promtool rejects the name under any type.
+NOT_LINT_CLEAN = frozenset({"DCGM_FI_DEV_PCIE_REPLAY_COUNTER"})
 
 
 def _mig_used(m: MigInstance) -> float | None:

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .. import __version__
@@ -30,6 +31,8 @@ from ..sanitize.snapshot import learn_snapshots
 from .dcgm_fields import (
     FIELDS,
     GPU_LABELS,
+    HOST_LABEL,
+    HOST_LABELS,
     IDENTIFYING_LABELS,
     JOB_LABEL,
     MIG_FIELDS,
@@ -37,6 +40,7 @@ from .dcgm_fields import (
     MIG_PROFILE_LABEL,
     MODEL_LABEL,
     MODEL_LABEL_LINT_CLEAN,
+    NOT_LINT_CLEAN,
     XID_FIELD,
     Field,
     mig_profile,
@@ -50,11 +54,11 @@ NAMES_CACHED = 4096  # thread and helper names judged under --sanitize, remember
 OTHER = "other"  # a thread's or helper's name under --sanitize when it is not a runtime's
 
 
-def _family(f: Field, labels: Sequence[str]) -> Metric:
-    if f.exposed_type == "gauge":
+def _family(f: Field, labels: Sequence[str], lint_clean: bool) -> Metric:
+    if f.exposed_type(lint_clean) == "gauge":
         return GaugeMetricFamily(f.name, f.help, labels=labels)
-    # DCGM's counters go untyped under their exact names (promtool rejects a counter whose name
-    # does not end in _total); see `dcgm_fields.py`.
+    # DCGM's counters keep their exact names: written untyped here, and typed `counter` by
+    # `TickMetrics.exposition` (prometheus-client would name a counter's samples NAME_total).
     return Metric(f.name, f.help, "unknown")
 
 
@@ -109,7 +113,9 @@ class TickMetrics:
         self,
         *,
         sanitize: bool = False,
-        dcgm_labels: bool = False,
+        lint_clean: bool = False,
+        host_label: str = HOST_LABEL,
+        dcgm_labels: bool | None = None,
         jobs: SlurmJobs | None = None,
         source: str = "nvml",
         window: Callable[[], Sequence[Snapshot]] | None = None,
@@ -133,10 +139,24 @@ class TickMetrics:
         self._shown = ShownOwners(self.sanitizer)
         self._shown_names: dict[str, str] = {}
         self._learned_pids: frozenset[int] = frozenset()
-        self.gpu_label_names = (
-            GPU_LABELS
-            if dcgm_labels
-            else tuple(MODEL_LABEL_LINT_CLEAN if n == MODEL_LABEL else n for n in GPU_LABELS)
+        # dcgm-exporter's names and types (the default), or what promtool's lint accepts
+        # (`exporter --lint-clean`: model_name, DCGM's counters untyped). `dcgm_labels=True`
+        # asked for dcgm-exporter's spelling when it was not the default: it changes nothing.
+        self.lint_clean = lint_clean and not dcgm_labels
+        if host_label not in HOST_LABELS:
+            raise ValueError(f"host label {host_label!r}: expected one of {HOST_LABELS}")
+        self.host_label = host_label
+        self.gpu_label_names = tuple(
+            MODEL_LABEL_LINT_CLEAN
+            if n == MODEL_LABEL and self.lint_clean
+            else host_label
+            if n == HOST_LABEL
+            else n
+            for n in GPU_LABELS
+        )
+        # DCGM's counters, untyped in `collect()`, typed `counter` in `exposition()`
+        self.counter_names: frozenset[str] = frozenset(
+            f.name for f in FIELDS if not self.lint_clean and f.exposed_type() == "counter"
         )
         self.jobs = jobs
         # Every probe file of this user, not only the GPU processes' (`exporter --all-probes`).
@@ -155,6 +175,16 @@ class TickMetrics:
 
     def describe(self) -> Iterable[Metric]:
         return []
+
+    def exposition(self) -> bytes:
+        """The newest families in Prometheus' text format (0.0.4), as dcgm-exporter serves
+        them: DCGM's counters as `# TYPE NAME counter` with samples named NAME. (prometheus-client
+        writes a counter NAME's TYPE line as NAME_total, and OpenMetrics wants its samples named
+        NAME_total: neither would match a dashboard written for dcgm-exporter.)"""
+        text = generate_latest(self).decode()
+        for name in self.counter_names:
+            text = text.replace(f"# TYPE {name} untyped\n", f"# TYPE {name} counter\n", 1)
+        return text.encode()
 
     # -- one tick ---------------------------------------------------------------------------------
     def update(self, tick: Tick) -> None:
@@ -200,7 +230,9 @@ class TickMetrics:
         out: list[Metric] = []
         live = [g for g in snap.gpus if not g.lost]
         for f in FIELDS:
-            m = _family(f, gpu_names)
+            if self.lint_clean and f.name in NOT_LINT_CLEAN:
+                continue
+            m = _family(f, gpu_names, self.lint_clean)
             for g in live:
                 v = f.get(g)
                 for labels in gpu_labels[g.index]:
@@ -219,10 +251,10 @@ class TickMetrics:
         out += self._own_gpu(snap, gpu_names, gpu_labels)
         if self.owner_info:
             out.append(self._owner_info(snap, full_sets))
-        node_names = self._keep(("Hostname", JOB_LABEL))
+        node_names = self._keep((self.host_label, JOB_LABEL))
         jobs = (f[JOB_LABEL] for fs in full_sets.values() for f in fs[:1])
         main_job = Counter(j for j in jobs if j).most_common(1)
-        node_full = {"Hostname": host, JOB_LABEL: main_job[0][0] if main_job else ""}
+        node_full = {self.host_label: host, JOB_LABEL: main_job[0][0] if main_job else ""}
         node_labels = [node_full[n] for n in node_names]
         out += self._verdict(tick, node_names, node_labels)
         out += self._host(snap, node_names, node_labels)
@@ -271,7 +303,8 @@ class TickMetrics:
         self._mapped = self.hpc_jobs.read() if self.hpc_jobs is not None else {}
         out: dict[int, list[dict[str, str]]] = {}
         for g in snap.gpus:
-            full = dict(zip(self.gpu_label_names, _gpu_label_values(g, host), strict=True))
+            values = _gpu_label_values(g, host, snap.system.driver_version)
+            full = dict(zip(self.gpu_label_names, values, strict=True))
             for n in (MODEL_LABEL, MODEL_LABEL_LINT_CLEAN):  # NVML's words: sanitized too
                 if n in full:
                     full[n] = self._text(full[n])
@@ -329,8 +362,8 @@ class TickMetrics:
         )
         replays = CounterMetricFamily(
             PREFIX + "pcie_replays",
-            "PCIe replays (DCGM_FI_DEV_PCIE_REPLAY_COUNTER; renamed: promtool rejects a name "
-            "holding 'counter').",
+            "PCIe replays (DCGM_FI_DEV_PCIE_REPLAY_COUNTER under --lint-clean, which drops that "
+            "name: promtool rejects a name holding 'counter').",
             labels=names,
         )
         xids = CounterMetricFamily(
@@ -342,12 +375,12 @@ class TickMetrics:
         for g in snap.gpus:
             for lab in labels[g.index]:
                 lost.add_metric(lab, float(g.lost))
-                if not g.lost and g.pcie_replay_count is not None:
+                if self.lint_clean and not g.lost and g.pcie_replay_count is not None:
                     replays.add_metric(lab, float(g.pcie_replay_count))
         for (gpu, code), n in sorted(self._xid_counts.items()):
             for lab in labels.get(gpu, ()):
                 xids.add_metric([*lab, str(code)], float(n))
-        return [lost, replays, xids]
+        return [lost, replays, xids] if self.lint_clean else [lost, xids]
 
     def _verdict(self, tick: Tick, names: list[str], labels: list[str]) -> list[Metric]:
         d = tick.diagnosis
@@ -493,7 +526,8 @@ class TickMetrics:
         return shown
 
 
-def _gpu_label_values(g: GpuState, host: str) -> tuple[str, ...]:
+def _gpu_label_values(g: GpuState, host: str, driver: str | None) -> tuple[str, ...]:
+    """In the order of `GPU_LABELS`."""
     st = g.static
     return (
         str(g.index),
@@ -502,6 +536,7 @@ def _gpu_label_values(g: GpuState, host: str) -> tuple[str, ...]:
         f"nvidia{g.index}",  # dcgm-exporter: "nvidia" + the GPU's index, not its minor number
         st.name or "",
         host,
+        driver or "",  # DCGM_FI_DRIVER_VERSION; an empty label is no label to Prometheus
     )
 
 

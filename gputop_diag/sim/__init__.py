@@ -144,7 +144,9 @@ def apply_faults(machine: SimMachine, spec: str) -> None:
     - `lose:GPU[@SECONDS]`: the GPU falls off the bus now or SECONDS into the scenario;
     - `foreign-event-handles`: Xid events carry device handles never looked up;
     - `module:VERSION`: the loaded kernel module is VERSION while the user-space library stays
-      the scenario's (NVML: "Driver/library version mismatch"); `module:none`: not loaded.
+      the scenario's (NVML: "Driver/library version mismatch"); `module:none`: not loaded;
+    - `vgpu:licensed` / `vgpu:unlicensed`: the machine is a virtual machine whose GPUs are vGPUs,
+      holding their license or not.
     """
     for item in filter(None, (x.strip() for x in spec.split(","))):
         if item == "foreign-event-handles":
@@ -153,6 +155,8 @@ def apply_faults(machine: SimMachine, spec: str) -> None:
         kind, sep, rest = item.partition(":")
         if sep and kind == "module":
             machine.module_version = None if rest.strip().lower() == "none" else rest.strip()
+        elif sep and kind == "vgpu" and rest.strip() in ("licensed", "unlicensed"):
+            machine.vgpu = rest.strip()
         elif sep and kind == "hang":
             fn, _, gpu = rest.partition("@")
             machine.hang(fn, int(gpu) if gpu else None)

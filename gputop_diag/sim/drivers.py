@@ -44,6 +44,8 @@ SYMBOL_SINCE: dict[str, int] = {
     "nvmlDeviceGetRemappedRows": 460,
     # memory with `reserved` (CUDA 11.6)
     "nvmlDeviceGetMemoryInfo_v2": 510,
+    # vGPU licensable features with the license's expiry (CUDA 11.4)
+    "nvmlDeviceGetGridLicensableFeatures_v4": 470,
     # GPU Performance Monitoring (CUDA 12.0)
     "nvmlGpmQueryDeviceSupport": 525,
     "nvmlGpmSampleAlloc": 525,

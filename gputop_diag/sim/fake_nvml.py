@@ -267,8 +267,21 @@ class FakeNvml(NvmlExtras):
 
     @nvml_api
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
-        g = self._g(handle)  # an estimate: as if the current draw had held since boot
-        return int(g["power_w"] * (self._m.clock.now() - self._m.boot_time) * 1000)
+        """Millijoules since the driver loaded (Volta and newer): the first call counts the
+        time since boot at the current draw, each later one adds the draw times the simulated
+        time since the previous call, so the counter never goes back."""
+        self._no_mig_handle(handle)
+        if tuple(self._sim(handle).model["cc"]) < (7, 0):
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+        gi, now = self._index(handle), self._m.clock.now()
+        watts = self._g(handle)["power_w"]
+        last = self._energy.get(gi)
+        if last is None:
+            mj = watts * (now - self._m.boot_time) * 1000
+        else:
+            mj = last[1] + watts * max(0.0, now - last[0]) * 1000
+        self._energy[gi] = (max(now, last[0]) if last else now, mj)
+        return int(mj)
 
     @nvml_api
     def nvmlDeviceGetFanSpeed(self, handle):
@@ -343,7 +356,44 @@ class FakeNvml(NvmlExtras):
 
     @nvml_api
     def nvmlDeviceGetPcieReplayCounter(self, handle):
-        return 0
+        self._no_mig_handle(handle)
+        return self._pcie_replays(self._index(handle))
+
+    def _pcie_replays(self, gi: int) -> int:
+        """The link's replays so far: none, unless a test or fault set some (`pcie_replays`)."""
+        return int(getattr(self._m, "pcie_replays", {}).get(gi, 0))
+
+    # -- virtualization ----------------------------------------------------------------------
+    def _vgpu(self) -> str | None:
+        """ "licensed" or "unlicensed" where the machine is a virtual machine with vGPUs (the
+        `vgpu:` fault), else None: bare metal."""
+        return getattr(self._m, "vgpu", None)
+
+    @nvml_api
+    def nvmlDeviceGetVirtualizationMode(self, handle):
+        self._index(handle)
+        if self._vgpu() is None:
+            return _real.NVML_GPU_VIRTUALIZATION_MODE_NONE
+        return _real.NVML_GPU_VIRTUALIZATION_MODE_VGPU
+
+    @nvml_api
+    def nvmlDeviceGetGridLicensableFeatures_v4(self, handle):
+        """A vGPU guest's one licensable feature (NVIDIA Virtual Compute Server), licensed or
+        not; NOT_SUPPORTED outside a vGPU guest."""
+        self._index(handle)
+        state = self._vgpu()
+        if state is None:
+            raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
+        got = _real.c_nvmlGridLicensableFeatures_v4_t()
+        got.isGridLicenseSupported = 1
+        got.licensableFeaturesCount = 1
+        f = got.gridLicensableFeatures[0]
+        f.featureCode = _real.NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE
+        f.featureEnabled = 1
+        f.featureState = int(state == "licensed")
+        f.productName = b"NVIDIA Virtual Compute Server"
+        f.licenseInfo = b"NVIDIA-Virtual-Compute-Server,8.0" if state == "licensed" else b""
+        return got
 
     # -- processes ---------------------------------------------------------------------------
     def _process_rows(self, handle, graphics: bool) -> list[tuple[int, int, int, int]]:

@@ -93,6 +93,7 @@ class NvmlBase:
                 self._by_addr[self._addr(mh)] = (i, k)
                 self._by_id[id(mh)] = (mh, self._addr(mh), i, k)
         self._gpm: dict[int | None, tuple[int | None, float]] = {}
+        self._energy: dict[int, tuple[float, float]] = {}  # GPU -> (time, mJ) of the last read
         self._event_sets: dict[int | None, dict] = {}
         self._lib = FakeLib(self)  # the C side of this stand-in
 

@@ -25,7 +25,15 @@ from ...model import CollectorError, GpuProcess, GpuState, GpuStatic, SystemInfo
 from ..owners import foreign_pids_notice, proc_is_the_hosts
 from . import errors as nvml_errors
 from .compat import NA, NvmlCompat
-from .extras import BusySampleReader, EventWatcher, GpmSampler, read_mig_instances, read_mig_static
+from .extras import (
+    BusySampleReader,
+    EventWatcher,
+    GpmSampler,
+    is_vgpu_guest,
+    read_mig_instances,
+    read_mig_static,
+    read_vgpu_license,
+)
 from .identity import bus_key, fill_identities
 from .query import GpuLost, Query, text, union_value
 from .static import ALL_LINKS, mig_handles, read_static
@@ -74,6 +82,7 @@ class _Gpu:
     nvlink_prev: tuple[float, int, int] | None = None
     proc_util_ts: int = 0
     migs: list[tuple[Any, Any]] = field(default_factory=list)
+    vgpu_guest: bool = False  # a vGPU in a virtual machine: its license status is read
 
     @property
     def live(self) -> bool:
@@ -230,6 +239,11 @@ class NvmlCollector:
             g.lost = True
             return
         g.handle = h
+        try:
+            g.vgpu_guest = is_vgpu_guest(self.q, n, g.index, h)
+        except GpuLost:
+            g.lost = True
+            return
         if g.static.mig_mode:
             g.migs = read_mig_static(self.q, g.index, mig_handles(self.q, g.index, h))
         if self._events is not None:
@@ -358,6 +372,7 @@ class NvmlCollector:
             enc_util_pct=float(enc[0]) if enc is not None else None,
             dec_util_pct=float(dec[0]) if dec is not None else None,
             power_w=power_mw / 1000.0 if power_mw is not None else None,
+            energy_mj=q(i, "nvmlDeviceGetTotalEnergyConsumption", h),
             temperature_c=q(i, "nvmlDeviceGetTemperature", h, n.NVML_TEMPERATURE_GPU),
             # A board without fans (SXM, passively cooled) answers NOT_SUPPORTED: None, and
             # the call is not made again (Query's skip list)
@@ -401,6 +416,7 @@ class NvmlCollector:
             remapped_rows_unc=rows[1] if rows is not None else None,
             remap_pending=bool(rows[2]) if rows is not None else None,
             remap_failure=bool(rows[3]) if rows is not None else None,
+            vgpu_licensed=read_vgpu_license(q, i, h) if g.vgpu_guest else None,
             gpm=gpm,
             util_samples=self._busy.read(i, h),
             mig_instances=read_mig_instances(q, i, g.migs),

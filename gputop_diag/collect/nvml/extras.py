@@ -130,6 +130,8 @@ GPM_METRICS = (
     ("fp16_util_pct", "NVML_GPM_METRIC_FP16_UTIL"),
     ("fp32_util_pct", "NVML_GPM_METRIC_FP32_UTIL"),
     ("fp64_util_pct", "NVML_GPM_METRIC_FP64_UTIL"),
+    # any graphics or compute engine busy: DCGM_FI_PROF_GR_ENGINE_ACTIVE
+    ("graphics_util_pct", "NVML_GPM_METRIC_GRAPHICS_UTIL"),
 )
 GPM_MIN_INTERVAL_S = 0.1  # NVML needs the two samples at least 100 ms apart
 
@@ -265,6 +267,28 @@ class BusySampleReader:
             if ts > since and v is not None and 0 <= v <= 100:  # drop the driver's odd values
                 values.append(float(v))
         return tuple(values[-MAX_BUSY_SAMPLES_PER_TICK:])
+
+
+def is_vgpu_guest(q: Query, nvml: Any, i: int, h: Any) -> bool:
+    """Whether GPU i is a vGPU inside a virtual machine (NVML_GPU_VIRTUALIZATION_MODE_VGPU), the
+    one place its license status means anything; read once. Raises GpuLost."""
+    mode = q(i, "nvmlDeviceGetVirtualizationMode", h)
+    vgpu = getattr(nvml, "NVML_GPU_VIRTUALIZATION_MODE_VGPU", None)
+    return mode is not None and vgpu is not None and mode == vgpu
+
+
+def read_vgpu_license(q: Query, i: int, h: Any) -> bool | None:
+    """Whether a vGPU guest holds its license: a feature the guest enabled is licensed
+    (`nvmlDeviceGetGridLicensableFeatures_v4`, featureEnabled and featureState non-zero: NVML API
+    reference, nvmlGridLicensableFeature_t). None where the driver cannot say. Raises GpuLost."""
+    got = q(i, "nvmlDeviceGetGridLicensableFeatures_v4", h)
+    if got is None:
+        return None
+    if not got.isGridLicenseSupported:
+        return None
+    count = min(int(got.licensableFeaturesCount), len(got.gridLicensableFeatures))
+    feats = [got.gridLicensableFeatures[k] for k in range(count)]
+    return any(f.featureEnabled and f.featureState for f in feats)
 
 
 def read_mig_static(q: Query, parent: int, handles: list[Any]) -> list[tuple[Any, MigInstance]]:
