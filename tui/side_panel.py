@@ -7,7 +7,9 @@ strip expanded over the pane (`p` under 100 columns).
 Over SSH the bytes written are the cost, and a median moving by 1 % is not news: the panel
 repaints at once when the verdict, the alerts or the layout change, or when a figure moves
 materially (5 points of a percentage, 10 % of anything else); otherwise at most every 30 s.
-Figures held since an earlier tick carry their age, so a figure is never stale unmarked.
+Figures held since an earlier tick carry their age: the time since the current tick last said
+the same (a held figure the latest tick repeats word for word is current, not old), so a figure
+is never stale unmarked and never marked stale while it is current.
 """
 
 from __future__ import annotations
@@ -468,6 +470,7 @@ class SidePanel(VerticalScroll):
         self._shown_figures: tuple[Evidence, ...] = ()
         self._shown_checks: tuple[str, ...] = ()
         self._shown_at = 0.0
+        self._confirmed_at = 0.0  # when the latest tick last said what the panel shows
         self._args: tuple | None = None
 
     def compose(self) -> ComposeResult:
@@ -501,10 +504,12 @@ class SidePanel(VerticalScroll):
             self._shown_key = key
             self._shown_figures = figures_of(d)
             self._shown_checks = d.checks if d is not None else ()
-            self._shown_at = now
+            self._shown_at = self._confirmed_at = now
         elif d is not None:  # the same verdict: keep the figures on screen, with their age
             shown = replace(_with_figures(d, self._shown_figures), checks=self._shown_checks)
-        age = now - self._shown_at
+            if _same_texts(self._shown_figures, figures_of(d)):
+                self._confirmed_at = now  # what the panel shows is what this tick says
+        age = now - self._confirmed_at
         self.strip = strip
         self.set_class(strip, "-strip")
         text.wrap = not strip  # the strip clips each line; the full panel wraps
@@ -529,6 +534,10 @@ class SidePanel(VerticalScroll):
     def on_resize(self) -> None:
         if self._args is not None:
             self.show(*self._args)
+
+
+def _same_texts(held: Sequence[Evidence], new: Sequence[Evidence]) -> bool:
+    return len(held) == len(new) and all(a.text == b.text for a, b in zip(held, new, strict=True))
 
 
 def _with_figures(d: Diagnosis, held: tuple[Evidence, ...]) -> Diagnosis:

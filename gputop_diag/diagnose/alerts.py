@@ -71,6 +71,9 @@ def alerts_for(
                 gpus=capped,
             )
         )
+    busy_host = _busy_host(f)
+    if busy_host is not None:
+        out.append(busy_host)
     g = f.mem_growth_mib_per_min
     if f.memory_grows:
         growing = f.growing_gpus or (f.mem_growth_gpu,)
@@ -323,3 +326,21 @@ def driver_chain_alerts(snap) -> tuple[Alert, ...]:
             )
         )
     return tuple(out)
+
+
+def _busy_host(f: Features) -> Alert | None:
+    """Other processes' load on a saturated host: a finding of its own, never the job's input
+    pressure (the job's own processes are judged apart: `rules.starved_loaders`)."""
+    others, host, job = f.others_cpu_pct, f.host_cpu_median, f.job_cpu_pct
+    if not f.active_gpus or others is None or host is None or job is None:
+        return None
+    if host < T.HOST_CPU_SATURATED_PCT or others < T.OTHERS_CPU_PCT:
+        return None
+    return Alert(
+        "host_cpu",
+        "warning",
+        f"the host's CPUs are busy with other processes: {others:.0f} % of {f.cpu_count} "
+        f"cores (this job's processes: {job:.0f} %); the job's own CPU work (its main "
+        "thread's launches and syncs, its loaders) waits for a free core; see whose: "
+        "ps -eo pid,user,pcpu,comm --sort=-pcpu | head",
+    )

@@ -89,8 +89,10 @@ CHECKS: dict[str, tuple[str, ...]] = {
         "(torch.profiler or nsys)",
         "Measure step time and samples/s; utilization alone is a symptom, not a diagnosis",
     ),
+    # NVML does not answer (no driver, no GPU): a window that is only short waits instead
+    # (`_insufficient_checks`), and tells a healthy machine nothing about its driver.
     "insufficient_data": (
-        "Wait for more samples, or check that the NVIDIA driver loads: nvidia-smi",
+        "Check that the NVIDIA driver loads: nvidia-smi (it names what is missing)",
         "Without a driver: gputop-diag --demo shows what the tool reports",
     ),
 }
@@ -181,6 +183,8 @@ def checks_for(
     of the process holding most memory (training or inference, its batch and context) and its
     GPU; `plan` (`planner.render.document` of the job's model), where one was made, gives the
     figures and the what-ifs."""
+    if cls == "insufficient_data" and f.nvml_ok and f.gpu_count:
+        return _insufficient_checks(f)
     pid = story_pid(cls, f) or "<pid>"
     jobid = job if job and not job.startswith("pid ") else "<jobid>"
     kind = job_kind(newest, story_pid(cls, f))
@@ -214,15 +218,32 @@ def checks_for(
     return tuple(out)
 
 
+def _insufficient_checks(f: Features) -> tuple[str, ...]:
+    """Too little to judge on a machine whose driver answers: every GPU lost, or a short
+    window (the first seconds of every run)."""
+    if len(f.lost_gpus) == f.gpu_count:
+        return ("Every GPU is lost: see the faults above; nvidia-smi shows whether any answers",)
+    return (
+        f"Wait a few seconds: a verdict needs {T.MIN_SAMPLES} samples "
+        f"({f.samples} so far, one a tick)",
+    )
+
+
 def _saturated_host_checks(cls: str, f: Features) -> list[str]:
     """An input pipeline on a host whose cores are all busy: the lever is less CPU work per
     sample (or more cores), not more loader workers competing for the same cores."""
     cpu = f.host_cpu_median
     if cls != "input_pipeline" or cpu is None or cpu < T.HOST_CPU_SATURATED_PCT:
         return []
+    others = f.others_cpu_pct
+    whose = (
+        f", {others:.0f} % of it other processes'"
+        if others is not None and others >= T.OTHERS_CPU_PCT
+        else ""
+    )
     return [
-        f"The host's {f.cpu_count} cores are {cpu:.0f} % busy: more DataLoader workers cannot "
-        "help. Cut the CPU work per sample (decode and augment on the GPU: NVIDIA DALI, "
+        f"The host's {f.cpu_count} cores are {cpu:.0f} % busy{whose}: more DataLoader workers "
+        "cannot help. Cut the CPU work per sample (decode and augment on the GPU: NVIDIA DALI, "
         "torchvision.io.decode_jpeg on cuda; pre-decoded or pre-resized data) or give the job "
         "more cores"
     ]

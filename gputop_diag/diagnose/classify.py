@@ -167,6 +167,19 @@ def build(
             for k in ("util", "gpm", "threads", "nvlink", "host")
             if k in f.missing and (k not in ("util", "gpm") or not _sees_work(f))
         )
+    elif primary == "idle" and f.active_gpus:
+        # held by hysteresis while the GPUs already run kernels: say what they do now
+        conf = T.CONF_STATE * T.HELD_CONFIDENCE
+        evidence = (
+            ev(
+                "util_gpu_p95",
+                f.util_p95 or 0.0,
+                T.IDLE_UTIL_PCT,
+                f"{_gpus_text(f.active_gpus)} started running kernels (busy "
+                f"{rules.pct(f.util_median)} since): idle is held until the new class lasts "
+                f"{T.HYSTERESIS_TICKS} ticks",
+            ),
+        )
     elif primary == "idle":
         conf = T.CONF_STATE
         holders = f" while {len(f.gpu_pids)} processes hold GPU memory" if f.gpu_pids else ""
@@ -360,3 +373,7 @@ def classify(
         # or are alerts; they never decide the class (`health_evidence`)
         d = with_health(d, f, last)
     return replace(d, candidate=raw, candidate_streak=streak)
+
+
+def _gpus_text(gpus: Sequence[int]) -> str:
+    return f"GPU {gpus[0]}" if len(gpus) == 1 else f"{len(gpus)} GPUs"

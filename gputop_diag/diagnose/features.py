@@ -82,6 +82,10 @@ class Features:
     # host (HOST_RECENT_S)
     cpu_count: int = 0
     host_cpu_median: float | None = None
+    # The job's own processes (the GPU processes, their descendants, the watched job's) as a
+    # share of the machine's CPU, same scale as host_cpu_median; None where a GPU process's
+    # figure is missing. The rest of host_cpu_median is other processes' load.
+    job_cpu_pct: float | None = None
     iowait_median: float | None = None
     io_pressure_median: float | None = None
     # The job's helpers: every descendant process and every thread but the main one of the GPU
@@ -134,6 +138,13 @@ class Features:
         if "util" not in self.available:
             return False
         return self.idle_share >= T.WAIT_SHARE or self.gap_fraction >= T.GAPPY_FRACTION
+
+    @property
+    def others_cpu_pct(self) -> float | None:
+        """The machine's CPU busy with processes that are not the job's, % of all cores."""
+        if self.host_cpu_median is None or self.job_cpu_pct is None:
+            return None
+        return max(0.0, self.host_cpu_median - self.job_cpu_pct)
 
     @property
     def math_share(self) -> float | None:
@@ -208,9 +219,13 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         return max(u95 or 0.0, s95 or 0.0) > T.IDLE_UTIL_PCT
 
     active = tuple(i for i in live if is_active(i))
-    busy_states = [r[i] for r in rows for i in active if i in r]
-    util_all = [v for i in active for v in util[i] if v is not None]
-    shape = _busy_shape(active, rows, util, _started(window, recent, active))
+    started = _started(window, recent, active)
+    # A GPU whose job started in the window is judged from its first work on: its idle run
+    # before the job is no figure of the job (an SM median of 0 % beside 94 % busy now).
+    first = {i: _first_work(util[i], i in started) for i in active}
+    busy_states = [r[i] for k, r in enumerate(rows) for i in active if i in r and k >= first[i]]
+    util_all = [v for i in active for v in util[i][first[i] :] if v is not None]
+    shape = _busy_shape(active, rows, util, started)
 
     def busy_median(get) -> float | None:
         return median([get(g) for g in busy_states])
@@ -353,6 +368,18 @@ def _busy_shape(active, rows, util: dict[int, list[float | None]], started: set[
         subsecond=subsecond,
         gap_fraction=gaps / total if total else 0.0,
     )
+
+
+def _first_work(values: Sequence[float | None], started: bool) -> int:
+    """The index of a GPU's first tick of work where its job started in the window, else 0:
+    the figures of the GPU's work (SM, DRAM, power, busy time) are read from there on, however
+    few ticks that leaves (the busy shape waits for a third of the window: `_since_start`)."""
+    if not started:
+        return 0
+    k = 0
+    while k < len(values) and (values[k] is None or values[k] < T.IDLE_UTIL_PCT):
+        k += 1
+    return k if k < len(values) else 0
 
 
 def _since_start(values: list[float], started: bool) -> list[float]:

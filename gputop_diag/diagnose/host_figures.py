@@ -74,9 +74,16 @@ def host_figures(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
     busy = {k: v for k, v in seen.items() if v >= T.HELPER_ACTIVE_PCT}
     named = sorted({_loader_name(names[k]) for k in busy if _loader_name(names[k]) is not None})
     m = {pid: median(v) for pid, v in mains.items() if len(v) >= 2}
+    cpu_count = host[-1].cpu_count if host else 0
+    job_cores = median([_job_cores(s) for s in snaps if s.host is not None])
     return dict(
-        cpu_count=host[-1].cpu_count if host else 0,
+        cpu_count=cpu_count,
         host_cpu_median=median([h.cpu_pct for h in host]),
+        job_cpu_pct=(
+            min(100.0, 100.0 * job_cores / cpu_count)
+            if job_cores is not None and cpu_count
+            else None
+        ),
         iowait_median=median([h.iowait_pct for h in host]),
         io_pressure_median=median(
             [h.pressure["io"].some_avg10 for h in host if "io" in h.pressure]
@@ -90,6 +97,30 @@ def host_figures(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
         main_thread_pid=(top := max(m, key=m.__getitem__) if m else None),
         main_thread_name=main_names.get(top) if top is not None else None,
     )
+
+
+def _job_cores(s: Snapshot) -> float | None:
+    """The cores the job's own processes burn in one snapshot: every GPU process (psutil's
+    figure of the whole process, its threads together), each of their descendants (data-loader
+    workers, compile workers) and the watched job's processes, each once. None when one GPU
+    process's figure is missing (another user's process without /proc access, a container
+    without the host's PID namespace): the machine's figure cannot then be split."""
+    gpu_pids = {p.pid for p in s.gpu_processes}
+    if not gpu_pids:
+        return None
+    info = {p.pid: p for p in s.processes if p.pid in gpu_pids}
+    if len(info) < len(gpu_pids) or any(p.cpu_pct is None for p in info.values()):
+        return None
+    seen = set(gpu_pids)
+    total = sum(p.cpu_pct or 0.0 for p in info.values())
+    more = [(c.pid, c.cpu_pct) for p in info.values() for c in p.children]
+    if s.job is not None:
+        more += [(j.pid, j.cpu_pct) for j in s.job.processes]
+    for pid, cpu in more:
+        if pid not in seen and cpu is not None:
+            seen.add(pid)
+            total += cpu
+    return total / 100.0
 
 
 def _loader_name(name: str) -> str | None:

@@ -177,16 +177,46 @@ def input_pressure(f: Features) -> list[Evidence]:
                 "(/proc/pressure/io)",
             )
         )
-    if f.host_cpu_median is not None and f.host_cpu_median >= T.HOST_CPU_SATURATED_PCT:
-        out.append(
-            ev(
-                "host_cpu",
-                f.host_cpu_median,
-                T.HOST_CPU_SATURATED_PCT,
-                f"host CPU {f.host_cpu_median:.0f} % busy across {f.cpu_count} cores",
-            )
-        )
+    starved = starved_loaders(f)
+    if starved is not None:
+        out.append(ev("host_cpu", f.host_cpu_median, T.HOST_CPU_SATURATED_PCT, starved))
     return out
+
+
+def starved_loaders(f: Features) -> str | None:
+    """A saturated host as the job's input pressure, in words; None where it is not one.
+
+    The machine's CPU is the job's input pressure only where the job's loaders work and find
+    no core free, or where the job's own CPU cannot be told from the machine's (no figure of
+    its processes). Other processes' load beside a job whose helpers idle (a job that spins on
+    host syncs) is not this job's input: it is its own finding (`alerts`: host_cpu)."""
+    host = f.host_cpu_median
+    if host is None or host < T.HOST_CPU_SATURATED_PCT:
+        return None
+    text = f"host CPU {host:.0f} % busy across {f.cpu_count} cores"
+    if f.job_cpu_pct is None:
+        return text + " (the job's own share cannot be seen)"
+    if f.worker_cpu_mean is None or f.worker_cpu_mean < T.WORKERS_IDLE_PCT:
+        return None
+    return (
+        f"{text}, {host_figures_text(f)}: the job's {f.worker_count} loaders "
+        f"({f.worker_cpu_mean:.0f} % CPU each) find no core free"
+    )
+
+
+def host_figures_text(f: Features) -> str:
+    """ "other processes 80 %, the job's 17 %": whose load the machine's CPU is."""
+    if f.others_cpu_pct is None or f.job_cpu_pct is None:
+        return "whose load unseen"
+    return f"other processes {f.others_cpu_pct:.0f} %, the job's {f.job_cpu_pct:.0f} %"
+
+
+def host_cpu_text(f: Features) -> str:
+    """ "host CPU 30 %", with whose load it is where the machine is busy."""
+    host = f.host_cpu_median
+    if host is None or host < T.HOST_CPU_SATURATED_PCT or f.others_cpu_pct is None:
+        return f"host CPU {pct(host)}"
+    return f"host CPU {pct(host)} ({host_figures_text(f)})"
 
 
 def gap_evidence(f: Features) -> Evidence:
@@ -210,7 +240,7 @@ def input_pipeline(f: Features) -> Verdict:
     else:
         text = (
             f"input keeps up: the job's helpers {_helpers_cpu(f)}, iowait "
-            f"{pct(f.iowait_median)}, host CPU {pct(f.host_cpu_median)}"
+            f"{pct(f.iowait_median)}, {host_cpu_text(f)}"
         )
     conf = min(T.CONF_INPUT_MAX, T.CONF_INPUT_BASE + T.CONF_INPUT_PER_FIGURE * len(pressure))
     if f.workers_named:
@@ -250,7 +280,7 @@ def synchronization(f: Features) -> Verdict:
             "iowait",
             f.iowait_median,
             T.IOWAIT_PCT,
-            f"no input pressure: iowait {pct(f.iowait_median)}, host CPU {pct(f.host_cpu_median)}",
+            f"no input pressure: iowait {pct(f.iowait_median)}, {host_cpu_text(f)}",
         )
     )
     if not f.gappy:

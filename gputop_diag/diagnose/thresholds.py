@@ -114,6 +114,10 @@ WORKER_BUSY_PCT = 70.0
 # Ours: a helper (child process or thread of the job) under 10 % of a core is idle.
 HELPER_ACTIVE_PCT = 10.0
 HOST_CPU_SATURATED_PCT = 85.0
+# Ours: on a saturated host, other processes (not the GPU processes, their descendants or the
+# watched job) holding half the machine are a finding of their own (`alerts`: host_cpu); they
+# are the job's input pressure only where its loaders work (WORKERS_IDLE_PCT) and starve.
+OTHERS_CPU_PCT = 50.0
 IOWAIT_PCT = 10.0
 IO_PRESSURE_PCT = 10.0
 

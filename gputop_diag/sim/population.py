@@ -285,7 +285,7 @@ def build_procs(
             hp["cmdline"],
             "host",
             create_time=start - 60,
-            cpu_fixed=0.0,
+            cpu_fixed=hp.get("cpu", 0.0),  # % of a core: another user's busy process
             environ={"USER": hp["user"], "HOME": f"/home/{hp['user']}"},
             cuda_runtime=hp.get("cuda_runtime"),
             torch_cuda=hp.get("torch_cuda", "12.8"),

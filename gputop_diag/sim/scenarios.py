@@ -295,6 +295,29 @@ SCENARIOS: dict[str, dict] = {
             (185.0, 2, 13, "rank2", "pt_main_thread", "Graphics Exception: ESR 0x50e648=0x102000e")
         ],
     ),
+    "sync-shared-host": dict(
+        description="the sync-stall job on a shared node: 28 other users' processes keep the "
+        "host's 32 CPUs busy; the job's own processes are judged apart (synchronization, with "
+        "the busy host as a finding of its own)",
+        expected="synchronization",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "sync")],
+        jobs=[_job(cmd=("python", "train.py", "--log-every", "1"))],
+        host_procs=[
+            dict(
+                pid=61000 + k,
+                user=("bob", "carol", "dmitri", "erin")[k % 4],
+                name="python3" if k % 3 else "cc1plus",
+                cmdline=("python3", "preprocess.py", f"--shard={k}")
+                if k % 3
+                else ("cc1plus", "-O2", "kernel.cpp"),
+                cpu=99.0,
+            )
+            for k in range(28)
+        ],
+    ),
     "input-measured": dict(
         description="the input-starved job run with the probe (watch --probe): the step split "
         "measured inside each rank, t_input ~60 % of every 1.2 s step",
