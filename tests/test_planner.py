@@ -17,11 +17,8 @@ from gputop_diag.planner.gpus import GIB, find_gpu
 from gputop_diag.planner.hints import hints_from_argv
 from gputop_diag.planner.optimizers import optimizer_state_bytes
 from gputop_diag.planner.shape import ModelShape, parameter_count, problems
-from gputop_diag.planner.terms import (
-    Workload,
-    layer_activations,
-    plan,
-)
+from gputop_diag.planner.terms import layer_activations, plan
+from gputop_diag.planner.workload import Workload
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 

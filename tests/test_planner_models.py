@@ -19,11 +19,8 @@ from transformers.optimization import Adafactor  # noqa: E402
 
 from gputop_diag.planner.configs import shape_from_config  # noqa: E402
 from gputop_diag.planner.shape import parameter_count, tensor_count  # noqa: E402
-from gputop_diag.planner.terms import (  # noqa: E402
-    Workload,
-    kv_cache_bytes,
-    plan,
-)
+from gputop_diag.planner.terms import kv_cache_bytes, plan  # noqa: E402
+from gputop_diag.planner.workload import Workload  # noqa: E402
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 # Published counts, for the eye: Llama-3-8B 8,030,261,248; Mistral-7B 7,241,732,096; Mixtral-8x7B

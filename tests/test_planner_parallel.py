@@ -18,7 +18,8 @@ from gputop_diag.planner.parallel import rank_shape, tp_problems
 from gputop_diag.planner.precision import precision_checks
 from gputop_diag.planner.render import document, render_text
 from gputop_diag.planner.shape import active_parameters, parameter_count
-from gputop_diag.planner.terms import Workload, layer_activations, plan, workload_problems
+from gputop_diag.planner.terms import layer_activations, plan
+from gputop_diag.planner.workload import Workload, workload_problems
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 

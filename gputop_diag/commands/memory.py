@@ -26,7 +26,7 @@ from ..planner.parallel import tp_problems
 from ..planner.quant import QUANTS
 from ..planner.render import SCHEMA, document, render_text
 from ..planner.shape import ModelShape, parameter_count, problems
-from ..planner.terms import (
+from ..planner.workload import (
     CHECKPOINTING,
     DTYPES,
     MODES,

@@ -13,7 +13,7 @@ from typing import Any
 
 from .hints import JobHints
 from .optimizers import BNB_BLOCK, OPTIMIZER_NAMES
-from .terms import Workload, precision_of
+from .workload import Workload, precision_of
 
 GIB = 2**30
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from .parallel import kv_replicated, tp_problems
 from .precision import quant_fits_gpu
 from .shape import DTYPE_BYTES, ModelShape
-from .terms import Plan, Workload, plan
+from .terms import Plan, plan
+from .workload import Workload
 
 MAX_BATCH = 1 << 16
 MAX_SEQ = 1 << 22

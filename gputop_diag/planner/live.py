@@ -17,7 +17,7 @@ from .gpus import GpuMemory
 from .hints import JobHints, job_hints
 from .optimizers import OPTIMIZER_NAMES
 from .render import document
-from .terms import Workload
+from .workload import Workload
 
 
 @dataclass(frozen=True, slots=True)

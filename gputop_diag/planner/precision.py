@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .terms import Workload
+from .workload import Workload
 
 CC = tuple[int, int]
 BF16 = (8, 0)

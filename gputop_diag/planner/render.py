@@ -13,7 +13,8 @@ from .gpus import SOURCE_WORDS, GpuMemory
 from .optimizers import OPTIMIZER_NAMES
 from .precision import cc_text, check_line, precision_checks
 from .shape import ModelShape, active_parameters
-from .terms import Workload, plan, precision_of
+from .terms import plan
+from .workload import Workload, precision_of
 
 SCHEMA = "gputop-diag.memory/1"
 GIB = 2**30
