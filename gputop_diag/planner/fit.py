@@ -235,7 +235,7 @@ def what_ifs(
     for quant, note in (
         ("int8", "bitsandbytes load_in_8bit, or an int8 checkpoint"),
         ("fp8", "vLLM --quantization fp8, or an fp8 checkpoint"),
-        ("int4", "a GPTQ or AWQ checkpoint (vLLM --quantization gptq / awq)"),
+        ("int4", "a GPTQ or AWQ checkpoint: vLLM --quantization gptq / awq"),
     ):
         now = w.quant or w.dtype
         if _WEIGHT_BYTES[quant] >= _WEIGHT_BYTES.get(now, DTYPE_BYTES.get(now, 2)):
