@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ from gputop_diag import sim
 from gputop_diag.commands.exporter import parse_listen
 from gputop_diag.monitor.core import Monitor
 from gputop_diag.prometheus.export import SlurmJobs, TickMetrics, window_of
+from gputop_diag.prometheus.serve import start_server
 
 PROMTOOL = shutil.which("promtool")
 GPUTOP_DIAG = [sys.executable, "-m", "gputop_diag"]  # the installed entry point
@@ -297,3 +299,214 @@ def test_exporter_stops_promptly_on_sigterm_and_sigint(sig):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+# dcgm-exporter's etc/default-counters.csv, its 25 counters: name, Prometheus type, help
+# (https://github.com/NVIDIA/dcgm-exporter/blob/d5e5f510a1b6b393f39a43293ccd9dc985defc79/etc/default-counters.csv)
+DEFAULT_COUNTERS = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "counter",
+        "Total energy consumption since boot (in mJ).",
+    ),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %)."),
+    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
+    (
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+    ),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status"),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for correctable errors",
+    ),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "gauge",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+    ),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and "
+        "data payloads - in bytes per second.",
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "The rate of data received over the PCIe bus - including both protocol headers and "
+        "data payloads - in bytes per second.",
+    ),
+)
+# dcgm-exporter's labels on a GPU's series (internal/pkg/rendermetrics/render_metrics.go, after
+# NVIDIA/dcgm-exporter#655), with DCGM_FI_DRIVER_VERSION, the "label" row of the same file
+DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname"}
+
+
+def test_every_default_counter_of_dcgm_exporter_with_its_name_type_help_and_labels():
+    text = exposition("comm-bound", seconds=3, faults="vgpu:licensed", jobs=NO_JOB)
+    got, typed, helped = samples(text), types(text), helps(text)
+    assert len(DEFAULT_COUNTERS) == 25
+    for name, kind, help_ in DEFAULT_COUNTERS:
+        assert typed.get(name) == kind, name
+        assert helped.get(name) == help_, name
+        assert len(got.get(name, ())) == 8, name  # one per GPU, under its exact name
+        for s in got[name]:
+            assert DCGM_LABELS | {"DCGM_FI_DRIVER_VERSION"} <= set(s.labels), name
+            assert s.labels["hostname"] == "gpu-node-07" and s.labels["modelName"]
+
+
+NO_JOB = SlurmJobs(psutil=None, own_job=None)
+
+
+def run_metrics(scenario: str, seconds: float, faults: str = "", driver=None, **kw):
+    """(metrics, the sources, the last tick) after `seconds` of ticks."""
+    sources = sim.build(scenario, faults=faults, driver=driver)
+    monitor = Monitor(sources)
+    metrics = TickMetrics(window=window_of(monitor), jobs=NO_JOB, **kw)
+    tick = monitor.run_for(seconds, metrics.update)
+    return metrics, sources, tick
+
+
+def by_gpu(text: str, name: str) -> dict[str, float]:
+    return {s.labels["gpu"]: s.value for s in samples(text).get(name, ())}
+
+
+def test_the_new_counters_are_nvmls_own_readings():
+    sources = sim.build("comm-bound")
+    sources.sim.pcie_replays = {2: 17}  # a link that retried
+    monitor = Monitor(sources)
+    metrics = TickMetrics(window=window_of(monitor), jobs=NO_JOB)
+    tick = monitor.run_for(3, metrics.update)
+    text = metrics.exposition().decode()
+    nvml, g = sources.nvml, tick.snapshot.gpus[0]
+    energy = by_gpu(text, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+    # NVML's reading of this tick, in its unit (mJ), and no later than a reading taken now
+    assert energy["0"] == g.energy_mj
+    assert energy["0"] <= nvml.nvmlDeviceGetTotalEnergyConsumption(
+        nvml.nvmlDeviceGetHandleByIndex(0)
+    )
+    monitor.run_for(2, metrics.update)
+    later = by_gpu(metrics.exposition().decode(), "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+    # a counter: 2 s more at ~600 W is ~1.2e6 mJ more
+    assert 0.5e6 < later["0"] - energy["0"] < 2e6
+    replays = by_gpu(text, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
+    assert replays["2"] == 17 and replays["0"] == 0
+    gr = by_gpu(text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")["0"]
+    assert gr == pytest.approx(g.gpm.graphics_util_pct / 100) and 0 < gr <= 1
+    nvl = by_gpu(text, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")["0"]
+    assert nvl == pytest.approx((g.nvlink_tx_kib_s + g.nvlink_rx_kib_s) * 1024 / 1e6)
+    assert nvl > 1000  # MB/s of an all-reduce's traffic
+
+
+def test_the_vgpu_license_status_only_on_a_vgpu():
+    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS{" not in exposition("idle", seconds=1)
+    for state, value in (("licensed", 1.0), ("unlicensed", 0.0)):
+        text = exposition("idle", seconds=1, faults=f"vgpu:{state}")
+        assert set(by_gpu(text, "DCGM_FI_DEV_VGPU_LICENSE_STATUS").values()) == {value}, state
+
+
+def test_a_driver_or_gpu_without_a_reading_drops_that_series_only():
+    """No GPM before R525 (no GR engine active), no licensable features _v4 before R470 (no
+    license status on a vGPU), energy NOT_SUPPORTED or FUNCTION_NOT_FOUND: the series is absent,
+    every other is there, and nothing is retried every tick."""
+    base = samples(exposition("comm-bound", seconds=2))
+    for driver, faults, gone in (
+        ("R470", "", {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"}),
+        ("R418", "vgpu:licensed", {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"}),
+        (None, "nvmlDeviceGetTotalEnergyConsumption=NOT_SUPPORTED", set()),
+        (None, "nvmlDeviceGetTotalEnergyConsumption=FUNCTION_NOT_FOUND", set()),
+        (None, "nvmlDeviceGetPcieReplayCounter=FUNCTION_NOT_FOUND", set()),
+    ):
+        metrics, sources, _ = run_metrics("comm-bound", 2, faults, driver)
+        got = samples(metrics.exposition().decode())
+        missing = set(base) - set(got)
+        if "Energy" in faults:
+            gone = {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"}
+            assert sources.sim.call_counts["nvmlDeviceGetTotalEnergyConsumption"] == 8  # once a GPU
+        if "Replay" in faults:
+            gone = {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER"}
+        older = _GPM_ONLY | _OLDER_DRIVERS if driver else set()
+        assert gone <= missing and not missing - gone - older, (driver, faults, missing)
+        assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" not in got  # R418: the symbol is missing
+        assert len(got["DCGM_FI_DEV_GPU_UTIL"]) == 8
+
+
+# What older drivers lack besides: memory's `reserved` (R510), row remapping (R460)
+_OLDER_DRIVERS = {
+    "DCGM_FI_DEV_FB_RESERVED",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_DEV_ROW_REMAP_PENDING",
+}
+# The other series that come from GPM (absent with it)
+_GPM_ONLY = {
+    "DCGM_FI_PROF_SM_OCCUPANCY",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+}
+
+
+def test_lint_clean_and_the_old_host_label():
+    text = exposition("comm-bound", seconds=1, lint_clean=True)
+    labels = samples(text)["DCGM_FI_DEV_GPU_UTIL"][0].labels
+    assert "model_name" in labels and "modelName" not in labels
+    assert types(text)["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] == "untyped"
+    assert "DCGM_FI_DEV_PCIE_REPLAY_COUNTER" not in samples(text)
+    assert samples(text)["gputop_diag_pcie_replays_total"]
+    text = exposition("comm-bound", seconds=1, host_label="Hostname")
+    for s in samples(text)["DCGM_FI_DEV_GPU_UTIL"] + samples(text)["gputop_diag_bottleneck"]:
+        assert s.labels["Hostname"] == "gpu-node-07" and "hostname" not in s.labels
+    with pytest.raises(ValueError):
+        TickMetrics(host_label="HOSTNAME")
+
+
+def test_the_server_answers_in_the_text_format_gzipped_when_asked():
+    metrics, _, _ = run_metrics("idle", 1)
+    server, _ = start_server(0, "127.0.0.1", metrics)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        # what Prometheus asks for: OpenMetrics first; it gets the text format
+        accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+        req = urllib.request.Request(url, headers={"Accept": accept, "Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+            assert r.headers["Content-Encoding"] == "gzip"
+            body = gzip.decompress(r.read()).decode()
+        assert body == metrics.exposition().decode()
+        assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n" in body
+        assert "# EOF" not in body
+        with urllib.request.urlopen(url, timeout=5) as r:
+            assert r.read().decode() == body
+    finally:
+        server.socket.close()
