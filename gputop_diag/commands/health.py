@@ -2,7 +2,8 @@
 was read, the next step, and the bottleneck class it bears on (docs/health.md).
 
 Reads one snapshot (the GPUs and their processes), then the GPU processes' environments and
-states, the PCI bus, NVML's health settings, InfiniBand ports and the fabric manager. Exit 3
+states, the PCI bus, NVML's health settings, InfiniBand ports, the fabric manager and this
+boot's kernel log (network ports, GPUDirect RDMA, NVLink training, a crash in NCCL). Exit 3
 when no driver is usable (the findings that could be made are still printed), 2 for a usage
 error, 0 otherwise: a finding is the output, not a failure. `--replay FILE`: the findings the
 recording's last health read made (a recording keeps findings, not the facts read; `examined`
@@ -17,6 +18,7 @@ import sys
 from typing import Any
 
 from ..collect.health import read_health
+from ..collect.kernlog.watch import read_kernel_health
 from ..health import judge
 from ..model.codec import iso_time
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         return _replayed(args, feed)
     snap = sample_once(feed, fast=True)
     facts = read_health(feed, snap, watched=args.pid, with_acs=not args.no_lspci)
-    report = judge(facts)
+    report = judge(facts, read_kernel_health(feed))
     if not _print(args, build(report), report, feed, snap):
         return 1
     err = no_driver_error(snap)

@@ -59,8 +59,10 @@ def render_text(
     if not result.events:
         if found.readable:
             out.append("\nNo Xid, SXid or NVIDIA driver error in what was read: nothing to triage.")
-        else:
+        elif any(r.next_step for r in found.sources):
             out.append("\nNo source could be read: see the next steps above.")
+        else:
+            out.append("\nNo source could be read: see what each source said above.")
         return "\n".join(out)
     out.append(f"\nRoute, most urgent first ({NOT_A_CAUSE}):")
     k = 0
@@ -153,6 +155,7 @@ def event_json(e: KernelEvent, sanitize: bool) -> dict[str, Any]:
         "minor": e.minor,
         "link": e.link,
         "recovery_action": e.recovery_action,
+        "device": e.device,  # a NIC's interface ("nic-1" sanitized), a cable module, a library
         "version": e.version,
         "client_version": e.client_version,
         "detail": None if sanitize else e.detail,

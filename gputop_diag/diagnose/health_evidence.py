@@ -47,10 +47,20 @@ VOTES: dict[str, tuple[tuple[str, ...], bool]] = {
     "pcie.link_downtrained": (("input_pipeline", "communication"), False),
     "pcie.aer": (("input_pipeline", "communication"), False),
     "procs.d_state": (("input_pipeline",), True),
+    # the kernel log's (xid/health.py): a port that went down or flaps, its cable, power or
+    # temperature, GPUDirect RDMA errors (nvidia-peermem), an NVLink that did not train
+    "kernel.nic_port": (("communication",), False),
+    "kernel.nic_port_flapping": (("communication",), False),
+    "kernel.nic_cable_error": (("communication",), False),
+    "kernel.nic_temperature": (("communication",), False),
+    "kernel.nic_power": (("communication",), False),
+    "kernel.peermem_error": (("communication",), False),
+    "kernel.nvlink_training": (("communication",), False),
 }
 # Never a vote, always an alert: a GPU on the PCI bus that NVML lacks was lost before or while
-# the driver loaded, so the job gets fewer GPUs than the node has.
-ALERT_ONLY = ("pci.gpu_count",)
+# the driver loaded, so the job gets fewer GPUs than the node has; a process that crashed in
+# NCCL is the job's failure, not how fast it runs.
+ALERT_ONLY = ("pci.gpu_count", "kernel.nccl_segfault")
 # Info alerts at most, never evidence: the driver's own settings and a health read that failed.
 INFO_ONLY = ("nvml.", "health.check_failed")
 # Classes a finding counts for only when the job spans more than one GPU or node.

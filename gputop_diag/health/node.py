@@ -17,6 +17,25 @@ from ..model.health import (
 from .rules import IB_ACTIVE, IB_LINKUP
 
 
+def driver_findings(nvml: NvmlFacts) -> list[Finding]:
+    """NVML could not be opened: no GPU can be used (the command's exit status 3 says the same),
+    and the checks that ask NVML had nothing to ask."""
+    if nvml.problem is None:
+        return []
+    return [
+        Finding(
+            "nvml.driver",
+            "critical",
+            f"no usable NVIDIA driver: {nvml.problem}; the checks that ask NVML had no GPU to ask",
+            (HealthEvidence(nvml.problem, "nvmlInit"),),
+            "nvidia-smi; lsmod | grep -E '^nvidia'  # is the driver installed and loaded?",
+            (),
+            "driver",
+            layer="driver",
+        )
+    ]
+
+
 def persistence_findings(nvml: NvmlFacts) -> list[Finding]:
     off, unread, on = [], [], 0
     for g in nvml.gpus:

@@ -32,7 +32,43 @@ def bdf(bus_id: str | None) -> str | None:
         return None
 
 
+def no_pci_view(pci: PciFacts, nvml: NvmlFacts) -> bool:
+    """The PCI bus shows no NVIDIA GPU while NVML lists some: this is not the host's view of the
+    bus (a container without the host's /sys, NVIDIA's mock NVML library), not a missing GPU."""
+    return pci.problem is None and not pci.gpus and bool(nvml.gpus)
+
+
+def _not_on_this_bus(nvml: NvmlFacts, check: str, fid: str, classes: tuple[str, ...]) -> Finding:
+    return Finding(
+        fid,
+        "info",
+        f"not checked: the PCI bus here shows no NVIDIA GPU while NVML lists {len(nvml.gpus)} "
+        "(a container without the host's /sys, or a mock NVML library)",
+        (HealthEvidence(f"{len(nvml.gpus)} GPU(s) in NVML", "nvmlDeviceGetCount"),),
+        "",
+        classes,
+        check,
+    )
+
+
 def count_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
+    if no_pci_view(pci, nvml):
+        return [
+            Finding(
+                "pci.gpu_count",
+                "info",
+                f"{len(nvml.gpus)} GPU(s) in NVML; the PCI bus here shows none, so the count "
+                "is NVML's: the PCI view is not available (a container without the host's /sys, "
+                "or a mock NVML library)",
+                (
+                    HealthEvidence("0 NVIDIA GPU(s) on the PCI bus", pci.source),
+                    HealthEvidence(f"{len(nvml.gpus)} GPU(s) in NVML", "nvmlDeviceGetCount"),
+                ),
+                "",
+                ("scheduler",),
+                "gpu_count",
+            )
+        ]
     if pci.problem is not None:
         return [
             Finding(
@@ -246,6 +282,8 @@ def aer_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
             )
             if gi is not None:
                 gpus.append(gi)
+    if worst == "ok" and no_pci_view(pci, nvml):
+        return [_not_on_this_bus(nvml, "pcie_aer", "pcie.aer", _TRANSFER)]
     if worst == "ok" and not pci.gpus:
         return [Finding("pcie.aer", "ok", "no GPU on the PCI bus", (), "", _TRANSFER, "pcie_aer")]
     if worst == "ok":
@@ -284,8 +322,10 @@ def _order(sev: str) -> int:
     return ("critical", "warning", "info", "ok").index(sev)
 
 
-def acs_findings(pci: PciFacts) -> list[Finding]:
+def acs_findings(pci: PciFacts, nvml: NvmlFacts | None = None) -> list[Finding]:
     bridges = {b.bdf: b for g in pci.gpus for b in g.acs}
+    if nvml is not None and len(nvml.gpus) >= 2 and no_pci_view(pci, nvml):
+        return [_not_on_this_bus(nvml, "pcie_acs", "pcie.acs", ("communication",))]
     if len(pci.gpus) < 2 or not bridges:
         return [
             Finding(

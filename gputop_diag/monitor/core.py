@@ -43,6 +43,7 @@ from ..collect.slurm import collect_scheduler_evidence
 from ..diagnose.classify import classify
 from ..diagnose.history import History
 from ..diagnose.types import Diagnosis
+from ..health import with_findings
 from ..model import (
     CollectorError,
     DriverChain,
@@ -189,7 +190,10 @@ class Monitor:
             if self._health is not None:  # a reader's failure is a finding, never a crash
                 watched = snap.job.root_pids if snap.job is not None else ()
                 read = lambda: self._health.poll(snap, watched)  # noqa: E731
-                snap = dataclasses.replace(snap, health=self.sampler.calling(read))
+                report = self.sampler.calling(read)
+                if self._klog is not None:  # the kernel log's findings (xid/health.py) beside
+                    report = with_findings(report, self._klog.health_findings(snap.timestamp))
+                snap = dataclasses.replace(snap, health=report)
             return self._add(self._with_probes(snap), series)
 
     def _job_state(self, snap: Snapshot):

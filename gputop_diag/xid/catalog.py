@@ -22,6 +22,7 @@ CAUSES: dict[str, str] = {
     "nvlink": "NVLink/fabric",
     "gsp": "GSP firmware",
     "bus": "bus (PCIe)",
+    "net": "network (InfiniBand/RoCE adapter, cable, switch)",
 }
 
 # The recommended action once the question is answered (XC's action vocabulary, in words).
@@ -380,6 +381,7 @@ class DriverMessageInfo:
     step: str
     severity: str
     as_xid: int | None = None  # the Xid it stands for (79 for fallen off the bus)
+    subject: str = "gpu"  # what it happened to: "gpu", "nic" (its bus id), "host", "process"
 
 
 # fmt: off
@@ -436,17 +438,82 @@ DRIVER_MESSAGES: dict[str, DriverMessageInfo] = {
             "Which Xid put it in this state (look just before)?",
             "drain the GPU and reset it (nvidia-smi -r)", "critical",
         ),
-        DriverMessageInfo(
+        DriverMessageInfo(  # RX detection: gpud components/accelerator/nvidia/nvlink/kmsg.go
             "nvlink_training", "NVLink training problem",
-            "an NVLink did not train or its peer did not answer", ("nvlink",),
+            "an NVLink did not train or its peer did not answer (RX detection included: the "
+            "driver could not update or read the mask of links that detected their far end); "
+            "GPU-to-GPU traffic then takes slower paths or fails", ("nvlink",),
             "Which link, and does it fail again after a reset (cables, the peer GPU or "
-            "switch)?", "reset; check the link's cables and its peer", "warning",
+            "switch)? nvidia-smi nvlink --status shows the links down",
+            "reset; check the link's cables and its peer; on NVSwitch systems the fabric "
+            "manager (systemctl status nvidia-fabricmanager)", "warning",
         ),
         DriverMessageInfo(
             "rc_watchdog", "GPU engine locked",
             "the driver's watchdog found an engine hung", ("driver", "app"),
             "Which job was running (an Xid 8 or 109 usually comes with it)?",
             "restart the job; reset the GPU if it does not recover", "warning",
+        ),
+        DriverMessageInfo(  # gpud components/accelerator/nvidia/peermem/kmsg_matcher.go
+            "peermem_error", "nvidia-peermem error",
+            "GPUDirect RDMA: nvidia-peermem met a registration of GPU memory it cannot handle "
+            "(\"detected invalid context\": GPU memory freed while the NIC still had it "
+            "registered); repeated, the RDMA path between GPU and NIC is unreliable",
+            ("driver", "net"),
+            "Does it repeat, and does it come with NCCL errors or hangs in a multi-node job "
+            "(NCCL_DEBUG=INFO: NET/IB ... GDRDMA)?",
+            "check that nvidia-peermem matches the loaded driver (modinfo nvidia-peermem; "
+            "cat /proc/driver/nvidia/version); retry the job with NCCL_NET_GDR_LEVEL=LOC "
+            "(GPUDirect RDMA off) to confirm", "warning", subject="host",
+        ),
+        DriverMessageInfo(  # gpud components/accelerator/nvidia/nccl/kmsg_matcher.go
+            "nccl_segfault", "crash in NCCL",
+            "a process crashed inside NCCL (a segfault or trap in libnccl): the job's "
+            "collective communication failed and the job died or will hang on its peers",
+            ("app", "net", "nvlink"),
+            "Which job was it (the pid and process), and did its other ranks hang or fail at "
+            "the same time?",
+            "rerun with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET) to see the failing "
+            "transport; check the NCCL version against the driver and the fabric manager",
+            "critical", subject="process",
+        ),
+        DriverMessageInfo(  # drivers/net/ethernet/mellanox/mlx5/core/en_main.c
+            "nic_link_down", "network port link down",
+            "an mlx5 (ConnectX) port lost its link", ("net",),
+            "Did it come back, and does it go down again (a flapping port: cable, transceiver "
+            "or switch port)?",
+            "ip -br link; ibstat (or ethtool IFACE); if it flaps, reseat or replace the cable "
+            "and check the switch port", "warning", subject="nic",
+        ),
+        DriverMessageInfo(  # drivers/net/ethernet/mellanox/mlx5/core/events.c
+            "nic_cable", "network cable unplugged",
+            "an mlx5 (ConnectX) port's cable module was unplugged or reported an error",
+            ("net",), "Was it unplugged on purpose, and is the port up again (ibstat)?",
+            "ibstat; reseat or replace the cable or transceiver", "warning", subject="nic",
+        ),
+        DriverMessageInfo(  # drivers/net/ethernet/mellanox/mlx5/core/events.c
+            "nic_cable_error", "network cable module error",
+            "an mlx5 (ConnectX) port's cable module reported an error (power budget, bad or "
+            "shorted cable, unsupported part)", ("net", "hw"),
+            "Which module, and is the port down (ibstat)?",
+            "replace the cable or transceiver; check the adapter's firmware supports it",
+            "warning", subject="nic",
+        ),
+        DriverMessageInfo(  # gpud infiniband kmsg_matcher.go (High Temperature)
+            "nic_temperature", "network adapter overheating",
+            "an mlx5 (ConnectX) adapter or its cable module reported a high temperature: it "
+            "may throttle or shut the port down", ("net", "thermal"),
+            "Is the airflow over the adapter blocked, and are other adapters hot too?",
+            "check the fans and airflow; mget_temp -d DEVICE (NVIDIA MFT) for the adapter's "
+            "temperature", "warning", subject="nic",
+        ),
+        DriverMessageInfo(  # gpud infiniband kmsg_matcher.go (pci_power_insufficient)
+            "nic_power", "network adapter short of slot power",
+            "an mlx5 (ConnectX) adapter detected insufficient power on its PCIe slot", (
+                "net", "thermal"),
+            "Is the adapter in a slot that provides the power it needs?",
+            "move the adapter to a slot with enough power, or check the riser and the "
+            "server's power configuration", "warning", subject="nic",
         ),
         DriverMessageInfo(
             "pcie_aer", "PCIe error (AER)", "the PCIe link reported an error", ("bus",),

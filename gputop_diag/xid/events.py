@@ -5,8 +5,10 @@ Finds in each message (`kernlog.records`): Xid lines of every driver era (with a
 by previous Xid N"), NVSwitch SXid lines (their detail lines folded in), and the driver messages
 that are not Xids: fallen off the bus without an Xid, probe and RmInitAdapter failures (with the
 minor number), API mismatch (old and new wording, over several lines), GSP timeouts, reset required,
-NVLink training, RC watchdog, NVML's driver/library mismatch, PCIe AER (open-gpu-kernel-modules
-`kernel_rc.c`, `krcReportXid`). OOM kills come out of the same pass (`oom.oom_kill_in`).
+NVLink training and RX detection, RC watchdog, NVML's driver/library mismatch, PCIe AER
+(open-gpu-kernel-modules `kernel_rc.c`, `krcReportXid`); and the messages of the GPU's
+neighbours (`xid/neighbours.py`: the RDMA NIC's ports, `nvidia-peermem`, a crash in NCCL). OOM
+kills come out of the same pass (`oom.oom_kill_in`).
 """
 
 from __future__ import annotations
@@ -16,17 +18,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from ..model import OomKill
+from . import neighbours
 from .kernlog import LogRecord, ParseStats, records
 from .oom import oom_kill_in
 
 _MAX_JOIN = 6  # records a multi-line driver message may span
+# Lines that say what the machine is, not that something happened: the driver naming a GPU, the
+# driver loading, a NIC port's link (or cable) coming back (it tells a flap from a port down).
+BOOKKEEPING_KINDS = frozenset({"gpu_announce", "driver_loaded", "nic_link_up"})
 
 
 @dataclass(frozen=True, slots=True)
 class KernelEvent:
     """A GPU driver event found in the kernel log."""
 
-    kind: str  # "xid", "sxid", "gpu_announce", "driver_loaded" or a DRIVER_MESSAGES kind
+    kind: str  # "xid", "sxid", a DRIVER_MESSAGES kind or one of BOOKKEEPING_KINDS
     timestamp: float | None = None  # epoch seconds (None: the source gave none)
     uptime_s: float | None = None
     code: int | None = None  # the Xid or SXid number
@@ -50,6 +56,9 @@ class KernelEvent:
     link: int | None = None  # NVLink number
     location: str | None = None  # Xid 13: "GPC 1, TPC 3, SM 0"
     recovery_action: str | None = None  # Xid 154: the action the driver now asks for
+    # what a neighbour's message names beside `pci`: a NIC's interface ("enp12s0f0np0") or
+    # cable module ("module 0"), the NCCL library a process crashed in
+    device: str | None = None
 
     @property
     def when(self) -> float | None:
@@ -79,8 +88,13 @@ _SXID = re.compile(
 _ANNOUNCE = re.compile(r"NVRM: GPU at PCI:(?P<pci>" + _PCI3 + r"): (?P<uuid>GPU-[0-9a-fA-F-]+)")
 _LOADED = re.compile(r"NVRM: loading NVIDIA UNIX (?P<what>.*?)\s+(?P<ver>\d{3}\.\d+(?:\.\d+)?)\s")
 _BDF = r"(?P<bdf>" + _PCI3 + r"\.[0-7])"
-_FELL_PROBE = re.compile(r"NVRM: The NVIDIA GPU " + _BDF + r".*?fallen off the bus", re.DOTALL)
-_FELL_SHORT = re.compile(r"NVRM: GPU " + _BDF + r": GPU has fallen off the bus")
+# The driver names a GPU that fell off the bus with or without its PCI domain ("GPU 18:00.0",
+# "GPU 0000:18:00.0"; gpud's xid/kmsg.go reads both), and NVML's 8-digit domain is met too.
+_BDF_ANY = r"(?:PCI:)?(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
+_FELL_PROBE = re.compile(
+    r"NVRM: The NVIDIA GPU " + _BDF_ANY + r"\b.*?fallen off the bus", re.DOTALL
+)
+_FELL_SHORT = re.compile(r"NVRM:\s+GPU " + _BDF_ANY + r":\s+GPU has fallen off the bus")
 _PROBE_FAILED = re.compile(r"NVRM: The NVIDIA probe routine failed for (?P<n>\d+) device")
 _INIT_FAILED = re.compile(
     r"NVRM: (?:GPU " + _BDF + r": )?RmInitAdapter failed!?\s*(?:\((?P<rc>[^)]*)\))?"
@@ -108,6 +122,15 @@ _NVLINK_TRAIN = re.compile(
     r"|.*link training failed)",
     re.IGNORECASE,
 )
+# NVLink post-RX-detection, a stage of link training: the driver could not update the mask of
+# links that detected their peer, or read a peer's (https://github.com/leptonai/gpud
+# components/accelerator/nvidia/nvlink/kmsg.go; https://github.com/NVIDIA/open-gpu-kernel-modules
+# src/nvidia/src/kernel/gpu/nvlink/arch/hopper/kernel_nvlink_gh100.c).
+_NVLINK_RX_DETECT = re.compile(
+    r"NVRM: (?:GPU \S+: )?(?:knvlinkUpdatePostRxDetectLinkMask_\w+: Failed to update Rx Detect "
+    r"Link mask|knvlinkDiscoverPostRxDetLinks_\w+: Getting peer ?(?P<peer>\d+)(?:'s)? "
+    r"postRxDetLinkMask failed)"
+)
 _RC_WATCHDOG = re.compile(r"RC watchdog: GPU is probably locked")
 _NVML_MISMATCH = re.compile(r"(?:Failed to initialize NVML|nvml error): [Dd]river/library version")
 _AER = re.compile(r"(?:pcieport|nvidia) " + _BDF + r": AER: (?P<msg>.*(?:Uncorrected|Fatal).*)")
@@ -116,6 +139,11 @@ _LOCATION = re.compile(r"\(GPC (\d+), TPC (\d+), SM (\d+)\)")
 _LINK = re.compile(r"\bLink (-?\d+)\b|\bon link (\d+)", re.IGNORECASE)
 _RECOVERY = re.compile(r"recovery action changed from .*? to (?:0x[0-9a-f]+ )?\((?P<to>[^)]*)\)")
 _FATAL = re.compile(r"\b(Non-?fatal|Fatal)\b", re.IGNORECASE)
+
+
+def _bus_of(bdf: str) -> str | None:
+    """A bus id the driver printed, with or without its domain, as "0000:3b:00"."""
+    return canonical_pci(bdf if bdf.count(":") >= 2 else "0000:" + bdf)
 
 
 def canonical_pci(bus_id: str | None) -> str | None:
@@ -191,7 +219,10 @@ def events_in(rec: LogRecord, source: str = "") -> list[KernelEvent]:
         and "NVML" not in text.upper()
         and ("AER" not in text)
     ):
-        return []
+        if not any(tag in text for tag in neighbours.TAGS):
+            return []
+        found = neighbours.match(_flat(text))
+        return [_event(found[0], rec, source, **found[1])] if found else []
     m = _XID.search(text)
     if m:
         return [_xid_event(m, rec, source)]
@@ -241,7 +272,7 @@ def events_in(rec: LogRecord, source: str = "") -> list[KernelEvent]:
     for kind, pat in (("fallen_off_bus", _FELL_PROBE), ("fallen_off_bus", _FELL_SHORT)):
         m = pat.search(flat)
         if m:
-            return [_event(kind, rec, source, pci=canonical_pci(m.group("bdf")), detail=flat)]
+            return [_event(kind, rec, source, pci=_bus_of(m.group("bdf")), detail=flat)]
     m = _INIT_MINOR.search(flat)
     if m:
         return [
@@ -277,6 +308,11 @@ def events_in(rec: LogRecord, source: str = "") -> list[KernelEvent]:
         ]
     if "API mismatch" in flat:  # cut short: still the condition, versions unknown
         return [_event("api_mismatch", rec, source, detail=flat)]
+    m = _NVLINK_RX_DETECT.search(flat)
+    if m:
+        peer = m.group("peer")
+        device = f"peer {peer}" if peer is not None else None
+        return [_event("nvlink_training", rec, source, detail=flat, device=device)]
     for kind, pat in (
         ("reset_required", _RESET_REQUIRED),
         ("gsp_timeout", _GSP),
@@ -291,7 +327,8 @@ def events_in(rec: LogRecord, source: str = "") -> list[KernelEvent]:
         dev = re.search(r"received: (" + _PCI3 + r"\.[0-7])", flat)
         bdf = dev.group(1) if dev else m.group("bdf")
         return [_event("pcie_aer", rec, source, pci=canonical_pci(bdf), detail=flat)]
-    return []
+    found = neighbours.match(flat) if any(tag in text for tag in neighbours.TAGS) else None
+    return [_event(found[0], rec, source, **found[1])] if found else []
 
 
 def _needs_more(text: str) -> bool:
@@ -299,7 +336,7 @@ def _needs_more(text: str) -> bool:
     flat = _flat(text)
     if "API mismatch" in flat:
         return not (_API_OLD.search(flat) or _API_NEW.search(flat))
-    if re.search(r"NVRM: The NVIDIA GPU " + _PCI3, flat):
+    if re.search(r"NVRM: The NVIDIA GPU (?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}", flat):
         return "fallen off the bus" not in flat and "not supported" not in flat
     return False
 

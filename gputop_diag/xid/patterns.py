@@ -35,6 +35,7 @@ from .types import (
     info_of,
     sev_rank,
     span,
+    subject_of,
     title_of,
     when,
     words,
@@ -133,13 +134,30 @@ def after_driver_update(
     if not details:
         return []
     restart = bool(mismatch) or (module and library and module != library)
-    action = (
-        "reboot (or reload the nvidia modules once the GPUs are idle), then pin the driver packages"
-        if restart
-        else "the module and the library agree: check the CUDA runtime the framework bundles "
-        "(torch.version.cuda) against the driver's CUDA version (nvidia-smi); if the Xids began "
-        "with the new driver, try the previous one"
-    )
+    if restart:
+        action = (
+            "reboot (or reload the nvidia modules once the GPUs are idle), then pin the driver "
+            "packages"
+        )
+    else:  # say of the module and the library only what was read (a log read offline: neither)
+        if module and library:
+            known = f"the loaded module and NVML's library agree ({module}): "
+        elif module or library:
+            which = "loaded kernel module" if module else "NVML library"
+            known = (
+                f"only the {which} was read ({module or library}): compare it with "
+                f"{'NVML' if module else 'cat /proc/driver/nvidia/version'} on the node; "
+            )
+        else:
+            known = (
+                "the loaded module's and NVML's versions are not known here (a log read "
+                "offline): on the node, compare cat /proc/driver/nvidia/version with nvidia-smi; "
+            )
+        action = (
+            known + "check the CUDA runtime the framework bundles (torch.version.cuda) against "
+            "the driver's CUDA version (nvidia-smi); if the Xids began with the new driver, try "
+            "the previous one"
+        )
     return [
         Finding(
             AFTER_UPDATE[0],
@@ -278,11 +296,12 @@ def under_load(
 def across_devices(
     device: Sequence[KernelEvent], follows: dict[int, str], private: bool = True
 ) -> list[Finding]:
-    primary = [
+    primary = [  # the GPUs' own events (a NIC's or a process's are not a GPU's)
         e
         for k, e in enumerate(device)
         if k not in follows
         and e.timestamp is not None
+        and subject_of(e) == "gpu"
         and e.kind not in ("pcie_aer", "api_mismatch", "nvml_mismatch", "probe_failed")
         and (e.kind != "xid" or e.code not in SYMPATHETIC_XIDS)
     ]

@@ -18,6 +18,7 @@ from .catalog import SYMPATHETIC_XIDS
 from .chains import chains
 from .events import KernelEvent
 from .patterns import across_devices, after_driver_update, repeated, under_load
+from .ports import flapping
 from .types import (
     DEVICE_KINDS,
     FOLLOW_S,
@@ -69,6 +70,7 @@ def triage(
         *after_driver_update(device, loads, context),
         *under_load(device, follows, context, notes),
         *across_devices(device, follows, context.private),
+        *flapping(mapped),
     ]
     findings.sort(key=lambda f: -sev_rank(f.severity))
     return XidTriage(

@@ -4,6 +4,7 @@ Pure: data in, data out."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -24,7 +25,6 @@ HOT_C = 85.0
 MEMORY_FULL_PCT = 95.0
 # Events that say something happened to a GPU (not bookkeeping lines).
 DEVICE_KINDS = frozenset({"xid", "sxid", *DRIVER_MESSAGES})
-BOOKKEEPING_KINDS = frozenset({"gpu_announce", "driver_loaded"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +125,9 @@ class XidTriage:
 # --- GPUs ---------------------------------------------------------------------------------------
 def sanitized(events: Sequence[KernelEvent]) -> list[KernelEvent]:
     """The events with what identifies a machine or a person removed, as a public note requires of
-    public notes: no kernel text, process names, pids, UUIDs or bus ids (pseudonyms keep the
-    GPUs and the processes apart: gpu-1, pci-1, proc-1, in order of appearance)."""
+    public notes: no kernel text, process names, pids, UUIDs, bus ids or network interface names
+    (pseudonyms keep the GPUs, NICs and processes apart: gpu-1, pci-1, nic-1, proc-1, in order of
+    appearance). A cable module's number, a peer's and NCCL's library name are kept."""
     names: dict[str, str] = {}
 
     def alias(value: str | None, prefix: str) -> str | None:
@@ -145,9 +146,15 @@ def sanitized(events: Sequence[KernelEvent]) -> list[KernelEvent]:
             process_name=alias(e.process_name, "proc"),
             gpu_uuid=alias(e.gpu_uuid, "gpu"),
             pci=alias(e.pci, "pci"),
+            device=e.device if _PUBLIC_DEVICE.fullmatch(e.device or "") else alias(e.device, "nic"),
         )
         for e in events
     ]
+
+
+# What a neighbour's line names that says nothing of the machine: "module 3", "peer 0", a
+# library's file name.
+_PUBLIC_DEVICE = re.compile(r"(?:module|peer) \d+|lib[\w.+-]+\.so[\w.]*|")
 
 
 def gpu_refs(snap: Snapshot | None) -> tuple[GpuRef, ...]:
@@ -169,7 +176,7 @@ def map_gpus(events: Sequence[KernelEvent], gpus: Sequence[GpuRef]) -> list[Kern
     for ev in events:
         if ev.kind == "gpu_announce" and ev.pci and ev.gpu_uuid:
             announced[ev.pci] = ev.gpu_uuid
-        if ev.pci is None or ev.kind == "sxid":
+        if ev.pci is None or ev.kind == "sxid" or subject_of(ev) != "gpu":
             out.append(ev)
             continue
         g = by_pci.get(ev.pci)
@@ -234,16 +241,42 @@ def same_gpu(a: KernelEvent, b: KernelEvent) -> bool:
     return a.pci is not None and a.pci == b.pci
 
 
+def subject_of(ev: KernelEvent) -> str:
+    """What an event happened to: "gpu", "nvswitch", "nic" (a network adapter's port), "host"
+    or "process" (catalog.DriverMessageInfo.subject)."""
+    if ev.kind == "sxid":
+        return "nvswitch"
+    info = DRIVER_MESSAGES.get(ev.kind)
+    return info.subject if info is not None else "gpu"
+
+
+def nic_name(ev: KernelEvent) -> str:
+    """ "NIC 0000:0c:00.1 enp12s0f1np1": the adapter's function and what the line names of it."""
+    parts = ["NIC", ev.pci or "?"] if ev.pci or not ev.device else ["NIC"]
+    return " ".join([*parts, *([ev.device] if ev.device else [])])
+
+
 def gpu_key(ev: KernelEvent) -> str:
-    """The physical GPU: its UUID when known (indexes move across reboots), else its bus id."""
+    """The physical GPU: its UUID when known (indexes move across reboots), else its bus id
+    (a NIC: its function and port; a host-wide message: the host)."""
     if ev.kind == "sxid":
         return f"nvswitch{ev.switch}"
+    subject = subject_of(ev)
+    if subject == "nic":
+        return f"nic {ev.pci} {ev.device}"
+    if subject in ("host", "process"):
+        return "host"
     return ev.gpu_uuid or ev.pci or (f"index{ev.gpu_index}" if ev.gpu_index is not None else "?")
 
 
 def gpu_name(ev: KernelEvent) -> str:
     if ev.kind == "sxid":
         return f"NVSwitch {ev.switch}"
+    subject = subject_of(ev)
+    if subject == "nic":
+        return nic_name(ev)
+    if subject in ("host", "process"):
+        return "the host"
     if ev.gpu_index is not None:
         return f"GPU {ev.gpu_index}"
     if ev.pci:

@@ -23,8 +23,24 @@ MIB = 1024 * 1024
 CHUNK_BYTES = 4 * MIB
 MAX_CARRY_BYTES = 1 * MIB  # a "line" longer than this is binary junk
 # A cheap test on raw bytes: only lines holding one of these can be events or OOM kills.
-# (searched one by one with bytes.find: a regex alternation scans a hundred times slower)
-KEYWORDS = (b"NVRM", b"SXid", b"NVML", b"nvml error", b"AER:", b"Kill")  # Kill(ed) process
+# (searched one by one with bytes.find: a regex alternation scans a hundred times slower, and a
+# longer needle is found faster, so each is as long as every line it stands for allows:
+# "Kill(ed) process", "Failed to initialize NVML"; xid/neighbours.py for the last three)
+KEYWORDS = (
+    b"NVRM",
+    b"SXid",
+    b"initialize NVML",
+    b"nvml error",
+    b"AER:",
+    b"ill process",
+    b"nvidia-peermem",
+    b"in libnccl",
+    b"mlx5_core",
+)
+# An mlx5_core line is kept only when it says one of these (xid/neighbours.py): the adapter's
+# other lines, ACCESS_REG floods above all, would crowd the driver's out of the kept lines.
+MLX5_KEYWORD = KEYWORDS.index(b"mlx5_core")
+MLX5_SAYS = (b"Link down", b"Link up", b"Port module event", b"insufficient power", b"temperature")
 _DIRTY = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 # Every byte a text line may hold: what `bytes.translate` leaves after deleting these is dirty.
 _TEXT_BYTES = bytes(b for b in range(256) if not _DIRTY.match(bytes([b])))
@@ -88,13 +104,14 @@ def count_dirty(buf: bytes, kept: list[bytes], r: LogRead) -> None:
                 r.invalid += 1
 
 
-def _hits(buf: bytes) -> list[int]:
-    """Where a keyword starts in `buf`, in order."""
+def _hits(buf: bytes) -> list[tuple[int, bool]]:
+    """Where a keyword starts in `buf`, in order, each with whether it is mlx5_core's (its line
+    is kept only if it says one of MLX5_SAYS)."""
     found = []
-    for kw in KEYWORDS:
+    for n, kw in enumerate(KEYWORDS):
         k = buf.find(kw)
         while k >= 0:
-            found.append(k)
+            found.append((k, n == MLX5_KEYWORD))
             k = buf.find(kw, k + 1)
     return sorted(found)
 
@@ -105,13 +122,17 @@ def candidates(buf: bytes) -> list[bytes]:
     out: list[bytes] = []
     end = -1
     n = len(buf)
-    for at in _hits(buf):
+    for at, mlx5 in _hits(buf):
         if at <= end:
             continue
         start = buf.rfind(b"\n", 0, at) + 1
         end = buf.find(b"\n", at)
         end = n if end < 0 else end
-        out.append(buf[start:end])
+        line = buf[start:end]
+        if mlx5 and not any(said in line for said in MLX5_SAYS):
+            end = at  # a later keyword on the same line may still keep it
+            continue
+        out.append(line)
         while end + 1 < n and buf[end + 1 : end + 2] in (b" ", b"\t"):
             nxt = buf.find(b"\n", end + 1)
             nxt = n if nxt < 0 else nxt

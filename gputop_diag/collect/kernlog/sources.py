@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from dataclasses import dataclass, replace
 
-from ...xid.events import ParsedLog, parse_lines, parse_records
+from ...xid.events import BOOKKEEPING_KINDS, ParsedLog, parse_lines, parse_records
 from ...xid.kernlog import LogRecord, ParseStats, clean_line
 from .files import Budget, LogRead, access_hint, candidates, count_dirty, read_gzip, read_tail
 
 DEFAULT_BUDGET = Budget()
 SYSTEM_LOGS = ("/var/log/kern.log", "/var/log/syslog", "/var/log/messages")
-JOURNAL_GREP = "NVRM|SXid|NVML|nvml error|AER:|Killed process|Kill process"
+JOURNAL_GREP = (
+    "NVRM|SXid|NVML|nvml error|AER:|Killed process|Kill process|nvidia-peermem|in libnccl|"
+    "mlx5_core.*(?:Link (?:down|up)|Port module event|insufficient power|temperature)"
+)
 
 JOURNAL_ACCESS = (
     "add your user to the systemd-journal group (sudo usermod -aG systemd-journal $USER, then "
@@ -38,7 +42,7 @@ def device_event_count(events, since: float | None = None) -> int:
     """The events a source report counts: device events (not the driver's GPU announcements or
     loads), within the window where `since` is given (an event without a time is kept)."""
     return sum(
-        e.kind not in ("gpu_announce", "driver_loaded")
+        e.kind not in BOOKKEEPING_KINDS
         and (since is None or e.timestamp is None or e.timestamp >= since)
         for e in events
     )
@@ -126,6 +130,38 @@ def report_of(name: str, kind: str, r: LogRead, parsed: ParsedLog) -> SourceRepo
 
 
 # --- the journal --------------------------------------------------------------------------------
+# Every journal file starts with this signature (systemd's journal-def.h, the header's
+# `signature`: https://systemd.io/JOURNAL_FILE_FORMAT/).
+JOURNAL_SIGNATURE = b"LPKSHHRH"
+
+
+def not_a_journal(path: str) -> str | None:
+    """What `path` is when it is not a journal file ("a text log", "gzip-compressed", "empty",
+    "binary data"), None when it is one (or cannot be opened: journalctl will say why)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if head.startswith(JOURNAL_SIGNATURE):
+        return None
+    if not head:
+        return "an empty file"
+    if head.startswith(b"\x1f\x8b"):
+        return "a gzip-compressed file"
+    stats = ParseStats()
+    lines = head.split(b"\n")[:-1] or [head]
+    text = [line for line in lines if clean_line(line, stats) is not None]
+    return "a text log" if text and not stats.binary_skipped else "binary data, not a journal"
+
+
+def journal_file_step(path: str, what: str) -> str:
+    """The next step for `--journal-file PATH` given what the file is (`not_a_journal`)."""
+    if what in ("a text log", "a gzip-compressed file"):
+        return f"read it with --log {shlex.quote(path)}"
+    return "give a journal file written by systemd-journald (*.journal), or a log with --log"
+
+
 def journal_argv(
     since: float | None,
     entries: int,
@@ -197,6 +233,15 @@ def read_journal(
     means no journal here, not a quiet one."""
     name = "journal" if file is None else f"journal file {file}"
     parsed = ParsedLog()
+    what = not_a_journal(file) if file is not None else None
+    if what is not None:  # journalctl would only say "Failed to open files: No data available"
+        return parsed, SourceReport(
+            name,
+            "journal",
+            "error",
+            message=f"not a journal file: {what}",
+            next_step=journal_file_step(file, what),
+        )
     timeout = max(1.0, deadline - time.monotonic())
     n = budget.journal_entries
     try:

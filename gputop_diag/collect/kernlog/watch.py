@@ -2,7 +2,10 @@
 kernel messages from the first source that answers — the journal (one `journalctl -k` call),
 else dmesg, else the lines appended to kern.log / syslog / messages since the last poll — and
 remembers which one did. Every failure is a `SourceReport` the Monitor turns into a visible
-state with the way to get access.
+state with the way to get access. It keeps the messages the health findings read (a network
+port, GPUDirect RDMA, NVLink training, a crash in NCCL: `xid/health.py`) for `KEEP_S`, so a
+port that flaps across polls is seen flapping (`health_findings`); `read_kernel_health` is the
+same read once, since boot, for `gputop-diag health`.
 """
 
 from __future__ import annotations
@@ -10,13 +13,17 @@ from __future__ import annotations
 import os
 import time
 
-from ...xid.events import ParsedLog, parse_lines
+from ...model.health import Finding
+from ...xid.events import KernelEvent, ParsedLog, parse_lines
+from ...xid.health import HEALTH_KINDS, RECENT_S, kernel_findings
 from .files import Budget, LogRead, access_hint, candidates
 from .sources import SYSTEM_LOGS, SourceReport, boot_time_of, read_dmesg, read_journal, report_of
 
 LIVE_BUDGET = Budget(
     seconds=5.0, bytes_per_file=1024 * 1024, lines_per_source=5000, journal_entries=5000
 )
+KEEP_S = RECENT_S  # how long the messages the health findings read are kept
+MAX_KEPT = 2000  # ... and how many of them, the newest
 
 
 class KernelLogWatch:
@@ -29,6 +36,31 @@ class KernelLogWatch:
         self.reports: tuple[SourceReport, ...] = ()  # the last poll's, failures included
         self._order = ["journal", "dmesg", "files"]
         self._offsets: dict[str, tuple[int, int]] = {}  # path -> (inode, bytes read)
+        self._kept: dict[tuple, KernelEvent] = {}  # the health findings' messages, by line
+
+    def _keep(self, events, now: float) -> None:
+        for e in events:
+            if e.kind in HEALTH_KINDS and e.timestamp is not None:
+                self._kept[(e.timestamp, e.kind, e.pci, e.device, e.detail)] = e
+        old = [k for k, e in self._kept.items() if now - e.timestamp > KEEP_S]
+        for k in old:
+            del self._kept[k]
+        if len(self._kept) > MAX_KEPT:
+            newest = sorted(self._kept.items(), key=lambda kv: kv[1].timestamp)[-MAX_KEPT:]
+            self._kept = dict(newest)
+
+    def health_findings(self, now: float, since: str = "during this run") -> tuple[Finding, ...]:
+        """The health findings of the messages kept (none before the first poll)."""
+        if not self.reports:
+            return ()
+        return kernel_findings(
+            list(self._kept.values()),
+            now,
+            since=since,
+            readable=self.readable,
+            problem="; ".join(f"{r.name}: {r.message or r.status}" for r in self.reports),
+            next_step=next((r.next_step for r in self.reports if r.next_step), ""),
+        )
 
     @property
     def readable(self) -> bool:
@@ -50,6 +82,7 @@ class KernelLogWatch:
                 parsed.ooms = [
                     k for k in parsed.ooms if k.timestamp is None or k.timestamp >= since
                 ]
+                self._keep(parsed.events, self.sources.clock.now())
                 return parsed
         self.reports = tuple(reports)
         return ParsedLog()
@@ -104,3 +137,14 @@ class KernelLogWatch:
         r = LogRead(lines=candidates(data[:cut]), bytes_read=cut, size=st.st_size)
         parse_lines(r.lines, path, ref_time=st.st_mtime, parsed=parsed)
         return parsed, report_of(path, "file", r, parsed)
+
+
+def read_kernel_health(sources) -> tuple[Finding, ...]:
+    """`gputop-diag health`'s kernel-log findings: this boot's messages (the last day where the
+    boot time is not known), read once the way the live view reads them."""
+    now = sources.clock.now()
+    boot = boot_time_of(sources)
+    since, label = (boot, "since boot") if boot is not None else (now - RECENT_S, "in a day")
+    watch = KernelLogWatch(sources)
+    watch.poll(since)
+    return watch.health_findings(now, label)
