@@ -13,8 +13,10 @@ Each line goes to the OS as it is written (for gzip, after a sync flush), and th
 grows by final bytes, so a recording stopped by any signal at any moment (SIGINT, SIGTERM,
 SIGHUP, SIGKILL) or a crash is readable up to its last whole line (`writer.py` says how). The
 reader reads a gzip file member by member and stops, with a warning, where the data is cut off
-or damaged at its end; a damaged last line is skipped with a warning. Anything else a reader
-cannot use raises `RecordingError`, whose text is one line for the user.
+or damaged at its end; a damaged last line is skipped with a warning. Each warning says the file
+is damaged and how many snapshots were read before the damage; "empty" is only a file that holds
+nothing. Anything else a reader cannot use raises `RecordingError`, whose text is one line for
+the user.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import IO, Any
 from .. import __version__
 from ..model import Snapshot
 from ..model.codec import field_names, from_jsonable, iso_time, jsonable
+from ..model.formats import count
 from ..sanitize.sanitizer import Sanitizer, leak_note, strings_of
 from .gzip_stream import WHOLE, GzipMembers
 
@@ -158,14 +161,30 @@ def _stderr_warning(text: str) -> None:
 
 
 class _CutOff:
-    """The recording ends early: a gzip stream without its end (the writer was stopped), or,
-    with `note`, damaged gzip data at its end. Every whole line before it was read."""
+    """The recording ends early: a gzip stream without its end (the writer was stopped), or
+    damaged gzip data at its end (`why`). `whole` lines came before it, all read; `partial`:
+    the data ends inside the next one."""
 
-    def __init__(self, note: str = "was cut off while recording") -> None:
-        self.note = note
+    def __init__(self, whole: int, partial: bool, why: str | None = None) -> None:
+        self.whole, self.partial, self.why = whole, partial, why
+
+    @property
+    def note(self) -> str:
+        """What is wrong, after "FILE is damaged: "."""
+        if self.whole == 0:
+            where = (
+                "inside its first line (the header)" if self.partial else "before its first line"
+            )
+        else:
+            where = f"inside line {self.whole + 1}" if self.partial else f"after line {self.whole}"
+        if self.why is None:
+            return f"its gzip data ends early, {where} (cut off while recording)"
+        return f"its gzip data is damaged {where} ({self.why})"
 
 
-_CUT = _CutOff()
+def _kept(n: int) -> str:
+    """How much of a damaged recording was read, for its warning."""
+    return f"{count(n, 'snapshot')} read before it" if n else "no snapshot before it"
 
 
 class Recording:
@@ -193,13 +212,16 @@ class Recording:
             first = next(lines, None)
         finally:
             lines.close()
-        if first is None or isinstance(first, _CutOff):
+        if first is None:  # no byte, or a gzip stream of nothing
             raise RecordingError(f"{path} is empty: not a gputop-diag recording; {_HINT}")
+        if isinstance(first, _CutOff):  # the gzip data ends, or is damaged, in the header
+            raise RecordingError(f"{path} is damaged: {first.note}; nothing in it to replay")
         raw = first[1]
         started = raw.startswith(b'{"schema"') or b'{"schema"'.startswith(raw)  # as written
         if started and not raw.endswith(b"\n") and not _is_json(raw):
             raise RecordingError(  # stopped while writing its first line: nothing whole in it
-                f"{path} is empty: not a gputop-diag recording (its only line is cut off); {_HINT}"
+                f"{path} is damaged: its first line (the header) is cut off after "
+                f"{len(raw)} bytes; nothing in it to replay"
             )
         rec.header = _header(path, raw)  # `path` as shown: only its messages name it
         return rec
@@ -219,7 +241,7 @@ class Recording:
         except OSError as e:  # a directory opens on some systems and fails here
             raw.close()
             raise RecordingError(f"cannot read {self.shown}: {e.strerror or e}") from None
-        if magic == GZIP_MAGIC:
+        if magic in (GZIP_MAGIC, GZIP_MAGIC[:1]):  # (one byte: a gzip file cut after it)
             members = GzipMembers(raw)
             return raw, io.BufferedReader(members, 256 * 1024), members
         return raw, raw, None
@@ -242,16 +264,13 @@ class Recording:
                 if len(raw) <= MAX_LINE_BYTES and not raw.endswith(b"\n") and gz is not None:
                     end = gz.end
                     if end is not None and end is not WHOLE:  # ends early: the cut line goes
-                        if end.kind == "damaged" and (n == 0 or not end.at_end):
-                            where = "its start" if n == 0 else f"line {n}"
+                        if end.kind == "damaged" and n > 0 and not end.at_end:
                             raise RecordingError(
-                                f"{self.shown} is damaged after {where} ({end.why}); "
+                                f"{self.shown} is damaged after line {n} ({end.why}); "
                                 "not a readable recording"
                             )
-                        if end.kind == "damaged":
-                            yield _CutOff(f"ends in damaged gzip data ({end.why})")
-                        else:
-                            yield _CUT
+                        why = end.why if end.kind == "damaged" else None
+                        yield _CutOff(n, bool(raw.strip()), why)
                         return
                 if not raw:
                     return
@@ -278,10 +297,10 @@ class Recording:
         damaged: tuple[int, str] | None = None
         header_seen = False
         previous: float | None = None
+        kept = 0
         for item in self._raw_lines():
             if isinstance(item, _CutOff):
-                extra = f" (and line {damaged[0]} is damaged)" if damaged else ""
-                self._warn(f"{self.shown} {item.note}{extra}; read what it holds")
+                self._warn_cut(item, kept, damaged)
                 return
             n, raw = item
             if not header_seen:
@@ -301,22 +320,32 @@ class Recording:
                     f"{previous:.3f}); the recording is damaged"
                 )
             previous = snap.timestamp
+            kept += 1
             yield snap
         if damaged is not None:
-            self._warn(
-                f"{self.shown}: the last line ({damaged[0]}) is cut off or damaged "
-                f"({damaged[1]}); skipped"
-            )
+            self._warn_last_line(damaged, kept)
+
+    def _warn_cut(self, cut: _CutOff, kept: int, damaged: tuple[int, str] | None = None) -> None:
+        extra = f" (and line {damaged[0]} is damaged)" if damaged else ""
+        self._warn(f"{self.shown} is damaged: {cut.note}{extra}; {_kept(kept)}")
+
+    def _warn_last_line(self, damaged: tuple[int, str], kept: int) -> None:
+        self._warn(
+            f"{self.shown}: the last line ({damaged[0]}) is cut off or damaged "
+            f"({damaged[1]}); skipped, {_kept(kept)}"
+        )
 
     def last(self) -> Snapshot | None:
         """The last whole snapshot (only it is decoded)."""
         lines: list[tuple[int, bytes]] = []
         cut: _CutOff | None = None
+        seen = 0  # snapshot lines, whole or not
         for item in self._raw_lines():
             if isinstance(item, _CutOff):
                 cut = item
                 break
             lines = [*lines[-1:], item]  # the last two
+            seen += item[0] != 1
         candidates = [x for x in lines if x[0] != 1]  # not the header
         damaged = None
         for n, raw in reversed(candidates):
@@ -327,21 +356,16 @@ class Recording:
                     raise RecordingError(f"{self.shown}: line {n} is not a snapshot: {e}") from None
                 damaged = (n, str(e))
                 continue
+            kept = seen - (damaged is not None)
             if damaged is not None:
-                self._warn(
-                    f"{self.shown}: the last line ({damaged[0]}) is cut off or damaged "
-                    f"({damaged[1]}); skipped"
-                )
+                self._warn_last_line(damaged, kept)
             if cut is not None:
-                self._warn(f"{self.shown} {cut.note}; read what it holds")
+                self._warn_cut(cut, kept)
             return snap
         if damaged is not None:  # the only snapshot line is cut off: none, as snapshots() says
-            self._warn(
-                f"{self.shown}: the last line ({damaged[0]}) is cut off or damaged "
-                f"({damaged[1]}); skipped"
-            )
+            self._warn_last_line(damaged, 0)
         if cut is not None:
-            self._warn(f"{self.shown} {cut.note}; read what it holds")
+            self._warn_cut(cut, 0)
         return None
 
     def extent(
