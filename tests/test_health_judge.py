@@ -194,3 +194,25 @@ def test_most_urgent_first_and_every_check_said():
     for f in got:
         assert set(f.bears_on) <= set(HEALTH_CLASSES)
         assert "\n" not in f.next_step
+
+
+def test_nvml_gpus_without_a_pci_view_are_not_contradicted():
+    """A container without the host's /sys, or NVIDIA's mock NVML: NVML lists 8 GPUs, the PCI
+    bus none. Nothing may say "no NVIDIA GPU on the PCI bus" or "fewer than two GPUs"."""
+    got = findings(nvml=NvmlFacts(tuple(gpu(i) for i in range(8))), pci=PciFacts())
+    count = got["pci.gpu_count"]
+    assert count.severity == "info" and "8 GPU(s) in NVML" in count.title
+    assert "not available" in count.title
+    for fid in ("pcie.acs", "pcie.aer"):
+        assert got[fid].severity == "info" and "NVML lists 8" in got[fid].title, fid
+    every = " ".join(f.title for f in got.values())
+    assert "no NVIDIA GPU on the PCI bus" not in every and "fewer than two" not in every
+
+
+def test_a_missing_driver_is_a_critical_finding():
+    no_driver = NvmlFacts(problem="NVML could not be opened: NVMLError_LibraryNotFound")
+    got = findings(nvml=no_driver)
+    assert got["nvml.driver"].severity == "critical" and "no usable NVIDIA driver" in (
+        got["nvml.driver"].title
+    )
+    assert "nvml.driver" not in findings(nvml=NvmlFacts((gpu(0),)), pci=PciFacts((pci_gpu(0),)))

@@ -220,3 +220,14 @@ def test_downtrained_link_agrees_between_nvml_and_sysfs():
         "PCI_SLOT_NAME=0000:aa:00.0\n"
     )
     assert src.procfs.read_text(f"/sys/bus/pci/devices/{bus}/numa_node") == "1\n"  # as before
+
+
+def test_no_driver_the_summary_counts_what_exit_3_says(capsys):
+    """The summary agrees with the exit status: the missing driver is a critical finding."""
+    rc, out = health(capsys, "--demo", "no-gpu", "health")
+    head = out.splitlines()[0]
+    assert rc == 3 and "1 critical" in head, head
+    assert "no usable NVIDIA driver" in out
+    rc, out = health(capsys, "--demo", "no-gpu", "health", "--json")
+    doc = json.loads(out)
+    assert doc["counts"]["critical"] == 1 and doc["worst"] == "critical"

@@ -179,6 +179,25 @@ def test_a_journal_file_that_is_not_one(tmp_path, capsys):
     assert rc == 1 and doc["sources"][0]["status"] == "error" and doc["sources"][0]["message"]
 
 
+def test_a_plain_log_given_as_a_journal_file_says_so_and_the_next_step(tmp_path, capsys):
+    """Not "see the next steps above" with none above: what the file is, and to use --log."""
+    plain = tmp_path / "kern.log"
+    plain.write_text(
+        "Jan 15 09:12:00 node7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, "
+        "GPU has fallen off the bus.\n"
+    )
+    rc = main(["xid", "--journal-file", str(plain)])
+    out = capsys.readouterr().out
+    assert rc == 1  # no source could be read (docs/xid.md)
+    assert "not a journal file: a text log" in out
+    assert f"next: read it with --log {plain}" in out
+    packed = tmp_path / "kern.log.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert main(["xid", "--journal-file", str(packed), "--json"]) == 1
+    src = json.loads(capsys.readouterr().out)["sources"][0]
+    assert "gzip" in src["message"] and src["next_step"] == f"read it with --log {packed}"
+
+
 # -- permission denied, really -------------------------------------------------------------------
 
 

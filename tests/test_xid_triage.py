@@ -421,3 +421,20 @@ def test_sanitized_triage_holds_no_identifiers():
     assert all(e.detail == "" and e.raw == "" and e.pid is None for e in out.events)
     assert {e.pci for e in out.events} == {"pci-1", "pci-2"}  # still two GPUs apart
     assert "×2" in out.route[0]
+
+
+def test_after_a_driver_update_read_offline_says_only_what_is_known():
+    """A log read offline knows neither the loaded module nor NVML's library: the action must
+    not say they agree; knowing both and equal, it may."""
+    loads = [
+        ev(kind="driver_loaded", t=T0 - 10 * 86400, pci=None, version="565.57.01"),
+        ev(kind="driver_loaded", t=T0 - 86400, pci=None, version="570.124.06"),
+    ]
+    offline = finding(triage([*loads, ev(119, t=T0)]), "Xid after driver update")
+    assert "agree" not in offline.action and "not known" in offline.action
+    one = TriageContext(gpus=GPUS, library_version="570.124.06")
+    half = finding(triage([*loads, ev(119, t=T0)], one), "Xid after driver update")
+    assert "agree" not in half.action and "only the NVML library was read" in half.action
+    both = TriageContext(gpus=GPUS, module_version="570.124.06", library_version="570.124.06")
+    known = finding(triage([*loads, ev(119, t=T0)], both), "Xid after driver update")
+    assert "agree (570.124.06)" in known.action
