@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -510,3 +512,49 @@ def test_the_server_answers_in_the_text_format_gzipped_when_asked():
             assert r.read().decode() == body
     finally:
         server.socket.close()
+
+
+# docs/fleet.md's query-time rewrite across dcgm-exporter's rename of Hostname to hostname
+ACROSS_THE_RENAME = 'label_replace(DCGM_FI_DEV_GPU_UTIL, "hostname", "$1", "Hostname", "(.+)")'
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian: prometheus)")
+def test_the_documented_label_replace_reads_both_spellings(tmp_path):
+    """`promtool test rules`: a node scraped before the rename (Hostname) and one after
+    (hostname) each come out under hostname."""
+    doc = (Path(__file__).parent.parent / "docs" / "fleet.md").read_text(encoding="utf-8")
+    assert ACROSS_THE_RENAME in doc
+    expr = f"avg by (hostname) ({ACROSS_THE_RENAME})"
+    test = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f"DCGM_FI_DEV_GPU_UTIL{{{labels}}}", "values": values}
+                    for labels, values in (
+                        ('gpu="0",Hostname="old-node"', "40x2"),
+                        ('gpu="1",Hostname="old-node"', "60x2"),
+                        ('gpu="0",hostname="new-node"', "90x2"),
+                    )
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": expr,
+                        "eval_time": "1m",
+                        "exp_samples": [
+                            {"labels": '{hostname="old-node"}', "value": 50},
+                            {"labels": '{hostname="new-node"}', "value": 90},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "rename_test.yml"
+    path.write_text(json.dumps(test), encoding="utf-8")  # JSON is YAML
+    p = subprocess.run(
+        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stdout + p.stderr

@@ -253,3 +253,15 @@ def test_v1_event_wait_through_the_real_pynvml(real_pynvml_over):
     assert ev.eventData in (13, 31, 43) and ev.gpuInstanceId == 0xFFFFFFFF
     idx = fake._gpu_of(ctypes.cast(ev.device, type(fake.nvmlDeviceGetHandleByIndex(0))))
     assert idx is not None
+
+
+def test_a_driver_before_r470_has_no_licensable_features_v4_and_the_collector_goes_on():
+    _, snaps = run("idle", ticks=2, driver="R418", faults="vgpu:licensed")
+    assert all(g.vgpu_licensed is None and g.util_gpu_pct is not None for g in snaps[-1].gpus)
+    _, snaps = run("idle", ticks=2, driver="R470", faults="vgpu:unlicensed")
+    assert {g.vgpu_licensed for g in snaps[-1].gpus} == {False}
+    src = sim.build("idle", driver="R418", faults="vgpu:licensed")
+    src.nvml.nvmlInit()
+    h = src.nvml.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(pynvml.NVMLError_FunctionNotFound):
+        src.nvml.nvmlDeviceGetGridLicensableFeatures_v4(h)

@@ -305,3 +305,45 @@ def test_thermal_throttle_reasons_and_clocks():
     sm = n.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
     assert 0.5 < sm / n.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM) < 0.65
     assert 88 <= n.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU) <= 92
+
+
+def test_energy_is_a_counter_in_millijoules_of_the_draw():
+    src, n = nvml("compute-bound", noise=0)
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    a = n.nvmlDeviceGetTotalEnergyConsumption(h)
+    assert isinstance(a, int) and a > 0
+    readings, watts = [a], []
+    for _ in range(5):
+        watts.append(n.nvmlDeviceGetPowerUsage(h) / 1000)
+        src.clock.sleep(1)
+        readings.append(n.nvmlDeviceGetTotalEnergyConsumption(h))
+    assert readings == sorted(readings)  # never goes back, whatever the draw does
+    assert readings[-1] - a == pytest.approx(sum(watts) * 1000, rel=0.1)  # mJ: W x s x 1000
+
+
+def test_energy_and_replays_are_not_supported_on_a_mig_handle():
+    _, n = nvml("mig")
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    mig = n.nvmlDeviceGetMigDeviceHandleByIndex(h, 0)
+    for fn in (n.nvmlDeviceGetTotalEnergyConsumption, n.nvmlDeviceGetPcieReplayCounter):
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            fn(mig)
+    assert n.nvmlDeviceGetPcieReplayCounter(h) == 0
+
+
+def test_a_vgpu_guest_answers_its_mode_and_license_in_the_real_struct():
+    _, n = nvml("idle")
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    assert n.nvmlDeviceGetVirtualizationMode(h) == pynvml.NVML_GPU_VIRTUALIZATION_MODE_NONE
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        n.nvmlDeviceGetGridLicensableFeatures_v4(h)
+    for state in ("licensed", "unlicensed"):
+        _, n = nvml("idle", faults=f"vgpu:{state}")
+        h = n.nvmlDeviceGetHandleByIndex(0)
+        assert n.nvmlDeviceGetVirtualizationMode(h) == pynvml.NVML_GPU_VIRTUALIZATION_MODE_VGPU
+        got = n.nvmlDeviceGetGridLicensableFeatures_v4(h)
+        assert type(got) is pynvml.c_nvmlGridLicensableFeatures_v4_t
+        assert got.isGridLicenseSupported and got.licensableFeaturesCount == 1
+        f = got.gridLicensableFeatures[0]
+        assert f.featureCode == pynvml.NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE and f.featureEnabled
+        assert f.featureState == (state == "licensed")
