@@ -49,11 +49,15 @@ class KernelLogWatch:
             newest = sorted(self._kept.items(), key=lambda kv: kv[1].timestamp)[-MAX_KEPT:]
             self._kept = dict(newest)
 
-    def health_findings(self, now: float, since: str = "during this run") -> tuple[Finding, ...]:
-        """The health findings of the messages kept (none before the first poll)."""
+    def health_findings(
+        self, now: float, since: str = "", whole: bool = False
+    ) -> tuple[Finding, ...]:
+        """The health findings of the messages kept (none before the first poll). `whole`: also
+        the one that says nothing was found, or that the log could not be read (the live view
+        says the latter in its banner, and adds no finding where nothing happened)."""
         if not self.reports:
             return ()
-        return kernel_findings(
+        found = kernel_findings(
             list(self._kept.values()),
             now,
             since=since,
@@ -61,6 +65,9 @@ class KernelLogWatch:
             problem="; ".join(f"{r.name}: {r.message or r.status}" for r in self.reports),
             next_step=next((r.next_step for r in self.reports if r.next_step), ""),
         )
+        if whole:
+            return found
+        return tuple(f for f in found if f.id not in ("kernel.neighbours", "kernel.unreadable"))
 
     @property
     def readable(self) -> bool:
@@ -147,4 +154,4 @@ def read_kernel_health(sources) -> tuple[Finding, ...]:
     since, label = (boot, "since boot") if boot is not None else (now - RECENT_S, "in a day")
     watch = KernelLogWatch(sources)
     watch.poll(since)
-    return watch.health_findings(now, label)
+    return watch.health_findings(now, label, whole=True)
