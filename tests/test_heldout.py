@@ -2,7 +2,8 @@
 
 The generator tests check that each case's figures say what its label says (physics, not the
 classifier's rules) and that the cases vary in structure. `test_heldout_accuracy` holds the
-classifier to 90 % on the held-out seeds 1000-1599.
+classifier to 90 % on the held-out seeds 1000-1599, and on the launch-bound family's own
+held-out seeds 11000-11099 (synchronization, launch-bound: docs/accuracy.md).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
-from heldout import BASE_CLASSES, HELDOUT_SEEDS, Case, generate
+from heldout import BASE_CLASSES, HELDOUT_SEEDS, LAUNCH_HELDOUT_SEEDS, Case, generate
 from heldout.cache import cache_dir, cached_cases, read_case
 
 from gputop_diag.diagnose.classify import judge
@@ -64,6 +65,7 @@ class Summary:
     nvml_down: bool = False
     all_lost: bool = False
     inherited_loader: bool = False  # a busy thread named like the main thread, tid != pid
+    finding: str | None = None  # the finding the classifier named within the class
 
 
 def _link(g) -> float | None:
@@ -179,6 +181,7 @@ def summarize(case: Case) -> Summary:
     return Summary(
         case=case,
         primary=d.primary,
+        finding=d.finding,
         secondary=d.secondary,
         faults=len(d.faults),
         alerts=tuple(a.kind for a in d.alerts),
@@ -436,3 +439,35 @@ def test_heldout_accuracy(heldout) -> None:
     assert accuracy >= 0.90, f"accuracy {accuracy:.1%} on {len(heldout)} held-out cases:\n" + (
         "\n".join(lines)
     )
+
+
+# -- the launch-bound family (seeds of its own) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def launch_family(heldout) -> list[Summary]:
+    """The launch-bound family's held-out cases; after `heldout`, so in its slow group."""
+    return [summarize(case) for case in cached_cases(LAUNCH_HELDOUT_SEEDS)]
+
+
+def test_launch_cases_are_busy_on_few_sms_while_the_launcher_spins(launch_family) -> None:
+    for s in launch_family:
+        name = s.case.name
+        assert s.case.label == "synchronization", name
+        assert s.case.params["finding"] == "launch_bound" and s.has_gpm, name
+        assert s.gpm["sm_util_pct"] is not None and s.gpm["sm_util_pct"] < 22, name
+        assert s.util_max is not None and s.util_max >= 80, name  # (other GPUs may idle)
+        assert s.main_median is not None and s.main_median >= 88, name
+        assert s.helper_max is None or s.helper_max < 25, name  # loaders nearly idle
+    assert len({s.case.params["period_s"] for s in launch_family}) > 50  # steps vary
+
+
+def test_launch_family_accuracy(launch_family) -> None:
+    misses = [s for s in launch_family if s.primary not in s.case.accept]
+    unnamed = [s for s in launch_family if s.finding != "launch_bound"]
+    lines = [
+        f"{s.case.seed} {s.case.name}: {s.primary} {s.finding} ({s.first_evidence})"
+        for s in {id(s): s for s in misses + unnamed}.values()
+    ]
+    n = len(launch_family)
+    assert len(misses) <= 0.1 * n and len(unnamed) <= 0.1 * n, "\n".join(lines)

@@ -37,6 +37,7 @@ from gputop_diag.widgets import DiffText
 __all__ = [
     "THROTTLE_EXPLAINS",
     "THROTTLE_KINDS",
+    "HeldFigures",
     "Lead",
     "SidePanel",
     "lead_of",
@@ -143,6 +144,7 @@ def _verdict_key(d: Diagnosis | None, interval: float) -> tuple | None:
         return None
     return (
         d.primary,
+        d.finding,
         d.candidate,
         d.secondary,
         round(d.confidence, 1),
@@ -363,6 +365,8 @@ def render_full(
         t.append("workload: ", style="dim")
     t.append(f" {d.label.upper()} ", style="bold reverse")
     t.append(f"  {_note(d, lead, interval)}\n")
+    if d.finding:
+        t.append(f"{d.finding.replace('_', '-')}\n", style="bold")
     if d.secondary:
         t.append(f"and also {d.secondary.replace('_', ' ').upper()}\n", style="bold")
     if d.candidate and d.candidate != d.primary:
@@ -418,7 +422,8 @@ def render_strip(
     if lead is not None:
         t.append("workload: ", style="dim")
     t.append(f" {d.label.upper()} ", style="bold reverse")
-    also = f" + {d.secondary.replace('_', ' ')}" if d.secondary else ""
+    also = f" ({d.finding.replace('_', '-')})" if d.finding else ""
+    also += f" + {d.secondary.replace('_', ' ')}" if d.secondary else ""
     age = age_text(age_s)
     t.append(f"{also}  {_note(d, lead, interval)}")
     t.append(f"  ({age})" if age else "", style="dim")
@@ -459,29 +464,53 @@ def render_strip(
     return t
 
 
-class SidePanel(VerticalScroll):
-    """Repaints when what it says changes, or a figure moves materially; else every 30 s,
-    with the held figures' age shown."""
+class HeldFigures:
+    """What the panel shows of a diagnosis, and how old: a repaint when what it says changes,
+    a figure moves materially, or REFRESH_FIGURES_S have passed; else the figures painted last
+    (bytes over SSH), dated from the last tick that said the same, word for word."""
 
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        self.strip = False
-        self._shown_key: tuple | None = None
-        self._shown_figures: tuple[Evidence, ...] = ()
-        self._shown_checks: tuple[str, ...] = ()
-        self._shown_at = 0.0
-        self._confirmed_at = 0.0  # when the latest tick last said what the panel shows
-        self._args: tuple | None = None
-
-    def compose(self) -> ComposeResult:
-        yield DiffText(render_full(None), id="side-text")
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.figures: tuple[Evidence, ...] = ()
+        self.checks: tuple[str, ...] = ()
+        self.painted_at = 0.0
+        self.confirmed_at = 0.0  # when the latest tick last said what the panel shows
 
     def _stale(self, d: Diagnosis | None) -> bool:
         """Whether a figure moved materially since the panel was painted."""
         new = figures_of(d)
-        if len(new) != len(self._shown_figures):
+        if len(new) != len(self.figures):
             return True
-        return any(material(a, b) for a, b in zip(self._shown_figures, new, strict=True))
+        return any(material(a, b) for a, b in zip(self.figures, new, strict=True))
+
+    def update(self, d: Diagnosis | None, key: tuple, now: float) -> tuple[Diagnosis | None, float]:
+        """The diagnosis to draw for `d` at `now` (its figures held or fresh) and their age."""
+        due = not 0 <= now - self.painted_at < REFRESH_FIGURES_S
+        shown = d
+        if key != self.key or due or self._stale(d):
+            self.key = key
+            self.figures = figures_of(d)
+            self.checks = d.checks if d is not None else ()
+            self.painted_at = self.confirmed_at = now
+        elif d is not None:  # the same verdict: keep the figures on screen, with their age
+            shown = replace(_with_figures(d, self.figures), checks=self.checks)
+            if _same_texts(self.figures, figures_of(d)):
+                self.confirmed_at = now  # what the panel shows is what this tick says
+        return shown, now - self.confirmed_at
+
+
+class SidePanel(VerticalScroll):
+    """Repaints when what it says changes, or a figure moves materially; else every 30 s,
+    with the held figures' age shown (`HeldFigures`)."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.strip = False
+        self._held = HeldFigures()
+        self._args: tuple | None = None
+
+    def compose(self) -> ComposeResult:
+        yield DiffText(render_full(None), id="side-text")
 
     def show(
         self,
@@ -498,18 +527,7 @@ class SidePanel(VerticalScroll):
         text = self.query_one("#side-text", DiffText)
         width = self.text_width()
         key = (_verdict_key(d, interval), strip, lines, width)
-        due = not 0 <= now - self._shown_at < REFRESH_FIGURES_S
-        shown = d
-        if key != self._shown_key or due or self._stale(d):
-            self._shown_key = key
-            self._shown_figures = figures_of(d)
-            self._shown_checks = d.checks if d is not None else ()
-            self._shown_at = self._confirmed_at = now
-        elif d is not None:  # the same verdict: keep the figures on screen, with their age
-            shown = replace(_with_figures(d, self._shown_figures), checks=self._shown_checks)
-            if _same_texts(self._shown_figures, figures_of(d)):
-                self._confirmed_at = now  # what the panel shows is what this tick says
-        age = now - self._confirmed_at
+        shown, age = self._held.update(d, key, now)
         self.strip = strip
         self.set_class(strip, "-strip")
         text.wrap = not strip  # the strip clips each line; the full panel wraps

@@ -7,8 +7,10 @@ import json
 import sys
 
 from ..collect.owners import PID_NAMESPACE_SOURCE
+from ..diagnose.classify import with_plan
 from ..diagnose.render import render_text, to_json
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..monitor.core import WINDOW_S
 from ..monitor.core import run as run_monitor
 from ..recording.store import Recording
 from ..sources import Sources
@@ -20,7 +22,7 @@ from .common import (
     stop_without_nvml,
     stopped_early,
 )
-from .options import add_time_options, capped, time_problem
+from .options import add_time_options, capped, time_problem, with_progress
 
 DEFAULT_SECONDS = 30.0
 REPLAY = True  # reads `--replay FILE`
@@ -37,6 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print one JSON document (schema gputop-diag.diagnosis/1, see docs/diagnosis.md)",
     )
+    p.add_argument(
+        "--model-config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,  # the top-level option of the same name stands otherwise
+        help="a model's config.json (Hugging Face; a local file, never downloaded): where the "
+        "verdict is capacity, the checks are the memory plan of this model (its terms and what "
+        "would make it fit) instead of the advice read from the job's command line",
+    )
     add_sanitize(p)
 
 
@@ -46,20 +56,33 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if problem is not None:
         print(f"gputop-diag: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    config = None
+    if getattr(args, "model_config", None):  # the plan of the job's model in the checks
+        from ..collect.model_config import ModelConfigError, read_config_file
+
+        try:
+            config = read_config_file(args.model_config)
+        except ModelConfigError as e:
+            print(f"gputop-diag: --model-config {e}", file=sys.stderr)
+            return EXIT_USAGE
     replay = isinstance(feed, Recording)
     if seconds is None and not replay:
         seconds = DEFAULT_SECONDS
-    seconds, note = capped(seconds, not replay and feed.simulated)
+    seconds, note = capped(seconds, not replay and feed.simulated, args.interval)
     if note is not None:
         print(f"gputop-diag: {note}", file=sys.stderr)
-    monitor = run_monitor(
-        feed, interval=args.interval, seconds=seconds, on_tick=None if replay else stop_without_nvml
+    on_tick = with_progress(
+        None if replay else stop_without_nvml, seconds, not replay and feed.simulated
     )
+    monitor = run_monitor(feed, interval=args.interval, seconds=seconds, on_tick=on_tick)
     if monitor.last is None:
         print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE
     early = stopped_early(monitor)
     diag, snap = monitor.last.diagnosis, monitor.last.snapshot
+    if config is not None:
+        window = monitor.history.snapshots(WINDOW_S * monitor.tick_s)
+        diag = with_plan(diag, window, config.read, tick_s=monitor.tick_s)
     err = no_driver_error(snap)
     sanitizer = None
     if getattr(args, "sanitize", False):

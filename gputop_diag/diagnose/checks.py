@@ -3,6 +3,7 @@ capacity class's first checks come from the memory planner (`planner.advice`).""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..model import Snapshot
@@ -136,6 +137,34 @@ SERVING_CHECKS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The checks of a finding within a class (`Diagnosis.finding`), in place of the class's own.
+# Launch-bound: fewer, larger launches. PyTorch: torch.compile's "reduce-overhead" mode runs the
+# step as CUDA graphs (pytorch.org/docs/stable/generated/torch.compile.html); the fused and
+# foreach optimizers launch a few kernels for all parameters (torch.optim docs, "fused").
+FINDING_CHECKS: dict[str, tuple[str, ...]] = {
+    "launch_bound": (
+        "Give each kernel more work: a larger batch (or micro-batch), or fewer, larger "
+        "operations per step; the GPU runs small kernels faster than the host launches them",
+        "Launch the step as CUDA graphs: torch.compile(model, mode='reduce-overhead'), or "
+        "torch.cuda.make_graphed_callables for a static part",
+        "Fuse kernels: torch.compile; a fused optimizer (torch.optim.AdamW(..., fused=True), "
+        "or foreach=True), fused norms and activations",
+        "Count the launches: nsys profile -t cuda,nvtx --stats=true {cmd} (cuda_api_sum: "
+        "cudaLaunchKernel calls; cuda_gpu_kern_sum: kernels of a few microseconds)",
+    ),
+}
+SERVING_FINDING_CHECKS: dict[str, tuple[str, ...]] = {
+    "launch_bound": (
+        "Batch more requests per step (vLLM --max-num-seqs, TGI --max-batch-total-tokens): "
+        "one decode step launches the same kernels for 1 request or 64",
+        "Keep CUDA graphs on (vLLM runs them unless --enforce-eager; torch.compile "
+        "mode='reduce-overhead' elsewhere) so each step is one launch",
+        "Count the launches: nsys profile -t cuda,nvtx --stats=true --delay 60 --duration 30 "
+        "{cmd} while a client sends requests",
+    ),
+}
+
+
 # How to get the evidence a window lacked, keyed like features.EVIDENCE_NAMES.
 MISSING_CHECKS: dict[str, str] = {
     "util": "No GPU busy time (MIG mode reports none per instance): read per-instance activity "
@@ -177,6 +206,7 @@ def checks_for(
     job: str | None = None,
     newest: Snapshot | None = None,
     plan: dict[str, Any] | None = None,
+    finding: str | None = None,
 ) -> tuple[str, ...]:
     """The checks for `cls`, made concrete with this window's pids and job. For capacity, the
     planner's checks come first: `newest` (the window's last snapshot) gives the command line
@@ -189,9 +219,11 @@ def checks_for(
     jobid = job if job and not job.startswith("pid ") else "<jobid>"
     kind = job_kind(newest, story_pid(cls, f))
     catalog = SERVING_CHECKS if kind == SERVING else CHECKS
-    out = [
-        c.format(main_pid=pid, job=jobid, cmd=JOB_COMMAND) for c in catalog.get(cls, CHECKS[cls])
-    ]
+    mine = catalog.get(cls, CHECKS[cls])
+    if finding is not None:  # a finding within the class has checks of its own
+        findings = SERVING_FINDING_CHECKS if kind == SERVING else FINDING_CHECKS
+        mine = findings.get(finding, FINDING_CHECKS.get(finding, mine))
+    out = [c.format(main_pid=pid, job=jobid, cmd=JOB_COMMAND) for c in mine]
     if cls == "capacity":
         gpu = newest.gpu(f.mem_used_pct_gpu) if newest and f.mem_used_pct_gpu is not None else None
         out = [
@@ -216,6 +248,25 @@ def checks_for(
     out = [*measured, *growth, *saturated, *out]
     out += [MISSING_CHECKS[k] for k in _PRIMARY_WANTS.get(cls, ()) if k in f.missing]
     return tuple(out)
+
+
+def planned_checks(
+    checks: Sequence[str], f: Features, newest: Snapshot, plan: dict[str, Any]
+) -> tuple[str, ...]:
+    """`checks` (a capacity verdict's, health's causes included) with the planner's lines from
+    the job's command line replaced by those of `plan`, the plan of the job's own model
+    (`--model-config`): its terms and the what-ifs that make it fit."""
+    pid = story_pid("capacity", f)
+    gpu = newest.gpu(f.mem_used_pct_gpu) if f.mem_used_pct_gpu is not None else None
+    sizes = dict(
+        gpu_bytes=gpu.mem_total_bytes if gpu is not None else None,
+        gpu_name=gpu.static.name if gpu is not None else None,
+    )
+    hinted = capacity_checks(job_hints(newest, pid), **sizes)
+    planned = capacity_checks(job_hints(newest, pid), **sizes, plan=plan)
+    at = next((k for k, c in enumerate(checks) if c in hinted), 0)
+    kept = [c for c in checks if c not in hinted]
+    return tuple(kept[:at] + list(planned) + kept[at:])
 
 
 def _insufficient_checks(f: Features) -> tuple[str, ...]:

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..model import OomKill, SchedulerEvidence, Snapshot, formats
+from ..planner.configs import ReadConfig
+from ..planner.live import job_plan
 from . import limits, measured_rules, rules
 from . import thresholds as T
 from .alerts import alerts_for, driver_chain_alerts, faults_of, job_alerts
-from .checks import MISSING_CHECKS, checks_for, story_pid
+from .checks import MISSING_CHECKS, checks_for, planned_checks, story_pid
 from .features import Features, extract
 from .health_evidence import with_health
 from .job_kind import job_argv
@@ -46,11 +48,23 @@ def assess(
         # measured inside the job, where a probe measured the part; else inferred from outside
         "communication": measured_rules.wait(f, "communication") or rules.communication(f),
         "input_pipeline": measured_rules.wait(f, "input_pipeline") or rules.input_pipeline(f),
-        "synchronization": measured_rules.wait(f, "synchronization") or rules.synchronization(f),
+        "synchronization": _synchronization(f),
         "bandwidth": rules.bandwidth(f),
         "compute": rules.compute(f),
         "scheduler": limits.scheduler(f, scheduler),
     }
+
+
+def _synchronization(f: Features) -> Verdict:
+    """The GPU waits on the host: a measured sync, else launch-bound work (the host's launches,
+    measured or seen from outside), else the sync seen from outside."""
+    measured = measured_rules.wait(f, "synchronization")
+    if measured is not None and measured.fires:
+        return measured
+    launch = measured_rules.launch(f) or rules.launch_bound(f)
+    if launch is not None:
+        return launch
+    return measured or rules.synchronization(f)
 
 
 def _no_data_reason(f: Features) -> str | None:
@@ -225,6 +239,7 @@ def build(
     )
     alerts = alerts_for(f, scheduler, oom)
     sec = verdicts[secondary] if secondary is not None else None
+    finding = v.finding if v is not None and v.fires else None
     return Diagnosis(
         primary=primary,
         confidence=conf,
@@ -232,7 +247,8 @@ def build(
         scope_job=job,
         evidence=tuple(evidence[:4]),
         ruled_out=ruled,
-        checks=checks_for(primary, f, job),
+        checks=checks_for(primary, f, job, finding=finding),
+        finding=finding,
         alerts=alerts,
         missing_evidence=f.missing_names(),
         available_evidence=f.available_names(),
@@ -366,7 +382,8 @@ def classify(
         d = replace(
             d,
             alerts=driver_chain_alerts(last) + d.alerts + job_alerts(last),
-            checks=checks_for(primary, f, d.scope_job, last),  # the job's words (train/serve)
+            # the job's words (train/serve)
+            checks=checks_for(primary, f, d.scope_job, last, finding=d.finding),
             cmdline=job_argv(last, story_pid(primary, f)),
         )
         # the node and job health findings name the cause of the class the figures decided,
@@ -377,3 +394,20 @@ def classify(
 
 def _gpus_text(gpus: Sequence[int]) -> str:
     return f"GPU {gpus[0]}" if len(gpus) == 1 else f"{len(gpus)} GPUs"
+
+
+def with_plan(
+    d: Diagnosis, window: Sequence[Snapshot], read: ReadConfig, tick_s: float = 1.0
+) -> Diagnosis:
+    """`d` with the memory plan of the job's own model (`--model-config`): a capacity verdict's
+    first checks become the plan's terms and the what-ifs that make it fit, in place of the
+    advice read from the job's command line. Other classes' checks do not depend on the plan."""
+    if d.primary != "capacity" or not window:
+        return d
+    f = extract(window, tick_s)
+    last = window[-1]
+    pid = story_pid("capacity", f)
+    jp = job_plan(last, read, gpu_index=f.mem_used_pct_gpu, pids=(pid,) if pid else ())
+    if jp is None:
+        return d
+    return replace(d, checks=planned_checks(d.checks, f, last, jp.doc))

@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..model import formats
 from . import thresholds as T
 from .features import Features
-from .measured import PART_CLASS
-from .rules import Verdict, as_pct, ev, gap_evidence
+from .measured import PART_CLASS, WAIT_PARTS
+from .rules import LAUNCH_BOUND, Verdict, as_pct, ev, gap_evidence
 from .types import Evidence
 
 _gib = formats.gib_unit
@@ -126,6 +126,40 @@ def wait(f: Features, cls: str) -> Verdict | None:
         job=f"pid {_culprit_pid(f, part) or m.pids[0]}",
         share=share,
         measured=True,
+    )
+
+
+def launch(f: Features) -> Verdict | None:
+    """Launch-bound, measured inside the job: the GPU busy under half the step (where a probe
+    measures t_gpu) while no waiting part takes a fifth of it, so the step is the host's own
+    work, issuing it. The probe counts no launches (probe/schema.py): the host's share is the
+    figure. None where t_gpu was not measured (the outside figures judge then)."""
+    m = f.measured
+    if m is None or not f.measured_steps:
+        return None
+    gpu = m.share("t_gpu")
+    if gpu is None or gpu >= T.LAUNCH_MEASURED_GPU_SHARE:
+        return None
+    if any((m.share(p) or 0.0) >= T.MEASURED_WAIT_SHARE for p in WAIT_PARTS):
+        return None
+    host = m.share("t_host")
+    text = (
+        f"measured in the job: the GPU busy only {as_pct(gpu)} of every {secs(m.step_s)} step "
+        f"({secs(m.seconds('t_gpu'))}) while the host's own work takes "
+        f"{as_pct(host or 0.0)} and no wait {as_pct(T.MEASURED_WAIT_SHARE)}: the host issuing "
+        "the step is the limit (launch-bound)"
+    )
+    e = ev("measured_gpu_share", 100 * gpu, 100 * T.LAUNCH_MEASURED_GPU_SHARE, text)
+    return Verdict(
+        True,
+        T.CONF_MEASURED,
+        (e,),
+        e,
+        (),
+        job=f"pid {m.pids[0]}",
+        share=host,
+        measured=True,
+        finding=LAUNCH_BOUND,
     )
 
 

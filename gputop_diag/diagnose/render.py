@@ -50,6 +50,7 @@ def _doc(d: Diagnosis) -> dict[str, Any]:
         "window_s": d.window_s,
         "faults": [_alert(a) for a in d.faults],
         "primary": d.primary,
+        "finding": d.finding,
         "confidence": d.confidence if d.has_confidence else None,
         "secondary": d.secondary,
         "secondary_evidence": [_evidence(e) for e in d.secondary_evidence],
@@ -110,7 +111,7 @@ def render_text(d: Diagnosis) -> str:
         if lead.next_step:
             lines += [f"  next: {lead.next_step}"]
         lines += ["  (this comes first: the workload class below is read in its light)", ""]
-    lines.append(f"Bottleneck: {d.label.upper()}  {confidence_text(d)}{scope}")
+    lines.append(f"Bottleneck: {d.headline}  {confidence_text(d)}{scope}")
     if d.secondary:
         lines.append(f"  and also: {d.secondary.replace('_', ' ')}")
         lines += [f"    - {e.text}" for e in d.secondary_evidence]

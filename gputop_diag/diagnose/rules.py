@@ -28,6 +28,9 @@ class Verdict(NamedTuple):
     # Decided by figures measured inside the job (the probe), which outrank those inferred from
     # outside; `share` is then the waiting part's share of the step (0..1).
     measured: bool = False
+    # A named finding within the class (docs/diagnosis.md): "launch_bound" within
+    # synchronization, the GPU waiting on the host's kernel launches rather than on a sync.
+    finding: str | None = None
 
 
 def ev(metric: str, value, threshold, text: str, unit: str = "%") -> Evidence:
@@ -296,6 +299,68 @@ def synchronization(f: Features) -> Verdict:
     undecided = f.gappy and no_input and blind
     return Verdict(
         fires, T.CONF_SYNC_SPIN, tuple(out), against, ("util", "threads"), undecided=undecided
+    )
+
+
+LAUNCH_BOUND = "launch_bound"
+
+
+def launch_bound(f: Features) -> Verdict | None:
+    """Synchronization's other form: the GPU waits on the host's next launch, not on a sync.
+
+    Busy time counts a GPU busy while any kernel is resident, so many small kernels launched
+    back to back read ~100 % busy while a few SMs work (SM activity low, no unit near its
+    roof) and the thread that launches them runs flat out: the step is the host's launch rate
+    (small batches, eager-mode PyTorch, an unfused optimizer). None where the window does not
+    show that shape; undecided where it does but thread data is missing (the spinning launcher
+    cannot be seen, and absent evidence never votes)."""
+    busy = f.busy_mean
+    if "gpm" not in f.available or f.gappy or busy is None or busy < T.LAUNCH_BUSY_PCT:
+        return None
+    sm = f.sm_median
+    near = max(f.dram_share or 0.0, f.math_share or 0.0) >= T.ROOF_SHARE_PCT
+    if sm is None or sm >= T.LAUNCH_SM_PCT or near:
+        return None
+    blind = "threads" not in f.available or f.main_thread_cpu is None
+    no_input = not input_pressure(f)
+    loaders_idle = f.worker_cpu_mean is None or f.worker_cpu_mean < T.WORKERS_IDLE_PCT
+    spin = not blind and (f.main_thread_cpu or 0.0) >= T.MAIN_SPIN_PCT
+    fires = spin and loaders_idle and no_input
+    undecided = blind and no_input
+    if not (fires or undecided):
+        return None
+    shape = ev(
+        "sm_util",
+        sm,
+        T.LAUNCH_SM_PCT,
+        f"launch-bound: GPU busy {pct(busy)} of the time but SMs active only {pct(sm)} "
+        f"(GPU counters, median of the last {f.recent_s:.0f} s; {_roofs(f)}): many small "
+        "kernels, each a launch from the host",
+    )
+    main = ev(
+        "main_thread_cpu",
+        f.main_thread_cpu,
+        T.MAIN_SPIN_PCT,
+        f"the launching thread ({f.main_thread_name or 'main'}) at {pct(f.main_thread_cpu)} of "
+        f"a core: the host issues kernels as fast as it can; the job's helpers {_helpers_cpu(f)}",
+    )
+    against = ev(
+        "sm_util",
+        sm,
+        T.LAUNCH_SM_PCT,
+        f"GPU busy {pct(busy)} but SMs active only {pct(sm)}: small kernels; without thread "
+        "data whether the host's launches hold them back cannot be seen"
+        if undecided
+        else f"launch-bound: SMs active only {pct(sm)} while busy {pct(busy)}",
+    )
+    return Verdict(
+        fires,
+        T.CONF_LAUNCH,
+        (shape, main) if not blind else (shape,),
+        against,
+        ("gpm", "threads"),
+        undecided=undecided,
+        finding=LAUNCH_BOUND,
     )
 
 

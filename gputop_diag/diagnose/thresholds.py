@@ -128,6 +128,15 @@ IO_PRESSURE_PCT = 10.0
 # are idle.
 MAIN_SPIN_PCT = 90.0
 WORKERS_IDLE_PCT = 30.0
+# Launch-bound (synchronization's other form): NVML's busy time counts a GPU busy while any
+# kernel is resident (nvmlUtilization_t), so small kernels back to back read busy while few SMs
+# work. DCGM: SM_ACTIVE under 0.5 is ineffective use. Ours: busy 80 % of the time with SMs
+# active under 25 % and no unit near its roof, while the launching thread spins
+# (MAIN_SPIN_PCT), is the host's launch rate limiting the step; measured inside the job, the
+# GPU busy under half the step while no wait takes MEASURED_WAIT_SHARE of it.
+LAUNCH_BUSY_PCT = 80.0
+LAUNCH_SM_PCT = 25.0
+LAUNCH_MEASURED_GPU_SHARE = 0.5
 
 # -- communication -----------------------------------------------------------------------------
 # TB-plugin: communication over 10 % of step time is worth acting on. Ours: the GPUs of a job dip
@@ -195,6 +204,7 @@ CONF_INPUT_BASE = 0.6  # plus 0.1 for each host figure that shows pressure, at m
 CONF_INPUT_PER_FIGURE = 0.1
 CONF_INPUT_MAX = 0.95
 CONF_SYNC_SPIN = 0.85
+CONF_LAUNCH = 0.75  # SM activity and the launching thread: two figures, no measured launches
 CONF_GPM = 0.85  # compute and bandwidth judged from GPM
 CONF_ISSUE_BOUND = 0.6  # compute from SM residency alone (no pipe near its roof)
 CONF_MIXED = 0.7  # two units near their roofs: the nearer one leads

@@ -67,6 +67,9 @@ class Diagnosis:
     # the job again names it where it says JOB_COMMAND (`render.shown_checks`). A field of its
     # own, so that every surface sanitizes it as it does any process's command line.
     cmdline: tuple[str, ...] | None = None
+    # A named finding within the class: "launch_bound" within synchronization (the GPU waits
+    # on the host's kernel launches, not on a sync; docs/diagnosis.md says why it is no class).
+    finding: str | None = None
 
     @property
     def has_confidence(self) -> bool:
@@ -78,3 +81,9 @@ class Diagnosis:
     def label(self) -> str:
         """The one word the side panel shows."""
         return self.primary.replace("_", " ")
+
+    @property
+    def headline(self) -> str:
+        """The class with its finding, as a headline reads: "SYNCHRONIZATION (launch-bound)"."""
+        tail = f" ({self.finding.replace('_', '-')})" if self.finding else ""
+        return self.label.upper() + tail

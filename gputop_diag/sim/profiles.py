@@ -217,6 +217,31 @@ PROFILES: dict[str, dict] = {
         pcie_kbps=60_000,
         host=dict(workers=4, worker_cpu=3, main_cpu=99.5, iowait=0.3, io_psi=0.1),
     ),
+    # launch-bound: small kernels back to back (batch 8, eager mode, an unfused optimizer): a
+    # kernel is always resident, so busy time reads ~97 %, while a few SMs work and the main
+    # thread launches flat out
+    "launch": dict(
+        shape="steady",
+        busy=dict(
+            util=97,
+            memctl=6,
+            sm=9,
+            occ=4,
+            tensor=2,
+            dram=7,
+            fp16=1,
+            fp32=4,
+            power=0.22,
+            clock=0.98,
+            temp=45,
+        ),
+        idle=IDLE_GPU,
+        mem_frac=0.18,
+        nvlink_busy=2.0e5,
+        nvlink_idle=2.0e5,
+        pcie_kbps=40_000,
+        host=dict(workers=2, worker_cpu=3, main_cpu=99.5, iowait=0.3, io_psi=0.1),
+    ),
     "comm": dict(
         shape="dips",
         period=6.0,

@@ -105,6 +105,17 @@ SCENARIOS: dict[str, dict] = {
         timeline=[(0, "sync_step")],
         jobs=[_job(cmd=("python", "train.py", "--log-every", "1", "--sync-metrics"))],
     ),
+    "launch-bound": dict(
+        description="a small-batch job in eager mode: GPU busy 97 % but SMs active 9 %, the "
+        "main thread launching kernels flat out (synchronization, launch-bound: CUDA graphs, "
+        "torch.compile, a larger batch)",
+        expected="synchronization",
+        model="H100",
+        gpus=2,
+        duration=300,
+        timeline=[(0, "launch")],
+        jobs=[_job(cmd=("python", "train_gnn.py", "--batch-size", "8"))],
+    ),
     "comm-bound": dict(
         description="8 GPUs dip together while NVLink carries all-reduce traffic",
         expected="communication",

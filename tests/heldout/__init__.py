@@ -7,7 +7,9 @@ fine-grained busy timeline of each GPU (1/6 s bins), kernel activity per phase, 
 processes and threads, and overlays (faults, OOM kills, other users, Slurm).
 
 Seeds 0-599 are for tuning; seeds from 1000 are held out and never looked at while tuning.
-The label contract is written out in docs/accuracy.md.
+A family of cases added later is drawn on seeds of its own, so the mix and its seeds stay
+what they were: seeds 10000-10099 tune and 11000-11099 hold out the launch-bound family
+(synchronization, launch-bound). The label contract is written out in docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -20,13 +22,27 @@ from gputop_diag.model import Snapshot
 
 from . import overlays
 from .assemble import snapshots
-from .classes import RECIPES, WEIGHTS
+from .classes import FAMILIES, RECIPES, WEIGHTS
 from .plan import finish_name
 
-__all__ = ["BASE_CLASSES", "TUNING_SEEDS", "HELDOUT_SEEDS", "Case", "cases", "generate"]
+__all__ = [
+    "BASE_CLASSES",
+    "FAMILY_SEEDS",
+    "HELDOUT_SEEDS",
+    "LAUNCH_HELDOUT_SEEDS",
+    "LAUNCH_TUNING_SEEDS",
+    "TUNING_SEEDS",
+    "Case",
+    "cases",
+    "generate",
+]
 
 TUNING_SEEDS = range(0, 600)  # thresholds may be set on these; never on HELDOUT_SEEDS
 HELDOUT_SEEDS = range(1000, 1600)
+# The launch-bound family: tuning 10000-10099, held out 11000-11099 (never tuned on).
+LAUNCH_TUNING_SEEDS = range(10_000, 10_100)
+LAUNCH_HELDOUT_SEEDS = range(11_000, 11_100)
+FAMILY_SEEDS = {"launch_bound": range(10_000, 12_000)}
 # The ten classes drawn with equal weight; insufficient_data (every GPU lost, no driver) is rarer.
 BASE_CLASSES = tuple(c for c in RECIPES if c != "insufficient_data")
 
@@ -49,9 +65,13 @@ class Case:
 
 def generate(seed: int) -> Case:
     rng = random.Random(seed)
-    names = list(RECIPES)
-    label = rng.choices(names, [WEIGHTS[n] for n in names])[0]
-    plan = RECIPES[label](rng)
+    family = next((name for name, seeds in FAMILY_SEEDS.items() if seed in seeds), None)
+    if family is not None:
+        plan = FAMILIES[family](rng)
+    else:
+        names = list(RECIPES)
+        label = rng.choices(names, [WEIGHTS[n] for n in names])[0]
+        plan = RECIPES[label](rng)
     s0 = rng.randrange(0, 5)
     slow_ticks = list(range(s0 - 5, 60, 5))  # Slurm and the kernel log are read every 5 s
     overlays.apply(plan, slow_ticks)

@@ -139,6 +139,26 @@ def work(rng: random.Random, model: GpuModel, kind: str, overlap_comm: bool = Fa
     return Activity(**{**_asdict(a), "nvlink_kib_s": nv, "pcie_tx_kb_s": tx, "pcie_rx_kb_s": rx})
 
 
+def tiny(rng: random.Random, model: GpuModel) -> Activity:
+    """Small kernels launched back to back (a small batch in eager mode, an unfused optimizer's
+    per-parameter kernels, an environment step's few ops): one is resident nearly all the time,
+    each on a few SMs, no unit near its roof."""
+    tx, rx = host_copies(rng, model)
+    return Activity(
+        _u(rng, 0.9, 1.0),
+        _u(rng, 0.03, 0.2),
+        _u(rng, 0.01, 0.08),
+        _u(rng, 0.0, 0.1),
+        _u(rng, 0.0, 0.05),
+        _u(rng, 0.02, 0.12),
+        0.0,
+        _u(rng, 0.03, 0.22),
+        0.0,
+        tx,
+        rx,
+    )
+
+
 def mixed(rng: random.Random, model: GpuModel, lead: str) -> Activity:
     """Math pipes and DRAM both near their roofs, `lead` the nearer by 0-30 points (nominal
     roofs: DRAM 0.85, math 0.95)."""
