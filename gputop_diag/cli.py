@@ -9,12 +9,14 @@ module and `commands.options`, and `gputop-diag snapshot ...` imports the snapsh
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import errno
 import importlib
 import os
 import signal
 import sys
+import unicodedata
 from collections.abc import Sequence
 
 from . import __version__
@@ -87,9 +89,12 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
         description="What limits this GPU workload right now: live memory, utilization, "
         "device mapping and Xid events, with the current bottleneck, its evidence and the "
         "next checks. Run with no command for the live view.",
-        epilog="Exit codes: 0 success, 1 unexpected failure, 2 usage error, "
-        "3 no usable NVIDIA driver or GPU, 4 fleet: no answer from Prometheus; "
-        "watch -- CMD exits with the command's own code.",
+        epilog="Exit statuses: 0 success; 1 failure (unexpected, or an output that failed "
+        "part-way); 2 usage error (an option, a value, a file to read or write: said before "
+        "any work); 3 no usable NVIDIA driver or GPU; 4 no answer from Prometheus (fleet); "
+        "5 partial answer (printed, but part of what was asked is missing: said on stderr); "
+        "128+N stopped by signal N; 141 the output closed; watch -- CMD: the command's own. "
+        "Each command's are in the README (Exit statuses).",
     )
     p.add_argument("--version", action="version", version=f"gputop-diag {__version__}")
     p.add_argument(
@@ -262,11 +267,82 @@ def closed_output() -> int:
     return 128 + getattr(signal, "SIGPIPE", 13)
 
 
+# ASCII spellings of what the output uses beyond ASCII, for a terminal or pipe that takes only
+# ASCII (PYTHONIOENCODING=ascii, a Latin-1 locale); never a double quote, so JSON stays JSON.
+_ASCII_SPELLINGS = {
+    "\u2192": "->",
+    "\u2190": "<-",
+    "\u2014": "--",
+    "\u2013": "-",
+    "\u2212": "-",
+    "\u2026": "...",
+    "\u00b7": ".",
+    "\u00d7": "x",
+    "\u2265": ">=",
+    "\u2264": "<=",
+    "\u2248": "~",
+    "\u00b1": "+/-",
+    "\u00b0": " deg",
+    "\u00b5": "u",
+    "\u00b2": "^2",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201c": "'",
+    "\u201d": "'",
+    "\u2022": "*",
+    "\u03a8": "Psi",
+    "\u03a3": "Sum",
+}
+ASCII_ERRORS = "gputop-diag-ascii"
+
+
+def _ascii_spelling(err: UnicodeError) -> tuple[str, int]:
+    """A codec error handler (`codecs.register_error`): each character the output's encoding
+    cannot take, as its ASCII spelling, else its letter without accents, else `?`."""
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    out = []
+    for ch in err.object[err.start : err.end]:
+        spelled = _ASCII_SPELLINGS.get(ch)
+        if spelled is None:
+            base = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+            spelled = base.replace('"', "'") or ("#" if "\u2580" <= ch <= "\u259f" else "?")
+        out.append(spelled)
+    return "".join(out), err.end
+
+
+codecs.register_error(ASCII_ERRORS, _ascii_spelling)
+
+
+def ascii_safe_streams() -> None:
+    """Standard output and error that cannot encode what we print (PYTHONIOENCODING=ascii, a
+    Latin-1 locale) spell it in ASCII instead of failing: the one place every command's output
+    passes. Files written (reports, recordings) are UTF-8 whatever the locale."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None)
+        if encoding is None or not hasattr(stream, "reconfigure"):
+            continue
+        try:
+            "\u2192\u2014\u2026\u00b7".encode(encoding)
+        except UnicodeEncodeError:
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors=ASCII_ERRORS)
+        except LookupError:
+            continue
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    ascii_safe_streams()
     argv = _fix_bare_demo(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     from .model.exits import EXIT_USAGE
+
+    if args.demo is not None and not args.demo.strip():
+        parser.error(
+            "--demo takes a scenario's name (`gputop-diag demo --list`), not an empty one; "
+            "--demo alone runs tour"
+        )
 
     try:
         if args.command == "demo":

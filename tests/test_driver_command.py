@@ -112,3 +112,20 @@ async def test_side_panel_alert_and_driver_pane():
         assert "CUDA driver version is insufficient" in screen
         assert "pid 52011 python (alice), on no GPU: TOO NEW" in screen  # the pane's runtime layer
         assert "cudart 13.0.96 (pip)" in screen and "verdict:  BROKEN" in screen
+
+
+def test_each_nvml_version_is_said_once_and_named_by_its_call(tmp_path, capsys):
+    """The library's version, the driver's (nvmlSystemGetDriverVersion) and NVML's own
+    (nvmlSystemGetNVMLVersion, "12.<driver>") each once, labelled: a recording has no
+    library path, where "NVML; NVML 12.570.124.06" was printed."""
+    rec = tmp_path / "r.jsonl"
+    assert main(["--demo", "idle", "record", "-o", str(rec), "--seconds", "2"]) == 0
+    capsys.readouterr()
+    for argv in (["--demo", "idle", "driver"], ["--replay", str(rec), "driver"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        layer = out[out.index("2 NVML library") : out.index("3 driver's max CUDA")]
+        assert "NVML;" not in layer
+        assert layer.count("12.570.124.06") == 1
+        assert "driver 570.124.06 (nvmlSystemGetDriverVersion)" in layer
+        assert "NVML 12.570.124.06 (nvmlSystemGetNVMLVersion)" in layer

@@ -117,6 +117,22 @@ def test_invalid_entry_reports_what_it_hides():
     assert "'-1' is a negative index" in f.text and "hides 1, 3" in f.text
 
 
+@pytest.mark.parametrize(
+    ("cvd", "severity", "said"),
+    [
+        ("GPU-bogus,1", "warning", "shows 0 device(s); '1' after it is never read"),
+        ("GPU-bogus", "warning", "shows 0 device(s)"),  # every device hidden: not meant
+        (f"{U[1]},GPU-bogus,{U[2]}", "warning", "hides GPU-"),
+        ("-1", "info", "shows 0 device(s)"),  # the usual way to hide every device on purpose
+        ("0,-1", "info", "shows 1 device(s)"),
+    ],
+)
+def test_an_invalid_entry_that_hides_devices_is_a_warning(cvd, severity, said):
+    [f] = visibility_findings("this shell", resolve(SAME, cvd, None))
+    assert f.kind == "invalid_entry" and f.severity == severity
+    assert said in f.text
+
+
 def test_mig_default_visibility_is_not_numbered():
     v = resolve(MIG, None, None)
     assert v.mig_unknown and not v.order_known

@@ -9,6 +9,9 @@ collectors (the Sampler), not the Monitor's classifier, Xid triage, kernel log a
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import replace
@@ -90,6 +93,50 @@ def sanitized_output(text: str, sanitizer) -> str | None:
         "left); nothing printed. Please report this (without the output).",
         file=sys.stderr,
     )
+    return None
+
+
+def output_problem(path: str, option: str = "-o") -> str | None:
+    """Why `path` cannot be written (said before any work: a usage error, exit 2), or None.
+
+    It is opened for appending, as the write will open it, and removed again when this made
+    it, so the answer is the file system's own (no such directory, permission denied, a
+    read-only file system, a directory). Standard output (`-`), a device or a pipe is left to
+    the write itself: opening a pipe would wait for its reader."""
+    if path in ("-", "/dev/stdout"):
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        return f"{option} {path}: {e.strerror or e}"
+    if mode is not None and stat.S_ISDIR(mode):
+        return f"{option} {path}: is a directory"
+    if mode is not None and not stat.S_ISREG(mode):
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY, 0o600)
+    except OSError as e:
+        return f"{option} {path}: cannot write: {e.strerror or e}"
+    os.close(fd)
+    if mode is None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return None
+
+
+def input_problem(path: str, option: str) -> str | None:
+    """Why the file `path` named to be read cannot be (said before any work, exit 2), or
+    None. `-` is standard input."""
+    if path == "-":
+        return None
+    if not os.path.lexists(path):
+        return f"{option} {path}: no such file"
+    if os.path.isdir(path):
+        return f"{option} {path}: is a directory"
+    if not os.access(path, os.R_OK):
+        return f"{option} {path}: cannot read: permission denied"
     return None
 
 

@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 
-from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..model.exits import EXIT_NO_GPU, EXIT_PARTIAL, EXIT_USAGE
 from ..monitor.core import Tick
 from ..monitor.core import run as run_monitor
 from ..monitor.run import OutputClosed, is_closed_pipe
@@ -20,7 +20,7 @@ from ..recording.store import Recording, RecordingError, RecordingWriteError
 from ..recording.writer import RecordingWriter
 from ..sources import Sources
 from .common import no_driver_error, seeded_sanitizer, shown_path, shown_text
-from .options import add_time_options, capped, time_problem
+from .options import add_time_options, capped, time_problem, with_progress
 
 REPLAY = True  # reads `--replay FILE`: writes its (first N seconds of) snapshots again
 
@@ -73,7 +73,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(f"gputop-diag: {problem}", file=sys.stderr)
         return EXIT_USAGE
     replay = isinstance(feed, Recording)
-    seconds, note = capped(seconds, not replay and feed.simulated)
+    interval = feed.header.interval_s if replay else args.interval
+    seconds, note = capped(seconds, not replay and feed.simulated, interval)
     if note is not None:
         print(f"gputop-diag: {note}", file=sys.stderr)
     if replay and os.path.realpath(feed.path) == os.path.realpath(args.output):
@@ -81,7 +82,6 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         return EXIT_USAGE
     if seconds is None and not replay and feed.simulated:
         seconds = _scenario_seconds(feed)
-    interval = feed.header.interval_s if replay else args.interval
     sanitize = bool(getattr(args, "sanitize", False)) or (replay and feed.header.sanitized)
     sanitizer = None
     if sanitize:  # the machine's names (a recording's: all of its snapshots) before line one
@@ -109,7 +109,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             raise
 
     try:
-        monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=write)
+        on_tick = with_progress(write, seconds, not replay and feed.simulated)
+        monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=on_tick)
     except KeyboardInterrupt:  # before the first tick: nothing recorded
         monitor = None
     except RecordingWriteError as e:  # the disk filled up, a write failed
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
     status = ending.exit_status(until_stopped=args.seconds is None) if ending else None
-    return status or 0
+    return status or (EXIT_PARTIAL if writer.withheld else 0)  # some snapshots held back
 
 
 def _shown(args: argparse.Namespace, path: str) -> str:

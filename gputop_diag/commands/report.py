@@ -9,15 +9,15 @@ import os
 import sys
 
 from ..model import formats
-from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
+from ..model.exits import EXIT_NO_GPU, EXIT_PARTIAL, EXIT_USAGE
 from ..model.health import HealthReport
 from ..monitor.core import run as run_monitor
 from ..recording.store import Recording
 from ..report.build import ReportSource, make_report
 from ..report.private_map import write_private_map
 from ..sources import Sources
-from .common import no_driver_error, stop_without_nvml, stopped_early
-from .options import add_time_options, time_problem
+from .common import no_driver_error, output_problem, stop_without_nvml, stopped_early
+from .options import add_time_options, capped, time_problem, with_progress
 
 DEFAULT_SECONDS = 30.0
 REPLAY = True  # reads `--replay FILE`
@@ -89,6 +89,11 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    for path, option in ((out, "-o"), (private, "--private-map")):
+        problem = None if path is None else output_problem(path, option)
+        if problem is not None:  # before the sampling, not after it
+            print(f"gputop-diag: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     config = None
     if getattr(args, "model_config", None):  # the memory plan beside what the job holds
         from ..collect.model_config import ModelConfigError, read_config_file
@@ -101,11 +106,14 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     replay = isinstance(feed, Recording)
     if seconds is None and not replay:
         seconds = DEFAULT_SECONDS
+    simulated = not replay and feed.simulated
+    seconds, note = capped(seconds, simulated, interval)
+    if note is not None:
+        print(f"gputop-diag: {note}", file=sys.stderr)
     if not replay and not feed.simulated:
         print(f"gputop-diag: sampling for {seconds:g} s for the report", file=sys.stderr)
-    monitor = run_monitor(
-        feed, interval=interval, seconds=seconds, on_tick=None if replay else stop_without_nvml
-    )
+    on_tick = with_progress(None if replay else stop_without_nvml, seconds, simulated)
+    monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=on_tick)
     if monitor.last is None:
         print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
         return EXIT_USAGE
@@ -160,7 +168,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if err is not None:
         print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
         return EXIT_NO_GPU
-    return early or 0
+    if early:
+        return early
+    return EXIT_PARTIAL if health is None and not replay else 0  # without its Health section
 
 
 def read_health_once(feed: Sources, snap) -> HealthReport | None:
@@ -173,7 +183,8 @@ def read_health_once(feed: Sources, snap) -> HealthReport | None:
         return judge(read_health(feed, snap))
     except Exception as e:  # noqa: BLE001 - the rest of the report stands
         print(
-            f"gputop-diag: the health checks could not be read ({type(e).__name__})",
+            f"gputop-diag: the health checks could not be read ({type(e).__name__}): the "
+            "report is written without its Health section",
             file=sys.stderr,
         )
         return None

@@ -54,13 +54,15 @@ from ..monitor.run import Done, Run
 from ..sources import Sources
 from .common import (
     add_sanitize,
+    input_problem,
+    output_problem,
     sanitized_output,
     seeded_sanitizer,
     session_key,
     shown_path,
     shown_text,
 )
-from .options import add_time_options, capped, time_problem
+from .options import add_time_options, capped, time_problem, with_progress
 
 STATUS_EVERY_S = 10.0
 HANGUP_EXIT = 128 + getattr(signal, "SIGHUP", 1)  # 129: what a shell reports for a hang-up
@@ -88,6 +90,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="read the job's output from FILE (default: the output of a started command, the "
         "file a --pid's stdout goes to, a Slurm job's StdOut)",
+    )
+    p.add_argument(
+        "--wait-for-log",
+        action="store_true",
+        help="with --log: FILE may not exist yet (the job creates it later; its directory must "
+        "exist): watch waits for it and says so; without it a missing FILE is a usage error",
     )
     p.add_argument(
         "--output",
@@ -173,6 +181,10 @@ def build_watch(args: argparse.Namespace, feed: Sources) -> JobWatch:
             "job (--pid, --slurm) is read with its probe files when it was started with one",
             code=EXIT_USAGE,
         )
+    if args.log is not None and (args.pid is not None or args.slurm is not None):
+        problem = log_problem(args.log, getattr(args, "wait_for_log", False))
+        if problem is not None:
+            raise WatchError(problem, code=EXIT_USAGE)
     if args.pid is not None:
         if args.pid <= 0:
             raise WatchError(f"--pid {args.pid} is not a process id", code=EXIT_USAGE)
@@ -199,10 +211,31 @@ def build_watch(args: argparse.Namespace, feed: Sources) -> JobWatch:
     return JobWatch.for_command(feed, argv, log_path=path, step_regex=regex, env=env)
 
 
+def log_problem(path: str, wait: bool) -> str | None:
+    """Why `--log FILE` cannot be read (a usage error, said before watching), or None. A file
+    the job has yet to create is waited for only when asked (`--wait-for-log`), as `xid --log`
+    refuses a missing file: a typo would otherwise watch nothing, quietly."""
+    if wait and not os.path.lexists(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            return f"--log {path}: no such directory {parent} (--wait-for-log waits for the file)"
+        return None
+    problem = input_problem(path, "--log")
+    if problem is not None and not os.path.lexists(path):
+        problem += " (a log the job creates later: add --wait-for-log)"
+    return problem
+
+
 def run(args: argparse.Namespace, feed: Sources) -> int:
     problem = time_problem(args.seconds, args.interval)
     if problem is not None:
         return _usage(problem)
+    if getattr(args, "wait_for_log", False) and args.log is None:
+        return _usage("--wait-for-log waits for the file --log names: give --log FILE")
+    for path, option in ((args.record, "--record"), (args.output, "--output")):
+        problem = None if path is None else output_problem(path, option)
+        if problem is not None:  # before the job is started, not after
+            return _usage(problem)
     tui = sys.stdout.isatty() and not args.no_tui and not args.json and not args.record
     if tui and feed.simulated and getattr(args, "demo", None):
         from .. import sim
@@ -216,6 +249,8 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     # under --sanitize nothing printed names the machine, stderr included (a shared screen):
     # the log's path is said as its pseudonym, the label (a command line) not at all
     where = f"; output: {out_path(args, watch.tail.path)}" if watch.tail is not None else ""
+    if watch.tail is not None and not os.path.lexists(watch.tail.path):
+        where += " (not there yet: waiting for it)"
     if getattr(args, "sanitize", False):
         print(f"gputop-diag: watching the job ({watch.target}){where}", file=sys.stderr)
     else:
@@ -316,7 +351,7 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     until_stopped = args.seconds is None  # watching until the job ends or is stopped
     if feed.simulated and not watch.started:
         # simulated time runs instantly and a simulated process never ends: stop somewhere
-        seconds, note = capped(args.seconds or DEMO_SECONDS, True)
+        seconds, note = capped(args.seconds or DEMO_SECONDS, True, args.interval)
         if args.seconds is None:
             note = f"under --demo, watching stops after {DEMO_SECONDS:g} s of simulated time"
         if note is not None:
@@ -389,7 +424,8 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     paced = Run(monitor.tick, clock=clock, interval=args.interval, seconds=args.seconds)
     paced.on_signal = on_signal
     try:
-        ending = paced.subscribe(on_tick).run()
+        simulated = feed.simulated and not watch.started
+        ending = paced.subscribe(with_progress(on_tick, args.seconds, simulated)).run()
     finally:
         monitor.close()
         if writer is not None:

@@ -257,14 +257,27 @@ def _host_lines(L: dict[str, Any]) -> list[str]:
         lib, where = "not found", "libnvidia-ml.so.* in the library directories: none"
     else:
         lib = nv["version"] or "?"
-        where = nv["path"] or ("NVML" if nv["nvml_driver_version"] else "not found on disk")
-        if nv["nvml_version"]:
-            where += f"; NVML {nv['nvml_version']}"
+        where = nv["path"] or "the version NVML gave (its file not read)"
     lines.append(f"2 NVML library       {lib:<28} {where}")
+    answers = nvml_answers(nv)
+    if answers:
+        lines.append(f"                     NVML answers: {answers}")
     if nv["nvml_error"]:
         lines.append(f"                     NVML: {nv['nvml_error']}")
     lines.append(f"3 driver's max CUDA  {mx['version'] or 'n/a':<28} {mx['source'] or 'not known'}")
     return lines
+
+
+def nvml_answers(nv: dict[str, Any]) -> str:
+    """What NVML itself says of the driver, each value once and named by the call that gave
+    it: `nvmlSystemGetDriverVersion` (the driver, "570.124.06") and `nvmlSystemGetNVMLVersion`
+    (the NVML library, "12.570.124.06": the CUDA major version before the driver's)."""
+    said = []
+    if nv["nvml_driver_version"]:
+        said.append(f"driver {nv['nvml_driver_version']} (nvmlSystemGetDriverVersion)")
+    if nv["nvml_version"]:
+        said.append(f"NVML {nv['nvml_version']} (nvmlSystemGetNVMLVersion)")
+    return ", ".join(said)
 
 
 def _runtime_lines(rt: dict[str, Any], unreadable_why: str) -> list[str]:

@@ -338,10 +338,18 @@ def visibility_findings(who: str, v: Visibility, pids: tuple[int, ...] = ()) -> 
     elif bad is not None:
         hidden = v.hidden_by_invalid
         lost = f"; it hides {', '.join(e.text for e in hidden)} listed after it" if hidden else ""
+        after = v.entries[v.entries.index(bad) + 1 :]
+        unread = [e.text for e in after if e not in hidden]
+        if unread:
+            said = ", ".join(repr(t) for t in unread)
+            lost += f"; {said} after it {'is' if len(unread) == 1 else 'are'} never read"
+        # Only a negative index alone (`-1`, `0,-1`) is the usual way to hide devices on
+        # purpose; an entry that hides what follows it, or every device, is a mistake to fix.
+        meant = bad.text.strip().startswith("-") and not after
         out.append(
             Finding(
                 "invalid_entry",
-                "warning" if hidden else "info",
+                "warning" if after or not (v.visible or meant) else "info",
                 f"{who}: CUDA_VISIBLE_DEVICES={v.cvd!r}: entry {bad.text!r} {bad.why}; CUDA "
                 f"stops there and shows {len(v.visible)} device(s){lost}",
                 "fix or remove the entry; list devices by UUID "
