@@ -148,6 +148,7 @@ SLOW = [
     "test_probe_torch.py::test_sync_sites_are_the_users_lines_and_torch_reading_its_cpu_counters_is_not_one",  # noqa: E501
     "test_probe_torch.py::test_torch_compile_runs_as_it_does_without_the_probe",
     "test_probe_torch.py::test_kv_cache_bytes_of_a_transformers_cache",
+    "test_probe_sample.py::test_a_sampled_step_of_a_real_loop_sees_its_batch_shapes_precision_and_loss",  # noqa: E501
     "test_planner_models.py::test_parameter_count_is_exact_for_every_family",
     "test_sanitize_planted.py::test_no_planted_identifier_survives_any_headless_command",
     "test_sanitize_planted.py::test_a_sanitized_report_keeps_what_it_is_about",

@@ -37,8 +37,11 @@ from ..model import (
     CollectorError,
     ProbeMemory,
     ProbeProgress,
+    ProbeSample,
+    ProbeShape,
     ProbeState,
     ProbeSteps,
+    ProbeTransfer,
     SyncSite,
 )
 from ..probe import schema as S
@@ -158,6 +161,7 @@ class _Records:
     stack: str | None = None
     stack_at: float | None = None
     exit_error: str | None = None
+    sample: ProbeSample | None = None
     _aggregated_key: tuple | None = None
     _aggregated_steps: ProbeSteps | None = None
 
@@ -199,6 +203,8 @@ class _Records:
             "cuda_device": rec.get("cuda_device") if _count(rec.get("cuda_device")) else None,
             "run_id": _text(rec.get("run_id"), 128),
             "measures": tuple(k for k, v in (measures or {}).items() if v and k in _KNOWN),
+            "arch_list": _arch_list(rec.get("arch_list")),
+            "torch_cuda": _text(rec.get("torch_cuda"), 32),
         }
         self.stack_signal = _signal(rec.get("stack_signal"))
         return True
@@ -219,6 +225,10 @@ class _Records:
         parts = {m.removesuffix("_s") for m in measured}
         if "t_comm_exposed" in parts:
             parts.add("t_comm")
+        if rec.get("sampled") is True:  # slowed by the sampling: its memory only
+            if mem is not None:
+                self.memory = mem
+            return True
         coll = rec.get("coll_seq")
         values = {k: (None if rec.get(k) is None else float(rec[k])) for k in _STEP_FIELDS}
         self.steps.append(
@@ -294,6 +304,14 @@ class _Records:
             self.notes = [*self.notes, text][-MAX_NOTES:]
         return True
 
+    def _sample(self, rec: dict, t: float) -> bool:
+        sample = sample_of(rec, t)
+        if sample is None:
+            return False
+        if self.sample is None or sample.step >= self.sample.step:
+            self.sample = sample
+        return True
+
     def _bye(self, rec: dict, t: float) -> bool:
         self.ended = True
         return True
@@ -347,6 +365,9 @@ class _Records:
             stack=self.stack,
             stack_at=self.stack_at,
             exit_error=self.exit_error,
+            sample=self.sample,
+            arch_list=h.get("arch_list", ()),
+            torch_cuda=h.get("torch_cuda"),
         )
 
 
@@ -372,7 +393,108 @@ _TAKE: dict[str, Callable[[_Records, dict, float], bool]] = {
     "bye": _Records._bye,
     "progress": _Records._progress,
     "exit": _Records._exit,
+    "sample": _Records._sample,
 }
+MAX_SHAPES = 12
+_ARCH = re.compile(r"(?:sm|compute)_\d{2,3}[af]?")
+
+
+def _arch_list(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list):
+        return ()
+    return tuple(a for a in v[:64] if isinstance(a, str) and _ARCH.fullmatch(a))
+
+
+def _transfer(v: Any) -> ProbeTransfer | None:
+    if not isinstance(v, dict):
+        return None
+    count, nbytes, seconds = v.get("count"), v.get("bytes"), v.get("seconds")
+    pinned, nb = v.get("pinned_bytes", 0), v.get("non_blocking", 0)
+    if not (_count(count) and _count(nbytes) and _seconds(seconds)):
+        raise ValueError("transfer")
+    if not (_count(pinned) and _count(nb)):
+        raise ValueError("transfer")
+    return ProbeTransfer(count, nbytes, float(seconds), pinned, nb)
+
+
+def _shape(v: Any) -> ProbeShape:
+    dims = v.get("dims") if isinstance(v, dict) else None
+    if not isinstance(dims, dict) or not dims or not all(_count(n) for n in dims.values()):
+        raise ValueError("shape")
+    names = "".join(str(k)[:1] for k in dims)
+    bad = v.get("misaligned")
+    if not (isinstance(v.get("op"), str) and isinstance(v.get("dtype"), str)):
+        raise ValueError("shape")
+    if not (_count(v.get("count")) and _count(v.get("flops")) and isinstance(bad, list)):
+        raise ValueError("shape")
+    site = v.get("site")
+    return ProbeShape(
+        op=v["op"][:40],
+        dtype=v["dtype"][:40],
+        dims=tuple(dims.values()),
+        dim_names=names,
+        count=v["count"],
+        flops=v["flops"],
+        misaligned=tuple(str(b)[:1] for b in bad if str(b)[:1] in names),
+        site=site[:TEXT_CHARS] if isinstance(site, str) and site else None,
+    )
+
+
+def sample_of(rec: dict, t: float) -> ProbeSample | None:
+    """A "sample" record (probe/sample.py) as the model's ProbeSample; None when malformed."""
+    step, wall = rec.get("step"), rec.get("wall_s")
+    if not (_count(step) and _seconds(wall)):
+        return None
+    try:
+        figures = {k: rec.get(k, 0) for k in ("flops", "matmul_flops", "misaligned_flops")}
+        if not all(_count(v) for v in figures.values()):
+            return None
+        dtypes = rec.get("dtype_flops") or {}
+        shapes = rec.get("shapes") or []
+        transfers = rec.get("transfers") or {}
+        batch = rec.get("batch") or {}
+        if not all(isinstance(x, dict) for x in (dtypes, transfers, batch)):
+            return None
+        if not isinstance(shapes, list) or not all(_count(v) for v in dtypes.values()):
+            return None
+        samples, tokens, loss = batch.get("samples"), batch.get("tokens"), rec.get("loss")
+        if not (_opt(samples, _count) and _opt(tokens, _count) and _opt(loss, _num)):
+            return None
+        cap = rec.get("capability")
+        capability = None
+        if isinstance(cap, list) and len(cap) == 2 and all(_count(c) for c in cap):
+            capability = (cap[0], cap[1])
+        autocast = rec.get("autocast") or {}
+        scaler = rec.get("grad_scaler")
+        return ProbeSample(
+            step=step,
+            at=t,
+            wall_s=float(wall),
+            dtype_flops=tuple(
+                sorted(((str(k)[:40], v) for k, v in dtypes.items()), key=lambda kv: -kv[1])
+            ),
+            shapes=tuple(_shape(v) for v in shapes[:MAX_SHAPES]),
+            h2d=_transfer(transfers.get("h2d")),
+            d2h=_transfer(transfers.get("d2h")),
+            samples=samples,
+            tokens=tokens,
+            batch_from=_text(batch.get("from"), 80),
+            loss=None if loss is None else float(loss),
+            backward=rec.get("backward") is True,
+            grad_scaler=scaler if isinstance(scaler, bool) else None,
+            autocast=tuple(
+                (str(k)[:16], str(v)[:40]) for k, v in autocast.items() if isinstance(k, str)
+            )
+            if isinstance(autocast, dict)
+            else (),
+            matmul_precision=_text(rec.get("matmul_precision"), 16),
+            allow_tf32=rec.get("allow_tf32") if isinstance(rec.get("allow_tf32"), bool) else None,
+            capability=capability,
+            device_name=_text(rec.get("device_name"), 96),
+            **figures,
+        )
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def _text(v: Any, limit: int) -> str | None:

@@ -168,6 +168,8 @@ class ProcessMemory:
     optimizer_bytes: int | None
     activations_bytes: int | None  # peak - params - grads - optimizer, where all measured
     kv_cache_bytes: int | None
+    gpu_name: str | None = None  # the (first) GPU it is on, as NVML names it
+    compute_capability: tuple[int, int] | None = None
 
     @property
     def cached_bytes(self) -> int | None:
@@ -227,6 +229,8 @@ def process_memory(
                 optimizer_bytes=p.optimizer_bytes,
                 activations_bytes=p.activations_bytes,
                 kv_cache_bytes=p.kv_cache_bytes,
+                gpu_name=gpu.static.name if gpu is not None else None,
+                compute_capability=gpu.static.compute_capability if gpu is not None else None,
             )
         )
     return tuple(sorted(out, key=lambda r: (r.rank is None, r.rank or 0, r.pid)))

@@ -535,6 +535,61 @@ class ProbeProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeShape:
+    """A matrix multiplication or convolution of a sampled step (probe/sample.py): the dtype it
+    computed in, its dimensions (M, N, K; a convolution's channels C, O), how often it ran and
+    its FLOPs in the step, the dimensions the tensor cores want aligned, the job's line."""
+
+    op: str
+    dtype: str
+    dims: tuple[int, ...]
+    dim_names: str  # "MNK", "CO"
+    count: int
+    flops: int
+    misaligned: tuple[str, ...] = ()
+    site: str | None = None  # "train.py:42" (sanitized as a line of the job's code)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeTransfer:
+    """Copies between host and device in a sampled step, one direction: the host's seconds in
+    them (a pageable copy blocks it; a pinned non_blocking one returns at once)."""
+
+    count: int
+    nbytes: int
+    seconds: float
+    pinned_bytes: int = 0
+    non_blocking: int = 0  # copies asked non_blocking
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSample:
+    """One step the probe looked at closely (its "sample" record, probe/sample.py)."""
+
+    step: int
+    at: float
+    wall_s: float  # the sampled step itself (slowed by the sampling: not a step time)
+    flops: int = 0  # every operator torch counts FLOPs of, forward and backward
+    matmul_flops: int = 0
+    misaligned_flops: int = 0  # of the matmuls and convolutions with a misaligned dimension
+    dtype_flops: tuple[tuple[str, int], ...] = ()  # matmul FLOPs by the dtype they ran in
+    shapes: tuple[ProbeShape, ...] = ()
+    h2d: ProbeTransfer | None = None
+    d2h: ProbeTransfer | None = None
+    samples: int | None = None  # the step's batch: samples, token ids
+    tokens: int | None = None
+    batch_from: str | None = None  # where the batch was read ("batch", "the batch's input_ids")
+    loss: float | None = None
+    backward: bool = False  # the step ran a backward pass (training)
+    grad_scaler: bool | None = None  # a GradScaler scaled the loss; None: no backward
+    autocast: tuple[tuple[str, str], ...] = ()  # (device type, dtype) of autocast regions
+    matmul_precision: str | None = None  # torch.get_float32_matmul_precision()
+    allow_tf32: bool | None = None
+    capability: tuple[int, int] | None = None  # the job's CUDA device, where it uses one
+    device_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeState:
     """What the probe inside one process measured (`gputop-diag watch --probe`), as read from
     its file: the process is `pid` started at `start_ticks` (/proc/<pid>/stat field 22)."""
@@ -569,6 +624,9 @@ class ProbeState:
     stack_at: float | None = None  # when that stack was read
     exit_error: str | None = None  # the uncaught exception it ended on ("RuntimeError: ...")
     gone_at: float | None = None  # when the Monitor first found it gone
+    sample: ProbeSample | None = None  # the newest sampled step
+    arch_list: tuple[str, ...] = ()  # the GPU architectures torch was built for ("sm_80")
+    torch_cuda: str | None = None  # the CUDA release torch was built with
 
     @property
     def activations_bytes(self) -> int | None:

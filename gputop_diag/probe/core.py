@@ -24,6 +24,7 @@ from . import gpu, sizes
 from .accounts import Accounts, top_sites
 from .imports import after_import
 from .install import TorchHooks, describe
+from .sample import StepSampler, sample_every_s
 from .schema import SCHEMA, probe_dir, start_ticks_of
 from .stacks import Stacks
 from .writer import ProbeFile
@@ -62,6 +63,7 @@ class Probe:
         self.held_notes: list[dict] = []
         self.noted: set[str] = set()
         self.stacks = Stacks()
+        self.sampler: StepSampler | None = None  # once torch is imported (sample.py)
         self._reset_steps()
 
     def _reset_steps(self) -> None:
@@ -90,11 +92,14 @@ class Probe:
         self.acc.internal = hooks.internal_paths()
         hooks.install()
         self.hooks = hooks
+        self.sampler = StepSampler(torch, self.acc, self.note, sample_every_s())
 
     def uninstall(self) -> None:
         """Tests and the benchmark: every hook out, the file finished."""
         self.at_exit()
         atexit.unregister(self.at_exit)
+        if self.sampler is not None:
+            self.sampler.stop()
         if self.watcher is not None:
             self.watcher.remove()
         if self.hooks is not None:
@@ -110,6 +115,8 @@ class Probe:
         self.held_notes = []
         self.earned = False
         self.stacks.abandon_after_fork()
+        if self.sampler is not None:
+            self.sampler.stop(restart=True)
         self.acc.owner = threading.get_ident()
         self.acc.begin(None)
         self.acc.sites.clear()
@@ -167,6 +174,9 @@ class Probe:
         self.boundary_at = now
         if not self.earned and not self._earn():
             return
+        sampler = self.sampler
+        sampled = sampler is not None and sampler.active is not None
+        sample = sampler.end(self.n, now) if sampled else None
         step = None
         if acc.open_t is not None:
             acc.close_buckets()
@@ -181,6 +191,7 @@ class Probe:
                 acc.t_comm_exposed,
                 self._measures(),
                 acc.coll_entered,
+                sampled,  # run under the sampler's dispatch mode: slower than the others
                 None,  # t_gpu, once its events are done
                 None,  # the allocator's figures
             )
@@ -192,9 +203,13 @@ class Probe:
             self._gpu_boundary(step)
         elif step is not None:
             self.emit(step)
+        if sample is not None:
+            self.emit(sample)
         if optimizer is not None:
             self._maybe_model(optimizer, now)
         self._write_sites(now, force=False)
+        if sampler is not None and sampler.due(self.n, now) and not gpu.capturing_any(self.torch):
+            sampler.begin(self.n, time.perf_counter())
 
     def _earn(self) -> bool:
         """A process that steps writes a file, unless it is a DataLoader worker."""
@@ -347,6 +362,9 @@ class Probe:
             "node": _node(),
             "cuda_device": gpu.current_device(torch) if cuda else None,
             "stack_signal": self.stacks.signal,
+            # the GPU architectures torch was built for (sample.py reads the device's own)
+            "arch_list": gpu.arch_list(torch),
+            "torch_cuda": getattr(getattr(torch, "version", None), "cuda", None),
             # t_gpu: GPU busy time needs CUPTI or the profiler, not measured (schema.py)
             "measures": {**parts, "t_gpu": False, "memory": cuda},
         }
@@ -422,7 +440,7 @@ def _in_dataloader_worker() -> bool:
 
 def step_record(step: tuple) -> dict:
     """The "step" record of a boundary's figures (schema.py); run by the writer's thread."""
-    n, t, wall, t_input, t_sync, n_sync, t_comm, exposed, measures, coll, t_gpu, mem = step
+    n, t, wall, t_input, t_sync, n_sync, t_comm, exposed, measures, coll, sampled, t_gpu, mem = step
     has_input, has_sync, has_comm = measures
     measured = [name for name, on in (("t_input", has_input), ("t_sync", has_sync)) if on]
     if has_comm:
@@ -445,6 +463,7 @@ def step_record(step: tuple) -> dict:
         "measured": measured,
         "mem": mem,
         "coll_seq": coll,
+        "sampled": sampled,
     }
 
 

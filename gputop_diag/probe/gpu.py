@@ -37,6 +37,11 @@ def capturing(torch: ModuleType) -> bool:
         return True  # cannot tell: stay out of the way
 
 
+def capturing_any(torch: ModuleType | None) -> bool:
+    """A CUDA graph capture under way in a job that uses CUDA (no question asked otherwise)."""
+    return cuda_in_use(torch) and capturing(torch)
+
+
 def mark(torch: ModuleType) -> Any:
     if capturing(torch):
         return None
@@ -69,6 +74,18 @@ def memory(torch: ModuleType) -> dict[str, int] | None:
         "ooms": stats["num_ooms"],
     }
     return figures
+
+
+def arch_list(torch: ModuleType | None) -> list[str]:
+    """The GPU architectures the job's torch was built for ("sm_80", "compute_90"): what
+    `torch.cuda.get_arch_list()` returns, read from the build's flags without asking the driver
+    anything (older releases' `get_arch_list` calls `is_available()` first)."""
+    try:
+        flags = getattr(torch._C, "_cuda_getArchFlags", None) if torch is not None else None
+        text = flags() if flags is not None else None
+        return [a for a in text.split() if a[:3] in ("sm_", "com")] if text else []
+    except Exception:
+        return []
 
 
 def current_device(torch: ModuleType) -> int | None:
