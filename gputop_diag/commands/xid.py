@@ -6,7 +6,8 @@ when the journal cannot give this boot, dmesg; or only the files named with `--l
 `--journal-file` (`--system` adds this machine's too). GPUs are named through NVML's bus ids when
 this machine's log is read. `--replay FILE` triages a recording's Xid events with its sampled
 history (and any files named). Exit 0 with a triage (even "nothing found"), 1 when no source
-could be read, 2 for a usage error.
+could be read, 2 for a usage error, 5 when a file named (`--log`, `--journal-file`) could not be
+read while others were (the triage covers those).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from ..collect.kernlog.files import Budget
 from ..collect.kernlog.scan import XidScan, scan
 from ..model.exits import EXIT_FAILURE as EXIT_UNREADABLE
-from ..model.exits import EXIT_USAGE
+from ..model.exits import EXIT_PARTIAL, EXIT_USAGE
 from ..monitor.core import run as run_monitor
 from ..recording.store import Recording
 from ..sources import Sources
@@ -143,6 +144,14 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         if args.json:
             print("gputop-diag: no kernel-log source could be read; see sources", file=sys.stderr)
         return EXIT_UNREADABLE
+    named = {*args.log, *args.journal_file}  # a file asked for by name and not read: partial
+    unread = [
+        r for r in found.sources if not r.usable and r.name.removeprefix("journal file ") in named
+    ]
+    if unread:
+        which = "" if sanitize else f" ({', '.join(r.name for r in unread)})"
+        print(f"gputop-diag: partial: a file named could not be read{which}", file=sys.stderr)
+        return EXIT_PARTIAL
     return 0
 
 
