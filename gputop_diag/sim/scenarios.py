@@ -307,9 +307,9 @@ SCENARIOS: dict[str, dict] = {
         ],
     ),
     "sync-shared-host": dict(
-        description="the sync-stall job on a shared node: 28 other users' processes keep the "
-        "host's 32 CPUs busy; the job's own processes are judged apart (synchronization, with "
-        "the busy host as a finding of its own)",
+        description="the sync-stall job on a shared node: other users' multi-threaded "
+        "processes keep the host's 32 CPUs busy; the job's own processes are judged apart "
+        "(synchronization, with the busy host as a finding of its own)",
         expected="synchronization",
         model="H100",
         gpus=8,
@@ -319,14 +319,14 @@ SCENARIOS: dict[str, dict] = {
         host_procs=[
             dict(
                 pid=61000 + k,
-                user=("bob", "carol", "dmitri", "erin")[k % 4],
-                name="python3" if k % 3 else "cc1plus",
-                cmdline=("python3", "preprocess.py", f"--shard={k}")
-                if k % 3
+                user=("bob", "carol", "dmitri")[k % 3],
+                name="python3" if k % 2 else "cc1plus",
+                cmdline=("python3", "preprocess.py", "--workers", "4", f"--shard={k}")
+                if k % 2
                 else ("cc1plus", "-O2", "kernel.cpp"),
-                cpu=99.0,
+                cpu=396.0,  # % of a core: four busy threads
             )
-            for k in range(28)
+            for k in range(7)
         ],
     ),
     "input-measured": dict(
