@@ -112,6 +112,8 @@ E2E = [
     "test_tui_keys.py::test_filters_and_the_save_directory_from_the_command_line",
     "test_tui_keys.py::test_without_a_terminal_it_prints_one_snapshot_and_exits",
     "test_tui_keys.py::test_without_a_terminal_sanitize_prints_the_sanitized_snapshot",
+    "test_tui_terminal.py::test_the_program_writes_ascii_only_under_lang_c",
+    "test_tui_terminal.py::test_the_program_writes_no_colour_under_no_color",
     "test_watch.py::test_a_command_not_found_leaves_no_empty_log",
     "test_watch.py::test_a_recorded_watch_replays_to_the_same_job_alerts",
     "test_watch.py::test_an_existing_output_file_is_added_to_and_only_the_new_lines_read",
@@ -132,11 +134,13 @@ E2E = [
 
 SLOW = [
     "test_ranks_jobs.py",  # four-rank gloo jobs, 5 to 13 s each
+    "test_sanitize_nccl.py::test_every_generated_nccl_prefix_is_pseudonymised",  # 600 lines
     "test_tui_process_table.py::test_owner_takes_the_user_columns_place_at_80x24",
     "test_tui_process_table.py::test_owner_beside_user_and_the_namespaces_pid_where_the_pane_is_wide",
     "test_tui_process_table.py::test_compute_bound_at_200_columns_without_the_panel_names_users_and_owners",  # noqa: E501
     "test_tui_process_table.py::test_job_pod_and_ctr_filters_select_their_rows_and_a_bad_term_says_why",  # noqa: E501
     "test_tui_process_table.py::test_o_reaches_owner_and_the_rows_follow_it",
+    "test_tui_terminal.py::test_ascii_only_and_no_colour_on_every_screen_as_it_changes",
     "test_filter_sanitize.py::test_job_pod_and_ctr_typed_as_the_node_names_them_find_their_rows",
     "test_tui_snapshots.py::test_owner_column_and_namespace_pids_200x50_comm_bound",
     "test_owner_surfaces.py::test_the_snapshot_names_each_gpu_processs_job_pod_or_container",

@@ -28,7 +28,12 @@ Sources of the formats:
   hash and suffix drawn from "bcdfghjklmnpqrstvwxz2456789" (apimachinery's
   `rand.SafeEncodeString`); Kubeflow's training jobs name theirs `NAME-worker-N`.
 - NCCL prints a socket address as `host<port>` (`ncclSocketToString`), PyTorch's c10d store as
-  `[host]:port`.
+  `[host]:port`. Every line of NCCL's debug output (NCCL_DEBUG=INFO/WARN/TRACE,
+  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-debug) starts
+  `HOST:PID:TID ` (`ncclDebugLog` in NCCL's src/debug.cc: the host name cut at its first dot,
+  or NCCL_HOSTID as set), then `[DEV] NCCL INFO`, `[DEV] file.cc:LINE NCCL WARN`,
+  `[DEV] TIME func:LINE NCCL TRACE` or `NCCL CALL`; in a multi-node job each rank's lines carry
+  its own host, one the sanitizer was never seeded with.
 - CUDA_VISIBLE_DEVICES: CUDA's programming guide, "CUDA Environment Variables" (indices, GPU
   and MIG UUIDs, and UUID prefixes that name one GPU).
 """
@@ -317,8 +322,59 @@ def _peer(s: PseudonymTable, m: re.Match, w: Work) -> str:
 
 
 _HOSTNAME = r"[A-Za-z][A-Za-z0-9-]*(?:\.[A-Za-z0-9][A-Za-z0-9-]*)*"
+
+
+def _nccl_prefix(s: PseudonymTable, m: re.Match, w: Work) -> str:
+    """`HOST:PID:TID` before NCCL's `[DEV] NCCL INFO|WARN|TRACE` or `NCCL CALL`: the host a
+    host (or address) pseudonym whatever its shape and letter case; a host named by a word
+    (`node`, `master`) names no one and stays, as it does elsewhere. The pid and thread id stay
+    numbers, as every pid in free text does."""
+    name = m.group("name")
+    if has_placeholder(name) or _NOT_NCCL_HOST.fullmatch(name) or name.lower() in VOCABULARY:
+        return m.group(0)
+    if R.valid_ipv4(name):
+        canon = ".".join(str(int(x)) for x in name.split("."))
+        return _keep_group(s, m, w, "name", s.pseudonym("ipv4", name, canon))
+    a, b = m.start("name") - m.start(0), m.end("name") - m.start(0)
+    return m.group(0)[:a] + host(s, name, w) + m.group(0)[b:]
+
+
+def _nccl_address(s: PseudonymTable, m: re.Match, w: Work) -> str:
+    """`IFACE:ADDR<port>` as NCCL names the interfaces it uses (`[0]eth0:10.1.2.3<0>`,
+    `[1]ib0:fe80::1%ib0<0>`): the address its pseudonym, the interface's name kept."""
+    addr = m.group("addr")
+    if R.valid_ipv4(addr):
+        shown = s.pseudonym("ipv4", addr, ".".join(str(int(x)) for x in addr.split(".")))
+    elif ":" in addr and R.valid_ipv6(addr):
+        shown = s.pseudonym("ipv6", addr, addr.lower())
+    else:
+        return m.group(0)
+    return _keep_group(s, m, w, "addr", shown)
+
+
+NCCL_ADDRESS_RULE = (
+    _rx(
+        r"(?<![\w:.])[A-Za-z][\w.-]{0,15}:(?P<addr>[0-9A-Fa-f:.]*[:.][0-9A-Fa-f:.]*)"
+        r"(?=(?:%[\w.-]+)?<\d{1,5}>)"
+    ),
+    _nccl_address,
+)
+# A time (`10:23:45`) or a date and time (`2024-05-01T10:23:45`) has the prefix's shape: no host.
+_NOT_NCCL_HOST = re.compile(r"\d+|\d{4}-\d\d-\d\d[T_ ]?\d\d")
+# NCCL's line prefix: after a line's start, a space, or a launcher's tag (`[default0]:`,
+# `[1,0]<stdout>:`), before `[DEV] ` or, on the same line, `NCCL INFO|WARN|TRACE|CALL`.
+NCCL_PREFIX_RULE = (
+    _rx(
+        r"(?:(?<=\]:)|(?<=>:)|(?<![\w.:/@-]))"
+        r"(?P<name>[A-Za-z0-9_](?:[\w.-]{0,253}[A-Za-z0-9_])?):(?P<pid>\d{1,10}):(?P<tid>\d{1,10})"
+        r"(?=[ \t]+(?:\[\d{1,4}\][ \t]|[^\n]{0,300}?\bNCCL[ \t]+(?:INFO|WARN|TRACE|CALL)\b))",
+        re.I,
+    ),
+    _nccl_prefix,
+)
 PEER_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
-    (_rx(rf"(?<![\w.-])(?P<name>{_HOSTNAME})(?=<\d{{1,5}}>)"), _peer),  # NCCL: host<port>
+    # NCCL: host<port> (not an IPv6 address's scope: `fe80::1%ib0<0>`)
+    (_rx(rf"(?<![\w.%-])(?P<name>{_HOSTNAME})(?=<\d{{1,5}}>)"), _peer),
     (_rx(rf"(?<=\[)(?P<name>{_HOSTNAME})(?=\]:\d{{2,5}})"), _peer),  # c10d: [host]:port
     (_rx(rf"(?<=\()(?P<name>{_HOSTNAME})(?=,\s*\d{{2,5}}\))"), _peer),  # c10d: (host, port)
     (_rx(rf"(?<![\w./:@-])(?P<name>{_HOSTNAME})(?=:\d{{4,5}}(?![\w:.]))"), _peer),  # host:port

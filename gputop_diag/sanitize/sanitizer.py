@@ -33,7 +33,9 @@ Identifiers are found three ways:
   IPv4 (dotted, leading zeros, dashed, inside cloud host names) and IPv6, e-mail addresses,
   URLs, container, cloud and Kubernetes ids, tokens by shape (JWT, `Bearer`, `hf_`, `ghp_`,
   AWS keys, `--password VALUE`), Slurm ids and node lists in their contexts, peers in NCCL's
-  and PyTorch's syntax, environment assignments, paths outside the system's directories;
+  and PyTorch's syntax, the host of NCCL's line prefix (`HOST:PID:TID [DEV] NCCL INFO`) and
+  the addresses of its interfaces, environment assignments, paths outside the system's
+  directories;
 - by seed (`seed_*`, `seed_machine`, `learn`): the machine's host names and domains, Slurm's
   node names, user names (process owners, /etc/passwd, home directories), job ids, job, run
   and project names, accounts and partitions, serials, secrets in environments: replaced in any

@@ -401,6 +401,8 @@ def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
 
 SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (_rx(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]{}]+"), _url),
+    F.NCCL_PREFIX_RULE,  # before the host and address shapes: its host whatever its shape
+    F.NCCL_ADDRESS_RULE,
     *F.SECRET_RULES,
     (NAME_OPTION_IN_TEXT, _name_option),
     (_rx(r"\b([\w.+-]+)@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,63}\b"), _email),
