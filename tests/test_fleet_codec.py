@@ -182,12 +182,33 @@ def test_dcgm_labels_flag_names_the_model_as_dcgm_exporter_does():
     series, snaps, _ = scrape_series("idle", seconds=1, dcgm_labels=True)
     gpu = [s for s in series if s.labels["__name__"] == "DCGM_FI_DEV_GPU_UTIL"]
     assert all("modelName" in s.labels and "model_name" not in s.labels for s in gpu)
-    series, snaps, _ = scrape_series("idle", seconds=1)
+    node = next(iter(fleet_of(series, snaps).nodes.values()))
+    assert node.model == snaps[-1].gpus[0].static.name
+    # the exporter's --lint-clean names it model_name (promtool rejects camelCase labels)
+    series, snaps, _ = scrape_series("idle", seconds=1, lint_clean=True)
     gpu = [s for s in series if s.labels["__name__"] == "DCGM_FI_DEV_GPU_UTIL"]
     assert all("model_name" in s.labels and "modelName" not in s.labels for s in gpu)
     # the reader takes either
     node = next(iter(fleet_of(series, snaps).nodes.values()))
     assert node.model == snaps[-1].gpus[0].static.name
+
+
+@pytest.mark.parametrize("spelling", ["hostname", "Hostname"])
+def test_the_node_is_read_under_either_spelling_of_its_host_label(spelling):
+    """dcgm-exporter renamed `Hostname` to `hostname` (NVIDIA/dcgm-exporter#655): a fleet
+    holds both while its exporters are upgraded, and a node is its host name under either."""
+    series, snaps, _ = scrape_series("compute-bound", seconds=6)
+    renamed = []
+    for s in series:
+        labels = {k: v for k, v in s.labels.items() if k not in ("hostname", "Hostname")}
+        if any(k in s.labels for k in ("hostname", "Hostname")):
+            labels[spelling] = "gpu-node-7"
+        renamed.append(Series(labels, s.times, s.values))
+    assert any(spelling in s.labels for s in renamed)
+    data = fleet_of(renamed, snaps)
+    (node,) = data.nodes.values()
+    assert node.key == node.hostname == "gpu-node-7" and node.host_label == spelling
+    assert judge_fleet(data).nodes[0].diagnosis.primary == "compute"
 
 
 EXPECTED = {s.name: s.expected_class for s in sim.list_scenarios()}

@@ -269,7 +269,7 @@ def test_sanitized_exporter_leaves_no_identifying_label_in_prometheus(fleet_doc,
     _, nodes = fleet_doc
     inst = f"127.0.0.1:{fleet['ports']['input']}"
     assert nodes["input"]["node"] == inst and nodes["input"]["hostname"] is None
-    for label in ("Hostname", "UUID", "pci_bus_id", "hpc_job"):
+    for label in ("hostname", "Hostname", "UUID", "pci_bus_id", "hpc_job"):
         assert prom_query(fleet["url"], f'count({{instance="{inst}", {label}!=""}})') == []
     assert prom_query(fleet["url"], f'count({{instance="{inst}"}})') != []
 

@@ -178,7 +178,7 @@ def test_the_exporter_publishes_each_rank_once_with_low_cardinality(tmp_path):
         assert {s.labels["pid"] for s in info} == {str(r.proc.pid) for r in nodes["node-b"]}
         for name in GAUGE_NAMES:
             assert len(got[name]) == 2, name  # one sample per rank, nothing per step
-            assert set(got[name][0].labels) == {"Hostname", "hpc_job", "rank", "run"}
+            assert set(got[name][0].labels) == {"hostname", "hpc_job", "rank", "run"}
         own = {s.labels["rank"]: s.value for s in got["gputop_diag_rank_own_seconds"]}
         assert own == pytest.approx({"2": 0.30, "3": 0.45})
         wait = {s.labels["rank"]: s.value for s in got["gputop_diag_rank_wait_ratio"]}

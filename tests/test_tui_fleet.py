@@ -49,7 +49,7 @@ class FakePrometheus(http.server.ThreadingHTTPServer):
 
     def select(self, sel: str) -> list:
         out = []
-        matchers = [(k, op, v.replace('\\"', '"')) for k, op, v in _MATCHER.findall(sel)]
+        matchers = [(k, op, re.sub(r"\\(.)", r"\1", v)) for k, op, v in _MATCHER.findall(sel)]
         for s in self.series:
             ok = True
             for k, op, v in matchers:
@@ -105,6 +105,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(200, {"status": "success", "data": {"resultType": "matrix",
                                                               "result": result}})  # fmt: skip
             return
+        m = re.fullmatch(r"count by \(([\w, ]+)\) \((\{.*\})\)", q)
+        if m and self.path.endswith("/query_range"):  # the fleet's nodes, counted per step
+            by = [b.strip() for b in m.group(1).split(",")]
+            start, end, step = (float(form[k][0]) for k in ("start", "end", "step"))
+            counts: dict[tuple, dict[float, int]] = {}
+            for s in self.server.select(m.group(2)):
+                group = tuple((b, s.labels[b]) for b in by if s.labels.get(b))
+                for k in range(int(round((end - start) / step)) + 1):
+                    t = start + k * step
+                    if _at(s, t) is not None:
+                        at = counts.setdefault(group, {})
+                        at[t] = at.get(t, 0) + 1
+            result = [
+                {"metric": dict(g), "values": [[t, str(n)] for t, n in sorted(c.items())]}
+                for g, c in counts.items()
+            ]
+            self._answer(200, {"status": "success", "data": {"resultType": "matrix",
+                                                              "result": result}})  # fmt: skip
+            return
         m = re.fullmatch(r"max\(count_over_time\((\{.*\})\[(\d+)s\]\)\)", q)
         if m and self.path.endswith("/query"):
             at, w = float(form["time"][0]), float(m.group(2))
@@ -131,8 +150,9 @@ def prometheus():
         shift = time.time() - max(max(s.times) for s in got)
         for s in got:
             labels = dict(s.labels)
-            if "Hostname" in labels:
-                labels["Hostname"] = host
+            for spelling in ("hostname", "Hostname"):  # served as an older dcgm-exporter
+                if labels.pop(spelling, None) is not None:
+                    labels["Hostname"] = host
             series.append(Series(labels, tuple(t + shift for t in s.times), s.values))
     server = FakePrometheus(series)
     server.end = max(max(s.times) for s in series)  # the newest scrape the stand-in holds
@@ -314,7 +334,7 @@ def _identities(prometheus) -> set[str]:
     GPU UUIDs and bus ids."""
     out = set()
     for s in prometheus.series:
-        for k in ("Hostname", "instance", "hpc_job", "UUID", "pci_bus_id"):
+        for k in ("Hostname", "hostname", "instance", "hpc_job", "UUID", "pci_bus_id"):
             if s.labels.get(k):
                 out.add(s.labels[k])
     return out
@@ -516,8 +536,9 @@ def flipping():
     series = []
     for s in got:
         labels = dict(s.labels)
-        if "Hostname" in labels:
-            labels["Hostname"] = "node-f"
+        for spelling in ("hostname", "Hostname"):
+            if labels.pop(spelling, None) is not None:
+                labels["Hostname"] = "node-f"
         series.append(Series(labels, tuple(t + shift for t in s.times), s.values))
     server = FakePrometheus(series)
     server.end = last + shift
@@ -542,7 +563,8 @@ async def test_a_rows_class_is_what_its_nodes_side_panel_shows(flipping):
         shown = app.latest.diagnosis
         side = app.query_one("#side-text").plain
         await pilot.press("q")
-    assert [s.timestamp for s in feed.history] == [s.timestamp for s in fv.nodes[0].node.snapshots]
+    # the row's scrapes (the verdict keeps each one's time, not its snapshot) are the panes'
+    assert [s.timestamp for s in feed.history] == [t for t, _ in fv.nodes[0].activity]
     assert shown.primary == "compute" and shown.candidate != "compute"  # held
     assert row.primary == shown.primary and "COMPUTE" in side
     assert fv.nodes[0].diagnosis.confidence == shown.confidence

@@ -97,6 +97,7 @@ class FleetApp(App):
         # --sanitize: one set of pseudonyms for the session (the node's panes share it)
         self.names = (names or FleetNames(session_key())) if self.sanitize else None
         self.open_node: tuple[str, str | None, str] | None = None  # key, hostname, shown as
+        self.open_label = "hostname"  # the spelling of its host name's label
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-head")
@@ -205,6 +206,7 @@ class FleetApp(App):
             return
         self.state.cursor_key = row.key
         self.open_node = (row.key, row.hostname, row.node)
+        self.open_label = row.host_label
         self.workers.cancel_group(self, "fleet")
         self.exit(return_code=0)
 
@@ -369,7 +371,10 @@ def run_fleet_view(
         if app.open_node is None:
             return app.return_code or 0
         key, hostname, shown_as = app.open_node
+        host_label = app.open_label
         state.opened.append(key)
-        feed = NodeFeed(query, key, hostname, shown_as=shown_as if sanitize else None)
+        feed = NodeFeed(
+            query, key, hostname, shown_as=shown_as if sanitize else None, host_label=host_label
+        )
         node = NodeApp(feed, low_bandwidth=low_bandwidth, names=names)
         node.run()

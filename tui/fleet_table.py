@@ -39,6 +39,7 @@ class FleetRow:
     busy: str
     gpus: str
     evidence: str
+    host_label: str = "hostname"  # the spelling of the host name's label its series carry
 
 
 def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[FleetRow]:
@@ -59,6 +60,7 @@ def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[Fle
             FleetRow(
                 key=v.node.key,
                 hostname=v.node.hostname,
+                host_label=v.node.host_label,
                 node=v.node.key if names is None else names.node(v.node),
                 primary=d.primary,
                 label=label,
@@ -66,7 +68,7 @@ def fleet_rows(fv: FleetVerdict, *, names: FleetNames | None = None) -> list[Fle
                 alerts=",".join(sorted({a.kind for a in d.alerts})) or "-",
                 severity=severity_rank(v),
                 busy="-" if v.busy_pct is None else f"{v.busy_pct:.0f} %",
-                gpus=str(max((len(s.gpus) for s in v.node.snapshots), default=0)),
+                gpus=str(v.gpus),
                 evidence=ev if names is None else names.text(ev),
             )
         )

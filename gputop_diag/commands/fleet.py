@@ -140,9 +140,10 @@ def parse_time(text: str) -> float:
 
 
 def run(args: argparse.Namespace, sources=None) -> int:
-    from ..fleet.judge import judge_fleet, render_fleet_text, to_fleet_json
+    from ..fleet.judge import render_fleet_text, to_fleet_json
     from ..fleet.query import detect_step
-    from ..fleet.read import NoFleetData, read_fleet
+    from ..fleet.read import NoFleetData
+    from ..fleet.stream import stream_fleet
     from ..prometheus.client import Prometheus, PrometheusError
     from ..prometheus.dcgm_fields import JOB_LABEL
 
@@ -167,7 +168,7 @@ def run(args: argparse.Namespace, sources=None) -> int:
             least = detect_step(prom, args.match, MIN_DETECT_SPAN_S, at)
         if least is not None and window < MIN_WINDOW_STEPS * least:
             return _window_too_short(args, least)
-        data = read_fleet(
+        verdict = stream_fleet(
             prom, window_s=window, step_s=step, match=args.match, at=at, group_by=group_by
         )
     except PrometheusError as e:
@@ -180,9 +181,8 @@ def run(args: argparse.Namespace, sources=None) -> int:
             file=sys.stderr,
         )
         return EXIT_NO_GPU
-    if window < MIN_WINDOW_STEPS * data.step_s:
-        return _window_too_short(args, data.step_s)
-    verdict = judge_fleet(data)
+    if window < MIN_WINDOW_STEPS * verdict.data.step_s:
+        return _window_too_short(args, verdict.data.step_s)
     if getattr(args, "sanitize", False):
         return _print_sanitized(verdict, args, group_by, prom.url)
     if args.json:

@@ -23,7 +23,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..diagnose import thresholds as T
@@ -63,6 +63,11 @@ class NodeVerdict:
     clock_pct: float | None  # median SM clock, % of max, while busy
     missing_series: tuple[str, ...]
     stale_s: float | None  # how long before the window's end it last reported (when stale)
+    gpus: int = 0  # the most GPUs one of its snapshots holds
+    samples: int = 0  # its snapshots in the window
+    # its GPU activity at each snapshot's time (`_activity`): what the job's dips compare,
+    # kept once the snapshots are dropped
+    activity: tuple[tuple[float, float | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,25 +106,50 @@ def natural_key(name: str) -> tuple:
 
 def judge_fleet(data: FleetData) -> FleetVerdict:
     out = FleetVerdict(data)
+    out.nodes = judge_nodes(data)
+    out.jobs = judge_jobs(out.nodes, data)
+    return out
+
+
+def judge_nodes(data: FleetData, *, drop: bool = False) -> list[NodeVerdict]:
+    """Each node of `data` judged, in natural order; `drop`: the verdicts keep no snapshots
+    (what the judgement of the node's jobs needs is kept in `activity`), so a batch of nodes
+    is judged and its window let go."""
+    sm_ok = data.tick_s <= T.PROFILING_DIP_MAX_TICK_S
+    out = []
     for key in sorted(data.nodes, key=natural_key):
         nd = data.nodes[key]
-        d = judge_node(nd.snapshots, data.tick_s)
+        snaps = nd.snapshots
+        d = judge_node(snaps, data.tick_s)
         stale = None
         if nd.last_seen is not None and data.end - nd.last_seen > STALE_STEPS * data.step_s:
             stale = data.end - nd.last_seen
-        out.nodes.append(
-            NodeVerdict(nd, d, _busy(nd.snapshots), _clock(nd.snapshots), _missing(nd), stale)
+        out.append(
+            NodeVerdict(
+                replace(nd, snapshots=[]) if drop else nd,
+                d,
+                _busy(snaps),
+                _clock(snaps),
+                _missing(nd),
+                stale,
+                gpus=max((len(s.gpus) for s in snaps), default=0),
+                samples=len(snaps),
+                activity=tuple((s.timestamp, _activity(s, sm_ok)) for s in snaps),
+            )
         )
+    return out
+
+
+def judge_jobs(nodes: Sequence[NodeVerdict], data: FleetData) -> list[JobVerdict]:
+    """The multi-node jobs among the judged nodes (`data` for its ranks, end and tick)."""
     groups: dict[str, list[NodeVerdict]] = {}
-    for v in out.nodes:
+    for v in nodes:
         if v.node.group:
             groups.setdefault(v.node.group, []).append(v)
     for job in data.ranks:
         if job and len(data.ranks[job]) >= 2:
             groups.setdefault(job, [])
-    for job, members in sorted(groups.items()):
-        out.jobs.append(_judge_job(job, members, data))
-    return out
+    return [_judge_job(job, members, data) for job, members in sorted(groups.items())]
 
 
 def _missing(nd: NodeData) -> tuple[str, ...]:
@@ -252,11 +282,10 @@ def _ranks_findings(ranks: Sequence[RankFigures], at: float) -> list[JobFinding]
 
 def _dips_finding(members: list[NodeVerdict], data: FleetData) -> list[JobFinding]:
     # Align the nodes' steps on their timestamps (every node's snapshots sit on one grid).
-    times = sorted({s.timestamp for v in members for s in v.node.snapshots})
+    times = sorted({t for v in members for t, _ in v.activity})
     series = []
-    sm_ok = data.tick_s <= T.PROFILING_DIP_MAX_TICK_S
     for v in members:
-        at = {s.timestamp: _activity(s, sm_ok) for s in v.node.snapshots}
+        at = dict(v.activity)
         series.append([at.get(t) for t in times])
     share, compared = correlated_dips(series)
     if compared < T.MIN_SAMPLES or share < T.COMM_DIP_FRACTION:
@@ -327,7 +356,7 @@ def to_fleet_json(
                 "hostname": nd.hostname,
                 "instances": list(nd.instances),
                 "group": nd.group,
-                "gpus": max((len(s.gpus) for s in nd.snapshots), default=0),
+                "gpus": v.gpus,
                 "model": nd.model,
                 "primary": d.primary,
                 "confidence": d.confidence if d.has_confidence else None,
@@ -340,7 +369,7 @@ def to_fleet_json(
                 "evidence_missing": list(d.missing_evidence),
                 "series_missing": list(v.missing_series),
                 "sources": list(nd.sources),
-                "samples": len(nd.snapshots),
+                "samples": v.samples,
                 "busy_pct": _round(v.busy_pct),
                 "stale_s": _round(v.stale_s),
                 "diagnosis": to_json(d),

@@ -21,9 +21,10 @@ from ..monitor.run import MIN_INTERVAL_S, Run
 from ..prometheus.client import Prometheus, PrometheusError
 from ..prometheus.dcgm_fields import JOB_LABEL
 from ..recording.store import RecordingHeader
-from .judge import STALE_STEPS, FleetVerdict, judge_fleet
+from .judge import STALE_STEPS, FleetVerdict
 from .query import detect_step
 from .read import FleetData, NoFleetData, read_fleet
+from .stream import Progress, stream_fleet
 
 DEFAULT_WINDOW_S = 360.0  # as `gputop-diag fleet --window` (commands/fleet.py)
 # Ours: the Fleet pane reads the fleet again every 15 s (dcgm-exporter's usual scrape) or every
@@ -50,28 +51,34 @@ class FleetWatch:
         self.clock = clock
         self.step_s: float | None = query.step_s
 
-    def judge(self) -> FleetVerdict:
-        """Raises PrometheusError (unreachable, slow, refused) or NoFleetData (no GPU series)."""
+    def judge(self, on_batch: Progress | None = None) -> FleetVerdict:
+        """The fleet read and judged a batch of nodes at a time (`fleet/stream.py`);
+        `on_batch(verdicts so far, nodes judged, nodes in all)` after each batch. Raises
+        PrometheusError (unreachable, slow, refused) or NoFleetData (no GPU series)."""
         q = self.query
-        data = read_fleet(
+        fv = stream_fleet(
             q.prom,
             window_s=q.window_s,
             step_s=self.step_s,
             match=q.match,
             at=self.clock(),
             group_by=q.group_by,
+            on_batch=on_batch,
         )
-        self.step_s = self.step_s or data.step_s
-        return judge_fleet(data)
+        self.step_s = self.step_s or fv.data.step_s
+        return fv
 
     @property
     def refresh_s(self) -> float:
         return max(FLEET_REFRESH_S, self.step_s or 0.0)
 
 
-def node_matcher(key: str, hostname: str | None) -> str:
-    """The label matcher that picks one node's series: its Hostname, else its instance."""
-    label, value = ("Hostname", hostname) if hostname and key == hostname else ("instance", key)
+def node_matcher(key: str, hostname: str | None, host_label: str = "Hostname") -> str:
+    """The label matcher that picks one node's series: its host name (under the label its
+    series carry: `hostname`, or `Hostname` before dcgm-exporter's rename), else its
+    instance."""
+    by_host = hostname and key == hostname
+    label, value = (host_label, hostname) if by_host else ("instance", key)
     return f'{label}="{_escape(value)}"'
 
 
@@ -98,11 +105,12 @@ class NodeFeed:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float, threading.Event], bool] | None = None,
         shown_as: str | None = None,
+        host_label: str = "Hostname",
     ) -> None:
         self.query = query
         self.key = key
         self.hostname = hostname
-        self.match = _and(query.match, node_matcher(key, hostname))
+        self.match = _and(query.match, node_matcher(key, hostname, host_label))
         self.clock = clock
         self._sleep = sleep or (lambda s, cancel: cancel.wait(s))
         self.name = f"{shown_as or key} (Prometheus)"  # a pseudonym under --sanitize

@@ -10,15 +10,17 @@ so the raw JSON of 60 queries over a 2,000-GPU fleet is never held at once.
 from __future__ import annotations
 
 import math
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..prometheus.client import Prometheus, PrometheusError, Series
-from ..prometheus.dcgm_fields import BY_NAME, CLOCK_REASONS_ALIASES, XID_FIELD
+from ..prometheus.dcgm_fields import BY_NAME, CLOCK_REASONS_ALIASES, HOST_LABELS, XID_FIELD
 
 OWN = "gputop_diag_"
 QUERY_THREADS = 4
+
 USUAL_SCRAPE_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300)
 # The series that say a GPU reports at all (MIG mode has no GPU_UTIL; FB_USED is always there).
 PRESENCE = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED")
@@ -69,6 +71,29 @@ OWN_SERIES = (
 assert all(n in BY_NAME for n in READ_FIELDS)
 
 
+def host_of(labels: dict[str, str]) -> str:
+    """The node's host name in either spelling of its label ("" where it has none):
+    dcgm-exporter renamed `Hostname` to `hostname` (https://github.com/NVIDIA/dcgm-exporter/
+    pull/655), and a fleet holds both while its exporters are upgraded (the newer wins where a
+    series has both)."""
+    return labels.get("hostname") or labels.get("Hostname") or ""
+
+
+def host_label_of(labels: dict[str, str]) -> str:
+    """Which spelling of the node's label a series carries (`hostname` where neither)."""
+    return "Hostname" if labels.get("Hostname") and not labels.get("hostname") else "hostname"
+
+
+_REGEX_META = re.compile(r"([.^$*+?()\[\]{}|\\])")
+
+
+def literal_regex(values) -> str:
+    """A PromQL `=~` string that matches exactly these values (RE2 metacharacters escaped,
+    then the string's own backslashes)."""
+    alts = "|".join(_REGEX_META.sub(r"\\\1", v) for v in sorted(values))
+    return '"' + alts.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 class NoFleetData(Exception):
     """Prometheus answers, but no GPU series match."""
 
@@ -108,7 +133,10 @@ class Grid:
         start, step, n = self.start, self.step, self.n
         if len(values) == n and abs(values[0][0] - start) < 1e-3 * step:
             # a series present at every point (most of them): no index arithmetic
-            return Column(entry["metric"], [None if v == "NaN" else float(v) for _, v in values])
+            texts = [v for _, v in values]
+            if "NaN" not in texts:
+                return Column(entry["metric"], list(map(float, texts)))
+            return Column(entry["metric"], [None if v == "NaN" else float(v) for v in texts])
         col: list[float | None] = [None] * n
         for t, v in values:
             k = int((t - start) / step + 0.5)
@@ -203,33 +231,49 @@ def node_exporter_queries(r: str) -> dict[str, str]:
     return out
 
 
-def _queries(grid: Grid, match: str) -> dict[str, tuple[str, str]]:
+def _queries(
+    grid: Grid, match: str, instances=None, node_exporter: bool = True
+) -> dict[str, tuple[str, str]]:
     """key -> (kind, PromQL): "series" answers name themselves (__name__), "node" answers are
-    node-exporter figures by key."""
+    node-exporter figures by key. `instances`: only those exporters' series (a batch of
+    nodes); `node_exporter`: with node-exporter's figures (read once for the whole fleet)."""
     inner = match.strip().strip("{}").strip()
+    if instances is not None:
+        inner = ", ".join(p for p in (inner, f"instance=~{literal_regex(instances)}") if p)
     jobs: dict[str, tuple[str, str]] = {}
     for name in READ_FIELDS:
-        jobs[name] = ("series", selector(name, match))
+        jobs[name] = ("series", selector(name, inner))
     clock = "|".join(CLOCK_REASONS_ALIASES)
     jobs["clock_reasons"] = (
         "series",
         "{" + f'__name__=~"{clock}"' + (", " + inner if inner else "") + "}",
     )
-    jobs[XID_FIELD.name] = ("series", selector(XID_FIELD.name, match))
+    jobs[XID_FIELD.name] = ("series", selector(XID_FIELD.name, inner))
     for s in OWN_SERIES:
-        jobs[OWN + s] = ("series", selector(OWN + s, match))
+        jobs[OWN + s] = ("series", selector(OWN + s, inner))
+    if node_exporter:
+        jobs.update(node_exporter_jobs(grid))
+    return jobs
+
+
+def node_exporter_jobs(grid: Grid) -> dict[str, tuple[str, str]]:
     r = f"{int(max(3 * grid.step, 2))}s"
-    for key, q in node_exporter_queries(r).items():
-        jobs[key] = ("node", q)
+    jobs = {key: ("node", q) for key, q in node_exporter_queries(r).items()}
     jobs["uname"] = ("node", "node_uname_info")
     return jobs
 
 
 def fetch(
-    prom: Prometheus, grid: Grid, match: str
+    prom: Prometheus, grid: Grid, match: str, instances=None, node_exporter: bool = True
 ) -> tuple[list[Column], dict[str, list[Column]], int]:
     """(GPU and gputop_diag_* columns, node-exporter columns by key, queries made)."""
-    jobs = _queries(grid, match)
+    return run_jobs(prom, grid, _queries(grid, match, instances, node_exporter))
+
+
+def run_jobs(
+    prom: Prometheus, grid: Grid, jobs: dict[str, tuple[str, str]]
+) -> tuple[list[Column], dict[str, list[Column]], int]:
+    """Each query on the grid, a few at a time; node-exporter's refused ones left empty."""
 
     def one(promql: str) -> list[Column]:
         raw = prom.query_range_raw(promql, grid.start, grid.end, grid.step)
@@ -254,3 +298,18 @@ def fetch(
     if errors:
         raise errors[0]
     return columns, node, len(jobs)
+
+
+def presence_query(match: str) -> str:
+    """Per exporter and host name, how many GPU series report at each step: the nodes of the
+    fleet, counted on the server (one small series per node, not one per GPU and field)."""
+    names = "|".join(PRESENCE)
+    inner = selector(None, match).strip("{}").strip()
+    sel = "{" + f'__name__=~"{names}"' + (", " + inner if inner else "") + "}"
+    return f"count by ({', '.join(HOST_LABELS)}, instance) ({sel})"
+
+
+def presence(prom: Prometheus, grid: Grid, match: str) -> list[Column]:
+    """The presence columns (labels: the host name's labels and `instance`)."""
+    raw = prom.query_range_raw(presence_query(match), grid.start, grid.end, grid.step)
+    return [grid.from_raw(e) for e in raw]

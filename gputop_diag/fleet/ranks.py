@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..diagnose.ranks import RanksView, judge_ranks
 from ..model import ProbeProgress, ProbeState, ProbeSteps
 from ..prometheus.client import Prometheus, PrometheusError
-from .query import selector
+from .query import host_of, selector
 
 PREFIX = "gputop_diag_rank_"
 INFO = PREFIX + "info"
@@ -77,7 +77,7 @@ def parse_ranks(
     node_of: Callable[[dict[str, str]], str | None] = lambda labels: None,
 ) -> dict[str, list[RankFigures]]:
     """Job (the --group-by label's value) -> its ranks, by rank; `node_of` names a series'
-    fleet node from its labels (Hostname, instance)."""
+    fleet node from its labels (host name, instance)."""
     by_key: dict[tuple[str, str, int], RankFigures] = {}
     for labels, value in vector:
         name, rank = labels.get("__name__", ""), labels.get("rank", "")
@@ -88,7 +88,7 @@ def parse_ranks(
         key = (job, labels.get("instance", ""), int(rank))
         r = by_key.get(key)
         if r is None:
-            r = RankFigures(key[0], key[2], key[1], labels.get("Hostname") or None)
+            r = RankFigures(key[0], key[2], key[1], host_of(labels) or None)
             r.node = node_of(labels)
             by_key[key] = r
         if name == INFO:

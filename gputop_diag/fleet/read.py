@@ -35,7 +35,18 @@ from ..prometheus.dcgm_fields import (
     MIG_PROFILE_LABEL,
     XID_FIELD,
 )
-from .query import OWN, PRESENCE, Column, Grid, NoFleetData, detect_step, fetch, step_spans
+from .query import (
+    OWN,
+    PRESENCE,
+    Column,
+    Grid,
+    NoFleetData,
+    detect_step,
+    fetch,
+    host_label_of,
+    host_of,
+    step_spans,
+)
 from .ranks import RankFigures, fetch_ranks, parse_ranks
 from .snapshots import GpuColumns, NodeColumns, node_snapshots
 
@@ -57,6 +68,8 @@ class NodeData:
     snapshots: list[Snapshot] = field(default_factory=list)
     last_seen: float | None = None  # the newest real sample time
     model: str | None = None
+    host_label: str = "hostname"  # the spelling of its host name's label (`Hostname` before
+    # dcgm-exporter's rename), for the matcher that reads this node alone
 
 
 @dataclass
@@ -91,7 +104,7 @@ def read_fleet(
     try:
         columns, node_exporter, queries = fetch(prom, grid, match)
         ranks = fetch_ranks(prom, match, grid.end)
-        data = _assemble(columns, node_exporter, grid, group_by, ranks)
+        data = assemble_columns(columns, node_exporter, grid, group_by, ranks)
     finally:
         if collecting:
             gc.enable()
@@ -115,7 +128,7 @@ def assemble(
     grid = Grid.for_window(end, end - start, step)
     columns = [grid.from_series(s) for s in series]
     node = {k: [grid.from_series(s) for s in v] for k, v in (node_exporter or {}).items()}
-    return _assemble(columns, node, grid, group_by, list(ranks))
+    return assemble_columns(columns, node, grid, group_by, list(ranks))
 
 
 # -- nodes and GPUs --------------------------------------------------------------------------------
@@ -124,18 +137,26 @@ def _instance_host(instance: str) -> str:
     return host.strip("[]")
 
 
-def _node_keys(gpu_cols: dict[str, list[Column]], grid: Grid) -> dict[tuple[str, str], str]:
-    """(Hostname, instance) -> node key: the host name, or the instance where two exporters
-    report one host name at the same time."""
+def presence_spans(cols) -> dict[tuple[str, str], tuple[int, int]]:
+    """(host name, instance) -> the first and last grid points where its GPUs report."""
     spans: dict[tuple[str, str], tuple[int, int]] = {}
-    for name in PRESENCE:
-        for c in gpu_cols.get(name, ()):
-            ks = [k for k, v in enumerate(c.values) if v is not None]
-            if not ks:
-                continue
-            key = (c.labels.get("Hostname", ""), c.labels.get("instance", ""))
-            lo, hi = spans.get(key, (grid.n, -1))
-            spans[key] = (min(lo, ks[0]), max(hi, ks[-1]))
+    for c in cols:
+        ks = [k for k, v in enumerate(c.values) if v is not None]
+        if not ks:
+            continue
+        key = (host_of(c.labels), c.labels.get("instance", ""))
+        lo, hi = spans.get(key, (ks[0], ks[-1]))
+        spans[key] = (min(lo, ks[0]), max(hi, ks[-1]))
+    return spans
+
+
+def _node_keys(gpu_cols: dict[str, list[Column]], grid: Grid) -> dict[tuple[str, str], str]:
+    return node_keys(presence_spans(c for name in PRESENCE for c in gpu_cols.get(name, ())))
+
+
+def node_keys(spans: dict[tuple[str, str], tuple[int, int]]) -> dict[tuple[str, str], str]:
+    """(host name, instance) -> node key: the host name, or the instance where two exporters
+    report one host name at the same time."""
     by_host: dict[str, list[tuple[str, tuple[int, int]]]] = defaultdict(list)
     for (host, inst), span in spans.items():
         by_host[host].append((inst, span))
@@ -151,24 +172,26 @@ def _node_keys(gpu_cols: dict[str, list[Column]], grid: Grid) -> dict[tuple[str,
     return keys
 
 
-def _assemble(
+def assemble_columns(
     columns: list[Column],
     node_exporter: dict[str, list[Column]],
     grid: Grid,
     group_by: str,
     ranks: list[tuple[dict[str, str], float]] | None = None,
+    keys: dict[tuple[str, str], str] | None = None,
 ) -> FleetData:
     gpu_cols: dict[str, list[Column]] = defaultdict(list)
     own_cols: dict[str, list[Column]] = defaultdict(list)
     for c in columns:
         name = c.labels.get("__name__", "")
         (own_cols if name.startswith(OWN) else gpu_cols)[name].append(c)
-    keys = _node_keys(gpu_cols, grid)
+    if keys is None:
+        keys = _node_keys(gpu_cols, grid)
     if not keys:
         raise NoFleetData("no dcgm-exporter series in the window")
 
     def key_of(labels: dict[str, str]) -> str | None:
-        return keys.get((labels.get("Hostname", ""), labels.get("instance", "")))
+        return keys.get((host_of(labels), labels.get("instance", "")))
 
     gpus: dict[tuple[str, int], GpuColumns] = {}
     for name, lst in gpu_cols.items():
@@ -193,11 +216,18 @@ def _assemble(
                     sc = f.scale
                     vals = [None if v is None else v * sc for v in vals]
                 g.cols[f.target] = vals
+    instances: dict[str, set[str]] = defaultdict(set)
+    for (_, inst), k in keys.items():
+        instances[k].add(inst)
     nodes: dict[str, NodeData] = {}
     for (node, _), g in gpus.items():
         if node not in nodes:
-            inst = sorted({i for (h, i), k in keys.items() if k == node})
-            nodes[node] = NodeData(node, g.labels.get("Hostname") or None, tuple(inst))
+            nodes[node] = NodeData(
+                node,
+                host_of(g.labels) or None,
+                tuple(sorted(instances[node])),
+                host_label=host_label_of(g.labels),
+            )
     own = _own_columns(own_cols, key_of)
     for (node, idx), g in gpus.items():
         counts = own[node].xid_counts.get(idx) if node in own else None
@@ -207,16 +237,18 @@ def _assemble(
     step = grid.step
     tick_s = 1.0 if step <= REALTIME_MAX_STEP_S else step
     data = FleetData(
-        grid.time(1), grid.end, step, tick_s, nodes, warnings=_time_warnings(step, tick_s, grid)
+        grid.time(1), grid.end, step, tick_s, nodes, warnings=time_warnings(step, tick_s, grid)
     )
     data.ranks = parse_ranks(ranks or [], group_by, key_of)
+    per_node: dict[str, dict[int, GpuColumns]] = defaultdict(dict)
+    for (nk, idx), g in gpus.items():
+        per_node[nk][idx] = g
     for key, nd in nodes.items():
-        mine = {idx: g for (nk, idx), g in gpus.items() if nk == key}
-        _build_node(nd, mine, own.get(key, NodeColumns()), hosts.get(key), grid, group_by)
+        _build_node(nd, per_node[key], own.get(key, NodeColumns()), hosts.get(key), grid, group_by)
     return data
 
 
-def _time_warnings(step: float, tick_s: float, grid: Grid) -> list[str]:
+def time_warnings(step: float, tick_s: float, grid: Grid) -> list[str]:
     out = []
     if tick_s != 1.0:
         out.append(

@@ -1,0 +1,198 @@
+"""The fleet read and judged a batch of nodes at a time: memory bounded whatever its size.
+
+1. One query counted on the server names the fleet's nodes: per exporter (`instance`) and host
+   name, how many GPU series report at each step (`query.presence_query`: one small series per
+   node, where reading the GPUs' own series would bring every GPU of every node). The node keys
+   (the host name, or the exporter where two report one host name at once) come from it as
+   they come from the GPU series themselves (`read.node_keys`).
+2. node-exporter's figures (one series per host and figure) and the ranks (one instant query
+   for every rank of every job on every node) are read once for the whole fleet.
+3. The nodes, in natural order, are read `BATCH_NODES` at a time: the same range queries as
+   for a whole fleet, restricted to the batch's exporters (`instance=~"..."`), the next batch
+   asked for while this one is judged. Each node of the batch is built into its snapshots and
+   judged exactly as `judge_fleet` judges it (`judge.judge_nodes`), and its snapshots are let
+   go: a verdict keeps its GPU activity at each step for the job's correlated dips.
+4. Once every batch is judged, the jobs are (`judge.judge_jobs`).
+
+What a node's verdict rests on is its own raw series, as before: the accuracy of the fleet's
+verdicts is the single node's. Peak memory is that of two batches' answers and one batch's
+snapshots, plus a verdict per node.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..prometheus.client import Prometheus
+from ..prometheus.dcgm_fields import JOB_LABEL
+from .judge import FleetVerdict, NodeVerdict, judge_jobs, judge_nodes, natural_key
+from .query import (
+    PRESENCE,
+    Column,
+    Grid,
+    NoFleetData,
+    detect_step,
+    fetch,
+    host_of,
+    node_exporter_jobs,
+    presence,
+    run_jobs,
+    step_spans,
+)
+from .ranks import fetch_ranks, parse_ranks
+from .read import (
+    REALTIME_MAX_STEP_S,
+    FleetData,
+    assemble_columns,
+    node_keys,
+    presence_spans,
+    time_warnings,
+)
+
+# Ours: 64 nodes of 8 GPUs a batch: each range query answers 512 GPUs' series (about 0.4 MB of
+# JSON at 25 steps), small enough that two batches in flight stay near 100 MB, large enough
+# that the queries' own cost (one per field and batch) stays under a tenth of the read.
+BATCH_NODES = 64
+
+Progress = Callable[[list[NodeVerdict], int, int], object]
+
+
+@dataclass
+class FleetPlan:
+    """The fleet's nodes on one grid, and the batches of exporters they are read in."""
+
+    grid: Grid
+    step_s: float
+    tick_s: float
+    keys: dict[tuple[str, str], str]  # (host name, instance) -> node key
+    batches: list[list[str]]  # the instances of each batch of nodes
+    nodes: int
+    queries: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def plan_fleet(
+    prom: Prometheus,
+    *,
+    window_s: float,
+    step_s: float | None = None,
+    match: str = "",
+    at: float | None = None,
+    batch_nodes: int = BATCH_NODES,
+) -> FleetPlan:
+    """The nodes present in the window ending `at` (now), batched in natural order. Raises
+    NoFleetData where none reports, PrometheusError where Prometheus cannot answer."""
+    end = time.time() if at is None else at
+    step = step_s or detect_step(prom, match, window_s, end)
+    grid = Grid.for_window(end, window_s, step)
+    keys = node_keys(presence_spans(presence(prom, grid, match)))
+    if not keys:
+        raise NoFleetData("no dcgm-exporter series in the window")
+    by_node: dict[str, set[str]] = defaultdict(set)
+    for (_, inst), key in keys.items():
+        by_node[key].add(inst)
+    order = sorted(by_node, key=natural_key)
+    batches = [
+        sorted({i for key in order[k : k + batch_nodes] for i in by_node[key]})
+        for k in range(0, len(order), max(1, batch_nodes))
+    ]
+    tick_s = 1.0 if step <= REALTIME_MAX_STEP_S else step
+    detect = 0 if step_s else len(step_spans(window_s)) * len(PRESENCE)
+    return FleetPlan(
+        grid, step, tick_s, keys, batches, len(order), 1 + detect,
+        time_warnings(step, tick_s, grid),
+    )  # fmt: skip
+
+
+def read_batches(
+    prom: Prometheus,
+    plan: FleetPlan,
+    node_exporter: dict[str, list[Column]],
+    *,
+    match: str = "",
+    group_by: str = JOB_LABEL,
+) -> Iterator[FleetData]:
+    """Each batch's nodes with their snapshots, the next batch read while this one is used."""
+    if not plan.batches:
+        return
+
+    def read(instances: list[str]) -> tuple[list[Column], int]:
+        columns, _, queries = fetch(prom, plan.grid, match, instances, node_exporter=False)
+        return columns, queries
+
+    with ThreadPoolExecutor(1) as ahead:
+        pending = ahead.submit(read, plan.batches[0])
+        for k in range(len(plan.batches)):
+            columns, queries = pending.result()
+            if k + 1 < len(plan.batches):
+                pending = ahead.submit(read, plan.batches[k + 1])
+            plan.queries += queries
+            if not columns:
+                continue  # the batch's exporters stopped between the two reads
+            data = assemble_columns(columns, node_exporter, plan.grid, group_by, keys=plan.keys)
+            del columns
+            yield data
+
+
+def stream_fleet(
+    prom: Prometheus,
+    *,
+    window_s: float,
+    step_s: float | None = None,
+    match: str = "",
+    at: float | None = None,
+    group_by: str = JOB_LABEL,
+    batch_nodes: int = BATCH_NODES,
+    on_batch: Progress | None = None,
+) -> FleetVerdict:
+    """The fleet judged as `judge_fleet(read_fleet(...))` judges it, a batch of nodes at a
+    time; `on_batch(verdicts so far, nodes judged, nodes in all)` after each batch (the Fleet
+    pane shows them as they come). The verdicts keep no snapshots."""
+    plan = plan_fleet(
+        prom, window_s=window_s, step_s=step_s, match=match, at=at, batch_nodes=batch_nodes
+    )
+    grid = plan.grid
+    _, node_exporter, n = run_jobs(prom, grid, node_exporter_jobs(grid))
+    plan.queries += n
+    ranks = fetch_ranks(prom, match, grid.end)
+    plan.queries += 1
+    verdicts: list[NodeVerdict] = []
+    # Many small objects and no cycles among them: the cyclic collector would walk the
+    # growing heap again and again for nothing (each batch's objects are freed by count).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for data in read_batches(prom, plan, node_exporter, match=match, group_by=group_by):
+            verdicts += judge_nodes(data, drop=True)
+            del data
+            if on_batch is not None:
+                on_batch(list(verdicts), len(verdicts), plan.nodes)
+    finally:
+        if collecting:
+            gc.enable()
+    verdicts.sort(key=lambda v: natural_key(v.node.key))
+    keys = plan.keys
+
+    def key_of(labels: dict[str, str]) -> str | None:
+        return keys.get((host_of(labels), labels.get("instance", "")))
+
+    fleet = FleetData(
+        grid.time(1),
+        grid.end,
+        plan.step_s,
+        plan.tick_s,
+        {v.node.key: v.node for v in verdicts},
+        queries=plan.queries,
+        warnings=list(plan.warnings),
+        ranks=parse_ranks(ranks, group_by, key_of),
+    )
+    if not verdicts:
+        raise NoFleetData("no dcgm-exporter series in the window")
+    out = FleetVerdict(fleet, verdicts)
+    out.jobs = judge_jobs(verdicts, fleet)
+    return out
