@@ -16,7 +16,10 @@ are the least disturbed), the probe's own time per step (its optimizer post-hook
 the step's figures to the writer's thread), the writer thread's time per step (it makes the
 JSON lines and writes them, every half second, off the step's thread), and the cost of one
 wrapped `Tensor.item()` on a CPU scalar (target: at most 2 us), from a tight loop of C calls,
-best of 5.
+best of 5. The loop's rounds run with the probe's default sampling (one step a minute, the
+first at step 3, inside the untimed steps); then a sampled step's own cost: every other step
+sampled, the sampled steps' median against the others' (the probe's step records), and what one
+a minute adds.
 
 Then a distributed job, the 4-rank gloo DDP loop of examples/ranks.py at 10 ms steps (the
 model's compute is a sleep, so four ranks on two cores keep their timing), launched R times
@@ -64,6 +67,7 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import gputop_diag.probe as probe  # noqa: E402
 from gputop_diag.probe.launch import probe_environment  # noqa: E402
+from gputop_diag.probe.sample import SAMPLE_EVERY_S, SAMPLE_VARIABLE  # noqa: E402
 
 WARM_STEPS = 5
 ROOT = Path(__file__).resolve().parent.parent
@@ -321,6 +325,33 @@ def loop_bench(args: argparse.Namespace) -> None:
     print(f"Tensor.item() without         {item_plain:8.0f} ns")
     print(f"Tensor.item() wrapped         {item_probed:8.0f} ns")
     print(f"per wrapped .item()           {item_probed - item_plain:+8.0f} ns")
+    sampled_bench(args)
+
+
+def sampled_bench(args: argparse.Namespace) -> None:
+    """The cost of a sampled step (probe/sample.py): every other step sampled, the sampled
+    steps' time against the others' (the probe's own step records), and what one sampled step
+    a minute (the default) adds to a minute of steps."""
+    runtime = tempfile.TemporaryDirectory(prefix="bench-probe-")
+    os.environ["XDG_RUNTIME_DIR"] = runtime.name
+    os.environ[SAMPLE_VARIABLE] = "1e-9"  # every other step
+    model, optimizer, loader = build()
+    started = probe._start(by_hand=True)
+    run_steps(model, optimizer, loader, args.steps)
+    path = started.file.path
+    probe._stop()
+    del os.environ[SAMPLE_VARIABLE]
+    records = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    runtime.cleanup()
+    steps = [r for r in records if r["kind"] == "step" and r["step"] > WARM_STEPS]
+    on = statistics.median(r["wall_s"] for r in steps if r.get("sampled"))
+    off = statistics.median(r["wall_s"] for r in steps if not r.get("sampled"))
+    extra = on - off
+    print(
+        f"sampled step                  {on * 1e3:8.3f} ms median against {off * 1e3:.3f} ms "
+        f"({on / off:.1f} x); one a minute ({SAMPLE_EVERY_S:.0f} s) adds "
+        f"{100 * extra / SAMPLE_EVERY_S:.3f} % (GPUTOP_DIAG_PROBE_SAMPLE_S=0: none)"
+    )
 
 
 if __name__ == "__main__":

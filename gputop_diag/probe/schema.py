@@ -43,6 +43,16 @@ Records, one JSON object per line, every one with "kind" and "t" (wall clock, se
   -- exact sums over the optimizer's parameter groups and state tensors.
   Written after the first optimizer step, then again when the figures change (looked at every
   30 s). kv_cache_bytes: live transformers cache objects, null while the job has made none.
+- "sample": {"step", "wall_s", "ops", "flops", "matmul_flops", "misaligned_flops",
+  "dtype_flops": {dtype: flops}, "shapes": [{"op", "dtype", "dims": {"M", "N", "K"} or
+  {"C", "O"}, "count", "flops", "misaligned": [names], "site"}], "transfers": {"h2d"/"d2h":
+  {"count", "bytes", "seconds", "pinned_bytes", "non_blocking"}}, "batch": {"samples", "tokens",
+  "from"} or null, "loss", "backward", "grad_scaler", "autocast": {device: dtype},
+  "matmul_precision", "allow_tf32", "cudnn_tf32", "capability": [major, minor] or null,
+  "device_name"} -- one step looked at closely (sample.py): the third, then one a minute. Its
+  "step" record carries "sampled": true (slowed by the sampling; the reader leaves it out of
+  the step figures). "hello" also carries "arch_list" (torch's GPU architectures, "sm_80") and
+  "torch_cuda" (the CUDA release torch was built with).
 - "note": {"text"} -- e.g. a hook that failed and disabled itself (said once).
 - "bye": {} -- the process is exiting normally.
   No "bye" after an uncaught exception, a signal or `os._exit`.
