@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
-from test_tui_support import FedApp
+from test_tui_support import LAUNCH, FedApp, PtyChild
 
 from gputop_diag import sim
 from gputop_diag.monitor.sampler import Sampler
@@ -128,15 +126,7 @@ async def test_low_bandwidth_uses_plain_glyphs_and_slower_history_repaints():
         assert app.query_one("#util-gpu0").plain != before
 
 
-# -- the real program under a terminal of its own ------------------------------------------------
-# The child is the session leader with the pty as its controlling terminal, as a login shell's
-# job is: closing the master side hangs the terminal up and the kernel itself sends SIGHUP and
-# SIGCONT (what happens when an SSH session drops or `tmux kill-session` runs).
-LAUNCH = (
-    "import os, sys; os.setsid(); fd = os.open(sys.argv[1], os.O_RDWR); "
-    "[os.dup2(fd, k) for k in (0, 1, 2)]; os.close(fd); os.execv(sys.executable, "
-    "[sys.executable, *sys.argv[2:]])"
-)
+# -- the real program under a terminal of its own (`PtyChild`) -----------------------------------
 EXIT_BOUND_S = 5.0  # a clean exit takes well under a second; the last guard waits 8 s
 # The program as started under the pty: a tick every quarter second paints the first verdict
 # about a second after the first frame, not three or four (what the tests then do to the
@@ -172,56 +162,6 @@ with open(sys.argv[1], "w") as f:
 LAUNCH_NO_HUP = (
     "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGHUP]); " + LAUNCH
 )
-
-
-class PtyChild:
-    def __init__(self, *args: str, launch: str = LAUNCH) -> None:
-        import pty
-
-        self.master, slave = pty.openpty()
-        path = os.ttyname(slave)
-        os.close(slave)
-        env = dict(os.environ, TERM="xterm-256color", COLUMNS="80", LINES="24", NO_COLOR="1")
-        self.p = subprocess.Popen(
-            [sys.executable, "-c", launch, path, *args], env=env, stdin=subprocess.DEVNULL
-        )
-
-    def read_until(self, needle: bytes, timeout: float = 30.0) -> bytes:
-        deadline, seen = time.time() + timeout, b""
-        while time.time() < deadline and needle not in seen:
-            try:
-                if select.select([self.master], [], [], 0.2)[0]:
-                    seen += os.read(self.master, 65536)
-            except OSError:  # EIO: the child has not opened its terminal yet, or has ended
-                if self.p.poll() is not None:
-                    break
-                time.sleep(0.05)
-        return seen
-
-    def drain_until_exit(self, timeout: float) -> int | None:
-        """Keep reading the terminal (so output never blocks) until the child exits."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            rc = self.p.poll()
-            if rc is not None:
-                return rc
-            try:
-                if self.master >= 0 and select.select([self.master], [], [], 0.05)[0]:
-                    os.read(self.master, 65536)
-            except OSError:
-                time.sleep(0.05)
-        return self.p.poll()
-
-    def hang_up(self) -> None:
-        os.close(self.master)
-        self.master = -1
-
-    def close(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
-        if self.master >= 0:
-            os.close(self.master)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")

@@ -7,6 +7,12 @@ Not a test module of its own: the TUI tests import `FedApp` from here.
 
 from __future__ import annotations
 
+import os
+import select
+import subprocess
+import sys
+import time
+
 from textual import events
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 
@@ -111,3 +117,80 @@ async def type_text(pilot, text: str) -> None:
     # as in `press_held`: the app takes every key, then the focused widget does
     await pilot.pause()
     await pilot.pause()
+
+
+# -- the real program under a terminal of its own ------------------------------------------------
+# The child is the session leader with the pty as its controlling terminal, as a login shell's
+# job is: closing the master side hangs the terminal up and the kernel itself sends SIGHUP and
+# SIGCONT (what happens when an SSH session drops or `tmux kill-session` runs).
+LAUNCH = (
+    "import os, sys; os.setsid(); fd = os.open(sys.argv[1], os.O_RDWR); "
+    "[os.dup2(fd, k) for k in (0, 1, 2)]; os.close(fd); os.execv(sys.executable, "
+    "[sys.executable, *sys.argv[2:]])"
+)
+
+
+class PtyChild:
+    """`python *args` on a pseudo-terminal of its own, 80x24. `env`: variables set for it on top
+    of ours (a value of None: left out), after the defaults (an xterm, no colour)."""
+
+    def __init__(
+        self, *args: str, launch: str = LAUNCH, env: dict[str, str | None] | None = None
+    ) -> None:
+        import pty
+
+        self.master, slave = pty.openpty()
+        path = os.ttyname(slave)
+        os.close(slave)
+        env = {
+            **os.environ,
+            "TERM": "xterm-256color",
+            "COLUMNS": "80",
+            "LINES": "24",
+            "NO_COLOR": "1",
+            **(env or {}),
+        }
+        env = {k: v for k, v in env.items() if v is not None}
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", launch, path, *args], env=env, stdin=subprocess.DEVNULL
+        )
+
+    def read_until(self, needle: bytes, timeout: float = 30.0) -> bytes:
+        deadline, seen = time.time() + timeout, b""
+        while time.time() < deadline and needle not in seen:
+            try:
+                if select.select([self.master], [], [], 0.2)[0]:
+                    seen += os.read(self.master, 65536)
+            except OSError:  # EIO: the child has not opened its terminal yet, or has ended
+                if self.p.poll() is not None:
+                    break
+                time.sleep(0.05)
+        return seen
+
+    def drain_until_exit(self, timeout: float, into: bytearray | None = None) -> int | None:
+        """Keep reading the terminal (so output never blocks) until the child exits; what it
+        writes goes `into` the buffer given."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            rc = self.p.poll()
+            if rc is not None:
+                return rc
+            try:
+                if self.master >= 0 and select.select([self.master], [], [], 0.05)[0]:
+                    data = os.read(self.master, 65536)
+                    if into is not None:
+                        into += data
+            except OSError:
+                time.sleep(0.05)
+        return self.p.poll()
+
+    def hang_up(self) -> None:
+        os.close(self.master)
+        self.master = -1
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        if self.master >= 0:
+            os.close(self.master)

@@ -60,12 +60,13 @@ from gputop_diag.tui.procs import ProcessControls, ProcessFilter
 from gputop_diag.tui.replaying import Player, ReplayEnded, ReplayExtent
 from gputop_diag.tui.saver import Saver
 from gputop_diag.tui.screen import MainScreen
-from gputop_diag.widgets import ASCII_CLASS
+from gputop_diag.tui.terminal import ascii_terminal, no_colour
+from gputop_diag.widgets import ASCII_CLASS, to_ascii
 
 
 class AsciiScrollBarRender(ScrollBarRender):
-    """Scrollbars without block glyphs (--low-bandwidth: ASCII only): the thumb is drawn in
-    reverse video with spaces."""
+    """Scrollbars without block glyphs (ASCII only: --low-bandwidth, or a terminal that shows
+    no Unicode): the thumb is drawn in reverse video with spaces."""
 
     VERTICAL_BARS = [" "] * 8
     HORIZONTAL_BARS = [" "] * 8
@@ -83,6 +84,7 @@ class GpuTopApp(KeyActions, App):
         interval: float = 1.0,
         sanitize: bool = False,
         low_bandwidth: bool = False,
+        ascii_only: bool = False,
         start_collectors: bool = True,
         save_dir: str | None = None,
         replay: Recording | None = None,
@@ -91,7 +93,8 @@ class GpuTopApp(KeyActions, App):
         model_config: ModelConfig | None = None,
         control: ProcessControl | None = None,
     ) -> None:
-        super().__init__()
+        # NO_COLOR: Textual's filter that drops colours (its other one turns them grey)
+        super().__init__(ansi_color=True if no_colour(os.environ) else None)
         self.sources = sources  # None while replaying
         # the memory planner's model: given (--model-config), else the one the job's command
         # line names (found by the Feeder once per process, on this machine only)
@@ -100,6 +103,9 @@ class GpuTopApp(KeyActions, App):
         self.control = control or ProcessControl(sources, job_watch)
         self.replay = replay
         self.low_bandwidth = low_bandwidth
+        # ASCII only, the one switch for every glyph, border and scrollbar: --low-bandwidth, or
+        # a terminal that shows no Unicode (`terminal.py`, read by `run_app`)
+        self.plain = low_bandwidth or ascii_only
         self.sanitize = sanitize
         # --sanitize: the run's one key (`monitor.run.session_key`), so an identifier keeps its
         # pseudonym on screen, in every report and snapshot written, and on stderr (`watch`)
@@ -134,7 +140,7 @@ class GpuTopApp(KeyActions, App):
         self._can_select = False
         self._scrollbar_render: type[ScrollBarRender] | None = None
         self.host = first_host(sources, replay, self.sanitizer)  # before the first tick
-        if low_bandwidth:  # ASCII only: the DiffLine and DiffText widgets below follow it
+        if self.plain:  # ASCII only: the DiffLine and DiffText widgets below follow it
             self.add_class(ASCII_CLASS)
         if low_bandwidth or os.environ.get("SSH_CONNECTION"):
             self.animation_level = "none"  # no animations over SSH
@@ -160,7 +166,7 @@ class GpuTopApp(KeyActions, App):
 
     def on_mount(self) -> None:
         self.query_one("#banner").display = False
-        if self.low_bandwidth:  # ASCII only: no block glyphs in the scrollbars either
+        if self.plain:  # ASCII only: no block glyphs in the scrollbars either
             self._scrollbar_render = ScrollBar.renderer
             ScrollBar.renderer = AsciiScrollBarRender
         self.app_resume_signal.subscribe(self, self._resumed)
@@ -187,6 +193,12 @@ class GpuTopApp(KeyActions, App):
     def exit(self, result=None, return_code: int = 0, message=None) -> None:
         self.guard.leave()  # from now on a SIGCONT never starts application mode again
         super().exit(result, return_code, message)
+
+    def notify(self, message: str, *, title: str = "", **kw) -> None:
+        """A toast; in ASCII only, spelled in ASCII (a path, a command line, an ellipsis)."""
+        if self.plain:
+            message, title = to_ascii(message), to_ascii(title)
+        super().notify(message, title=title, **kw)
 
     def _resumed(self, _app=None) -> None:
         """Back from Ctrl-Z: the shell drew over the screen; paint all of it again."""
@@ -295,7 +307,8 @@ class GpuTopApp(KeyActions, App):
     def view(self) -> View:
         return View(
             selected_gpu=self.selected_gpu,
-            plain=self.low_bandwidth,
+            plain=self.plain,
+            low_bandwidth=self.low_bandwidth,
             sanitize=self.sanitize,
             interval=self.interval,
             filter=self.controls.filter,
@@ -324,7 +337,7 @@ class GpuTopApp(KeyActions, App):
             scenario=self.sources.scenario if self.sources is not None else None,
             saved=self.saver.last_saved,
             replay=replay,
-            plain=self.low_bandwidth,
+            plain=self.plain,
         )
         self.main.show_header(facts)
 
@@ -398,6 +411,7 @@ def run_app(
         interval=interval,
         sanitize=sanitize,
         low_bandwidth=low_bandwidth,
+        ascii_only=ascii_terminal(os.environ),
         replay=replay,
         save_dir=save_dir,
         process_filter=ProcessFilter(frozenset(only_gpus), frozenset(users), frozenset(pids)),

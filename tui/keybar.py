@@ -30,7 +30,9 @@ class _Key:
 
 class KeyBar(Widget, can_focus=False):
     """The keys of the focused widget and its ancestors, as `Footer` lists them (bindings with
-    `show`, one per action), on one line; keys that do not fit whole are left out."""
+    `show`, one per action), on one line; keys that do not fit whole are left out, from the
+    end, except those of the actions in `keep` (help and quit: the way to learn the keys and
+    the way out stay on the narrowest bar, a replay's extra keys included)."""
 
     ALLOW_SELECT = False
     COMPONENT_CLASSES = {"keybar--key", "keybar--description"}
@@ -52,8 +54,9 @@ class KeyBar(Widget, can_focus=False):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, keep: tuple[str, ...] = ("help", "quit")) -> None:
         super().__init__(id=id)
+        self.keep = keep
         self._keys: tuple[_Key, ...] = ()
         self._columns: list[tuple[int, int, _Key]] = []  # (first, end, key) as last drawn
 
@@ -98,19 +101,36 @@ class KeyBar(Widget, can_focus=False):
     def render(self) -> Text:
         key_style = self.get_component_rich_style("keybar--key")
         text_style = self.get_component_rich_style("keybar--description")
-        width = self.size.width
-        line = Text(no_wrap=True, end="")
-        self._columns = []
+        parts = []
         for k in self._keys:
             part = Text.assemble((f" {k.shown} ", key_style), (f"{k.description} ", text_style))
             if not k.enabled:
                 part.stylize("dim")
-            if line.cell_len + part.cell_len > width:
-                break  # a key is shown whole or not at all
-            first = line.cell_len
-            line.append_text(part)
-            self._columns.append((first, line.cell_len, k))
+            parts.append(part)
+        drawn = self._fitting(parts, self.size.width)
+        line = Text(no_wrap=True, end="")
+        self._columns = []
+        for k, part in zip(self._keys, parts, strict=True):
+            if k in drawn:
+                first = line.cell_len
+                line.append_text(part)
+                self._columns.append((first, line.cell_len, k))
         return line
+
+    def _fitting(self, parts: list[Text], width: int) -> set[_Key]:
+        """The keys drawn: the kept ones, then the others in order while they fit whole."""
+        kept = {k for k in self._keys if k.action in self.keep}
+        used = sum(p.cell_len for k, p in zip(self._keys, parts, strict=True) if k in kept)
+        if used > width:
+            kept, used = set(), 0
+        for k, part in zip(self._keys, parts, strict=True):
+            if k in kept:
+                continue
+            if used + part.cell_len > width:
+                break  # a key is shown whole or not at all
+            kept.add(k)
+            used += part.cell_len
+        return kept
 
     async def on_click(self, event: events.Click) -> None:
         for first, end, k in self._columns:

@@ -176,7 +176,7 @@ class ProcessActions:
         known = [v for v in values if v is not None]
         if known:
             top = max(known)
-            glyphs = history(values, min(HISTORY_CELLS, width - 4), self.app.low_bandwidth, top)
+            glyphs = history(values, min(HISTORY_CELLS, width - 4), self.app.plain, top)
             t.append(f"  {glyphs}\n")
             line(f"now {size_text(values[-1])}  min {size_text(min(known))}  max {size_text(top)}")
         else:

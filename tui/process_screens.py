@@ -15,6 +15,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 
+from gputop_diag.tui.keybar import KeyBar
 from gputop_diag.widgets import ASCII_CLASS, DiffText
 
 REFRESH_S = 1.0  # the details follow the ticks: a process that ends says so
@@ -24,7 +25,7 @@ class ProcessDetailScreen(ModalScreen):
     """A process's details; `describe(width)` builds its text (called again every second and
     at a resize). Esc, q or Enter closes it."""
 
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "close", key_display="Esc")]
 
     DEFAULT_CSS = """
     ProcessDetailScreen {
@@ -45,6 +46,7 @@ class ProcessDetailScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="process-box"):
             yield DiffText(id="process-detail", wrap=False)
+        yield KeyBar(id="process-footer")  # "Esc close": the way back, on every size
 
     def on_mount(self) -> None:
         self.redraw()

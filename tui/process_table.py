@@ -230,9 +230,11 @@ class ProcessTable(CellTable):
         key: RowKey = self.coordinate_to_cell_key((row, 0)).row_key
         return key.value
 
-    def select_key(self, key: str | None, fallback_row: int) -> None:
+    def select_key(self, key: str | None, fallback_row: int, reordered: bool = False) -> None:
         """Put the cursor on the row `key`; without it (the process ended), on the row now at
-        `fallback_row`, the ended one's neighbour."""
+        `fallback_row`, the ended one's neighbour. After the rows were `reordered`, the first
+        row stays in sight wherever the cursor's row lets it: a sort never hides the top of the
+        new order behind a scroll the cursor no longer needs."""
         if not self.row_count:
             return
         try:
@@ -241,7 +243,17 @@ class ProcessTable(CellTable):
             row = fallback_row
         row = min(max(0, row), self.row_count - 1)
         if row != self.cursor_row:
-            self.move_cursor(row=row, animate=False)
+            # no scroll for the cursor's old row (`move_cursor` scrolls to it before it moves):
+            # the new row is scrolled into view as the cursor lands on it
+            self.move_cursor(row=row, animate=False, scroll=False)
+        if reordered and self.scroll_y and row < self.rows_in_view:
+            self.scroll_to(y=0, animate=False, immediate=True)
+
+    @property
+    def rows_in_view(self) -> int:
+        """How many rows the table shows at once, below its header."""
+        header = self.header_height if self.show_header else 0
+        return max(1, self.scrollable_content_region.height - header)
 
     def reveal(self) -> None:
         """Where the pane is too short for the table (a banner above it), scroll the pane

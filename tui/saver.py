@@ -6,6 +6,7 @@ directory a project) is the session's pseudonym, the file's own name (a time sta
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,11 +88,11 @@ class Saver:
         saved = message.saved
         if saved is None:
             error = self._shown(message.error or "")
-            self.app.notify(f"could not build the report: {error}", severity="error")
+            self.app.notify(f"could not build the report: {error}", severity="error", markup=False)
             return
         left = ", ".join(x["section"] for x in message.left_out)
-        note = f"; left out as not safe to share: {left}" if left else ""
-        self._said("sanitized report", saved, f"{note}; read it once before you share it")
+        note = f"left out as not safe to share: {left}\n" if left else ""
+        self._said("sanitized report", saved, f"{note}read it once before you share it")
 
     def save_snapshot(self, latest: Update | None) -> None:
         """`S`: the last snapshot as JSON, with the Xid history the Xid pane shows."""
@@ -120,9 +121,20 @@ class Saver:
         self.last_saved = None
         self.on_saved()
 
+    def _where(self, path: str) -> str:
+        """Where a file went, as the toast names it: absolute, the home directory as `~` (a
+        path a shell reads back, short enough for a line of 80 columns)."""
+        where = self._saves().shown_path(path)
+        home = os.path.expanduser("~")
+        if self.key is None and home not in ("", "/", "~") and where.startswith(home + "/"):
+            return "~" + where[len(home) :]
+        return where
+
     def _said(self, what: str, saved: Saved, note: str = "") -> None:
-        """A toast saying where `what` went (and where it could not go), or why nowhere."""
-        notify = self.app.notify
+        """A toast saying where `what` went (and where it could not go), or why nowhere. The
+        path is a line of its own, never split (a person copies it); the text is never markup
+        (a directory may hold `[`)."""
+        notify = functools.partial(self.app.notify, markup=False)
         problems = [self._shown(p) for p in saved.problems]
         try:
             if saved.path is None:
@@ -134,16 +146,17 @@ class Saver:
                 return
             self.last_saved = saved.path
             self._forget_later()
-            where = self._saves().shown_path(saved.path)
-            also = "".join(f" and {os.path.basename(p)}" for p in saved.also)
+            where = self._where(saved.path)
+            also = "".join(f"\nand {os.path.basename(p)}" for p in saved.also)
+            said = f"{what} written to\n{where}{also}"
             if problems:
                 notify(
-                    f"{what} written to {where}{also} (not to {'; '.join(problems)}){note}",
+                    f"{said}\n(not to {'; '.join(problems)})" + (f"\n{note}" if note else ""),
                     severity="warning",
                     timeout=15,
                 )
             else:
-                notify(f"{what} written to {where}{also}{note}", timeout=10)
+                notify(said + (f"\n{note}" if note else ""), timeout=10)
             self.on_saved()
         except NoMatches:  # written while the app closes
             pass

@@ -23,7 +23,8 @@ class View:
     """What, besides the data, decides how a pane draws."""
 
     selected_gpu: int | None = None
-    plain: bool = False  # --low-bandwidth: ASCII glyphs, fewer repaints
+    plain: bool = False  # ASCII only (--low-bandwidth, or a terminal without Unicode)
+    low_bandwidth: bool = False  # --low-bandwidth: fewer repaints
     sanitize: bool = False  # pseudonyms for hosts, users, bus ids and UUIDs
     environ: Mapping[str, str] = field(default_factory=dict)  # the sources' environment
     interval: float = 1.0  # seconds between samples, for "last N s" captions

@@ -440,7 +440,8 @@ class MemoryPane(Pane):
         ):
             order = self._order  # as good as sorted: no re-sort, no whole-table repaint
         self._sorted_by = (view.sort, view.selected_gpu, self.tree_view)
-        if order != self._order and order:  # sort only when the order itself changed
+        reordered = order != self._order and bool(order)
+        if reordered:  # sort only when the order itself changed
             rank = {k: i for i, k in enumerate(order)}
             k_gpu, k_pid = columns.index("gpu"), columns.index("pid")
             table.sort(
@@ -452,8 +453,9 @@ class MemoryPane(Pane):
             )
         self._order = order
         # The cursor stays on its process however the rows moved; a process that ended
-        # leaves it on its neighbour.
-        table.select_key(selected, selected_row)
+        # leaves it on its neighbour. On the first row it stays there, on the first process
+        # of the new order (htop's and top's view of the top, until a process is chosen).
+        table.select_key(selected if selected_row else None, selected_row, reordered)
         title = self.query_one("#mem-procs-title", DiffLine)
         n, total = len([r for r in shown if not r.is_parent]), len(every)
         count = f"{n}" if n == total else f"{n} of {total}"

@@ -303,7 +303,7 @@ class UtilizationPane(Pane):
         # every LOW_BANDWIDTH_REPAINT_S, or when the selected GPU or the width changes.
         key = (view.selected_gpu, width, len(snap.gpus), view.filter, view.sweep)
         if (
-            view.plain
+            view.low_bandwidth
             and self._painted
             and self._painted[0] == key
             and 0 <= snap.timestamp - self._painted[1] < LOW_BANDWIDTH_REPAINT_S
@@ -319,7 +319,7 @@ class UtilizationPane(Pane):
         tick = max(0, u.ticks - 1)
         newest = tick if view.sweep else None
         paint = self._paint_traces(
-            series_to_draw(u, view, view.selected_gpu), tick, fresh or view.plain
+            series_to_draw(u, view, view.selected_gpu), tick, fresh or view.low_bandwidth
         )
         drawn = self._traced[0] if self._traced else tick  # the newest sample on screen
         span = f"{w * view.interval:g} s" if view.interval else f"{w} samples"
