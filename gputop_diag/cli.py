@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "manager), each tied to the bottleneck it causes",
     ),
     "report": ("report", "write a sanitized report, safe to paste into a public issue"),
+    "compare": ("compare", "two runs side by side: what changed beyond the runs' own variation"),
     "memory": (
         "memory",
         "where a model's memory goes on one GPU, whether it fits, and what each lever saves "
