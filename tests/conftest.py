@@ -45,6 +45,7 @@ E2E = [
     "test_fleet_tls.py",  # Prometheus behind TLS, openssl
     "test_fleet_ranks.py::test_fleet_names_the_straggler_rank_and_its_node_across_two_exporters",  # noqa: E501
     "test_fleet_ranks.py::test_promtool_accepts_the_rank_series",
+    "test_fleet_rules.py::test_the_shipped_rules_pass_promtool_check_and_test",
     "test_slurm_real.py",  # a real single-node Slurm
     "test_owner_kernel.py",  # real cgroups and PID namespaces (unshare), as root
     "test_exporter.py::test_promtool_accepts_the_exposition",

@@ -306,10 +306,27 @@ def presence_query(match: str) -> str:
     names = "|".join(PRESENCE)
     inner = selector(None, match).strip("{}").strip()
     sel = "{" + f'__name__=~"{names}"' + (", " + inner if inner else "") + "}"
-    return f"count by ({', '.join(HOST_LABELS)}, instance) ({sel})"
+    return f"count by (instance, {', '.join(HOST_LABELS)}) ({sel})"
 
 
-def presence(prom: Prometheus, grid: Grid, match: str) -> list[Column]:
-    """The presence columns (labels: the host name's labels and `instance`)."""
+# The recording rule that keeps `presence_query("")` (gputop_diag/fleet/rules/
+# gputop-diag.rules.yml): one series per node, where the query itself reads every GPU's.
+NODES_RULE = "gputop_diag:node_gpu_series:count"
+
+
+def presence(prom: Prometheus, grid: Grid, match: str) -> tuple[list[Column], bool]:
+    """The presence columns (labels: the host name's labels and `instance`), and whether they
+    came from the recording rule: where it is installed and recorded since the window's start
+    (and no --match narrows the fleet: the rule keeps no other label), else counted now."""
+    if not match.strip():
+        try:
+            raw = prom.query_range_raw(NODES_RULE, grid.start, grid.end, grid.step)
+        except PrometheusError as e:
+            if e.kind != "query":
+                raise
+            raw = []  # a Prometheus that refuses the name: counted now
+        cols = [grid.from_raw(e) for e in raw]
+        if any(c.values[0] is not None or c.values[1] is not None for c in cols):
+            return cols, True
     raw = prom.query_range_raw(presence_query(match), grid.start, grid.end, grid.step)
-    return [grid.from_raw(e) for e in raw]
+    return [grid.from_raw(e) for e in raw], False

@@ -74,6 +74,7 @@ class FleetPlan:
     nodes: int
     queries: int = 0
     warnings: list[str] = field(default_factory=list)
+    recorded: bool = False  # the nodes named by the recording rule (`query.NODES_RULE`)
 
 
 def plan_fleet(
@@ -90,7 +91,8 @@ def plan_fleet(
     end = time.time() if at is None else at
     step = step_s or detect_step(prom, match, window_s, end)
     grid = Grid.for_window(end, window_s, step)
-    keys = node_keys(presence_spans(presence(prom, grid, match)))
+    columns, recorded = presence(prom, grid, match)
+    keys = node_keys(presence_spans(columns))
     if not keys:
         raise NoFleetData("no dcgm-exporter series in the window")
     by_node: dict[str, set[str]] = defaultdict(set)
@@ -103,9 +105,10 @@ def plan_fleet(
     ]
     tick_s = 1.0 if step <= REALTIME_MAX_STEP_S else step
     detect = 0 if step_s else len(step_spans(window_s)) * len(PRESENCE)
+    asked = 1 if match.strip() else (1 if recorded else 2)
     return FleetPlan(
-        grid, step, tick_s, keys, batches, len(order), 1 + detect,
-        time_warnings(step, tick_s, grid),
+        grid, step, tick_s, keys, batches, len(order), asked + detect,
+        time_warnings(step, tick_s, grid), recorded,
     )  # fmt: skip
 
 
