@@ -263,7 +263,7 @@ def every_field_snapshot() -> Snapshot:
             output_tail=("step 1 loss 2.0", ""),
             output_lines=2,
             output_events=(OutputEvent("cuda_oom", "CUDA out of memory", 7, 1768471199.0),),
-            steps=StepStats("tqdm", 35, 100, (0.5, 0.25)),
+            steps=StepStats("tqdm", 35, 100, (0.5, 0.25), 2.5),
             visible_gpus="0,1",
             slurm=SchedulerEvidence(
                 "48213",

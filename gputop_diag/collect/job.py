@@ -98,6 +98,7 @@ class JobWatch:
         self._slurm_checked: float | None = None
         self._slurm_answered: float | None = None  # when Slurm last gave the job's record
         self._slurm_scan: tuple[float, list[int]] | None = None  # (when, pids) by cgroup or env
+        self._line_read_t: float | None = None  # the last read of the output, on `_line_clock`
 
     # -- the three ways in -------------------------------------------------------------------
     @classmethod
@@ -371,6 +372,28 @@ class JobWatch:
         return pids
 
     # -- one tick ----------------------------------------------------------------------------
+    @property
+    def wall_clock_lines(self) -> bool:
+        """The output's lines are timed on the wall clock: a started command is a real process
+        whatever the sources (under --demo, the simulated clock is not its time), and on a real
+        machine the sources' clock is the wall clock."""
+        return self.popen is not None or not self.sources.simulated
+
+    def _line_clock(self) -> float:
+        """When the output is read, on the clock its step lines are timed by."""
+        return time.time() if self.popen is not None else self.sources.clock.now()
+
+    def _written_at(self, read_t: float) -> float | None:
+        """When the newest line read was written (the file's modification time), within the
+        span since the last read (a clock of another machine's file server does not move it
+        out of that); None where the lines are not timed on the wall clock."""
+        if not self.wall_clock_lines or self.tail is None or self.tail.written_at is None:
+            return None
+        at = min(self.tail.written_at, read_t)
+        if self._line_read_t is not None:
+            at = max(at, self._line_read_t)
+        return at
+
     def sample(self, snap: Snapshot | None = None) -> JobState:
         now = snap.timestamp if snap is not None else self.sources.clock.now()
         self._reap()
@@ -397,12 +420,17 @@ class JobWatch:
         if self.tail is not None:
             # stamped when read: the Slurm calls above may have taken seconds since `now`
             read_t = self.sources.clock.now() if snap is not None else now
+            line_t = self._line_clock()
             for line_no, line in self.tail.read():
                 e = event_of(line, line_no, read_t)
                 if e is not None:
                     self.events.append(e)
-                self.steps.feed(line, read_t)
-            self.steps.end_read(read_t)
+                self.steps.feed(line, line_t)
+            self.steps.end_read(line_t, self._written_at(line_t))
+            self._line_read_t = line_t
+            step_problem = self.steps.problem()
+            if step_problem:
+                problems.append(step_problem)
             if self.tail.skipped_bytes:
                 problems.append(
                     f"{self.tail.skipped_bytes / 2**20:.0f} MiB of output written faster than it "

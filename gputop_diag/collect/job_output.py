@@ -33,6 +33,9 @@ class OutputTail:
         self._redraw = False  # the last line ended with \r: the next one replaces it
         self.problem: str | None = None
         self.skipped_bytes = 0  # output written faster than it was read, not read
+        # the file's modification time at the last read that found new bytes: when its newest
+        # line was written (the wall clock; None before any)
+        self.written_at: float | None = None
 
     def read(self) -> list[tuple[int, str]]:
         """The whole lines written since the last read (a line still being written waits),
@@ -56,6 +59,7 @@ class OutputTail:
                     self._offset += len(f.readline())  # a cut line is not a line
                 f.seek(self._offset)
                 data = f.read(READ_CHUNK)
+                mtime = os.fstat(f.fileno()).st_mtime if data else None  # after the bytes read
         except FileNotFoundError:
             self.problem = f"the output file {self.path} does not exist (yet)"
             return []
@@ -63,6 +67,8 @@ class OutputTail:
             self.problem = f"cannot read the output file {self.path}: {e.strerror}"
             return []
         self.problem = None
+        if mtime is not None:
+            self.written_at = mtime
         self._offset += len(data)
         data = self._partial + data
         out: list[tuple[int, str]] = []

@@ -45,7 +45,9 @@ class MeasuredSplit:
     """The step split measured in `pids` over their latest steps: mean seconds per step."""
 
     pids: tuple[int, ...]
-    steps: int  # steps aggregated, every process together
+    # the job's steps: the steps of each process, the fewest of them (the ranks of a job take
+    # the same steps; it has taken as many as its slowest); never processes x steps
+    steps: int
     steps_each: int  # the most steps one process gave (several ranks take the same steps)
     step_s: float  # the mean step
     parts: tuple[tuple[str, float | None], ...]  # (part, seconds) in PART_FIELD order
@@ -53,6 +55,7 @@ class MeasuredSplit:
     t_comm_total_s: float | None = None  # communication in all (the exposed part is in parts)
     sync_count: float | None = None  # host syncs per step
     sync_sites: tuple[SyncSite, ...] = ()  # over every process, most time first
+    steps_all: int = 0  # every process's steps added up: said as such where shown
 
     def seconds(self, part: str) -> float | None:
         return dict(self.parts).get(part)
@@ -124,8 +127,9 @@ def measured_split(probes: Sequence[ProbeState]) -> MeasuredSplit | None:
         measured &= set(s.measured)
     return MeasuredSplit(
         pids=tuple(p.pid for p in with_steps),
-        steps=total,
+        steps=min(weights),
         steps_each=max(weights),
+        steps_all=total,
         step_s=mean("wall_s") or 0.0,
         parts=tuple((part, mean(f)) for part, f in PART_FIELD.items()),
         measured=tuple(p for p in PART_FIELD if p in measured),

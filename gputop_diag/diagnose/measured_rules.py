@@ -54,7 +54,7 @@ def wait(f: Features, cls: str) -> Verdict | None:
         return _hang_verdict(f) if part == "t_comm" else None
     n = len(m.pids)
     step = f"{secs(m.step_s)} step"
-    over = f"over {m.steps} steps of {n} process{'es' if n > 1 else ''}"
+    over = f"over {m.steps} steps" + (f", the mean of {n} processes" if n > 1 else " of 1 process")
     gpu = m.share("t_gpu")
     # The probe does not measure GPU busy time (probe/schema.py): NVML's busy share over the
     # window stands in. A host blocked in .item() while the GPU runs what it queued is the GPU's

@@ -204,12 +204,15 @@ def summary_text(
     s = job.steps
     if s is not None and tp.median_s is not None:
         of = f"/{s.total}" if s.total else ""
-        lines.append(
-            f"steps ({s.source}): step {s.step}{of}; median {tp.median_s:.3g} s, "
-            f"p95 {tp.p95_s:.3g} s over {len(s.step_times_s)}; {tp.headline()}"
-        )
+        step = f"step {s.step}{of}" if s.step is not None else "step count unknown"
+        if s.steps_per_s:  # a counter without printed times, timed over the window
+            how = f"{tp.median_s:.3g} s a step (its steps over the time they took)"
+        else:
+            how = f"median {tp.median_s:.3g} s, p95 {tp.p95_s:.3g} s over {len(s.step_times_s)}"
+        lines.append(f"steps ({s.source}): {step}; {how}; {tp.headline()}")
     elif s is not None:
-        lines.append(f"steps ({s.source}): step {s.step}; no step time yet")
+        step = f"step {s.step}" if s.step is not None else "no step count"
+        lines.append(f"steps ({s.source}): {step}; no step time yet")
     split = estimate(s, snaps, gpus_used_in(snaps), diagnosis.primary)
     measured = measured_lines(probes, memory, ranks=len(ranks.rows) if ranks else 0)
     lines.extend(measured)

@@ -371,10 +371,14 @@ class OutputEvent:
 class StepStats:
     """Step times read from the job's output: the recent ones, oldest first."""
 
-    source: str  # "tqdm", "lightning", "hf-trainer", "step-loss", "iteration-ms", "regex"
+    # "tqdm", "lightning", "hf-trainer", "deepspeed", "step-loss", "iteration-ms", "regex"
+    source: str
     step: int | None = None  # the last step counter seen
     total: int | None = None
     step_times_s: tuple[float, ...] = ()
+    # a counter without printed times: its steps over the time they took across the window
+    # (job/steps.py), the figure steps/s and the step time are read from; None: from the times
+    steps_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
