@@ -17,9 +17,16 @@ from ..compare.load import CompareError, load
 from ..compare.render import SCHEMA, render_text, to_json
 from ..model.exits import EXIT_USAGE
 from ..sources import Sources
-from .common import add_sanitize, input_problem, sanitized_output, session_key, stopped_early
+from .common import (
+    add_sanitize,
+    input_problem,
+    is_recording,
+    sanitized_output,
+    session_key,
+    stopped_early,
+)
 
-REPLAY = False  # reads the two files it is given, not `--replay FILE`
+REPLAY = True  # takes `--replay FILE` only to say that it reads the two files it is given
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,6 +57,13 @@ def run(args: argparse.Namespace, feed: Sources | None = None) -> int:
             "gputop-diag: compare reads two files (recordings or watch --json documents); "
             "--demo has no machine to replace here: record the scenarios first "
             "(gputop-diag --demo NAME record -o FILE)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if is_recording(feed):
+        print(
+            "gputop-diag: compare reads the two files it is given (gputop-diag compare A B), "
+            "recordings or watch --json documents, not --replay FILE",
             file=sys.stderr,
         )
         return EXIT_USAGE

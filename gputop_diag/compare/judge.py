@@ -129,7 +129,10 @@ def _mismatches(a: RunFigures, b: RunFigures) -> tuple[str, ...]:
             f"{', '.join(b.gpu_models)}: the hardware differs as well as the run"
         )
     if a.gpus_used and b.gpus_used and a.gpus_used != b.gpus_used:
-        out.append(f"A used {a.gpus_used} GPUs, B {b.gpus_used}: per-GPU figures are means")
+        out.append(
+            f"A used {a.gpus_used} GPU{'s' * (a.gpus_used != 1)}, B {b.gpus_used}: "
+            "per-GPU figures are means over each run's own GPUs"
+        )
     if a.interval_s and b.interval_s and a.interval_s != b.interval_s:
         out.append(
             f"recorded every {a.interval_s:g} s (A) and {b.interval_s:g} s (B): per-tick "
@@ -150,28 +153,29 @@ def _lead(rows: list[Row]) -> Row | None:
 def _verdict(rows: list[Row], classes: ClassRow) -> str:
     lead = _lead(rows)
     if lead is None:
-        said = "no figure is in both runs to compare"
+        said = "no step time, throughput or GPU busy time in both runs"
+        return _with_the_rest(said, lead, rows, classes)
+    spec, call = lead.spec, lead.judgement.call
+    figures = (
+        f"{spec.label} {text.value(lead.a.value, spec.unit)} \u2192 "
+        f"{text.value(lead.b.value, spec.unit)}"
+    )
+    if call in (SAME, WITHIN):
+        said = f"no change beyond the runs' variation: {figures} (within noise)"
     else:
-        spec, call = lead.spec, lead.judgement.call
-        figures = (
-            f"{spec.label} {text.value(lead.a.value, spec.unit)} \u2192 "
-            f"{text.value(lead.b.value, spec.unit)}"
+        how = text.percent(lead.change_pct) if spec.unit != "%" else text.change(lead.change, "%")
+        tail = (
+            "beyond the runs' variation"
+            if call == BEYOND
+            else "not judged: one figure per run carries no variation"
         )
-        if call in (SAME, WITHIN):
-            said = f"no change beyond the runs' variation: {figures} (within noise)"
-        else:
-            how = (
-                f"({text.percent(lead.change_pct)})"
-                if spec.unit != "%"
-                else f"({text.change(lead.change or 0.0, '%')})"
-            )
-            head = f"B is {lead.direction} than A"
-            tail = (
-                "beyond the runs' variation"
-                if call == BEYOND
-                else "not judged: one figure per run carries no variation"
-            )
-            said = f"{head}: {figures} {how}, {tail}"
+        said = f"B is {lead.direction} than A: {figures} ({how}), {tail}"
+    return _with_the_rest(said, lead, rows, classes)
+
+
+def _with_the_rest(said: str, lead: Row | None, rows: list[Row], classes: ClassRow) -> str:
+    """The verdict's lead, then the bottleneck class, then the other rows beyond the runs'
+    variation (the first `ALSO_SAID` in the rows' order)."""
     said = said[0].upper() + said[1:]
     if classes.changed is True:
         said += (
@@ -193,5 +197,6 @@ def _verdict(rows: list[Row], classes: ClassRow) -> str:
             f"{r.spec.label} {text.change(r.change, r.spec.unit)}" for r in also[:ALSO_SAID]
         )
         more = f" and {len(also) - ALSO_SAID} more" if len(also) > ALSO_SAID else ""
-        said += f"; also beyond it: {named}{more}"
+        also_words = "also beyond it" if lead is not None else "beyond the runs' variation"
+        said += f"; {also_words}: {named}{more}"
     return said
