@@ -202,8 +202,9 @@ def _add_live_view(p: argparse.ArgumentParser) -> None:
         "--save-dir",
         metavar="DIR",
         default=None,
-        help="where s (the sanitized report) and S (the snapshot) write; default: the current "
-        "directory, else $XDG_STATE_HOME/gputop-diag or ~/.local/state/gputop-diag, else /tmp",
+        help="where s (the sanitized report) and S (the snapshot) write (it must exist); "
+        "default: $XDG_STATE_HOME/gputop-diag, else ~/.local/state/gputop-diag (made when "
+        "missing), else $TMPDIR or /tmp",
     )
     g.add_argument(
         "--only",

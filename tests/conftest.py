@@ -57,6 +57,7 @@ E2E = [
     "test_kernlog_sources.py::test_permission_denied_says_which_source_and_how_to_get_access",
     "test_kernlog_sources.py::test_real_dmesg_when_allowed",
     # the program in a subprocess or on a pty
+    "test_ascii_output.py::test_every_command_prints_on_an_ascii_only_output",
     "test_cli.py::test_a_full_disk_is_a_clear_message_not_a_bug_report",
     "test_cli.py::test_bad_option_is_a_usage_error",
     "test_cli.py::test_bare_demo_before_a_subcommand_means_the_tour",

@@ -2,6 +2,7 @@
 
 import ctypes.util
 import json
+import re
 import subprocess
 import sys
 
@@ -192,3 +193,112 @@ def test_demo_with_a_recording_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--replay", "any.jsonl", "demo", "--list"])
     assert e.value.code == 2 and "reads no recording" in capsys.readouterr().err
+
+
+def test_save_dir_help_says_where_s_and_S_write_by_default(tmp_path):
+    """The help once promised the current directory, which `s` never tries."""
+    from gputop_diag.cli import build_parser
+    from gputop_diag.report.saving import save_dirs
+
+    [action] = [a for a in build_parser()._actions if "--save-dir" in a.option_strings]
+    said = " ".join(action.help.split())
+    assert "current directory" not in said
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TMPDIR": str(tmp_path / "tmp")}
+    dirs = save_dirs(None, env)
+    assert dirs == [str(tmp_path / "state" / "gputop-diag"), str(tmp_path / "tmp")]
+    spelled = ["$XDG_STATE_HOME/gputop-diag", "~/.local/state/gputop-diag", "$TMPDIR or /tmp"]
+    assert [said.index(s) for s in spelled] == sorted(said.index(s) for s in spelled)
+    home = save_dirs(None, {"HOME": str(tmp_path)})[0]
+    assert home == str(tmp_path / ".local" / "state" / "gputop-diag")
+
+
+def _schema_table() -> tuple[dict[str, str], dict[str, str]]:
+    """The README's `snapshot --json` table: (top-level key -> its row's meaning, `gpus[]` key
+    -> meaning); `.x` after `gpus[].y` in a key cell is `gpus[].x`."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## `snapshot --json` schema") :]
+    section = section[: section.index("\n## ", 5)]
+    top, gpu = {}, {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        key_cell, _, meaning = line[1:].split("|", 3)[:3]
+        for name in re.findall(r"`([^`]+)`", key_cell):
+            if name.startswith("gpus[].") or name.startswith("."):
+                gpu[name.split(".", 1)[1].removesuffix("[]")] = meaning
+            else:
+                top[name.removesuffix("[]")] = meaning
+    return top, gpu
+
+
+def _documented(key: str, table: dict[str, str]) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(key, k) for k in table)
+
+
+def test_the_snapshot_schema_table_is_what_snapshot_json_prints(capsys):
+    """Every key `snapshot --json` prints is in the README's table and every key the table
+    names is printed (`sanitized` and `redactions` under --sanitize); an object's keys are
+    named in its row."""
+    from gputop_diag.cli import main
+
+    docs = []
+    for scenario in ("mig", "compute-bound"):
+        assert main(["--demo", scenario, "snapshot", "--json"]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+    assert main(["--demo", "idle", "snapshot", "--json", "--sanitize"]) == 0
+    docs.append(json.loads(capsys.readouterr().out))
+    top, gpu = _schema_table()
+    printed = {k for d in docs for k in d}
+    printed_gpu = {k for d in docs for g in d["gpus"] for k in g}
+    assert printed == set(top), printed ^ set(top)
+    assert [k for k in printed_gpu if not _documented(k, gpu)] == []
+    assert [k for k in gpu if "*" not in k and k not in printed_gpu] == []
+    objects = {  # an object's (or an array of objects') keys, named in its row
+        "system": [d["system"] for d in docs],
+        "host": [d["host"] for d in docs],
+        "processes": [p for d in docs for p in d["processes"]],
+        "gpu_processes": [p for d in docs for p in d["gpu_processes"]],
+    }
+    gpu_objects = {
+        "static": [g["static"] for d in docs for g in d["gpus"]],
+        "mig_instances": [m for d in docs for g in d["gpus"] for m in g["mig_instances"]],
+        "gpm": [g["gpm"] for d in docs for g in d["gpus"] if g["gpm"]],
+    }
+    for table, groups in ((top, objects), (gpu, gpu_objects)):
+        for name, items in groups.items():
+            assert items, name  # the scenarios above print some
+            row = table[name]
+            missing = {
+                k for item in items for k in item if f"`{k}`" not in row and f"`{k}[" not in row
+            }
+            assert missing == set(), (name, missing)
+
+
+def test_a_long_simulated_run_is_capped_and_says_its_progress():
+    """`--seconds 1e9` under --demo ran for minutes without a sign: capped at 1,200 samples
+    and, past a few seconds of wall-clock time, a progress line with the time left."""
+    import io
+    from types import SimpleNamespace
+
+    from gputop_diag.commands import options
+
+    seconds, note = options.capped(1e9, True, 1.0)
+    assert seconds == options.MAX_SIMULATED_TICKS and "progress follows on stderr" in note
+    assert options.capped(1e9, True, 120.0)[0] == options.MAX_SIMULATED_S  # a day at most
+    assert options.capped(1e9, False, 1.0) == (1e9, None)  # a real machine's span is the user's
+    wall = iter([0.0, 0.5, 3.5, 4.0, 7.0])
+    out = io.StringIO()
+    seen = []
+    progress = options.SimulatedProgress(100.0, then=seen.append, clock=lambda: next(wall), out=out)
+    for t in (1000.0, 1050.0, 1060.0, 1080.0):  # at 0.5, 3.5, 4 and 7 s of wall-clock time
+        progress(SimpleNamespace(snapshot=SimpleNamespace(timestamp=t)))
+    assert len(seen) == 4  # the command's own on_tick still runs
+    assert out.getvalue().splitlines() == [
+        "gputop-diag: simulated 50 of 100 s (50%), about 4 s left",
+        "gputop-diag: simulated 80 of 100 s (80%), about 2 s left",
+    ]
+    assert options.with_progress(None, 30.0, False) is None

@@ -648,3 +648,39 @@ def test_ctrl_c_after_y_goes_on_from_sigterm_to_sigkill(tmp_path):
     finally:
         if w.popen.poll() is None:
             w.popen.kill()
+
+
+def test_a_missing_log_is_a_usage_error_unless_waited_for(tmp_path, capsys):
+    """`--log` names a file to read, as `xid --log` does: missing, it is one line and exit 2
+    (it was "0 lines", exit 0); `--wait-for-log` waits for a file the job creates later, in a
+    directory that exists, and says so."""
+    from gputop_diag.cli import main
+
+    me = str(os.getpid())
+    missing = tmp_path / "train.log"
+    assert main(["watch", "--pid", me, "--log", str(missing), "--no-tui"]) == 2
+    err = capsys.readouterr().err
+    assert f"--log {missing}: no such file" in err and "--wait-for-log" in err
+    nodir = tmp_path / "no" / "train.log"
+    assert main(["watch", "--pid", me, "--log", str(nodir), "--wait-for-log", "--no-tui"]) == 2
+    assert f"no such directory {tmp_path / 'no'}" in capsys.readouterr().err
+    assert main(["watch", "--pid", me, "--wait-for-log", "--no-tui"]) == 2
+    assert "give --log FILE" in capsys.readouterr().err
+    args = ["--demo", "input-starved", "watch", "--pid", "41200", "--log", str(missing)]
+    assert main([*args, "--wait-for-log", "--no-tui", "--seconds", "3", "--json"]) == 0
+    out = capsys.readouterr()
+    assert f"output: {missing} (not there yet: waiting for it)" in out.err
+    assert json.loads(out.out)["schema"] == "gputop-diag.watch/1"
+
+
+def test_an_unwritable_record_or_output_is_said_before_the_job_starts(tmp_path, capsys):
+    from gputop_diag.cli import main
+
+    marker = tmp_path / "started"
+    job = ["--", "sh", "-c", f"touch {shlex.quote(str(marker))}"]
+    for option in ("--record", "--output"):
+        bad = str(tmp_path / "no" / "file")
+        assert main(["--demo", "idle", "watch", option, bad, "--seconds", "2", *job]) == 2
+        assert f"{option} {bad}: cannot write" in capsys.readouterr().err
+    time.sleep(0.2)
+    assert not marker.exists()  # no job was started
