@@ -10,6 +10,7 @@ import gzip
 import io
 import json
 import random
+import re
 
 import pytest
 
@@ -284,3 +285,19 @@ def test_a_comparison_holds_only_rows_either_run_has():
     cmp = compare(a, b)
     assert [r.spec.key for r in cmp.rows] == ["step_time_s"]
     assert cmp.verdict.startswith("B is faster than A") and "not judged" in cmp.verdict
+
+
+def test_docs_compare_names_every_key_of_the_document():
+    from pathlib import Path
+
+    from gputop_diag.compare.render import to_json
+    from gputop_diag.compare.runs import ROWS
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "compare.md").read_text()
+    section = text[text.index("## `--json`") :]
+    named = set(re.findall(r"`([a-z_0-9]+)`", section))
+    a = RunFigures("a", WATCH, {"step_time_s": Figure(1.0, spread=0.1)})
+    doc = to_json(compare(a, RunFigures("b", WATCH, {"step_time_s": Figure(0.5, spread=0.1)})))
+    keys = set(doc) | set(doc["a"]) | set(doc["method"]) | set(doc["bottleneck"])
+    keys |= set(doc["rows"][0]) | set(doc["rows"][0]["a"]) | {r.key for r in ROWS}
+    assert keys - named == set()
