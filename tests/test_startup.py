@@ -125,6 +125,8 @@ def own_options(module_name: str) -> list[str]:
     importlib.import_module(f"gputop_diag.commands.{module_name}").add_arguments(p)
     out = []
     for action in p._actions:
+        if action.help == argparse.SUPPRESS:  # kept for old scripts, hidden on purpose
+            continue
         out += action.option_strings or [action.metavar or action.dest]
     assert out
     return out
