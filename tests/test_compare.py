@@ -301,3 +301,35 @@ def test_docs_compare_names_every_key_of_the_document():
     keys = set(doc) | set(doc["a"]) | set(doc["method"]) | set(doc["bottleneck"])
     keys |= set(doc["rows"][0]) | set(doc["rows"][0]["a"]) | {r.key for r in ROWS}
     assert keys - named == set()
+
+
+def test_throughput_is_read_where_the_probe_sampled_a_batch(tmp_path):
+    """samples/s and tokens/s: the sampled step's batch of every process over each tick's
+    step time (a recording), the document's `measured.work` (a watch --json)."""
+    import dataclasses
+
+    from gputop_diag import model
+    from gputop_diag.compare.replayed import ReplayedRun
+
+    if not hasattr(model, "ProbeSample"):
+        pytest.skip("this model's probe samples no step")
+    monitor = Monitor(sim.build("input-measured", gpu_count=2))
+    run = ReplayedRun()
+
+    def add(t):
+        sample = model.ProbeSample(step=1, at=t.snapshot.timestamp, wall_s=1.3, samples=64)
+        probes = tuple(dataclasses.replace(p, sample=sample) for p in t.snapshot.probes or ())
+        run.add(dataclasses.replace(t.snapshot, probes=probes), t.diagnosis.primary)
+
+    monitor.run_for(12, add)
+    figures = run.figures("a.jsonl", 1.0, False)
+    # two ranks of 64 samples each every 1.2 s step
+    assert figures.figure("samples_per_s").value == pytest.approx(128 / 1.2, rel=0.01)
+    assert figures.figure("tokens_per_s") is None
+    work = {"samples_per_step": 128, "samples_per_s": 100.0, "tokens_per_s": 5000.0}
+    doc = {**watch_doc([1.28] * 20, "input_pipeline"), "measured": {"work": work}}
+    b = watch_figures(doc, "b.json")
+    assert b.figure("samples_per_s").value == pytest.approx(100.0)
+    assert b.figure("tokens_per_s").value == 5000.0 and b.figure("tokens_per_s").spread is None
+    row = compare(figures, b).row("samples_per_s")
+    assert row.judgement.call == BEYOND and row.direction == "slower"
