@@ -8,6 +8,8 @@ same window. No Prometheus here (tests/test_fleet_prometheus.py runs the real on
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -32,11 +34,15 @@ def scrape_series(
     instance: str = "node-a:9401",
     via_text: bool = False,
     step: float = 1.0,
+    phase_s: float = 0.0,
     **kw,
 ) -> tuple[list[Series], list, Monitor]:
     """Run `scenario` for `seconds` at 1 s, scrape after each tick; (series, snapshots).
     `via_text`: through the text exposition and prometheus-client's parser, as Prometheus
-    reads a scrape (slow), else straight from the collector's samples."""
+    reads a scrape (slow), else straight from the collector's samples. `phase_s`: each scrape
+    lands up to that many seconds after its point in the job's steps (a seeded draw), as a
+    real job's steps, which vary, drift against the scrape interval; 0: every scrape at the
+    same point of a simulated job's exact period."""
     sources = sim.build(scenario)
     monitor = Monitor(sources, interval=step)
     metrics = TickMetrics(window=window_of(monitor), **kw)
@@ -44,9 +50,12 @@ def scrape_series(
     registry.register(metrics)
     store: dict[tuple, tuple[list[float], list[float]]] = {}
     snaps = []
+    draw = random.Random(scenario)
+    late = 0.0
     for k in range(int(seconds / step) + 1):
-        if k:
-            sources.clock.sleep(step)
+        offset = draw.uniform(0.0, phase_s) if phase_s else 0.0
+        sources.clock.sleep((step if k else 0.0) + offset - late)
+        late = offset
         tick = monitor.tick()
         snaps.append(tick.snapshot)
         metrics.update(tick)
@@ -113,9 +122,7 @@ def test_values_keep_dcgm_units_and_come_back_exactly():
             by[s.labels["__name__"]] = s.values[-1]
     g = snaps[-1].gpu(0)
     assert by["DCGM_FI_DEV_GPU_UTIL"] == g.util_gpu_pct
-    assert by["DCGM_FI_DEV_FB_USED"] == pytest.approx(
-        (g.mem_used_bytes - g.mem_reserved_bytes) / MIB
-    )
+    assert by["DCGM_FI_DEV_FB_USED"] == pytest.approx(g.mem_used_bytes / MIB)  # both: no reserve
     assert by["DCGM_FI_DEV_FB_RESERVED"] == pytest.approx(g.mem_reserved_bytes / MIB)
     assert by["DCGM_FI_DEV_FB_USED"] + by["DCGM_FI_DEV_FB_FREE"] + by[
         "DCGM_FI_DEV_FB_RESERVED"
@@ -252,6 +259,21 @@ def test_scraped_every_15_s_the_windows_keep_their_sample_counts(scenario):
         true_rate = extract(snaps).mem_growth_mib_per_min
         assert true_rate is not None
         assert growth[0].value == pytest.approx(true_rate, rel=0.05)
+
+
+@pytest.mark.parametrize("step", [15.0, 30.0])
+def test_comm_bound_is_named_at_15_and_30_s_scrapes(step):
+    """dcgm-exporter scrapes every 30 s by default, and NVLink throughput is an average over
+    the scrape. A collective's dips are read in busy time (the driver's last second), from the
+    scrapes that land in one: a real job's steps drift against the scrape interval, so over
+    the window its scrapes land all along its step (`phase_s`: the comm-bound job's 6 s step).
+    The default 6-minute window then holds 25 scrapes at 15 s, 13 at 30 s."""
+    series, snaps, _ = scrape_series("comm-bound", seconds=360, step=step, phase_s=6.0)
+    data = fleet_of(series, snaps, step=step)
+    d = judge_fleet(data).nodes[0].diagnosis
+    assert d.primary == "communication", [e.text for e in d.evidence]
+    assert d.evidence[0].text.startswith("GPU busy time dips on 8 GPUs"), d.evidence[0].text
+    assert any(e.metric == "nvlink_in_dips" for e in d.evidence)
 
 
 def test_a_short_window_says_memory_growth_cannot_be_seen():

@@ -22,6 +22,7 @@ import urllib.parse
 import pytest
 from test_fleet_codec import scrape_series
 
+from gputop_diag.fleet.judge import to_fleet_json
 from gputop_diag.fleet.live import FleetQuery, FleetWatch, NodeFeed, node_matcher
 from gputop_diag.prometheus.client import Prometheus
 from gputop_diag.tui.fleet_app import FleetApp, FleetViewState, NodeApp
@@ -246,6 +247,24 @@ async def test_node_panes_are_fed_from_prometheus_and_judge_the_node(prometheus)
         assert len(app.feeder.monitor.history) == len(feed.history)
         await pilot.press("q")
     assert feed.cancel.is_set()
+
+
+def test_the_fleet_read_a_node_at_a_time_is_the_fleet_read_at_once(prometheus):
+    """Streamed (a batch of one node: each judged and its window let go before the next is
+    read), the fleet's verdict is the one read whole; each batch is handed over as read."""
+    whole = FleetWatch(query(prometheus.url), clock=lambda: prometheus.end).judge()
+    seen = []
+    watch = FleetWatch(query(prometheus.url), clock=lambda: prometheus.end, batch_nodes=1)
+    streamed = watch.judge(on_batch=lambda fv, done, total: seen.append((done, total, fv)))
+    assert [(d, t) for d, t, _ in seen] == [(1, 3), (2, 3)]
+    assert [v.node.key for v in seen[1][2].nodes] == ["node-a", "node-b"]
+    assert not seen[1][2].jobs  # the jobs are judged once every node is
+    doc = {"prometheus": None, "match": None, "group_by": "hpc_job"}
+    a, b = to_fleet_json(whole, **doc), to_fleet_json(streamed, **doc)
+    assert b.pop("queries") > a.pop("queries")
+    assert a == b
+    assert [(j.job, j.nodes) for j in streamed.jobs] == [("77", ("node-a", "node-b"))]
+    assert all(not v.node.snapshots and v.samples for v in streamed.nodes)
 
 
 def test_node_matcher_picks_the_hostname_or_the_instance():

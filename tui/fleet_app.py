@@ -42,9 +42,17 @@ NOT_FROM_PROMETHEUS = ("mapping", "driver")
 
 
 class FleetRead(Message):
-    def __init__(self, verdict: FleetVerdict) -> None:
+    """A reading of the fleet: whole, or (`done` < `total`) the nodes judged so far."""
+
+    def __init__(self, verdict: FleetVerdict, done: int = 0, total: int = 0) -> None:
         super().__init__()
         self.verdict = verdict
+        self.done = done
+        self.total = total
+
+    @property
+    def partial(self) -> bool:
+        return self.done < self.total
 
 
 class FleetReadFailed(Message):
@@ -126,6 +134,7 @@ class FleetApp(App):
 
     def _read(self) -> None:
         try:
+            self.watch.on_batch = self._batch_read
             self.post_message(FleetRead(self.watch.judge()))
         except PrometheusError as e:
             self.post_message(FleetReadFailed(f"{e.message}; next: {e.next_step}"))
@@ -137,7 +146,17 @@ class FleetApp(App):
                 )
             )
 
+    def _batch_read(self, partial: FleetVerdict, done: int, total: int) -> None:
+        """A batch of nodes judged: shown at once on the first reading (a large fleet's table
+        fills as it is read); later readings keep the last whole one until theirs is done."""
+        if self.state.verdict is None:
+            self.post_message(FleetRead(partial, done, total))
+
     def on_fleet_read(self, message: FleetRead) -> None:
+        if message.partial:
+            if self.state.verdict is None:
+                self._show(message.verdict, reading=(message.done, message.total))
+            return
         self.state.verdict = message.verdict
         self.state.problem = None
         self._show(message.verdict)
@@ -159,7 +178,7 @@ class FleetApp(App):
     def _head(self, text: str) -> None:
         self.query_one("#fleet-head", Static).update(text)
 
-    def _show(self, fv: FleetVerdict) -> None:
+    def _show(self, fv: FleetVerdict, reading: tuple[int, int] | None = None) -> None:
         from gputop_diag.model.codec import iso_time
 
         data = fv.data
@@ -171,8 +190,9 @@ class FleetApp(App):
             if self.state.cursor_key in keys:
                 table.move_cursor(row=keys.index(self.state.cursor_key))
         where = "Prometheus" if self.sanitize else f"Prometheus {self.watch.query.prom.url}"
+        count = f"{reading[0]} of {reading[1]} nodes read" if reading else f"{len(fv.nodes)} nodes"
         self._head(
-            f"Fleet: {len(fv.nodes)} nodes · {where} · window "
+            f"Fleet: {count} · {where} · window "
             f"{self.watch.query.window_s:.0f} s, "
             f"a sample every {data.step_s:g} s · at {iso_time(data.end)[11:19]} · sort: "
             f"{self.state.sort} (a/c/n) · Enter opens a node"

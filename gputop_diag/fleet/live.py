@@ -24,7 +24,7 @@ from ..recording.store import RecordingHeader
 from .judge import STALE_STEPS, FleetVerdict
 from .query import detect_step
 from .read import FleetData, NoFleetData, read_fleet
-from .stream import Progress, stream_fleet
+from .stream import BATCH_NODES, Progress, stream_fleet
 
 DEFAULT_WINDOW_S = 360.0  # as `gputop-diag fleet --window` (commands/fleet.py)
 # Ours: the Fleet pane reads the fleet again every 15 s (dcgm-exporter's usual scrape) or every
@@ -46,9 +46,16 @@ class FleetQuery:
 class FleetWatch:
     """The fleet, judged on demand (the Fleet pane's worker calls `judge()` periodically)."""
 
-    def __init__(self, query: FleetQuery, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        query: FleetQuery,
+        clock: Callable[[], float] = time.time,
+        batch_nodes: int = BATCH_NODES,
+    ) -> None:
         self.query = query
         self.clock = clock
+        self.batch_nodes = batch_nodes
+        self.on_batch: Progress | None = None  # the Fleet pane's: each batch as it is judged
         self.step_s: float | None = query.step_s
 
     def judge(self, on_batch: Progress | None = None) -> FleetVerdict:
@@ -63,7 +70,8 @@ class FleetWatch:
             match=q.match,
             at=self.clock(),
             group_by=q.group_by,
-            on_batch=on_batch,
+            batch_nodes=self.batch_nodes,
+            on_batch=on_batch or self.on_batch,
         )
         self.step_s = self.step_s or fv.data.step_s
         return fv

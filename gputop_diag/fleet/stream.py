@@ -59,7 +59,8 @@ from .read import (
 # that the queries' own cost (one per field and batch) stays under a tenth of the read.
 BATCH_NODES = 64
 
-Progress = Callable[[list[NodeVerdict], int, int], object]
+# after each batch: the nodes judged so far (no jobs yet), how many, and the nodes in all
+Progress = Callable[[FleetVerdict, int, int], object]
 
 
 @dataclass
@@ -154,8 +155,8 @@ def stream_fleet(
     on_batch: Progress | None = None,
 ) -> FleetVerdict:
     """The fleet judged as `judge_fleet(read_fleet(...))` judges it, a batch of nodes at a
-    time; `on_batch(verdicts so far, nodes judged, nodes in all)` after each batch (the Fleet
-    pane shows them as they come). The verdicts keep no snapshots."""
+    time; `on_batch(the nodes judged so far, how many, the nodes in all)` after each batch
+    (the Fleet pane shows them as they come). The verdicts keep no snapshots."""
     plan = plan_fleet(
         prom, window_s=window_s, step_s=step_s, match=match, at=at, batch_nodes=batch_nodes
     )
@@ -173,8 +174,9 @@ def stream_fleet(
         for data in read_batches(prom, plan, node_exporter, match=match, group_by=group_by):
             verdicts += judge_nodes(data, drop=True)
             del data
-            if on_batch is not None:
-                on_batch(list(verdicts), len(verdicts), plan.nodes)
+            if on_batch is not None and len(verdicts) < plan.nodes:
+                shown = sorted(verdicts, key=lambda v: natural_key(v.node.key))
+                on_batch(FleetVerdict(_fleet_data(plan, shown), shown), len(shown), plan.nodes)
     finally:
         if collecting:
             gc.enable()
@@ -184,7 +186,18 @@ def stream_fleet(
     def key_of(labels: dict[str, str]) -> str | None:
         return keys.get((host_of(labels), labels.get("instance", "")))
 
-    fleet = FleetData(
+    fleet = _fleet_data(plan, verdicts)
+    fleet.ranks = parse_ranks(ranks, group_by, key_of)
+    if not verdicts:
+        raise NoFleetData("no dcgm-exporter series in the window")
+    out = FleetVerdict(fleet, verdicts)
+    out.jobs = judge_jobs(verdicts, fleet)
+    return out
+
+
+def _fleet_data(plan: FleetPlan, verdicts: list[NodeVerdict]) -> FleetData:
+    grid = plan.grid
+    return FleetData(
         grid.time(1),
         grid.end,
         plan.step_s,
@@ -192,10 +205,4 @@ def stream_fleet(
         {v.node.key: v.node for v in verdicts},
         queries=plan.queries,
         warnings=list(plan.warnings),
-        ranks=parse_ranks(ranks, group_by, key_of),
     )
-    if not verdicts:
-        raise NoFleetData("no dcgm-exporter series in the window")
-    out = FleetVerdict(fleet, verdicts)
-    out.jobs = judge_jobs(verdicts, fleet)
-    return out
