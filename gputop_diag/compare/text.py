@@ -25,9 +25,14 @@ def value(v: float | None, unit: str) -> str:
 def change(delta: float, unit: str) -> str:
     """A change with its sign: +400 ms, −2.1 GiB, +54 points."""
     sign = "+" if delta > 0 else "\u2212" if delta < 0 else "\u00b1"
+    size = abs(delta)
     if unit == "%":
-        return f"{sign}{abs(delta):.0f} point{'s' * (round(abs(delta)) != 1)}"
-    return sign + value(abs(delta), unit)
+        amount = f"{size:.1f}" if size < 1 else f"{size:.0f}"
+        return f"{sign}{amount} point{'s' * (amount != '1')}"
+    said = value(size, unit)
+    if size and unit not in ("s", "bytes") and said.split()[0].strip("0.,") == "":
+        said = f"{size:.2g} {unit}".replace(" /s", "")  # 0.4 W, not 0 W
+    return sign + said
 
 
 def percent(pct: float | None) -> str:
@@ -35,6 +40,8 @@ def percent(pct: float | None) -> str:
     if pct is None:
         return "n/a"
     sign = "+" if pct > 0 else "\u2212" if pct < 0 else "\u00b1"
+    if abs(pct) < 0.1:
+        return f"{sign}<0.1 %"
     if abs(pct) >= 1000:  # a part that was next to nothing: as a ratio
         return f"\u00d7{1 + pct / 100:.0f}"
     digits = 1 if abs(pct) < 10 else 0
