@@ -171,12 +171,12 @@ def record(path, scenario: str, seconds: float, **options) -> str:
 def recordings(tmp_path_factory):
     d = tmp_path_factory.mktemp("compare")
     return {
-        "input": record(d / "input.jsonl", "input-measured", 20, gpu_count=2),
+        "input": record(d / "input.jsonl", "input-measured", 14, gpu_count=2),
         # the same scenario with other noise, longer, compressed
-        "input-again": record(d / "again.jsonl.gz", "input-measured", 25, gpu_count=2, seed=7),
-        "sync": record(d / "sync.jsonl", "sync-measured", 20, gpu_count=2),
-        "a100": record(d / "mig.jsonl", "mig", 8),
-        "h100": record(d / "compute.jsonl", "compute-bound", 8, gpu_count=2),
+        "input-again": record(d / "again.jsonl.gz", "input-measured", 17, gpu_count=2, seed=7),
+        "sync": record(d / "sync.jsonl", "sync-measured", 12, gpu_count=2),
+        "a100": record(d / "mig.jsonl", "mig", 6),
+        "h100": record(d / "compute.jsonl", "compute-bound", 6, gpu_count=2),
     }
 
 

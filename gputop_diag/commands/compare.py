@@ -90,7 +90,14 @@ def run(args: argparse.Namespace, feed: Sources | None = None) -> int:
             early = stopped_early(side) or early
     runs = [a.run, b.run]
     if sanitizer is not None:
-        runs = [replace(r, hostname=sanitizer.hostname(r.hostname)) for r in runs]
+        runs = [
+            replace(
+                r,
+                hostname=sanitizer.hostname(r.hostname),
+                gpu_models=tuple(sanitizer.text(m) or "" for m in r.gpu_models),
+            )
+            for r in runs
+        ]
     result = compare(*runs)
     if args.json:
         out = json.dumps(to_json(result), indent=2, ensure_ascii=False)
