@@ -25,6 +25,7 @@ from .health_evidence import with_health
 from .job_kind import job_argv
 from .rules import Verdict, ev
 from .types import BOTTLENECK_CLASSES, Diagnosis, RuledOut
+from .work_evidence import with_work
 
 # The GPU classes in order of precedence (the scheduler and idle are decided before them).
 # Compute and bandwidth come last and between the two the unit nearer its own roof leads.
@@ -386,6 +387,9 @@ def classify(
             checks=checks_for(primary, f, d.scope_job, last, finding=d.finding),
             cmdline=job_argv(last, story_pid(primary, f)),
         )
+        # what the probe's sampled step measured (precision, shapes, the build's kernels)
+        # bears on the class the figures decided and adds its alerts (`work_evidence`)
+        d = with_work(d, f)
         # the node and job health findings name the cause of the class the figures decided,
         # or are alerts; they never decide the class (`health_evidence`)
         d = with_health(d, f, last)

@@ -10,6 +10,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..driver.kernel_images import KernelImages
 from ..model import GpuState, Snapshot, XidEvent
 from ..model.stats import median, percentile
 from . import thresholds as T
@@ -22,6 +23,7 @@ from .measured import (
     process_memory,
     recent_probes,
 )
+from .measured_work import MeasuredWork, devices_of, kernel_checks, measured_work
 from .memory_figures import memory_figures
 from .ranks import RanksView, judge_ranks
 
@@ -125,6 +127,11 @@ class Features:
     # recently (a probed process that exited still speaks for its last steps)
     measured: MeasuredSplit | None = None
     measured_memory: tuple[ProcessMemory, ...] = ()
+    # the probe's sampled step (measured_work.py): the work, its precision and shapes
+    work: MeasuredWork | None = None
+    # each probed process's build against its GPU where it lacks cubins for it (from the
+    # probe's first record on: a build without a kernel image never steps)
+    kernel_images: tuple[KernelImages, ...] = ()
     # the probed ranks of a distributed job compared (ranks.py): the straggler, the hang
     ranks: RanksView | None = None
 
@@ -243,6 +250,8 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
     probes = recent_probes(probed, at=newest.timestamp)
     split = measured_split(probes)
     probed_memory = process_memory(probed, {p.pid for p in probes}) if probes else ()
+    every_probe = probed.probes if probed is not None else ()
+    devices = devices_of(process_memory(probed)) if every_probe else {}
     available = {
         "util": bool(util_all),
         "gpm": has_gpm,
@@ -303,6 +312,8 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         **memory_figures(last, window),
         measured=split,
         measured_memory=probed_memory,
+        work=measured_work(probes, devices) if probes else None,
+        kernel_images=kernel_checks(every_probe, devices),
         # every probe of the probed tick, recent or not: a hang's ranks stopped stepping
         ranks=judge_ranks(probed.probes, newest) if probed and len(probed.probes) > 1 else None,
     )

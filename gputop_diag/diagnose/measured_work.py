@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..driver.kernel_images import KernelImages
 from ..driver.kernel_images import check as kernel_check
 from ..model import ProbeSample, ProbeShape, ProbeState, ProbeTransfer
 from ..planner.precision import BF16, FP8, TF32
@@ -80,6 +81,13 @@ class MeasuredWork:
     d2h: ProbeTransfer | None
     transfer_s: float | None  # host seconds a step in host-to-device copies (mean)
     kernel_images: tuple[str, ...]  # a build without kernels (or only PTX) for a GPU
+    # what the diagnosis judges the precision by (the first sampled process's, `tf32`: fp32
+    # matmuls may use the tensor cores; `fp16_unscaled`: any process trains in fp16 unscaled)
+    capability: CC | None = None
+    gpu_name: str | None = None
+    tf32: bool = False
+    autocast: bool = False
+    fp16_unscaled: bool = False
 
 
 def devices_of(memory: Sequence) -> dict[int, Device]:
@@ -214,6 +222,7 @@ def measured_work(
     bad = sum(p.sample.misaligned_flops for p in rows)
     shapes = tuple(sh for sh in first.shapes if sh.misaligned)
     h2d = [p.sample.h2d.seconds if p.sample.h2d else 0.0 for p in rows]
+    dev = devices.get(rows[0].pid) or Device()
     return MeasuredWork(
         pids=tuple(p.pid for p in rows),
         sampled_step=first.step,
@@ -238,7 +247,17 @@ def measured_work(
         d2h=first.d2h,
         transfer_s=sum(h2d) / len(h2d),
         kernel_images=kernel_problems(probes, devices),
+        capability=dev.capability or first.capability,
+        gpu_name=dev.name or first.device_name,
+        tf32=_tf32(first),
+        autocast=bool(first.autocast),
+        fp16_unscaled=any(_fp16_unscaled(p.sample) for p in rows),
     )
+
+
+def _fp16_unscaled(s: ProbeSample) -> bool:
+    """Training whose matmuls run mostly in fp16 with no gradient scaler."""
+    return _compute_dtype(s)[0] == "float16" and s.backward and not s.grad_scaler
 
 
 def kernel_problems(
@@ -247,12 +266,20 @@ def kernel_problems(
     """Each probed process's torch build against its GPU (NVML's capability, else the one the
     probe read): a build without kernels for it, or with only PTX. Said from the probe's first
     record on, whether or not the job has launched a kernel yet."""
+    return tuple(dict.fromkeys(k.problem for k in kernel_checks(probes, devices)))
+
+
+def kernel_checks(
+    probes: Sequence[ProbeState], devices: Mapping[int, Device] | None = None
+) -> tuple[KernelImages, ...]:
+    """`kernel_problems` as the checks that found them: one per process whose build has no
+    cubin for its GPU (`runs` False: no kernel image; else only PTX)."""
     devices = devices or {}
-    out: list[str] = []
+    out: list[KernelImages] = []
     for p in probes:
         dev = devices.get(p.pid)
         cc = (dev.capability if dev else None) or (p.sample.capability if p.sample else None)
         images = kernel_check(p.arch_list, cc) if cc is not None else None
-        if images is not None and images.problem and images.problem not in out:
-            out.append(images.problem)
+        if images is not None and images.problem:
+            out.append(images)
     return tuple(out)

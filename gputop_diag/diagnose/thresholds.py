@@ -173,6 +173,12 @@ MEASURED_PRESSURE_PCT = 90.0
 # its cache to make room: PyTorch's CUDA semantics notes, "Memory management").
 MEASURED_CACHE_SHARE = 0.25
 CONF_MEASURED = 0.9
+# The probe's sampled step (measured_work.py). Ours: the dtype that runs half the matmul FLOPs
+# or more is the step's precision; shapes the tensor cores want aligned (multiples of 8 in
+# 16-bit, 16 in fp8: NVIDIA's "Matrix Multiplication Background User's Guide", Requirements to
+# Use Tensor Cores) holding a fifth of the matmul FLOPs or more are worth padding.
+WORK_DTYPE_SHARE = 0.5
+MISALIGNED_FLOP_SHARE = 0.2
 
 # -- scheduler (Slurm; slurm.schedmd.com/squeue.html, "JOB REASON CODES") ------------------------
 # Ours: a job pending five minutes is waiting on the queue, not on start-up; a running job with
