@@ -333,3 +333,14 @@ def test_throughput_is_read_where_the_probe_sampled_a_batch(tmp_path):
     assert b.figure("tokens_per_s").value == 5000.0 and b.figure("tokens_per_s").spread is None
     row = compare(figures, b).row("samples_per_s")
     assert row.judgement.call == BEYOND and row.direction == "slower"
+
+
+def test_a_busy_time_that_swings_is_read_by_its_mean():
+    """Busy 0 % three ticks in five and 100 % the other two: 40 % of the time, whose median
+    would say 0 %; against a steady 40 % it is within noise."""
+    swinging = from_samples([0.0, 0.0, 0.0, 100.0, 100.0] * 8, "ticks", "mean")
+    rng = random.Random(2)
+    steady = from_samples([40 + rng.uniform(-2, 2) for _ in range(40)], "ticks", "mean")
+    assert swinging.value == pytest.approx(40.0)
+    assert judge(swinging, steady, 1.0).call == WITHIN
+    assert judge(swinging, from_samples([80.0] * 40, "ticks", "mean"), 1.0).call == BEYOND

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..diagnose.measured import measured_split, recent_probes
 from ..job.figures import job_pids
 from ..model import Snapshot, StepStats
-from .runs import RECORDING, SPLIT_ROWS, ClassShare, RunFigures
+from .runs import RECORDING, ROW, SPLIT_ROWS, ClassShare, RunFigures
 from .stats import Figure, from_samples
 
 NO_VERDICT = ("insufficient_data",)  # ticks whose window was too short to judge
@@ -90,7 +90,7 @@ class ReplayedRun:
                 primary=primary,
                 gpus=gpus,
                 busy_gpus=frozenset(g.gpu_index for g in procs),
-                step_s=self._step_since(snap),
+                step_s=self._step_since(snap, pids),
                 split=split_row,
                 reserved=max((r for r in reserved if r is not None), default=None),
                 samples_per_step=_batch(batch, "samples"),
@@ -98,13 +98,14 @@ class ReplayedRun:
             )
         )
 
-    def _step_since(self, snap: Snapshot) -> float | None:
-        """The mean step of the steps each probed process took since it was last seen (its
-        newest step's counter and end time), the median over the processes that stepped."""
+    def _step_since(self, snap: Snapshot, pids: set[int]) -> float | None:
+        """The mean step of the steps each probed process (of the watched job, where there is
+        one) took since it was last seen (its newest step's counter and end time), the median
+        over the processes that stepped."""
         out = []
         for p in snap.probes or ():
             s = p.steps
-            if s is None:
+            if s is None or (pids and p.pid not in pids):
                 continue
             key = (p.pid, p.start_ticks)
             before = self._last_step.get(key)
@@ -131,7 +132,7 @@ class ReplayedRun:
             if rate is not None:
                 figures[key] = rate
         figures.update(self._split_figures())
-        per_gpu = (
+        per_gpu = (  # (row, its place in `_Tick.gpus`, how the GPUs are joined, words)
             ("gpu_util_pct", 0, "mean", "NVML's busy time"),
             ("sm_active_pct", 1, "mean", "GPM's SM activity"),
             ("memory_bytes", 2, "max", "memory its processes held, busiest GPU"),
@@ -144,17 +145,17 @@ class ReplayedRun:
             fig = from_samples(
                 [v for v in series if v is not None],
                 f"{words}, per tick, {n_used} GPU{'s' * (n_used != 1)}",
+                ROW[key].statistic,
             )
-            if fig is not None and key == "memory_bytes":
-                fig = _peak(fig)
             if fig is not None:
                 figures[key] = fig
         reserved = from_samples(
             [t.reserved for t in ticks if t.reserved is not None],
             "the probe's allocator figures, per tick",
+            "peak",
         )
         if reserved is not None:
-            figures["reserved_bytes"] = _peak(reserved)
+            figures["reserved_bytes"] = reserved
         span = ticks[-1].at - ticks[0].at if len(ticks) > 1 else 0.0
         models = self._models
         return RunFigures(
@@ -229,11 +230,6 @@ def _over(gpus: dict[int, tuple], used: set[int], i: int, how: str) -> float | N
     if not values:
         return None
     return max(values) if how == "max" else sum(values) / len(values)
-
-
-def _peak(fig: Figure) -> Figure:
-    """A figure whose value is the most it reached (its samples and spread kept)."""
-    return Figure(max(fig.samples), fig.samples, fig.spread, fig.spread_kind, fig.basis)
 
 
 def _batch(samples: Sequence, name: str) -> int | None:

@@ -26,7 +26,7 @@ class RowSpec:
     better: str | None
     up: str
     down: str
-    statistic: str = "median"  # what the row's value is: "median" or "peak"
+    statistic: str = "median"  # what the row's value is of its samples: "median", "mean", "peak"
     headline: bool = False  # a row the verdict may lead with
 
 
@@ -40,12 +40,12 @@ ROWS: tuple[RowSpec, ...] = (
     RowSpec("t_comm_s", "communication a step", "s", "lower", "more", "less"),
     RowSpec("t_host_s", "host's own work a step", "s", None, "more", "less"),
     RowSpec("t_gpu_s", "GPU busy a step", "s", None, "more", "less"),
-    RowSpec("gpu_util_pct", "GPU busy (NVML)", "%", None, "busier", "less busy", headline=True),
-    RowSpec("sm_active_pct", "SM activity (GPM)", "%", None, "busier", "less busy"),
+    RowSpec("gpu_util_pct", "GPU busy (NVML)", "%", None, "busier", "less busy", "mean", True),
+    RowSpec("sm_active_pct", "SM activity (GPM)", "%", None, "busier", "less busy", "mean"),
     RowSpec("memory_bytes", "GPU memory, peak", "bytes", None, "more", "less", "peak"),
     RowSpec("reserved_bytes", "allocator reserved, peak", "bytes", None, "more", "less", "peak"),
-    RowSpec("power_w", "power", "W", None, "more", "less"),
-    RowSpec("sm_clock_mhz", "SM clock", "MHz", None, "higher", "lower"),
+    RowSpec("power_w", "power", "W", None, "more", "less", "mean"),
+    RowSpec("sm_clock_mhz", "SM clock", "MHz", None, "higher", "lower", "mean"),
 )
 ROW = {r.key: r for r in ROWS}
 # the probe's parts of a step (model.STEP_PARTS) as rows

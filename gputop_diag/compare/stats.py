@@ -9,8 +9,8 @@ or a summary (a value and, where the source gave one, a spread). The rule, in or
 2. Both runs have `MIN_SAMPLES` samples: the change is beyond the runs' variation when both
    - the Mann–Whitney U test (two-sided, normal approximation with the tie correction) says
      the two sets differ at `ALPHA`, and
-   - the change of the medians is larger than each run's own drift: the distance between the
-     median of its first half and of its second half. Steps and ticks are not independent
+   - the change is larger than each run's own drift: the distance between its first half's
+     figure (median, or mean) and its second half's. Steps and ticks are not independent
      draws (a run warms up, a neighbour comes and goes); a run whose median moves that much
      on its own says nothing by moving that much against another.
 3. Otherwise both runs have a spread (the interquartile range of their samples; p95 − median
@@ -51,6 +51,7 @@ class Figure:
     spread: float | None = None
     spread_kind: str | None = None  # "IQR", "p95 - median", "range over the run"
     basis: str = ""  # what the figure is read from, in words
+    statistic: str = "median"  # what `value` is of the samples: "median", "mean", "peak"
 
     @property
     def n(self) -> int:
@@ -77,19 +78,29 @@ def iqr(values: Sequence[float]) -> float | None:
     return q3 - q1
 
 
-def from_samples(samples: Sequence[float], basis: str, value: float | None = None) -> Figure | None:
-    """A figure read from samples (its value their median unless given); None without any."""
+def from_samples(samples: Sequence[float], basis: str, statistic: str = "median") -> Figure | None:
+    """A figure read from samples, its value their `statistic` ("median"; "mean": a busy
+    time that swings between 0 and 100 % has a median of either; "peak"); None without any."""
     s = tuple(float(v) for v in samples if v is not None and math.isfinite(v))
     if not s:
         return None
     spread = iqr(s)
     return Figure(
-        value=statistics.median(s) if value is None else value,
+        value=center(s, statistic),
         samples=s,
         spread=spread,
         spread_kind="IQR" if spread is not None else None,
         basis=basis,
+        statistic=statistic,
     )
+
+
+def center(values: Sequence[float], statistic: str = "median") -> float:
+    if statistic == "mean":
+        return statistics.fmean(values)
+    if statistic == "peak":
+        return max(values)
+    return statistics.median(values)
 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
@@ -124,13 +135,14 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     return math.erfc(z / math.sqrt(2))
 
 
-def drift(samples: Sequence[float]) -> float:
-    """How far a run's median moves on its own: |median of the second half − median of the
-    first| (in time order)."""
+def drift(samples: Sequence[float], statistic: str = "median") -> float:
+    """How far a run's figure moves on its own: |its second half's − its first half's| (in
+    time order; the median of each, or the mean for a mean; a peak's series by its median)."""
     half = len(samples) // 2
     if half == 0:
         return 0.0
-    return abs(statistics.median(samples[-half:]) - statistics.median(samples[:half]))
+    how = "mean" if statistic == "mean" else "median"
+    return abs(center(samples[-half:], how) - center(samples[:half], how))
 
 
 def judge(
@@ -152,7 +164,7 @@ def judge(
         return Judgement(WITHIN, f"under {what}: too small to matter")
     if a.n >= MIN_SAMPLES and b.n >= MIN_SAMPLES:
         p = mann_whitney_p(a.samples, b.samples)
-        moved = max(drift(a.samples), drift(b.samples))
+        moved = max(drift(a.samples, a.statistic), drift(b.samples, b.statistic))
         if p >= ALPHA:
             how = f"Mann–Whitney p = {p:.2g} over {a.n} and {b.n} samples (needs < {ALPHA:g})"
             return Judgement(WITHIN, how, p_value=p, drift=moved)
