@@ -107,8 +107,9 @@ def prom_query(url: str, q: str) -> list:
 NODES = {  # name -> (scenario, extra exporter args, environment)
     "comm-a": ("comm-bound", [], {"SLURM_JOB_ID": "4242"}),
     "comm-b": ("comm-bound", [], {"SLURM_JOB_ID": "4242"}),
-    "hot": ("thermal-throttle", [], {"SLURM_JOB_ID": "4242"}),
-    "input": ("input-starved", ["--sanitize"], {}),
+    # --lint-clean: what promtool's lint accepts (model_name), read beside modelName
+    "hot": ("thermal-throttle", ["--lint-clean"], {"SLURM_JOB_ID": "4242"}),
+    "input": ("input-starved", ["--sanitize", "--lint-clean"], {}),
     "dcgm-only": ("compute-bound", [], {}),
 }
 

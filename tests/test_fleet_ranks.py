@@ -372,7 +372,9 @@ def test_fleet_names_the_straggler_rank_and_its_node_across_two_exporters(tmp_pa
 def test_promtool_accepts_the_rank_series(tmp_path):
     nodes = start_ranks(tmp_path, STRAGGLING)
     try:
-        text = rank_exposition(tmp_path / "node-a", jobs=SlurmJobs(psutil=None, own_job="77"))
+        text = rank_exposition(
+            tmp_path / "node-a", jobs=SlurmJobs(psutil=None, own_job="77"), lint_clean=True
+        )  # what promtool's lint accepts: model_name, not dcgm-exporter's modelName
         assert "gputop_diag_rank_wait_ratio" in text
         p = promtool(text)
         assert p.returncode == 0, p.stdout + p.stderr
