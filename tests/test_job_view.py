@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch
+from gputop_diag.collect.probe import sample_of
 from gputop_diag.diagnose.job_view import job_view
 from gputop_diag.model import (
     GpuProcess,
@@ -15,6 +16,8 @@ from gputop_diag.model import (
     JobProcess,
     JobState,
     OutputEvent,
+    ProbeState,
+    ProbeSteps,
     Snapshot,
     StepStats,
     SystemInfo,
@@ -113,3 +116,77 @@ def test_the_split_measured_inside_the_job_under_the_simulator():
     # a tick long after the last step: the split stands, said to be stale
     later = replace(w[-1], timestamp=w[-1].timestamp + 1000)
     assert job_view(w[-1].job, w, None, shown=later).measured.stale_s > 900
+
+
+def _probed(window: list[Snapshot], sample: dict | None, **kw) -> list[Snapshot]:
+    """`window` with a probe in the job's main process (pid 100), its newest sampled step
+    `sample` read by the real reader (None: none sampled yet)."""
+    out = []
+    for s in window:
+        steps = ProbeSteps(50, 60, s.timestamp, 0.02, 0.001, 0.0, t_host_s=0.019)
+        steps = replace(steps, measured=("t_input", "t_sync"))
+        taken = sample_of({**sample, "t": s.timestamp}, s.timestamp) if sample else None
+        probe = ProbeState(pid=100, start_ticks=1, cuda=True, steps=steps, sample=taken, **kw)
+        out.append(replace(s, probes=(probe,)))
+    return out
+
+
+SAMPLE = {
+    "kind": "sample",
+    "step": 7,
+    "wall_s": 0.5,
+    "flops": 400_000_000_000,
+    "matmul_flops": 3_000_000_000,
+    "misaligned_flops": 1_500_000_000,
+    "dtype_flops": {"float16": 3_000_000_000},
+    "shapes": [
+        {
+            "op": "addmm",
+            "dtype": "float16",
+            "dims": {"M": 256, "N": 1001, "K": 64},
+            "count": 2,
+            "flops": 1_500_000_000,
+            "misaligned": ["N"],
+            "site": "train.py:50",
+        }
+    ],
+    "transfers": {
+        "h2d": {"count": 2, "bytes": 8 * 2**20, "seconds": 0.004, "non_blocking": 2},
+    },
+    "batch": {"samples": 8, "tokens": 256, "from": "the batch's input_ids"},
+    "loss": 2.5,
+    "backward": True,
+    "grad_scaler": False,
+    "autocast": {"cuda": "float16"},
+    "matmul_precision": "highest",
+    "allow_tf32": False,
+    "capability": [8, 0],
+    "device_name": "NVIDIA A100-SXM4-80GB",
+}
+
+
+def test_the_sampled_step_s_work_precision_shapes_and_transfers_reach_the_job_pane():
+    w = _window()
+    plain = job_view(w[-1].job, _probed(w, None), None).measured
+    assert plain is not None and plain.work_lines == ()  # a probe, but no step sampled yet
+    w = _probed(w, SAMPLE)
+    lines = job_view(w[-1].job, w, None).measured.work_lines
+    text = "\n".join(lines)
+    assert lines[0].startswith("work (measured in the job, sampled step 7): 8 samples a step")
+    assert "400 samples/s" in lines[0] and "12.8 k tokens/s" in lines[0]
+    assert "MFU 6 % of 312 TFLOP/s" in lines[0] and "loss 2.5" in lines[0]
+    assert "matmuls in float16 (100 % of their FLOPs)" in text
+    assert "fp16 training without a gradient scaler" in text
+    assert "50 % of the matmul FLOPs in shapes" in text and "N 1001" in text
+    assert "host to device 2 copies of 8 MiB" in text and "pageable" in text
+    assert "kernel images" not in text
+
+
+def test_the_job_pane_says_a_build_without_kernels_for_the_gpu_before_any_step():
+    w = _window()
+    built = ("sm_50", "sm_60", "sm_70")
+    lines = job_view(w[-1].job, _probed(w, SAMPLE, arch_list=built), None).measured.work_lines
+    (said,) = [line for line in lines if line.startswith("kernel images: ")]
+    assert "no kernel image is available for this device" in said and "8.0" in said
+    fits = job_view(w[-1].job, _probed(w, SAMPLE, arch_list=(*built, "sm_80")), None)
+    assert not any(line.startswith("kernel images") for line in fits.measured.work_lines)

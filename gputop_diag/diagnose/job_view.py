@@ -1,8 +1,10 @@
 """What the live view's Job pane shows of the watched job, computed: the steps and their split
-(measured inside the job by the probe, else estimated from outside), the GPU memory the job
-holds, its processes' GPU memory and busiest threads, the last lines of its output with the
-failure lines marked; with two ranks or more, the ranks compared (`ranks.judge_ranks`: the rank
-table, the straggler, the hang), judged here so that the pane only lays them out.
+(measured inside the job by the probe, else estimated from outside), the work of the probe's
+sampled step (samples and tokens a second, MFU, the loss, precision, misaligned shapes,
+transfers, the build's kernels for the GPU), the GPU memory the job holds, its processes' GPU
+memory and busiest threads, the last lines of its output with the failure lines marked; with
+two ranks or more, the ranks compared (`ranks.judge_ranks`: the rank table, the straggler, the
+hang), judged here so that the pane only lays them out.
 
 `job_view(job, window, primary, shown)` is a pure function of the job's tick and the recorded
 window; the pane only lays the `JobView` out in text (widths, glyphs, what --sanitize hides).
@@ -25,6 +27,8 @@ from .measured import (
     measured_split,
     process_memory,
 )
+from .measured_render import work_lines
+from .measured_work import devices_of, kernel_problems, measured_work
 from .ranks import RanksView, judge_ranks
 from .step_split import StepSplit, estimate
 
@@ -92,6 +96,10 @@ class MeasuredView:
     # that cache is fragmentation
     notes: tuple[str, ...]  # the probes' notes, each once
     malformed_lines: int  # lines of the probe files that were no records
+    # the newest sampled step's work in words, as `watch` says it (`measured_render.work_lines`):
+    # samples and tokens a second, MFU or why none, the loss; the precision and what it costs
+    # on this GPU; misaligned shapes; host-device copies; then a build without kernels for it
+    work_lines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +234,10 @@ def _measured(
     stale_s = None
     if m is not None and not recent:
         stale_s = snap.timestamp - max(p.steps.last_at for p in probes if p.steps is not None)
-    rows = process_memory(snap, {p.pid for p in probes})
-    rows = tuple(r for r in rows if r.reserved_bytes is not None or r.params_bytes is not None)
+    every = process_memory(snap, {p.pid for p in probes})
+    devices = devices_of(every)
+    work = measured_work(recent or probes, devices)
+    rows = tuple(r for r in every if r.reserved_bytes is not None or r.params_bytes is not None)
     worst = max(rows, key=lambda r: r.cached_bytes or 0) if rows else None
     return MeasuredView(
         split=m,
@@ -240,6 +250,10 @@ def _measured(
         fragmented=worst if worst is not None and worst.fragmented else None,
         notes=tuple(dict.fromkeys(n for p in probes for n in p.notes)),
         malformed_lines=sum(p.malformed_lines for p in probes),
+        work_lines=(
+            *(work_lines(work) if work is not None else ()),
+            *(f"kernel images: {k}" for k in kernel_problems(probes, devices)),
+        ),
     )
 
 

@@ -255,6 +255,8 @@ def _measured(t: Text, mv: MeasuredView, view: View, width: int, ranks: int = 0)
         _split_bar(t, mv, view, width)
         for line in _site_lines(mv, width):
             t.append(line + "\n")
+    for line in mv.work_lines:  # the sampled step: work, precision, shapes, transfers, kernels
+        t.append(f"  {line}\n")
     _memory_table(t, mv, view, width)
     notes = dict.fromkeys(mv.notes)
     bad = mv.malformed_lines
