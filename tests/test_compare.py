@@ -344,3 +344,20 @@ def test_a_busy_time_that_swings_is_read_by_its_mean():
     assert swinging.value == pytest.approx(40.0)
     assert judge(swinging, steady, 1.0).call == WITHIN
     assert judge(swinging, from_samples([80.0] * 40, "ticks", "mean"), 1.0).call == BEYOND
+
+
+def test_welch_p_matches_students_t_table():
+    """Two-sided tails of Student's t (any table): t 2.228 at 10 degrees of freedom is 0.05,
+    2.0 is 0.0734, 3.0 at 5 is 0.0301; Welch's equal-size equal-variance case has n1+n2-2."""
+    from gputop_diag.compare.stats import _incomplete_beta, welch_p
+
+    def tail(t: float, df: float) -> float:
+        return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+    assert tail(2.228, 10) == pytest.approx(0.05, abs=1e-3)
+    assert tail(2.0, 10) == pytest.approx(0.0734, abs=1e-3)
+    assert tail(3.0, 5) == pytest.approx(0.0301, abs=1e-3)
+    # means 2 and 4, variances 0.8 and 0.8, n 6 each: t = 2 / sqrt(1.6/6) = 3.873, df 10:
+    # 0.0031 (t 3.581 is 0.005, 4.144 is 0.002)
+    assert welch_p([1, 1, 2, 2, 3, 3], [3, 3, 4, 4, 5, 5]) == pytest.approx(0.0031, abs=2e-4)
+    assert welch_p([5.0] * 9, [5.0] * 9) == 1.0 and welch_p([5.0] * 9, [6.0] * 9) == 0.0

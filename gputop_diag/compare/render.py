@@ -14,8 +14,9 @@ from .stats import ALPHA, FLOOR, MIN_SAMPLES, Figure
 SCHEMA = "gputop-diag.compare/1"
 METHOD = (
     f"beyond the runs' variation: with {MIN_SAMPLES} or more samples in each run (per step or "
-    f"per tick), a Mann-Whitney U test at p < {ALPHA:g} and a change larger than either run's "
-    "own drift (its first half's median against its second's); otherwise a change larger than "
+    f"per tick), a test at p < {ALPHA:g} (Mann-Whitney U for a median, Welch's t for a mean) "
+    "and a change larger than either run's own drift (its first half against its second); "
+    "otherwise a change larger than "
     "both runs' spread (IQR; p95 - median; the probe's range); one figure per run is not "
     f"judged; a change under {FLOOR * 100:g} % of the figure is within noise"
 )

@@ -7,8 +7,9 @@ or a summary (a value and, where the source gave one, a spread). The rule, in or
 1. A change under `FLOOR` of the larger value (or under the row's own floor) is within noise:
    too small to matter, however sure.
 2. Both runs have `MIN_SAMPLES` samples: the change is beyond the runs' variation when both
-   - the Mann–Whitney U test (two-sided, normal approximation with the tie correction) says
-     the two sets differ at `ALPHA`, and
+   - the test of the row's figure says the two sets differ at `ALPHA`: for a median (or a
+     peak) the Mann–Whitney U test (two-sided, normal approximation with the tie
+     correction), for a mean Welch's t-test, and
    - the change is larger than each run's own drift: the distance between its first half's
      figure (median, or mean) and its second half's. Steps and ticks are not independent
      draws (a run warms up, a neighbour comes and goes); a run whose median moves that much
@@ -21,6 +22,7 @@ or a summary (a value and, where the source gave one, a spread). The rule, in or
 The Mann–Whitney U test is Mann and Whitney (1947), https://doi.org/10.1214/aoms/1177730491;
 its normal approximation with ties as in
 https://en.wikipedia.org/wiki/Mann%E2%80%93Whitney_U_test#Normal_approximation_and_tie_correction.
+Welch's t-test is Welch (1947), https://doi.org/10.1093/biomet/34.1-2.28.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class Judgement:
 
     call: str
     how: str
-    p_value: float | None = None  # the Mann–Whitney U test's, where it ran
+    p_value: float | None = None  # the test's (Mann–Whitney U, or Welch's t), where it ran
     drift: float | None = None  # the larger of the two runs' own drift of the median
     noise: float | None = None  # the spread the change was held against (rule 3)
 
@@ -135,6 +137,54 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     return math.erfc(z / math.sqrt(2))
 
 
+def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """The two-sided p-value of Welch's t-test that `a` and `b` have one mean (Student's t with
+    the Welch–Satterthwaite degrees of freedom). Both without variance: 0.0 where the means
+    differ, 1.0 where they do not."""
+    n1, n2 = len(a), len(b)
+    if n1 < 2 or n2 < 2:
+        return 1.0
+    m1, m2 = statistics.fmean(a), statistics.fmean(b)
+    s1, s2 = statistics.variance(a, m1) / n1, statistics.variance(b, m2) / n2
+    if s1 + s2 == 0:
+        return 0.0 if m1 != m2 else 1.0
+    t = (m2 - m1) / math.sqrt(s1 + s2)
+    df = (s1 + s2) ** 2 / (s1**2 / (n1 - 1) + s2**2 / (n2 - 1))
+    return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction
+    (https://dlmf.nist.gov/8.17#v, eq. 8.17.22, evaluated by the modified Lentz method); the
+    two-sided tail of Student's t with df degrees of freedom is I_{df/(df+t²)}(df/2, 1/2)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast below this point
+        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 300):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-12:
+            break
+    return front * f / a
+
+
 def drift(samples: Sequence[float], statistic: str = "median") -> float:
     """How far a run's figure moves on its own: |its second half's − its first half's| (in
     time order; the median of each, or the mean for a mean; a peak's series by its median)."""
@@ -163,19 +213,21 @@ def judge(
             what = floor_words
         return Judgement(WITHIN, f"under {what}: too small to matter")
     if a.n >= MIN_SAMPLES and b.n >= MIN_SAMPLES:
-        p = mann_whitney_p(a.samples, b.samples)
+        means = a.statistic == b.statistic == "mean"
+        test = "Welch's t-test" if means else "Mann–Whitney"
+        p = welch_p(a.samples, b.samples) if means else mann_whitney_p(a.samples, b.samples)
         moved = max(drift(a.samples, a.statistic), drift(b.samples, b.statistic))
         if p >= ALPHA:
-            how = f"Mann–Whitney p = {p:.2g} over {a.n} and {b.n} samples (needs < {ALPHA:g})"
+            how = f"{test} p = {p:.2g} over {a.n} and {b.n} samples (needs < {ALPHA:g})"
             return Judgement(WITHIN, how, p_value=p, drift=moved)
         if abs(delta) <= moved:
             how = (
-                f"Mann–Whitney p = {p:.2g}, but a run's median moves as much on its own "
+                f"{test} p = {p:.2g}, but a run's {a.statistic} moves as much on its own "
                 "(first half against second)"
             )
             return Judgement(WITHIN, how, p_value=p, drift=moved)
         how = (
-            f"Mann–Whitney p = {p:.2g} over {a.n} and {b.n} samples, and larger than either "
+            f"{test} p = {p:.2g} over {a.n} and {b.n} samples, and larger than either "
             "run's own drift"
         )
         return Judgement(BEYOND, how, p_value=p, drift=moved)
