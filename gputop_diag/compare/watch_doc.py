@@ -61,23 +61,7 @@ def watch_figures(doc: dict, shown: str) -> RunFigures:
             figures[key] = _rate(step, batch, "the probe's sampled batch over the step time")
         elif rate is not None:
             figures[key] = Figure(rate, basis="the probe's sampled step")
-    split = _dict(measured, "step_split")
-    parts = _dict(split, "parts")
-    shown_parts = set(_list(split, "measured"))
-    for part, key in SPLIT_ROWS.items():
-        v = _num(parts.get(part))
-        if v is not None and (part in shown_parts or not shown_parts):
-            figures[key] = Figure(v, basis="the probe's mean over its newest steps")
-    peaks = [_num(m.get("peak_bytes")) for m in _list(doc, "gpu_memory") if isinstance(m, dict)]
-    peaks = [p for p in peaks if p is not None]
-    if peaks:
-        figures["memory_bytes"] = Figure(max(peaks), basis="the job's processes, busiest GPU")
-    reserved = [
-        _num(m.get("reserved_bytes")) for m in _list(measured, "memory") if isinstance(m, dict)
-    ]
-    reserved = [r for r in reserved if r is not None]
-    if reserved:
-        figures["reserved_bytes"] = Figure(max(reserved), basis="the probe's allocator figures")
+    figures.update(_once(doc, measured))
     primary = _dict(doc, "diagnosis").get("primary")
     classes = None
     if isinstance(primary, str) and primary:
@@ -100,6 +84,30 @@ def watch_figures(doc: dict, shown: str) -> RunFigures:
             "power and clocks tick by tick are in a recording (watch --record FILE)",
         ),
     )
+
+
+def _once(doc: dict, measured: dict) -> dict[str, Figure]:
+    """The figures the document holds once: the probe's split of the step, the peak memory,
+    the allocator's reserved memory."""
+    out = {}
+    split = _dict(measured, "step_split")
+    parts = _dict(split, "parts")
+    shown_parts = set(_list(split, "measured"))
+    for part, key in SPLIT_ROWS.items():
+        v = _num(parts.get(part))
+        if v is not None and (part in shown_parts or not shown_parts):
+            out[key] = Figure(v, basis="the probe's mean over its newest steps")
+    peaks = [_num(m.get("peak_bytes")) for m in _list(doc, "gpu_memory") if isinstance(m, dict)]
+    peaks = [p for p in peaks if p is not None]
+    if peaks:
+        out["memory_bytes"] = Figure(max(peaks), basis="the job's processes, busiest GPU")
+    reserved = [
+        _num(m.get("reserved_bytes")) for m in _list(measured, "memory") if isinstance(m, dict)
+    ]
+    reserved = [r for r in reserved if r is not None]
+    if reserved:
+        out["reserved_bytes"] = Figure(max(reserved), basis="the probe's allocator figures")
+    return out
 
 
 def _step(doc: dict, probes: list[dict]) -> Figure | None:
