@@ -40,6 +40,7 @@ from ..sanitize.sanitizer import Sanitizer, leak_note
 from . import sections
 from .health import health as health_section
 from .health import seed_health
+from .measured import measured_section
 from .memory_plan import plan_section
 from .ranks import ranks_section
 
@@ -79,8 +80,8 @@ SECTIONS: tuple[str, ...] = (
     "errors",
 )
 # Sections only some windows have (their builder answers None otherwise): a distributed job's
-# ranks, where the probes saw two or more.
-OPTIONAL_SECTIONS: tuple[str, ...] = ("ranks",)
+# ranks, where the probes saw two or more; what the probes measured in the job, where one ran.
+OPTIONAL_SECTIONS: tuple[str, ...] = ("ranks", "measured")
 
 
 def make_report(
@@ -133,6 +134,7 @@ def make_report(
     builders: dict[str, Callable[[], dict[str, Any] | None]] = {
         "diagnosis": lambda: s.document(to_json(diagnosis)),
         "ranks": lambda: ranks_section(snaps, s),  # None: not a job of two ranks or more
+        "measured": lambda: measured_section(snaps, s),  # None: no probe in the window
         "memory": lambda: _memory(snaps, s, model_config, sources),
         "utilization": lambda: sections.utilization(snaps),
         "throttle": lambda: sections.throttle(snaps),

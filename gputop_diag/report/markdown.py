@@ -11,12 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model import formats
+from .measured import measured_markdown
 from .ranks import ranks_markdown
 from .sections import gpu_list
 
 SECTION_TITLES = {
     "diagnosis": "Diagnosis",
     "ranks": "Ranks",
+    "measured": "Measured in the job",
     "memory": "Memory and headroom",
     "utilization": "Utilization over the window",
     "throttle": "Throttle reasons",
@@ -87,7 +89,7 @@ def _diagnosis(d: dict[str, Any]) -> list[str]:
         out.append(f"> **Fault ({f['severity']}):** {_md(f['text'])}")
     if d.get("faults"):
         out += ["> A hardware fault comes first: the workload class below is secondary to it.", ""]
-    primary = (d.get("primary") or "?").replace("_", " ").upper()
+    primary = _headline(d)
     conf = d.get("confidence")
     conf_text = (
         f"confidence {conf:.0%}"
@@ -128,6 +130,13 @@ def _diagnosis(d: dict[str, Any]) -> list[str]:
     if d.get("alerts"):
         out += ["", "Alerts:"] + [f"- **{a['severity']}**: {_md(a['text'])}" for a in d["alerts"]]
     return out
+
+
+def _headline(d: dict[str, Any]) -> str:
+    """The class with its finding, as `diagnose` says it: "SYNCHRONIZATION (launch-bound)"."""
+    finding = d.get("finding")
+    tail = f" ({finding.replace('_', '-')})" if finding else ""
+    return (d.get("primary") or "?").replace("_", " ").upper() + tail
 
 
 def _memory(m: dict[str, Any]) -> list[str]:
@@ -477,9 +486,14 @@ def _ranks(r: dict[str, Any]) -> list[str]:
     return ranks_markdown(r, _table, _md)
 
 
+def _measured(m: dict[str, Any]) -> list[str]:
+    return measured_markdown(m, _table, _md)
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "diagnosis": _diagnosis,
     "ranks": _ranks,
+    "measured": _measured,
     "memory": _memory,
     "utilization": _utilization,
     "throttle": _throttle,
@@ -529,6 +543,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     verdict = ""
     if d:
         verdict = ": " + (d.get("primary") or "?").replace("_", " ")
+        if d.get("finding"):
+            verdict += f" ({d['finding'].replace('_', '-')})"
         if d.get("faults"):
             verdict += " (hardware fault first)"
     out = [f"# gputop-diag report{verdict}", ""]
