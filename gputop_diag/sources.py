@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 
 class Clock(Protocol):
@@ -75,6 +75,11 @@ class RealProcFS:
 
     def listdir(self, path: str) -> list[str]:
         return os.listdir(path)
+
+    def open_binary(self, path: str) -> BinaryIO:
+        """A file opened to read bytes at offsets (a library's ELF headers); the caller closes
+        it. Sources without it read no binary files."""
+        return open(path, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..driver.fatbin import FatbinArchs, read_archs
 from ..model import CudaLibrary, DriverChain, ProcessCuda
 from ..sources import Sources
 
@@ -73,6 +74,9 @@ class FoundProcess:
     framework: str | None = None  # "torch 2.9.0+cu130"
     framework_cuda: str | None = None  # torch.version.cuda
     framework_file: str | None = None  # where that was read
+    # the GPU architectures of the mapped libtorch_cuda.so (its .nv_fatbin), when asked for
+    arch_list: tuple[str, ...] = ()
+    arch_source: str | None = None  # where they were read, and how much of it
 
     def model(self) -> ProcessCuda:
         return ProcessCuda(
@@ -214,10 +218,11 @@ def _soname_version(kind: str, ver: str | None, path: str) -> str | None:
 class _SiteCache:
     """site-packages listings and torch/version.py files, read once per scan."""
 
-    def __init__(self, sources: Sources) -> None:
+    def __init__(self, sources: Sources, archs: bool = False) -> None:
         self.sources = sources
         self.listing: dict[str, list[str]] = {}
         self.torch: dict[str, tuple[str | None, str | None]] = {}
+        self.archs: dict[str, FatbinArchs] | None = {} if archs else None
 
     def dist_version(self, path: str, kind: str) -> str | None:
         m = re.search(r"^(.*/(?:site|dist)-packages)/", path)
@@ -255,6 +260,29 @@ class _SiteCache:
         v, c = self.torch[f]
         return v, c, f if (v or c) else None
 
+    def torch_archs(self, path: str) -> FatbinArchs | None:
+        """The architectures in the .nv_fatbin of the library at `path` (`fatbin.py`: headers
+        only), once per file and scan; None when not asked for (the Monitor never reads them)."""
+        if self.archs is None:
+            return None
+        if path not in self.archs:
+            opener = getattr(self.sources.procfs, "open_binary", None)
+            try:
+                if opener is None:
+                    raise OSError("this source reads no binary files")
+                with opener(path) as f:
+                    self.archs[path] = read_archs(f)
+            except OSError as e:
+                self.archs[path] = FatbinArchs((), 0, 0, False, f"not readable: {e.strerror or e}")
+        return self.archs[path]
+
+
+def arch_source(path: str, found: FatbinArchs) -> str:
+    """Where a build's architectures were read, in words."""
+    name = path.rsplit("/", 1)[-1]
+    partial = "" if found.complete else f"; read in part: {found.note}"
+    return f"{name} .nv_fatbin, {found.fatbins} fat binaries{partial}"
+
 
 def _pids(sources: Sources) -> list[int]:
     try:
@@ -277,10 +305,12 @@ def scan_processes(
     scan: ChainScan,
     skip: Sequence[int] = (),
     memo: ChainMemo | None = None,
+    archs: bool = False,
 ) -> None:
     """Every readable process whose maps hold a CUDA library. With `memo`, a process read less
-    than `memo.rescan_s` ago is not read again (a new process always is)."""
-    cache = _SiteCache(sources)
+    than `memo.rescan_s` ago is not read again (a new process always is). `archs`: also read
+    the GPU architectures of each mapped libtorch_cuda.so (`gputop-diag driver`)."""
+    cache = _SiteCache(sources, archs)
     own = {os.getpid(), *skip} if not sources.simulated else set(skip)
     now = sources.clock.now()
     alive = set()
@@ -335,7 +365,8 @@ def _read_process(sources: Sources, pid: int, cache: _SiteCache):
     if not any(mk in text for mk in MARKERS):
         return "read", None
     libs = []
-    framework = framework_cuda = framework_file = None
+    framework = framework_cuda = framework_file = source = None
+    arch_list: tuple[str, ...] = ()
     for kind, path, ver, deleted in parse_maps(text):
         version = cache.dist_version(path, kind) or _soname_version(kind, ver, path)
         if kind == "torch_cuda":
@@ -343,6 +374,11 @@ def _read_process(sources: Sources, pid: int, cache: _SiteCache):
             if tv or tc:
                 framework, framework_cuda, framework_file = f"torch {tv or '?'}", tc, tf
             version = tv
+            found = None if deleted else cache.torch_archs(path)
+            if found is not None:
+                arch_list, source = found.arch_list, arch_source(path, found)
+                if not found.arch_list:
+                    source = f"{path.rsplit('/', 1)[-1]}: {found.note}"
         if kind == "cudart" and version and "." not in version:
             hint = re.search(r"/cuda-(\d+\.\d+)/", path)
             version = hint.group(1) if hint else version
@@ -351,7 +387,7 @@ def _read_process(sources: Sources, pid: int, cache: _SiteCache):
         return "read", None
     name, user = _who(sources, pid)
     return "read", FoundProcess(
-        pid, name, user, tuple(libs), framework, framework_cuda, framework_file
+        pid, name, user, tuple(libs), framework, framework_cuda, framework_file, arch_list, source
     )
 
 
@@ -366,13 +402,15 @@ class ChainMemo:
 
 
 def read_chain(
-    sources: Sources, processes: bool = True, memo: ChainMemo | None = None
+    sources: Sources, processes: bool = True, memo: ChainMemo | None = None, archs: bool = False
 ) -> ChainScan:
+    """The chain as this machine shows it; `archs`: with each mapped libtorch_cuda.so's GPU
+    architectures (headers of its .nv_fatbin: for `gputop-diag driver`, not every tick)."""
     scan = ChainScan()
     read_module(sources, scan)
     read_library(sources, scan)
     if processes:
-        scan_processes(sources, scan, memo=memo)
+        scan_processes(sources, scan, memo=memo, archs=archs)
     return scan
 
 
@@ -416,11 +454,19 @@ else:
         out["cudnn"] = torch.backends.cudnn.version()
     except Exception as e:
         out["cudnn"] = None
+    try:  # get_arch_list() is [] until CUDA initialises: the build's flags, read without it
+        flags = getattr(torch._C, "_cuda_getArchFlags", None)
+        out["arch_list"] = (flags() or "").split() if flags is not None else []
+    except Exception:
+        out["arch_list"] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             out["cuda_available"] = bool(torch.cuda.is_available())
             out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+            out["capabilities"] = [
+                list(torch.cuda.get_device_capability(i)) for i in range(out["device_count"])
+            ]
         except Exception as e:
             out["cuda_available"] = False
             out["error"] = "%s: %s" % (type(e).__name__, e)

@@ -27,6 +27,7 @@ from ..collect.cuda_libs import (
     unreadable_why,
 )
 from ..driver.compat import FabricFacts, LoadedRuntime, fabric_facts, fabric_from_snapshot
+from ..driver.kernels import BuildArchs, GpuCapability, judge_builds
 from ..driver.render import SCHEMA, WhereRead, chain_document
 from ..driver.render import render_text as chain_text
 from ..model import Snapshot
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         doc = chain_document(snap, snap.driver_chain, where, fabric=fabric)
     else:
         snap = sample_once(feed, fast=True)
-        scan = read_chain(feed)
+        scan = read_chain(feed, archs=True)
         toolkit, toolkit_prog = read_nvcc(feed)
         fabric = read_fabric(feed, snap)
         probe = probe_python(feed, args.probe_python, args.timeout) if args.probe_python else None
@@ -150,9 +151,45 @@ def build(
         if probe.result.get("torch_cuda"):
             name = f"{probe.interpreter} (probed)"
             probed.append(LoadedRuntime(0, name, None, probe.result["torch_cuda"]))
+    gpus = [
+        GpuCapability(g.index, g.static.name, g.static.compute_capability)
+        for g in snap.gpus
+        if g.static.compute_capability
+    ]
+    kernels = judge_builds(builds_of(scan, probe), gpus)
     return chain_document(
-        snap, scan.chain(), where, toolkit, toolkit_prog, fabric, probe_doc, probed
+        snap, scan.chain(), where, toolkit, toolkit_prog, fabric, probe_doc, probed, kernels
     )
+
+
+def builds_of(scan: ChainScan, probe: Probe | None) -> list[BuildArchs]:
+    """Each framework build whose GPU architectures were read: the probed interpreter's
+    (`torch._C._cuda_getArchFlags()`), then each mapped libtorch_cuda.so's (the processes of
+    one build as one)."""
+    out = []
+    if probe is not None and probe.result.get("arch_list"):
+        out.append(
+            BuildArchs(
+                f"{probe.interpreter} (probed)",
+                tuple(probe.result["arch_list"]),
+                "torch._C._cuda_getArchFlags(), what torch.cuda.get_arch_list() returns",
+                cuda=probe.result.get("torch_cuda"),
+            )
+        )
+    by_build: dict[tuple, list] = {}
+    for p in scan.processes:
+        if p.arch_source is not None:
+            by_build.setdefault((p.arch_list, p.arch_source), []).append(p)
+    for (archs, source), procs in by_build.items():
+        pids = ", ".join(str(p.pid) for p in procs[:4]) + (" ..." if len(procs) > 4 else "")
+        who = (
+            f"pid {pids} ({procs[0].name or '?'})"
+            if len(procs) == 1
+            else f"{len(procs)} processes (pid {pids})"
+        )
+        pids_all = tuple(p.pid for p in procs)
+        out.append(BuildArchs(who, archs, source, pids_all, procs[0].framework_cuda))
+    return out
 
 
 def sanitize_doc(doc: dict[str, Any], sanitizer, snap: Snapshot) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from .facts import (
     facts_from_snapshot,
 )
 from .judge import judge_chain, status_of
+from .kernels import BuildOnGpus, gpus_named, kernel_problems
 from .versions import TABLE_SOURCE, TOOLKIT_MIN_DRIVER, runtime_verdict
 from .wording import ERR_MISMATCH, FABRIC_STATE_WORDS
 
@@ -60,12 +61,14 @@ def chain_document(
     fabric: FabricFacts | None = None,
     probe: dict[str, Any] | None = None,
     probed: Sequence[LoadedRuntime] = (),
+    kernels: Sequence[BuildOnGpus] = (),
 ) -> dict[str, Any]:
     """The `gputop-diag.driver/1` document of `chain` read with `snap`; `probe`: the framework
-    probe's answer as the document shows it, `probed`: the runtime it reported."""
+    probe's answer as the document shows it, `probed`: the runtime it reported; `kernels`: each
+    framework build's architectures against the GPUs (`kernels.judge_builds`)."""
     s = snap.system
     facts = facts_from_snapshot(replace(snap, driver_chain=chain), toolkit, probed)
-    problems = judge_chain(facts, fabric)
+    problems = (*judge_chain(facts, fabric), *kernel_problems(kernels))
     status = status_of(problems)
     if any(p.code == "no_driver" for p in problems):
         status = "no_driver"
@@ -100,6 +103,7 @@ def chain_document(
             },
             "toolkit": {"nvcc": toolkit_prog, "version": toolkit},
             "framework_probe": probe,
+            "kernel_images": [_kernels_doc(k) for k in kernels],
         },
         "problems": [problem_doc(p) for p in problems],
         "check_first": problems[0].next_step if problems else None,
@@ -107,6 +111,26 @@ def chain_document(
             "source": TABLE_SOURCE,
             "rows": [{"cuda": c, "min_driver": d} for c, d in TOOLKIT_MIN_DRIVER],
         },
+    }
+
+
+def _kernels_doc(k: BuildOnGpus) -> dict[str, Any]:
+    return {
+        "build": k.build.who,
+        "pids": list(k.build.pids),
+        "arch_list": list(k.build.arch_list),
+        "source": k.build.source,
+        "gpus": [
+            {
+                "index": g.index,
+                "name": g.name,
+                "compute_capability": f"{g.capability[0]}.{g.capability[1]}",
+                "runs": c.runs if c else None,
+                "by": c.by if c else None,
+                "jit": c.jit if c else None,
+            }
+            for g, c in k.checks
+        ],
     }
 
 
@@ -222,7 +246,7 @@ def render_text(doc: dict[str, Any], unreadable_why: str) -> str:
         f"Driver chain  {doc['hostname']}  {doc['timestamp']}",
         "kernel module -> "
         + ("fabric manager -> " if L.get("fabric_manager") is not None else "")
-        + "user-space library -> driver's max CUDA -> CUDA runtime -> framework",
+        + "user-space library -> driver's max CUDA -> CUDA runtime -> framework -> kernels",
         f"verdict: {_STATUS[doc['status']]}",
         "",
         *_host_lines(L),
@@ -347,6 +371,38 @@ def _above_lines(L: dict[str, Any]) -> list[str]:
             lines.append(f"                     warning: {w}")
     else:
         lines.append(f"6 framework          {pr.get('error') or 'no answer'}")
+    return [*lines, *_kernel_lines(L.get("kernel_images") or [])]
+
+
+def _kernel_lines(builds: list[dict[str, Any]]) -> list[str]:
+    """Layer 7: each build's GPU architectures against the GPUs, GPUs of one capability and
+    one outcome as one line."""
+    if not builds:
+        return [
+            "7 kernel images      (a build's architectures: a mapped libtorch_cuda.so, or "
+            "--probe-python PATH)"
+        ]
+    lines = []
+    for n, b in enumerate(builds):
+        archs = " ".join(b["arch_list"]) or "none found"
+        head = "7 kernel images      " if n == 0 else "                     "
+        lines.append(f"{head}{b['build']}: {archs} ({b['source']})")
+        groups: dict[tuple, list[dict]] = {}
+        for g in b["gpus"]:
+            key = (g["name"], g["compute_capability"], g["runs"], g["by"], g["jit"])
+            groups.setdefault(key, []).append(g)
+        for (name, cc, runs, by, jit), gs in groups.items():
+            shown = gpus_named([g["index"] for g in gs])
+            verdict = (
+                "?"
+                if runs is None
+                else "NO KERNEL IMAGE"
+                if not runs
+                else f"PTX only ({by}, compiled at start)"
+                if jit
+                else f"ok ({by})"
+            )
+            lines.append(f"                       {shown} {name or '?'} ({cc}): {verdict}")
     return lines
 
 

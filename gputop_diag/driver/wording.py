@@ -42,6 +42,15 @@ ERR_SYSTEM_NOT_READY = (
     "CUDA_ERROR_SYSTEM_NOT_READY)"
 )
 
+# Without a kernel image for the GPU (CUDA Runtime API cudaErrorNoKernelImageForDevice = 209;
+# PyTorch's torch.cuda._check_capability warning,
+# https://github.com/pytorch/pytorch/blob/main/torch/cuda/__init__.py).
+ERR_NO_KERNEL_IMAGE = "CUDA error: no kernel image is available for execution on the device"
+ERR_TORCH_CAPABILITY = (
+    "{gpu_name} with CUDA capability sm_{sm} is not compatible with the current PyTorch "
+    "installation"
+)
+
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 
 
@@ -231,6 +240,46 @@ WORDING: dict[str, Wording] = {
         text=_TOOLKIT_TOO_NEW.text.replace("run under MVC", "fail to start"),
     ),
 }
+
+WORDING["no_kernel_image"] = Wording(
+    "application kernel",
+    "critical",
+    "{who}: torch is built for {built} ({source}); none of them runs on {gpus} (compute "
+    "capability {cc}, sm_{sm}), so its first CUDA kernel there fails",
+    f"{ERR_NO_KERNEL_IMAGE} (cudaErrorNoKernelImageForDevice, 209); PyTorch warns: "
+    + ERR_TORCH_CAPABILITY,
+    '{wheel}or build it (and any CUDA extension) with TORCH_CUDA_ARCH_LIST="{cc}"',
+    "{who}: no kernel image for {gpus} (sm_{sm}): torch is built for {built}; next: "
+    '{wheel}or TORCH_CUDA_ARCH_LIST="{cc}"',
+    parts={
+        "wheel": When(
+            "index",
+            "install a build that carries sm_{sm}: `pip install torch --index-url "
+            "https://download.pytorch.org/whl/{index}` (its wheels carry {wheel_archs}), ",
+            "no PyTorch wheel index carries sm_{sm}: build from source with a CUDA toolkit that "
+            "supports it, ",
+        )
+    },
+)
+WORDING["ptx_only"] = Wording(
+    "application kernel",
+    "warning",
+    "{who}: torch has no cubin for {gpus} (compute capability {cc}), only PTX ({ptx}): the "
+    "driver compiles every kernel when the job starts (minutes the first time, cached in "
+    "~/.nv/ComputeCache after)",
+    "a slow first start; the driver must support the PTX's CUDA version: "
+    + ERR_PTX
+    + " (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222)",
+    '{wheel}or build with TORCH_CUDA_ARCH_LIST="{cc}"',
+    "{who}: only PTX for {gpus} (sm_{sm}): every kernel is compiled at start",
+    parts={
+        "wheel": When(
+            "index",
+            "for native kernels install a build that carries sm_{sm} (`--index-url "
+            "https://download.pytorch.org/whl/{index}`), ",
+        )
+    },
+)
 
 # The layer's state in words, as `gputop-diag driver` and the Driver pane say it
 FABRIC_STATE_WORDS = {

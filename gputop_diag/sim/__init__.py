@@ -145,6 +145,8 @@ def apply_faults(machine: SimMachine, spec: str) -> None:
     - `foreign-event-handles`: Xid events carry device handles never looked up;
     - `module:VERSION`: the loaded kernel module is VERSION while the user-space library stays
       the scenario's (NVML: "Driver/library version mismatch"); `module:none`: not loaded;
+    - `torch-arch:LIST`: the jobs' torch is built for LIST only (TORCH_CUDA_ARCH_LIST's form,
+      `7.0;8.0;8.6+PTX`, spaces or semicolons): its probe's arch list and its libtorch_cuda.so;
     - `vgpu:licensed` / `vgpu:unlicensed`: the machine is a virtual machine whose GPUs are vGPUs,
       holding their license or not.
     """
@@ -155,6 +157,8 @@ def apply_faults(machine: SimMachine, spec: str) -> None:
         kind, sep, rest = item.partition(":")
         if sep and kind == "module":
             machine.module_version = None if rest.strip().lower() == "none" else rest.strip()
+        elif sep and kind == "torch-arch":
+            machine.set_torch_archs(rest)
         elif sep and kind == "vgpu" and rest.strip() in ("licensed", "unlicensed"):
             machine.vgpu = rest.strip()
         elif sep and kind == "hang":

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from ..driver.compat import ERR_NO_DRIVER_TORCH, ERR_TORCH_TOO_OLD, cuda_tuple, runtime_verdict
+from ..driver.kernel_images import check
+from ..driver.wording import ERR_TORCH_CAPABILITY
 from ..sources import CommandResult, run_real_command
 from .fake_slurm import FakeSlurm
 from .fake_slurm import option as _opt
@@ -117,6 +119,12 @@ class FakeCommands:
             warning = None if ok else ERR_TORCH_TOO_OLD.format(found=m.cuda_version)
         out["cuda_available"] = ok
         out["device_count"] = len(m.gpus) if ok else 0
+        out["arch_list"] = list(m.torch_arch_list(cuda))
+        out["capabilities"] = [list(m.model["cc"]) for _ in m.gpus] if ok else []
+        images = check(out["arch_list"], tuple(m.model["cc"])) if ok and m.gpus else None
+        if images is not None and not images.runs:  # said when CUDA initialises
+            cc = "".join(str(x) for x in m.model["cc"])
+            warning = ERR_TORCH_CAPABILITY.format(gpu_name=m.model["name"], sm=cc)
         if warning:
             out["warnings"] = [warning]
         return CommandResult(0, "GPUTOP_DIAG_PROBE " + json.dumps(out) + "\n")

@@ -16,6 +16,7 @@ Docker's files of its pod or container) comes from `owners.py`.
 from __future__ import annotations
 
 import errno
+import io
 import os
 
 from ..sources import CLOCK_TICKS
@@ -300,6 +301,13 @@ class FakeProcFS:
             names += ["libnvidia-ml.so.1", f"libnvidia-ml.so.{v}"]
             names += ["libcuda.so.1", f"libcuda.so.{v}"]
         return names
+
+    def open_binary(self, path: str):
+        """The simulated libtorch_cuda.so's bytes (its .nv_fatbin: `SimFaults.torch_arch_list`);
+        any other binary file is missing."""
+        if path == f"{SITE}/torch/lib/libtorch_cuda.so":
+            return io.BytesIO(self._m.torch_cuda_image(self._torch_cuda()))
+        raise _missing(path)
 
     def _torch_cuda(self) -> str:
         return next((p.torch_cuda for p in self._m.procs.values() if p.cuda_runtime), "12.8")
