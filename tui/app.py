@@ -115,7 +115,13 @@ class GpuTopApp(KeyActions, App):
         self.start_collectors = start_collectors  # False: the caller posts the ticks
         interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
         self.feeder = Feeder(
-            Monitor(sources, interval=interval, job=job_watch, live=True),
+            Monitor(
+                sources,
+                interval=interval,
+                job=job_watch,
+                live=True,
+                plan=model_config.read if model_config is not None else None,
+            ),
             self.sanitizer,
             find_configs=model_config is None,
         )

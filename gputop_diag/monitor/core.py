@@ -40,7 +40,7 @@ from ..collect.kernlog.scan import XidScan, scan
 from ..collect.kernlog.watch import KernelLogWatch
 from ..collect.probe import ProbeReader
 from ..collect.slurm import collect_scheduler_evidence
-from ..diagnose.classify import classify
+from ..diagnose.classify import classify, with_plan
 from ..diagnose.history import History
 from ..diagnose.types import Diagnosis
 from ..health import with_findings
@@ -53,6 +53,7 @@ from ..model import (
     Snapshot,
     XidEvent,
 )
+from ..planner.configs import ReadConfig
 from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.types import XidTriage
@@ -103,7 +104,9 @@ class Monitor:
     back from Prometheus' scrapes): the window judged and the history kept stretch with it, and
     the classifier is told the tick. `live`: a view draws each tick, so even the first waits
     for no slow command (the health checks' first PCI scan comes in a tick later); without it
-    the first tick's health report is whole.
+    the first tick's health report is whole. `plan`: the model the job trains or serves
+    (`--model-config`), whose memory plan a capacity verdict's checks give (`with_plan`), as
+    `diagnose --model-config` does.
     """
 
     def __init__(
@@ -116,8 +119,10 @@ class Monitor:
         job: JobWatch | None = None,
         tick_s: float = 1.0,
         live: bool = False,
+        plan: ReadConfig | None = None,
     ) -> None:
         self.tick_s = tick_s
+        self.plan = plan
         history_s *= tick_s
         self.sources = sources
         self.slow_sources = slow_sources and self.sources is not None
@@ -327,9 +332,10 @@ class Monitor:
 
     def _add(self, snap: Snapshot, series: bool = False) -> Tick:
         self.history.append(snap)
-        self.diagnosis = classify(
-            self.history.snapshots(WINDOW_S * self.tick_s), self.diagnosis, tick_s=self.tick_s
-        )
+        window = self.history.snapshots(WINDOW_S * self.tick_s)
+        self.diagnosis = classify(window, self.diagnosis, tick_s=self.tick_s)
+        if self.plan is not None:  # the plan of the job's model in capacity's checks
+            self.diagnosis = with_plan(self.diagnosis, window, self.plan, tick_s=self.tick_s)
         self.ticks += 1
         if snap.xid_events:
             self._xids.extend((self.ticks, x) for x in snap.xid_events)
