@@ -43,7 +43,9 @@ def test_snapshot_json_schema(cli):
     assert len(doc["gpus"]) == 8
     g = doc["gpus"][0]
     assert g["static"]["name"].startswith("NVIDIA H100")
-    assert g["mem_total_bytes"] >= g["mem_used_bytes"] >= g["mem_reserved_bytes"] >= 0
+    parts = g["mem_reserved_bytes"] + g["mem_used_bytes"] + g["mem_free_bytes"]
+    assert g["mem_reserved_bytes"] > 0 and parts == g["mem_total_bytes"]  # used: not the reserve
+    assert g["mem_used_includes_reserved"] is False
     assert g["static"]["device_node"] == f"/dev/nvidia{g['static']['minor_number']}"
     assert doc["system"]["driver_max_cuda"]
     assert doc["host"]["cpu_count"] > 0

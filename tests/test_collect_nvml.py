@@ -57,8 +57,8 @@ def test_snapshot_fields_and_shapes():
     assert st.pci_bus_id.count(":") == 2
     assert st.compute_capability == (9, 0)
     assert st.gpm_supported and st.nvlink_supported
-    assert g.mem_total_bytes == g.mem_used_bytes + g.mem_free_bytes
-    assert g.mem_reserved_bytes is not None and g.mem_reserved_bytes <= g.mem_used_bytes
+    assert g.mem_reserved_bytes  # v2: the reserve apart from `used`
+    assert g.mem_total_bytes == g.mem_reserved_bytes + g.mem_used_bytes + g.mem_free_bytes
     assert 0 <= g.util_gpu_pct <= 100 and g.power_w > 0
     assert g.gpm is not None and g.gpm.sm_util_pct is not None
     assert g.nvlink_tx_kib_s is not None  # a rate from two readings of the counters

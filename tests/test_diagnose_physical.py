@@ -244,7 +244,11 @@ def test_memory_nearly_full_beside_a_starved_gpu_is_named_a_symptom():
     loaders = tuple(("python3", 95.0) for _ in range(4))
     w = [
         replace(
-            s, gpus=tuple(replace(g, mem_used_bytes=int(0.88 * g.mem_total_bytes)) for g in s.gpus)
+            s,
+            gpus=tuple(
+                replace(g, mem_used_bytes=int(0.88 * (g.mem_total_bytes - g.mem_reserved_bytes)))
+                for g in s.gpus
+            ),
         )
         for s in with_job(low_amplitude(), helpers=loaders)
     ]
@@ -253,7 +257,11 @@ def test_memory_nearly_full_beside_a_starved_gpu_is_named_a_symptom():
     assert any("88 % used is not the limit" in e.text for e in d.evidence)
     full = [
         replace(
-            s, gpus=tuple(replace(g, mem_used_bytes=int(0.97 * g.mem_total_bytes)) for g in s.gpus)
+            s,
+            gpus=tuple(
+                replace(g, mem_used_bytes=int(0.97 * (g.mem_total_bytes - g.mem_reserved_bytes)))
+                for g in s.gpus
+            ),
         )
         for s in w
     ]
@@ -451,7 +459,7 @@ def growing(start_pct, mib_per_min, n=60, total_gib=24):
         g = replace(
             g,
             static=replace(g.static, memory_total_bytes=mem),
-            mem_total_bytes=mem,
+            mem_total_bytes=mem + g.mem_reserved_bytes,  # the driver's reserve beside `mem`
             mem_used_bytes=int(used),
             mem_free_bytes=int(mem - used),
         )

@@ -55,15 +55,16 @@ def gpu(
         gpm_supported=gpm,
         nvlink_supported=True,
     )
-    used = int(MEM * mem_pct / 100)
+    reserved = 470 * 2**20  # total = reserved + used + free; mem_pct: of all but the reserve
+    used = int((MEM - reserved) * mem_pct / 100)
     return GpuState(
         index=i,
         static=static,
         lost=lost,
         mem_total_bytes=MEM,
         mem_used_bytes=used,
-        mem_free_bytes=MEM - used,
-        mem_reserved_bytes=470 * 2**20,
+        mem_free_bytes=MEM - reserved - used,
+        mem_reserved_bytes=reserved,
         util_gpu_pct=f["util"],
         util_mem_pct=f["memctl"],
         power_w=f["power"] * 700.0,

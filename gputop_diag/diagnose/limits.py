@@ -34,7 +34,7 @@ def capacity(f: Features) -> Verdict:
                 T.CAPACITY_MEM_PCT,
                 f"{f.mem_used_where} memory {used:.1f} % used"
                 + (
-                    f" ({_gib(f.mem_reserved_bytes)} of it reserved by the driver)"
+                    f" (of all but the driver's {_gib(f.mem_reserved_bytes)} reserve)"
                     if f.mem_reserved_bytes
                     else ""
                 )

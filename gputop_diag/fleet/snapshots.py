@@ -100,8 +100,8 @@ _BOOL_ATTRS = ("retired_pages_pending", "remap_failure", "remap_pending")
 
 
 def _memory_columns(c: dict, n: int) -> tuple[list, list, list, list]:
-    """(total, reserved, used incl. reserved, free) per point, in bytes: DCGM's total is used
-    + free + reserved and its used leaves the reserve out."""
+    """(total, reserved, used, free) per point, in bytes: DCGM's total is used + free +
+    reserved and its used leaves the reserve out, as the collector's does."""
     none = [None] * n
     used_c, free_c = c.get("fb_used", none), c.get("fb_free", none)
     res_c, total_c = c.get("fb_reserved", none), c.get("fb_total", none)
@@ -113,10 +113,9 @@ def _memory_columns(c: dict, n: int) -> tuple[list, list, list, list]:
             continue
         if r is None and t is not None and fr is not None:
             r = max(0.0, t - u - fr)
-        ua = u + (r or 0.0)
         if t is None and fr is not None:
-            total[k] = ua + fr
-        reserved[k], used[k], free[k] = r, ua, fr
+            total[k] = u + (r or 0.0) + fr
+        reserved[k], used[k], free[k] = r, u, fr
     return total, reserved, used, free
 
 

@@ -104,7 +104,9 @@ class GpuState:
     index: int
     static: GpuStatic
     lost: bool = False
-    # memory (v2: `used` includes `reserved`)
+    # memory: total = reserved + used + free, as NVML v2 and nvidia-smi count it (`used`: what
+    # contexts allocated, not the driver's reserve); reserved None where the driver has only
+    # v1, whose `used` includes the reserve (collect/nvml/memory.py)
     mem_total_bytes: int | None = None
     mem_reserved_bytes: int | None = None
     mem_used_bytes: int | None = None
@@ -156,9 +158,12 @@ class GpuState:
 
     @property
     def mem_used_pct(self) -> float | None:
-        if self.mem_used_bytes is None or not self.mem_total_bytes:
+        """Used of what processes can use: Used / (Total - Reserved), as DCGM's
+        FB_USED_PERCENT (of total under v1, whose used holds the reserve)."""
+        usable = (self.mem_total_bytes or 0) - (self.mem_reserved_bytes or 0)
+        if self.mem_used_bytes is None or usable <= 0:
             return None
-        return 100.0 * self.mem_used_bytes / self.mem_total_bytes
+        return 100.0 * self.mem_used_bytes / usable
 
     @property
     def power_pct_of_limit(self) -> float | None:

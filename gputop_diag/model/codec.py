@@ -198,6 +198,10 @@ def iso_time(ts: float) -> str:
 def _gpu(g: GpuState) -> dict[str, Any]:
     d = jsonable(g)
     d["mem_used_pct"] = g.mem_used_pct
+    # v1 only (drivers before R510): the reserve is unknown and `used` includes it
+    d["mem_used_includes_reserved"] = (
+        None if g.mem_used_bytes is None else g.mem_reserved_bytes is None
+    )
     d["power_pct_of_limit"] = g.power_pct_of_limit
     d["sm_clock_pct_of_max"] = g.sm_clock_pct_of_max
     d["static"]["device_node"] = g.static.device_node

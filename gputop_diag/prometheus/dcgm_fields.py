@@ -81,11 +81,10 @@ def _gpm(name: str) -> Callable[[GpuState], float | None]:
 
 
 def _fb_used(g: GpuState) -> float | None:
-    # Our `mem_used_bytes` counts the driver's reserve; DCGM's FB_USED does not
-    # (DCGM_FI_DEV_FB_USED_PERCENT is Used / (Total - Reserved)).
-    if g.mem_used_bytes is None:
-        return None
-    return (g.mem_used_bytes - (g.mem_reserved_bytes or 0)) / MIB
+    # DCGM's FB_USED leaves the reserve out, as our `mem_used_bytes` does (NVML v2: FB_USED +
+    # FB_RESERVED + FB_FREE = FB_TOTAL; FB_USED_PERCENT is Used / (Total - Reserved):
+    # https://docs.nvidia.com/datacenter/dcgm/latest/dcgm-api/dcgm-api-field-ids.html)
+    return _mib(g.mem_used_bytes)
 
 
 def _flag(v: bool | None) -> float | None:

@@ -132,10 +132,13 @@ def memory(snaps: Sequence[Snapshot], s: Sanitizer) -> dict[str, Any]:
         present = [u for u in used if u is not None]
         slope = slope_per_s(times, [None if u is None else u / MIB for u in used])
         total = g.mem_total_bytes
+        # what processes can use: `used` leaves the driver's reserve out (model.GpuState)
+        usable = None if total is None else total - (g.mem_reserved_bytes or 0)
+        now = g.mem_used_bytes or 0
         proc_bytes = sum(held) if held and len(held) == len(procs) else None
         unattributed = None
         if g.mem_used_bytes is not None and proc_bytes is not None:
-            unattributed = max(0, g.mem_used_bytes - (g.mem_reserved_bytes or 0) - proc_bytes)
+            unattributed = max(0, g.mem_used_bytes - proc_bytes)
         rows.append(
             {
                 "gpu": g.index,
@@ -148,10 +151,10 @@ def memory(snaps: Sequence[Snapshot], s: Sanitizer) -> dict[str, Any]:
                 "processes": len(procs),
                 "unattributed_gib": _gib(unattributed),
                 "headroom_gib": _gib(
-                    None if total is None or g.mem_used_bytes is None else total - g.mem_used_bytes
+                    None if usable is None or g.mem_used_bytes is None else usable - now
                 ),
                 "lowest_headroom_gib": _gib(
-                    None if total is None or not present else total - max(present)
+                    None if usable is None or not present else usable - max(present)
                 ),
                 "trend_mib_per_min": _r(None if slope is None else slope * 60.0, 0),
                 "mig": [

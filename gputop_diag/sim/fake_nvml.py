@@ -207,6 +207,12 @@ class FakeNvml(NvmlExtras):
     # -- memory ------------------------------------------------------------------------------
     @nvml_api
     def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        """As a real driver fills either struct for the same GPU: v1 (`nvmlMemory_t`) `used` is
+        the "sum of reserved and allocated" and total = used + free; v2 (`nvmlMemory_v2_t`)
+        `used` is the allocated alone and total = reserved + used + free; `free` is the same in
+        both (https://docs.nvidia.com/deploy/nvml-api/structnvmlMemory__t.html,
+        https://docs.nvidia.com/deploy/nvml-api/structnvmlMemory__v2__t.html; an idle A100: v1
+        used 912 MB, v2 7.8 MB: https://github.com/rust-nvml/nvml-wrapper/issues/57)."""
         st = self._m.state()
         gi = self._index(handle)
         g = self._m.gpus[gi]
@@ -215,17 +221,18 @@ class FakeNvml(NvmlExtras):
             total = g.mig[k].mib * MIB
             procs = sum(b for p, b in self._m.gpu_procs(gi, st) if p.mig == k)
             reserved = 12 * MIB
+            taken = min(total - MIB, reserved + procs)
         else:
             total, reserved = g.total_bytes, g.model["reserved_mib"] * MIB
-            procs = self._m.used_bytes(gi, st) - reserved
-        used = min(total - MIB, reserved + procs)  # NVML: `used` includes `reserved`
+            taken = self._m.used_bytes(gi, st)  # the reserve and every process's allocations
         if not version:
             mem = _real.c_nvmlMemory_t()
-            mem.total, mem.used, mem.free = total, used, total - used
+            mem.total, mem.used, mem.free = total, taken, total - taken
             return mem
         mem = _real.c_nvmlMemory_v2_t()
         mem.version = version
-        mem.total, mem.reserved, mem.used, mem.free = total, reserved, used, total - used
+        mem.total, mem.reserved, mem.free = total, reserved, total - taken
+        mem.used = taken - reserved
         return mem
 
     @nvml_api

@@ -317,8 +317,9 @@ class MemoryPane(Pane):
             elif g.index not in figs:
                 bar.show_message(label, "memory: n/a")
             else:
+                # `used` leaves the driver's reserve out (NVML v2); under v1 it holds it
                 reserved = g.mem_reserved_bytes or 0
-                used = max(0, (g.mem_used_bytes or 0) - reserved)
+                used = g.mem_used_bytes or 0
                 text, flag = figs[g.index]
                 bar.show(
                     label, used, reserved, g.mem_total_bytes, bar_width, text, flag=flag,

@@ -17,7 +17,6 @@ No NVML failure escapes as an exception (docs/nvml.md has the whole policy):
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,6 +34,7 @@ from .extras import (
     read_vgpu_license,
 )
 from .identity import bus_key, fill_identities
+from .memory import Forms, memory_forms, read_memory
 from .query import GpuLost, Query, text, union_value
 from .static import ALL_LINKS, mig_handles, read_static
 
@@ -122,7 +122,7 @@ class NvmlCollector:
         self._events: EventWatcher | None = None
         self._gpm: GpmSampler | None = None
         self._busy = BusySampleReader(nvml, self.q)
-        self._mem_forms: list[tuple[str, str, tuple]] = []
+        self._mem_forms: Forms = []
         self._host_proc: bool | None = None  # whether procfs is the host's, where NVML's pids are
         self._host_proc_read = False
 
@@ -147,21 +147,8 @@ class NvmlCollector:
             return False
         self._inited, self._init_error = True, None
         self.compat = NvmlCompat(n)
-        self._mem_forms = self._memory_forms()
+        self._mem_forms = memory_forms(n)
         return True
-
-    def _memory_forms(self) -> list[tuple[str, str, tuple]]:
-        """Memory with `reserved` (v2) where binding and driver have it, else v1."""
-        n = self.nvml
-        version = getattr(n, "nvmlMemory_v2", None)
-        try:
-            params = inspect.signature(n.nvmlDeviceGetMemoryInfo).parameters
-        except (TypeError, ValueError, AttributeError):
-            params = {}
-        v2 = version is not None and "version" in params
-        return [("memory_v2", "nvmlDeviceGetMemoryInfo", (version,))] * v2 + [
-            ("memory_v1", "nvmlDeviceGetMemoryInfo", ())
-        ]
 
     def _read_system(self) -> list[CollectorError]:
         """The machine-wide facts not read yet; an error for each that failed (asked again next
@@ -327,8 +314,7 @@ class NvmlCollector:
 
     def _read_dynamic(self, g: _Gpu, now: float, gpm: Any) -> GpuState:
         q, n, i, h = self.q, self.nvml, g.index, g.handle
-        mem = q.first(i, [(k, f, (h, *a)) for k, f, a in self._mem_forms])
-        reserved = getattr(mem, "reserved", None) if mem is not None else None
+        mem = read_memory(q, i, h, self._mem_forms)
         bar1 = q(i, "nvmlDeviceGetBAR1MemoryInfo", h)
         util = q(i, "nvmlDeviceGetUtilizationRates", h)
         enc = q(i, "nvmlDeviceGetEncoderUtilization", h)
@@ -362,7 +348,7 @@ class NvmlCollector:
             index=i,
             static=g.static,
             mem_total_bytes=mem.total if mem is not None else None,
-            mem_reserved_bytes=reserved,
+            mem_reserved_bytes=mem.reserved if mem is not None else None,
             mem_used_bytes=mem.used if mem is not None else None,
             mem_free_bytes=mem.free if mem is not None else None,
             bar1_total_bytes=bar1.bar1Total if bar1 is not None else None,
@@ -419,7 +405,7 @@ class NvmlCollector:
             vgpu_licensed=read_vgpu_license(q, i, h) if g.vgpu_guest else None,
             gpm=gpm,
             util_samples=self._busy.read(i, h),
-            mig_instances=read_mig_instances(q, i, g.migs),
+            mig_instances=read_mig_instances(q, i, g.migs, self._mem_forms),
         )
 
     def _field_values(self, g: _Gpu, now: float) -> tuple[float | None, float | None, Any]:

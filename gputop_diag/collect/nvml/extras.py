@@ -11,6 +11,7 @@ from typing import Any
 from ...model import CollectorError, GpmMetrics, MigInstance, XidEvent
 from . import errors as nvml_errors
 from .compat import NA, NvmlCompat
+from .memory import Forms, read_memory
 from .query import GpuLost, Query, text, union_value
 
 MAX_EVENTS_PER_TICK = 256  # a storm of events must not stall the tick
@@ -315,12 +316,13 @@ def read_mig_static(q: Query, parent: int, handles: list[Any]) -> list[tuple[Any
 
 
 def read_mig_instances(
-    q: Query, parent: int, migs: list[tuple[Any, MigInstance]]
+    q: Query, parent: int, migs: list[tuple[Any, MigInstance]], forms: Forms
 ) -> tuple[MigInstance, ...]:
-    """Each MIG instance with its memory this tick."""
+    """Each MIG instance with its memory this tick, in the GPU's definition (memory.py): its
+    `used` without the instance's reserve where the driver tells it apart (v2)."""
     out = []
     for m, static in migs:
-        mem = q(parent, "nvmlDeviceGetMemoryInfo", m, key=f"mig{static.mig_index}_mem")
+        mem = read_memory(q, parent, m, forms, prefix=f"mig{static.mig_index}_")
         if mem is None:
             out.append(static)
         else:
