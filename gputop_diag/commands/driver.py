@@ -18,6 +18,7 @@ import json
 import sys
 from typing import Any
 
+from ..collect.cuda_init import probe_python_clean, run_init_probe
 from ..collect.cuda_libs import (
     ChainScan,
     Probe,
@@ -26,6 +27,7 @@ from ..collect.cuda_libs import (
     read_nvcc,
     unreadable_why,
 )
+from ..driver.clean_env import CleanEnvCheck, check
 from ..driver.compat import FabricFacts, LoadedRuntime, fabric_facts, fabric_from_snapshot
 from ..driver.kernels import BuildArchs, GpuCapability, judge_builds
 from ..driver.render import SCHEMA, WhereRead, chain_document
@@ -48,6 +50,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "torch.version.cuda and whether it initialises CUDA",
     )
     p.add_argument(
+        "--clean-env",
+        action="store_true",
+        help="also run the CUDA initialisation probe (cuInit through libcuda.so.1) and "
+        "--probe-python's probe in a scrubbed environment (env -i: no LD_LIBRARY_PATH, "
+        "LD_PRELOAD, CUDA_*, conda or venv variables) beside yours, and say whether a failure "
+        "follows your environment or the host",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=60.0,
@@ -63,7 +73,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         return EXIT_USAGE
     if isinstance(feed, Recording):
         snap = feed.last()
-        refused = _refused(feed, snap, args.probe_python)
+        refused = _refused(feed, snap, args.probe_python, getattr(args, "clean_env", False))
         if refused is not None:
             print(f"gputop-diag: {refused}", file=sys.stderr)
             return EXIT_USAGE
@@ -76,7 +86,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         toolkit, toolkit_prog = read_nvcc(feed)
         fabric = read_fabric(feed, snap)
         probe = probe_python(feed, args.probe_python, args.timeout) if args.probe_python else None
-        doc = build(snap, scan, toolkit, toolkit_prog, probe, fabric)
+        clean = clean_env_check(feed, probe, args) if getattr(args, "clean_env", False) else None
+        doc = build(snap, scan, toolkit, toolkit_prog, probe, fabric, clean)
     if getattr(args, "sanitize", False):
         from .common import sanitized_output, seeded_sanitizer
 
@@ -98,7 +109,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     return 0
 
 
-def _refused(feed: Recording, snap: Snapshot | None, probe_python: str | None) -> str | None:
+def _refused(
+    feed: Recording, snap: Snapshot | None, probe_python: str | None, clean_env: bool = False
+) -> str | None:
     """Why a recording cannot answer this command line; None when it can."""
     if snap is None:
         return f"{feed.shown} holds no snapshots"
@@ -106,7 +119,26 @@ def _refused(feed: Recording, snap: Snapshot | None, probe_python: str | None) -
         return f"{feed.shown} holds no driver chain (recorded before it was read)"
     if probe_python:
         return "--probe-python runs on this machine, not on a recording"
+    if clean_env:
+        return "--clean-env runs on this machine, not on a recording"
     return None
+
+
+def clean_env_check(feed: Sources, probe: Probe | None, args: argparse.Namespace) -> CleanEnvCheck:
+    """The CUDA initialisation probe (this interpreter, ctypes) in your environment and a
+    scrubbed one; with --probe-python, that interpreter's torch the same two ways."""
+    python = sys.executable
+    yours = run_init_probe(feed, python, clean=False, timeout=args.timeout)
+    clean = run_init_probe(feed, python, clean=True, timeout=args.timeout)
+    torch_yours = torch_clean = None
+    warnings: list[str] = []
+    if probe is not None and probe.ok:
+        other = probe_python_clean(feed, args.probe_python, args.timeout)
+        if other.ok:
+            torch_yours = bool(probe.result.get("cuda_available"))
+            torch_clean = bool(other.result.get("cuda_available"))
+            warnings = list(other.result.get("warnings") or [])
+    return check(python, feed.environ, yours, clean, torch_yours, torch_clean, warnings)
 
 
 def read_fabric(feed: Sources, snap: Snapshot) -> FabricFacts | None:
@@ -134,6 +166,7 @@ def build(
     toolkit_prog: str | None,
     probe: Probe | None,
     fabric: FabricFacts | None = None,
+    clean: CleanEnvCheck | None = None,
 ) -> dict[str, Any]:
     """The document of what this read found: the scan's chain and where each layer was read,
     the framework probe's answer (`driver.render.chain_document`)."""
@@ -158,7 +191,7 @@ def build(
     ]
     kernels = judge_builds(builds_of(scan, probe), gpus)
     return chain_document(
-        snap, scan.chain(), where, toolkit, toolkit_prog, fabric, probe_doc, probed, kernels
+        snap, scan.chain(), where, toolkit, toolkit_prog, fabric, probe_doc, probed, kernels, clean
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..model import DriverChain, Snapshot
 from ..model.codec import iso_time
+from .clean_env import CleanEnvCheck, check_doc
 from .facts import (
     MODULE_NOT_VISIBLE,
     MODULE_NOT_VISIBLE_WHY,
@@ -19,7 +20,7 @@ from .facts import (
     Problem,
     facts_from_snapshot,
 )
-from .judge import judge_chain, status_of
+from .judge import judge_chain, problem, status_of
 from .kernels import BuildOnGpus, gpus_named, kernel_problems
 from .versions import TABLE_SOURCE, TOOLKIT_MIN_DRIVER, runtime_verdict
 from .wording import ERR_MISMATCH, FABRIC_STATE_WORDS
@@ -62,13 +63,18 @@ def chain_document(
     probe: dict[str, Any] | None = None,
     probed: Sequence[LoadedRuntime] = (),
     kernels: Sequence[BuildOnGpus] = (),
+    clean_env: CleanEnvCheck | None = None,
 ) -> dict[str, Any]:
     """The `gputop-diag.driver/1` document of `chain` read with `snap`; `probe`: the framework
     probe's answer as the document shows it, `probed`: the runtime it reported; `kernels`: each
-    framework build's architectures against the GPUs (`kernels.judge_builds`)."""
+    framework build's architectures against the GPUs (`kernels.judge_builds`); `clean_env`:
+    the CUDA initialisation probe in your environment and a clean one (`--clean-env`)."""
     s = snap.system
     facts = facts_from_snapshot(replace(snap, driver_chain=chain), toolkit, probed)
     problems = (*judge_chain(facts, fabric), *kernel_problems(kernels))
+    found = clean_env_problem(clean_env)
+    if found is not None:  # after the chain's own: it says which layer they follow
+        problems = (*problems, found)
     status = status_of(problems)
     if any(p.code == "no_driver" for p in problems):
         status = "no_driver"
@@ -104,6 +110,7 @@ def chain_document(
             "toolkit": {"nvcc": toolkit_prog, "version": toolkit},
             "framework_probe": probe,
             "kernel_images": [_kernels_doc(k) for k in kernels],
+            "clean_env": None if clean_env is None else check_doc(clean_env),
         },
         "problems": [problem_doc(p) for p in problems],
         "check_first": problems[0].next_step if problems else None,
@@ -112,6 +119,25 @@ def chain_document(
             "rows": [{"cuda": c, "min_driver": d} for c, d in TOOLKIT_MIN_DRIVER],
         },
     }
+
+
+def clean_env_problem(c: CleanEnvCheck | None) -> Problem | None:
+    """The problem `--clean-env` found: the environment's, the host's or the framework's;
+    None when CUDA initialises (or the probe did not answer)."""
+    if c is None or c.verdict.follows in ("nothing", "unknown"):
+        return None
+    v = c.verdict
+    failing = c.yours if v.follows == "environment" else c.clean
+    said = failing.said()
+    if v.follows == "framework" or c.yours.state == c.clean.state == "ok":
+        said = "torch.cuda.is_available() is False"
+    return problem(
+        f"clean_env_{v.follows}",
+        text=v.text,
+        said=said,
+        next_step=v.next_step,
+        named=", ".join(f"{k}={val}" for k, val in v.variables),
+    )
 
 
 def _kernels_doc(k: BuildOnGpus) -> dict[str, Any]:
@@ -371,7 +397,27 @@ def _above_lines(L: dict[str, Any]) -> list[str]:
             lines.append(f"                     warning: {w}")
     else:
         lines.append(f"6 framework          {pr.get('error') or 'no answer'}")
-    return [*lines, *_kernel_lines(L.get("kernel_images") or [])]
+    return [*lines, *_kernel_lines(L.get("kernel_images") or []), *_clean_lines(L.get("clean_env"))]
+
+
+def _clean_lines(ce: dict[str, Any] | None) -> list[str]:
+    """`--clean-env`: the CUDA initialisation probe both ways and which layer it follows."""
+    if ce is None:
+        return []
+    kept = " ".join(f"{k}={v}" for k, v in ce["clean_environment"].items())
+    lines = ["", f"Clean environment (cuInit through libcuda.so.1; clean: env -i {kept})"]
+    for r in ce["runs"]:
+        lines.append(f"  {r['where']:<20} {r['said']}")
+    torch = ce.get("torch_initialises")
+    if torch is not None:
+        said = {True: "initialises CUDA", False: "does NOT initialise CUDA"}
+        lines.append(
+            f"  torch                your environment: {said[torch['yours']]}; clean: "
+            f"{said[torch['clean']]}"
+        )
+    lines.append(f"  follows: {ce['follows']}: {ce['text']}")
+    lines.append(f"  next: {ce['next_step']}")
+    return lines
 
 
 def _kernel_lines(builds: list[dict[str, Any]]) -> list[str]:

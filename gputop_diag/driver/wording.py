@@ -281,6 +281,34 @@ WORDING["ptx_only"] = Wording(
     },
 )
 
+# `driver --clean-env`: the CUDA initialisation probe in your environment and a clean one
+# (`clean_env.py` words the verdict; these carry it into the problems)
+WORDING["clean_env_environment"] = Wording(
+    "environment",
+    "critical",
+    "{text}",
+    "{said}",
+    "{next_step}",
+    "CUDA fails only in your environment, not in a clean one: {named}",
+    missing={"named": "see `gputop-diag driver --clean-env`"},
+)
+WORDING["clean_env_host"] = Wording(
+    "host",
+    "critical",
+    "{text}",
+    "{said}",
+    "{next_step}",
+    "CUDA fails in a clean environment too: the host ({said})",
+)
+WORDING["clean_env_framework"] = Wording(
+    "framework",
+    "critical",
+    "{text}",
+    "{said}",
+    "{next_step}",
+    "the driver initialises, torch does not (in both environments): its build",
+)
+
 # The layer's state in words, as `gputop-diag driver` and the Driver pane say it
 FABRIC_STATE_WORDS = {
     "ok": "ok",

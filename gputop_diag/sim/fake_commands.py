@@ -15,7 +15,13 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from ..driver.compat import ERR_NO_DRIVER_TORCH, ERR_TORCH_TOO_OLD, cuda_tuple, runtime_verdict
+from ..driver.compat import (
+    ERR_NO_DRIVER_TORCH,
+    ERR_TORCH_TOO_OLD,
+    cuda_tuple,
+    max_cuda_for_driver,
+    runtime_verdict,
+)
 from ..driver.kernel_images import check
 from ..driver.wording import ERR_TORCH_CAPABILITY
 from ..sources import CommandResult, run_real_command
@@ -63,6 +69,11 @@ MISMATCH_WARNING = (
 )
 
 
+LIBCUDA_MISSING = "libcuda.so.1: cannot open shared object file: No such file or directory"
+# Where the fault `env-libcuda:VERSION` puts the libcuda the user's LD_LIBRARY_PATH picks
+ENV_LIBCUDA_DIR = "/opt/site/nvidia-{version}/lib"
+
+
 class FakeCommands:
     """`run_command(argv, timeout) -> CommandResult` over the simulated machine."""
 
@@ -89,11 +100,66 @@ class FakeCommands:
             answer = health.command(prog, argv)
             if answer is not None:
                 return answer
-        if prog.startswith("python") and argv[1:2] == ["-c"] and "GPUTOP_DIAG_PROBE" in argv[2]:
-            return self._python_probe(argv[0])
-        raise FileNotFoundError(2, "No such file or directory", prog)
+        if prog == "env" and argv[1:2] == ["-i"]:  # a scrubbed run: env -i VAR=VALUE... argv
+            rest = argv[2:]
+            while rest and "=" in rest[0] and not rest[0].startswith("-"):
+                rest = rest[1:]
+            return self._python(rest, clean=True) or self._missing(rest)
+        return self._python(argv, clean=False) or self._missing(argv)
 
-    def _python_probe(self, interpreter: str) -> CommandResult:
+    @staticmethod
+    def _missing(argv: list[str]) -> CommandResult:
+        raise FileNotFoundError(2, "No such file or directory", argv[0] if argv else "")
+
+    def _python(self, argv: list[str], clean: bool) -> CommandResult | None:
+        """The jobs' interpreter answering the framework probe or the CUDA initialisation
+        probe (`--clean-env`), in the user's environment or a scrubbed one."""
+        prog = argv[0].rsplit("/", 1)[-1] if argv else ""
+        if not (prog.startswith("python") and argv[1:2] == ["-c"] and len(argv) > 2):
+            return None
+        if "GPUTOP_DIAG_PROBE" in argv[2]:
+            return self._python_probe(argv[0], clean)
+        if "GPUTOP_DIAG_CUDA_INIT" in argv[2]:
+            return self._cuda_init(clean)
+        return None
+
+    def _cuda_init(self, clean: bool) -> CommandResult:
+        """`cuInit(0)` through libcuda.so.1 on the simulated machine: the driver's library in a
+        clean environment; in the user's, the one its LD_LIBRARY_PATH picks under the fault
+        `env-libcuda:VERSION`."""
+        m = self._m
+        other = None if clean else getattr(m, "env_libcuda", None)
+        out: dict = {"variables": {} if clean else self._user_variables()}
+        if m.no_driver and other is None:
+            out.update(loaded=False, error_text=LIBCUDA_MISSING)
+            return CommandResult(0, "GPUTOP_DIAG_CUDA_INIT " + json.dumps(out) + "\n")
+        version = other or m.driver_version
+        lib = (
+            f"{ENV_LIBCUDA_DIR.format(version=other)}/libcuda.so.{other}"
+            if other
+            else f"/usr/lib/x86_64-linux-gnu/libcuda.so.{m.driver_version}"
+        )
+        code = 0
+        if m.module_version is None:
+            code = 100  # no kernel module: no device the driver can open
+        elif version != m.module_version:
+            code = 803
+        cuda = max_cuda_for_driver(other) if other else None
+        driver_cuda = cuda[0] * 1000 + cuda[1] * 10 if cuda else m.cuda_version
+        out.update(loaded=True, library=lib, driver_cuda=driver_cuda, code=code)
+        if code == 0:
+            out.update(count_code=0, device_count=len(m.gpus))
+        return CommandResult(0, "GPUTOP_DIAG_CUDA_INIT " + json.dumps(out) + "\n")
+
+    def _user_variables(self) -> dict[str, str]:
+        """The scrubbed variables the user's environment holds on the simulated machine."""
+        other = getattr(self._m, "env_libcuda", None)
+        out = {"CONDA_DEFAULT_ENV": "train", "CONDA_PREFIX": "/opt/conda/envs/train"}
+        if other:
+            out["LD_LIBRARY_PATH"] = ENV_LIBCUDA_DIR.format(version=other)
+        return out
+
+    def _python_probe(self, interpreter: str, clean: bool = False) -> CommandResult:
         """The jobs' interpreter answering `gputop-diag driver --probe-python`: its torch build
         and whether it initialises CUDA on this driver, with PyTorch's warning when it cannot."""
         m = self._m
@@ -109,9 +175,10 @@ class FakeCommands:
             "cudnn": 91002,
             "warnings": [],
         }
-        if m.no_driver or m.module_version is None:
+        other = None if clean else getattr(m, "env_libcuda", None)  # LD_LIBRARY_PATH's libcuda
+        if (m.no_driver and other is None) or m.module_version is None:
             ok, warning = False, ERR_NO_DRIVER_TORCH
-        elif m.module_version != m.driver_version:
+        elif m.module_version != (other or m.driver_version):
             ok, warning = False, MISMATCH_WARNING
         else:
             v = runtime_verdict(cuda, cuda_tuple(m.cuda_version), m.driver_version)

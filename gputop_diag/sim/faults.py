@@ -88,6 +88,9 @@ class SimFaults:
     # `torch-arch:LIST`: the architectures the jobs' torch is built for; None: those of
     # PyTorch's wheels for its CUDA (`driver.kernels.TORCH_WHEELS`)
     torch_archs: tuple[str, ...] | None = None
+    # `env-libcuda:VERSION`: the user's LD_LIBRARY_PATH picks a libcuda of VERSION (another
+    # driver's: error 803 in the user's environment only, as `driver --clean-env` shows)
+    env_libcuda: str | None = None
 
     def set_torch_archs(self, spec: str) -> None:
         """The fault `torch-arch:7.0;8.0;8.6+PTX`: the jobs' torch carries only these (its
