@@ -174,12 +174,11 @@ def _suspects(yours: InitRun, clean: InitRun) -> tuple[tuple[str, str], ...]:
     """The variables of your environment that explain its failure, the likeliest first."""
     env = dict(yours.variables)
     out: list[tuple[str, str]] = []
-    other_lib = yours.library and clean.library and yours.library != clean.library
+    # the loader's variables matter where they gave another libcuda than the host's
+    other_lib = bool(yours.library and clean.library and yours.library != clean.library)
     for name in ("LD_PRELOAD", "LD_LIBRARY_PATH"):
         value = env.get(name)
-        if value and (
-            other_lib or not clean.loaded or "libcuda" in value or yours.code in (34, 803, 804)
-        ):
+        if value and (other_lib or (yours.loaded and not clean.loaded)):
             out.append((name, value))
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and yours.code in (100, 101, 0):
