@@ -36,7 +36,7 @@ ELF_MAGIC = b"\x7fELF"
 SECTION = b".nv_fatbin"
 KIND_PTX, KIND_ELF, KIND_ELF_ALT = 1, 2, 0x10
 MAX_ENTRIES = 200_000  # headers read at most (libtorch_cuda.so has some tens of thousands)
-_CHUNK = 64 * 1024
+_CHUNK = 4096  # one page: an entry header costs a page read, never its payload
 _SKIP = 64 * 1024  # padding between two fat binaries searched for the next magic, at most
 
 
