@@ -22,6 +22,7 @@ from . import forms as F
 from . import rules as R
 from .compiled import CASELESS_CLASSES
 from .forms import host
+from .netdev import NETDEV_RULES
 from .paths import path_pseudonym
 from .rules import UUID, H
 from .run_names import NAME_OPTION_IN_TEXT, learn_names
@@ -235,7 +236,7 @@ def _namespace(s: PseudonymTable, m: re.Match, w: Work) -> str:
 def _mac(s: PseudonymTable, m: re.Match, w: Work) -> str:
     raw = m.group(0)
     canon = re.sub(r"[^0-9a-f]", "", raw.lower())
-    if re.fullmatch(rf"{H}{{4}}(?::{H}{{4}}){{3}}|0x{H}{{16}}", raw):
+    if re.fullmatch(rf"{H}{{4}}(?::{H}{{4}}){{3}}|0[xX]{H}{{16}}", raw):
         return s.kept(w, "ib_guid", raw, canon.removeprefix("0x")[-16:])
     return s.kept(w, "mac", raw, canon)
 
@@ -432,6 +433,7 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
         _pod_uid,
     ),
     (_rx(rf"(?<![0-9a-fA-F-]){UUID}(?![0-9a-fA-F-])"), _uuid),
+    *NETDEV_RULES,  # interface names: a MAC or a bus id in another spelling
     (_rx(r"(?<![0-9A-Za-z])[0-9a-fA-F]{8,63}(?![0-9A-Za-z])"), _known_id),
     (
         _rx(
@@ -448,7 +450,7 @@ SHAPE_RULES: tuple[tuple[re.Pattern[str], Any], ...] = (
         ),
         _ip,
     ),
-    (_rx(rf"(?<![\w:]){H}{{4}}(?::{H}{{4}}){{3}}(?![\w:])|\b0x{H}{{16}}\b"), _mac),
+    (_rx(rf"(?<![\w:]){H}{{4}}(?::{H}{{4}}){{3}}(?![\w:])|\b0[xX]{H}{{16}}\b"), _mac),
     *F.ADDRESS_RULES,
     # IPv4, also glued to `_` (`ip_10.1.2.3`) and at the end of a sentence
     (
