@@ -66,14 +66,14 @@ class HiddenChildren(RealProcFS):
 
 
 class Spawned:
-    """Real processes: `RANKS` stand-ins for GPU ranks (Python, `RANK_CHILDREN` forked children
+    """Real processes: `ranks` stand-ins for GPU ranks (Python, `RANK_CHILDREN` forked children
     each) and any number of idle others (`sleep`). Kill them with `close()`."""
 
-    def __init__(self) -> None:
+    def __init__(self, ranks: int = RANKS) -> None:
         self.others: list[subprocess.Popen] = []
         self.ranks = [
             subprocess.Popen([sys.executable, "-c", RANK], stdout=subprocess.PIPE, text=True)
-            for _ in range(RANKS)
+            for _ in range(ranks)
         ]
         for p in self.ranks:
             p.stdout.readline()

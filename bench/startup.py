@@ -1,6 +1,7 @@
 """Start-up cost: whole-process wall time of the quick commands, hyperfine-style.
 
     python bench/startup.py [--runs N] [--venv PATH] [--nvitop-venv PATH]
+    python bench/startup.py --mock-nvml DIR [--mock-config YAML] [--runs N]
 
 Runs, from the virtual environment PATH (default: the one running this script; give a venv
 where gputop-diag is pip-installed, not editable, to leave out the editable finder's cost),
@@ -31,8 +32,14 @@ With `--nvitop-venv PATH` (default: /tmp/nvitop-venv when it exists; make it wit
 each. `nvitop --once` needs an NVIDIA driver: without one it fails at once (exit 1), and its time
 is then only its import plus the failure, not a sample of GPUs; the table says so.
 
+With `--mock-nvml DIR`, both programs run on NVIDIA's mock NVML library
+(https://github.com/NVIDIA/k8s-test-infra, `pkg/gpu/mocknvml`, built into DIR): every command
+gets `LD_LIBRARY_PATH=DIR` and `MOCK_NVML_CONFIG=YAML` (`--mock-config`, default the library's
+H100 configuration beside DIR when it is there), so `gputop-diag snapshot --json` and
+`nvitop --once` both read its 8 H100s, and the ratio compares two samples of the same GPUs.
+
 Figures only: nothing here passes or fails (the targets: `--help` at most 0.15 s, the snapshot at
-most 1.2x `nvitop --once`).
+most 1.2x `nvitop --once`; printed beside the ratios).
 """
 
 from __future__ import annotations
@@ -47,6 +54,25 @@ import time
 from pathlib import Path
 
 DEFAULT_NVITOP_VENV = Path("/tmp/nvitop-venv")
+# where the mock library's source keeps its configurations, from the build directory DIR
+MOCK_CONFIG = "k8s-test-infra/pkg/gpu/mocknvml/configs/mock-nvml-config-h100.yaml"
+TARGET_SNAPSHOT_X = 1.2  # `snapshot --json` at most this times `nvitop --once`
+
+
+def mock_environment(lib: Path, config: Path | None) -> dict[str, str]:
+    """The variables that put NVIDIA's mock NVML library under both programs: its directory
+    first on the loader's path, and the YAML file that describes its GPUs."""
+    if not (lib / "libnvidia-ml.so.1").exists():
+        raise SystemExit(f"no libnvidia-ml.so.1 in {lib}")
+    if config is None:
+        guess = lib.parent / MOCK_CONFIG
+        config = guess if guess.exists() else None
+    env = {"LD_LIBRARY_PATH": str(lib)}
+    if config is not None:
+        env["MOCK_NVML_CONFIG"] = str(config)
+    elif "MOCK_NVML_CONFIG" not in os.environ:
+        raise SystemExit("the mock library needs --mock-config YAML (or MOCK_NVML_CONFIG)")
+    return env
 
 
 def _bin(venv: Path, name: str) -> str:
@@ -96,6 +122,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not give the commands a bytecode cache (see the module's docstring)",
     )
+    p.add_argument(
+        "--mock-nvml",
+        type=Path,
+        metavar="DIR",
+        help="run both programs on NVIDIA's mock NVML library built into DIR",
+    )
+    p.add_argument(
+        "--mock-config",
+        type=Path,
+        metavar="YAML",
+        help="the mock library's GPUs (default: its H100 configuration beside DIR)",
+    )
     args = p.parse_args(argv)
 
     gputop = _bin(args.venv, "gputop-diag")
@@ -121,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         cases["nvitop --once"] = [_bin(args.nvitop_venv, "nvitop"), "--once"]
 
     env = dict(os.environ)
+    machine = "this machine's NVML"
+    if args.mock_nvml is not None:
+        env.update(mock_environment(args.mock_nvml, args.mock_config))
+        machine = f"NVIDIA's mock NVML ({env['LD_LIBRARY_PATH']}, {env['MOCK_NVML_CONFIG']})"
     with tempfile.TemporaryDirectory(prefix="startup-pycache-") as cache:
         if args.env_as_is:
             bytecode = "environment as is"
@@ -134,9 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(
             f"{args.runs} runs each (+1 warm-up), interleaved; {os.cpu_count()} CPUs, "
-            f"load average {load:.2f} at the start; {bytecode}; gputop-diag from {args.venv}"
+            f"load average {load:.2f} at the start; {bytecode}; gputop-diag from {args.venv}; "
+            f"{machine}"
         )
         results = measure(cases, args.runs, env)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"load average {load:.2f} at the end")
 
     width = max(len(k) for k in cases)
     print(f"\n{'command':<{width}}  {'median ms':>9}  {'min ms':>7}  {'max ms':>7}  exit")
@@ -156,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
             mine = statistics.median(results[ours][0])
             for name in ('nvitop: python -c "import nvitop"', "nvitop --once"):
                 other = statistics.median(results[name][0])
-                print(f"{ours} / {name}: {mine / other:.2f}x (medians)")
+                target = ""
+                if ours == "gputop-diag snapshot --json" and name == "nvitop --once":
+                    target = f" (target <= {TARGET_SNAPSHOT_X}x)"
+                print(f"{ours} / {name}: {mine / other:.2f}x (medians){target}")
         if results["nvitop --once"][1] != {0}:
             print(
                 "\nnvitop --once failed (no NVIDIA driver here?): its time is its start-up and "

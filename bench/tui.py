@@ -38,17 +38,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import psutil
 
 SESSION = "gputop-diag-bench"
+# a tmux server of this run's own: another bench (or a person's tmux) is never touched, and the
+# panes get this process's environment, not a running server's
+TMUX = ["tmux", "-L", f"gputop-diag-bench-{os.getpid()}"]
 WARMUP_S = 15.0
 PANE_NAMES = {"1": "Memory", "2": "Utilization", "3": "Mapping", "4": "Xid", "5": "Driver"}
 TARGET_KB_MIN = 20.0
 
 
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run([*TMUX, *args], check=True, capture_output=True, text=True).stdout
 
 
 def resize_s(width: int = 200, height: int = 50, timeout: float = 15.0) -> float | None:
@@ -92,7 +96,7 @@ def demo_command(args: argparse.Namespace) -> str:
 
 def measure(args: argparse.Namespace, pane: str, cmd: str) -> dict:
     out = tempfile.NamedTemporaryFile(prefix="gputop-tui-", suffix=".out", delete=False).name
-    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+    subprocess.run([*TMUX, "kill-session", "-t", SESSION], capture_output=True, check=False)
     t0 = time.monotonic()
     tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40", cmd)
     tmux("pipe-pane", "-t", SESSION, "-o", f"cat >> {out}")
@@ -119,7 +123,7 @@ def measure(args: argparse.Namespace, pane: str, cmd: str) -> dict:
     with open(f"/proc/{pid}/status") as f:
         rss_after = next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
     quit_s = quit_time(proc)
-    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+    subprocess.run([*TMUX, "kill-session", "-t", SESSION], capture_output=True, check=False)
     os.unlink(out)
     return {
         "first_frame_s": first_frame,
@@ -136,7 +140,7 @@ def measure(args: argparse.Namespace, pane: str, cmd: str) -> dict:
 def quit_time(proc: psutil.Process, timeout: float = 10.0) -> float | None:
     """Press `q` and time until the program has exited (None: not within `timeout`)."""
     t0 = time.monotonic()
-    subprocess.run(["tmux", "send-keys", "-t", SESSION, "q"], capture_output=True, check=False)
+    subprocess.run([*TMUX, "send-keys", "-t", SESSION, "q"], capture_output=True, check=False)
     while time.monotonic() - t0 < timeout:
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
@@ -153,7 +157,7 @@ def start_and_quit(cmd: str, runs: int) -> tuple[list[float], list[float]]:
     frames: list[float] = []
     quits: list[float] = []
     for _ in range(runs):
-        subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+        subprocess.run([*TMUX, "kill-session", "-t", SESSION], capture_output=True, check=False)
         t0 = time.monotonic()
         tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40", cmd)
         proc = psutil.Process(int(tmux("list-panes", "-t", SESSION, "-F", "#{pane_pid}").strip()))
@@ -166,7 +170,7 @@ def start_and_quit(cmd: str, runs: int) -> tuple[list[float], list[float]]:
         q = quit_time(proc)
         if q is not None:
             quits.append(q)
-        subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+        subprocess.run([*TMUX, "kill-session", "-t", SESSION], capture_output=True, check=False)
     return frames, quits
 
 
@@ -187,7 +191,7 @@ NVITOP_MIB = 32.0  # nvitop's live view, as measured on an NVIDIA machine (it ne
 
 def peak_rss_mb(cmd: str, seconds: float = 10.0) -> float | None:
     """Peak RSS of `cmd` run in a 120x40 tmux pane for `seconds` (None: it exited before)."""
-    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+    subprocess.run([*TMUX, "kill-session", "-t", SESSION], capture_output=True, check=False)
     tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40", cmd)
     pid = int(tmux("list-panes", "-t", SESSION, "-F", "#{pane_pid}").strip())
     time.sleep(seconds)
@@ -196,7 +200,7 @@ def peak_rss_mb(cmd: str, seconds: float = 10.0) -> float | None:
             hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
     except (OSError, StopIteration):
         hwm = None
-    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
+    subprocess.run([*TMUX, "kill-session", "-t", SESSION], capture_output=True, check=False)
     return None if hwm is None else hwm / 1024
 
 
@@ -266,6 +270,135 @@ def by_process_count(args: argparse.Namespace) -> int:
     return 0
 
 
+# What each program shows once its first figures are drawn (the live view's skeleton, drawn
+# before the first tick, holds none of these): our GPU rows, nvitop's header over its device
+# table, the bare app's one Static.
+FIGURES_DRAWN = {"gputop-diag": "GPU0", "nvitop": "NVITOP", "bare Textual": "BOTTLENECK"}
+TARGET_FIRST_FRAME_S = 1.0
+TARGET_CPU_X = {"~100": 0.8, "2,000": 1.0}  # the live view's steady CPU over nvitop's
+TARGET_RSS_OVER_BARE_MIB = 20.0
+
+
+def cpu_s(proc: psutil.Process) -> float:
+    """CPU seconds of `proc` and of the children it has waited for (the commands a program
+    runs, `squeue`, `journalctl`, `lspci`, are its cost too)."""
+    t = proc.cpu_times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def in_pane(cmd: str, marker: str, size: tuple[int, int], warmup: float, seconds: float) -> dict:
+    """Run `cmd` in a fresh tmux pane of `size` for `seconds`: the time until `marker` is on
+    the screen, the CPU it used from `warmup` to the end as a share of one core, and its peak
+    RSS (VmHWM, MiB) at the end."""
+    subprocess.run([*TMUX, "kill-session", "-t", SESSION], capture_output=True, check=False)
+    t0 = time.monotonic()
+    tmux("new-session", "-d", "-s", SESSION, "-x", str(size[0]), "-y", str(size[1]), cmd)
+    pid = int(tmux("list-panes", "-t", SESSION, "-F", "#{pane_pid}").strip())
+    proc = psutil.Process(pid)
+    first_frame = None
+    while time.monotonic() - t0 < min(15.0, warmup) and first_frame is None:
+        if marker in tmux("capture-pane", "-p", "-t", SESSION):
+            first_frame = time.monotonic() - t0
+        time.sleep(0.02)
+    time.sleep(max(0.0, warmup - (time.monotonic() - t0)))
+    try:
+        cpu0, steady0 = cpu_s(proc), time.monotonic()
+        time.sleep(max(1.0, seconds - warmup))
+        cpu1, steady = cpu_s(proc), time.monotonic() - steady0
+        with open(f"/proc/{pid}/status") as f:
+            hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM"))
+        cpu_pct, rss = 100 * (cpu1 - cpu0) / steady, hwm / 1024
+    except (psutil.Error, OSError, StopIteration):  # it exited: no figure
+        cpu_pct = rss = float("nan")
+    quit_time(proc, timeout=3.0)
+    subprocess.run([*TMUX, "kill-session", "-t", SESSION], capture_output=True, check=False)
+    return {"first_frame_s": first_frame, "cpu_pct": cpu_pct, "rss_mib": rss}
+
+
+def _median(xs: list[float | None]) -> float:
+    vals = [x for x in xs if x is not None and x == x]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def beside_nvitop(args: argparse.Namespace) -> int:
+    """The live view on NVIDIA's mock NVML library (no --demo), nvitop's live view and a bare
+    Textual app in turn, in a pane of the same size, `--runs` times interleaved at each count
+    of other processes: first frame with figures, steady CPU, peak RSS; medians and ratios."""
+    from collect import Spawned, processes_here
+    from startup import mock_environment
+
+    env = mock_environment(args.mock_nvml, args.mock_config)
+    prefix = "exec env " + " ".join(f"{k}={v}" for k, v in env.items())
+    ours = f"{prefix} {sys.executable} -m gputop_diag"
+    if args.venv:
+        ours = f"{prefix} {os.path.join(args.venv, 'bin', 'gputop-diag')}"
+    nvitop = os.path.join(args.nvitop_venv or "/tmp/nvitop-venv", "bin", "nvitop")
+    programs = {
+        "gputop-diag": ours,
+        "nvitop": f"{prefix} {nvitop}",
+        "bare Textual": f"exec {sys.executable} -c '{BARE_TEXTUAL_APP}'",
+    }
+    size = tuple(int(x) for x in args.size.split("x"))
+    counts = [int(x) for x in (args.others or "0,2000").split(",") if x]
+    print(
+        f"on NVIDIA's mock NVML ({env['LD_LIBRARY_PATH']}, {env.get('MOCK_NVML_CONFIG')}); "
+        f"{args.size} tmux pane; each program at its own defaults (gputop-diag: 1 s interval; "
+        f"nvitop: its panels every 0.5 s); {args.runs} runs interleaved per count, medians; "
+        f"steady state from {args.warmup:.0f} s to {args.seconds:.0f} s; CPU includes the "
+        f"commands a program runs; {os.cpu_count()} CPUs"
+    )
+    spawned = Spawned(ranks=0)  # the mock lists no GPU processes: the others are the machine
+    try:
+        for n in counts:
+            spawned.grow_to(n)
+            runs: dict[str, list[dict]] = {k: [] for k in programs}
+            loads = [os.getloadavg()[0]]
+            here = processes_here()
+            for _ in range(args.runs):
+                for name, cmd in programs.items():
+                    # the bare app only for its first frame and RSS: a short run
+                    secs = min(args.seconds, 12.0) if name == "bare Textual" else args.seconds
+                    warm = min(args.warmup, secs - 2)
+                    runs[name].append(in_pane(cmd, FIGURES_DRAWN[name], size, warm, secs))
+                loads.append(os.getloadavg()[0])
+            print(
+                f"\n{n} others spawned, {here} processes on /proc; load average "
+                f"{min(loads):.2f}-{max(loads):.2f} over the runs"
+            )
+            med = {
+                name: {key: _median([r[key] for r in rs]) for key in rs[0]}
+                for name, rs in runs.items()
+            }
+            print(f"  {'':<13} {'first frame':>11} {'CPU, steady':>14} {'peak RSS':>10}")
+            for name, m in med.items():
+                each = " ".join(f"{r['cpu_pct']:.2f}" for r in runs[name])
+                print(
+                    f"  {name:<13} {m['first_frame_s']:>9.2f} s {m['cpu_pct']:>7.2f} % core "
+                    f"{m['rss_mib']:>6.1f} MiB   (CPU each run: {each})"
+                )
+            ratio = med["gputop-diag"]["cpu_pct"] / med["nvitop"]["cpu_pct"]
+            which = "~100" if here < 1000 else "2,000"
+            print(
+                f"  CPU gputop-diag / nvitop: {ratio:.2f}x (target <= {TARGET_CPU_X[which]}x "
+                f"with {which} processes)"
+            )
+            bare = med["bare Textual"]["rss_mib"]
+            print(
+                f"  RSS gputop-diag {med['gputop-diag']['rss_mib']:.1f} MiB, bare Textual "
+                f"{bare:.1f} MiB + {TARGET_RSS_OVER_BARE_MIB:.0f} = "
+                f"{bare + TARGET_RSS_OVER_BARE_MIB:.1f} MiB (target: at most that); nvitop "
+                f"{med['nvitop']['rss_mib']:.1f} MiB"
+            )
+            print(
+                f"  first frame with figures at {args.size}: gputop-diag "
+                f"{med['gputop-diag']['first_frame_s']:.2f} s (target <= "
+                f"{TARGET_FIRST_FRAME_S} s), nvitop {med['nvitop']['first_frame_s']:.2f} s"
+            )
+    finally:
+        spawned.close()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -314,6 +447,23 @@ def main() -> int:
         help="a virtual environment with nvitop installed: its RSS is measured beside ours "
         "(where a driver lets it run)",
     )
+    ap.add_argument(
+        "--mock-nvml",
+        metavar="DIR",
+        type=Path,
+        help="run the live view (no --demo) and nvitop's on NVIDIA's mock NVML library built "
+        "into DIR, beside a bare Textual app; --others N,... spawns N idle processes first "
+        "(default 0,2000)",
+    )
+    ap.add_argument(
+        "--mock-config",
+        metavar="YAML",
+        type=Path,
+        help="the mock library's GPUs (default: its H100 configuration beside DIR)",
+    )
+    ap.add_argument("--runs", type=int, default=3, help="with --mock-nvml: runs per count")
+    ap.add_argument("--size", default="80x24", help="with --mock-nvml: the pane (default 80x24)")
+    ap.add_argument("--venv", help="with --mock-nvml: run gputop-diag from this environment")
     ap.add_argument("--serve-ranks", help=argparse.SUPPRESS)  # inside the pane: the live view
     args = ap.parse_args()
     if args.serve_ranks:
@@ -323,6 +473,15 @@ def main() -> int:
         return 2
     if not args.from_source:
         compile_bytecode()
+    try:
+        if args.mock_nvml:
+            return beside_nvitop(args)
+        return by_mode(args)
+    finally:
+        subprocess.run([*TMUX, "kill-server"], capture_output=True, check=False)
+
+
+def by_mode(args: argparse.Namespace) -> int:
     if args.others:
         return by_process_count(args)
     if args.starts:
