@@ -426,6 +426,8 @@ class JobWatch:
                 if e is not None:
                     self.events.append(e)
                 self.steps.feed(line, line_t)
+            if self.tail.redraw is not None:  # the bar drawn now, ended by the next one
+                self.steps.feed_redraw(self.tail.redraw, line_t)
             self.steps.end_read(line_t, self._written_at(line_t))
             self._line_read_t = line_t
             step_problem = self.steps.problem()

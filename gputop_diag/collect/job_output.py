@@ -36,6 +36,10 @@ class OutputTail:
         # the file's modification time at the last read that found new bytes: when its newest
         # line was written (the wall clock; None before any)
         self.written_at: float | None = None
+        # the text after the last \r, not ended yet: a bar as it is drawn now (tqdm writes
+        # "\r" + the whole bar and ends it only with the next one); None after a \n
+        self.redraw: str | None = None
+        self._after_cr = False
 
     def read(self) -> list[tuple[int, str]]:
         """The whole lines written since the last read (a line still being written waits),
@@ -78,12 +82,15 @@ class OutputTail:
             start = m.end()
             line = raw.decode("utf-8", errors="replace")[:MAX_LINE]
             redraw = m.group() == b"\r"
+            self._after_cr = redraw
             if not line.strip() and redraw:
                 continue
             self._keep(line)
             self._redraw = redraw
             out.append((self.count, line))
         self._partial = data[start:][-MAX_LINE * 4 :]
+        rest = self._partial.decode("utf-8", errors="replace")[:MAX_LINE]
+        self.redraw = rest if self._after_cr and rest.strip() else None
         return out
 
     def _keep(self, line: str) -> None:

@@ -6,9 +6,9 @@ user's `--step-regex`.
 A printed rate or time is the job's own (tqdm smooths its rate; Lightning's training bar prints
 the epoch average): the step times are those, the first `WARMUP_STEPS` left out (compilation,
 cache warm-up). A counter without one (`step 120 loss 2.31`, logged every N steps) is timed by
-its steps over the time they took across the window (`window_rate`): a least-squares slope of
-the counter against the time each read found it at, over the newest `WINDOW_S` (at least
-`MIN_POINTS` reads that advanced it), a pause (an evaluation, a checkpoint) left out. A median of
+its steps over the time they took across the window (`window_rate`): the counter's advance
+against the time each read found it at, over the newest `WINDOW_S` (at least `MIN_POINTS` reads
+that advanced it), a pause (an evaluation, a checkpoint) left out. A median of
 per-read ratios would not do: a job logging every 10 steps at 14 steps/s read every second has
 reads of 10 steps and reads of 20, and the median picks one of the two.
 
@@ -172,6 +172,15 @@ class StepParser:
             return True
         return False
 
+    def feed_redraw(self, text: str, t: float) -> bool:
+        """A bar as it is drawn now, its line not ended yet (`OutputTail.redraw`): read as a
+        bar only where it is a whole one (a bar cut by the read has no rate after its count),
+        so the newest step is the one just drawn, not the one before it."""
+        m = _TQDM.search(text) if self.regex is None else None
+        if m:
+            self._bar(text, m)
+        return m is not None
+
     def _bar(self, line: str, m: re.Match) -> None:
         if _EVAL_BAR.search(line):
             return  # Lightning's validation bar: not training steps
@@ -313,10 +322,13 @@ class StepParser:
 
     # -- summary -----------------------------------------------------------------------------
     def rate(self) -> float | None:
-        """Steps a second of a counter without printed times, over the window."""
-        if self._timed:
+        """Steps a second over the window: the counter's steps over the time they took; where
+        the lines print their own times, once the window holds `MIN_POINTS` reads that
+        advanced the counter (before that, and for a log read all at once, the printed times
+        say it: `step_median`)."""
+        r, used = window_rate_used(self.points)
+        if self._timed and used < MIN_POINTS:
             return None
-        r = window_rate(self.points)
         if self.kind == "hf-epoch":  # epochs a second
             return r * self.per_epoch if r is not None and self.per_epoch else None
         return r
@@ -354,11 +366,21 @@ def window_rate(
 ) -> float | None:
     """Counter units a second over `points` ((counter, time, segment), oldest first): the
     newest `window_s` of them (at least `min_points`), split where the segment changes (the
-    counter went back) and at a pause; the least-squares slope of the counter against time
-    within each run, pooled (each run its own intercept). None with too little to go on."""
+    counter went back) and at a pause; the steps of the runs over their time (each run from its
+    first read to its last: a step's jitter adds up to the time it took, and only the two reads
+    at its ends are early or late). None with too little to go on."""
+    return window_rate_used(points, window_s, min_points)[0]
+
+
+def window_rate_used(
+    points,
+    window_s: float = WINDOW_S,
+    min_points: int = MIN_POINTS,
+) -> tuple[float | None, int]:
+    """`window_rate`, and how many points it used (those in runs of two or more)."""
     pts = list(points)
     if len(pts) < 2:
-        return None
+        return None, 0
     newest = pts[-1][1]
     start = 0
     while start < len(pts) - min_points and pts[start][1] < newest - window_s:
@@ -366,7 +388,7 @@ def window_rate(
     pts = pts[start:]
     gaps = [b[1] - a[1] for a, b in zip(pts, pts[1:], strict=False) if a[2] == b[2]]
     if not gaps:
-        return None
+        return None, 0
     typical = median(gaps)
     runs: list[list[tuple[float, float, int]]] = [[pts[0]]]
     for a, b in zip(pts, pts[1:], strict=False):
@@ -375,17 +397,17 @@ def window_rate(
             runs.append([b])
         else:
             runs[-1].append(b)
-    sxx = sxy = 0.0
+    steps = secs = 0.0
+    used = 0
     for run in runs:
         if len(run) < 2:
             continue
-        tm = sum(p[1] for p in run) / len(run)
-        nm = sum(p[0] for p in run) / len(run)
-        sxx += sum((p[1] - tm) ** 2 for p in run)
-        sxy += sum((p[1] - tm) * (p[0] - nm) for p in run)
-    if sxx <= 0 or sxy <= 0:
-        return None
-    return sxy / sxx
+        used += len(run)
+        steps += run[-1][0] - run[0][0]
+        secs += run[-1][1] - run[0][1]
+    if secs <= 0 or steps <= 0:
+        return None, used
+    return steps / secs, used
 
 
 def _time_in(line: str) -> float | None:
