@@ -226,7 +226,8 @@ def test_watch_summary_of_a_simulated_probed_job_text_json_and_sanitized(cli):
     text = cli(*args).stdout
     assert re.search(
         r"step split \(measured in the job, 1 process, \d+ steps\): input 3\.\d ms \(0 %\) \+ "
-        r"sync 3\d\d ms \(3\d %\) \+ comm 8\.\d ms \(1 %\) \+ host 4\d\d ms \(6\d %\) = 80\d ms$",
+        r"sync 3\d\d ms \(3\d %\) \+ comm 8\.\d ms \(1 %\) \+ "
+        r"transfer 0\.\d+ ms \(0 %, sampled\) \+ host 4\d\d ms \(6\d %\) = 80\d ms$",
         text,
         re.M,
     ), text

@@ -14,12 +14,17 @@ Each scenario names the bottleneck class the tool should find in it (`expected`)
   (`profiles.probe_step`; `step_s` for steady profiles), the model's `params` (parameters,
   bf16 weights and gradients, fp32 Adam state), the host-sync `sites` [(file:line, call, share
   of the sync time)], the allocator's `allocated_share` of what it reserved, the share of the
-  cache that is split (`split_share`) and its `retries_per_min`.
+  cache that is split (`split_share`) and its `retries_per_min`; where it names the job's
+  `model` (`layers`, `hidden`, `intermediate`, `vocab`, `gated`, `bias`) and `batch` (`samples`,
+  `seq`, `ids`: token ids, else images), a step is sampled as the probe samples one
+  (`probe_files.sample_record`): the matmuls in `dtype` (the head in `head_dtype`), `autocast`,
+  `tf32`, the `h2d` copies (`bytes`, `count`, `pinned`, `non_blocking`), the `loss` falling from
+  `start` to `floor` over `steps` steps, the misaligned head's `head_site`.
 """
 
 from __future__ import annotations
 
-from .profiles import GPU_MODELS, NOISE_SD, PROFILES
+from .profiles import COMPUTE_GPU, GPU_MODELS, NOISE_SD, PROFILES
 
 __all__ = ["GPU_MODELS", "NOISE_SD", "PROFILES", "SCENARIOS"]
 
@@ -46,6 +51,10 @@ _COTENANT = _job(
     cpu=4,
     owner=dict(docker="bob-notebook", ns_first=7),  # a Jupyter container's kernel
 )
+
+# The models the probed jobs train (`probe["model"]`): ViT-L/16 and a GPT of 1.3B parameters.
+_VIT_L = dict(layers=24, hidden=1024, intermediate=4096, bias=True)
+_GPT_1B = dict(layers=24, hidden=2048, intermediate=8192, vocab=50304, bias=True)
 
 SCENARIOS: dict[str, dict] = {
     "idle": dict(
@@ -338,7 +347,13 @@ SCENARIOS: dict[str, dict] = {
         duration=300,
         timeline=[(0, "input_step")],
         jobs=[_job(cmd=("python", "train_vit.py", "--data", "/data/imagenet", "--workers", "8"))],
-        probe=dict(params=300e6),
+        probe=dict(
+            params=300e6,
+            model=_VIT_L,
+            batch=dict(samples=256, seq=197, ids=False),  # 224 px images: 196 patches + CLS
+            h2d=dict(bytes=256 * 3 * 224 * 224 * 4, count=2, pinned=True, non_blocking=True),
+            loss=(6.9, 1.9, 20000.0),
+        ),
     ),
     "sync-measured": dict(
         description="the sync-step job run with the probe: t_sync measured in every step, with "
@@ -351,6 +366,9 @@ SCENARIOS: dict[str, dict] = {
         jobs=[_job(cmd=("python", "train.py", "--log-every", "1", "--sync-metrics"))],
         probe=dict(
             params=1.3e9,
+            model=_GPT_1B,
+            batch=dict(samples=8, seq=2048),
+            h2d=dict(bytes=2 * 8 * 2048 * 8, count=2, pinned=True, non_blocking=True),
             sites=(
                 ("/home/alice/llm/train.py:88", ".item", 0.62),
                 ("/home/alice/llm/metrics.py:41", ".cpu", 0.3),
@@ -368,7 +386,45 @@ SCENARIOS: dict[str, dict] = {
         timeline=[(0, "capacity")],
         jobs=[_job(cmd=("python", "train.py", "--batch-size", "6"))],
         probe=dict(
-            params=1.3e9, step_s=0.9, allocated_share=0.52, split_share=0.6, retries_per_min=4.0
+            params=1.3e9,
+            step_s=0.9,
+            allocated_share=0.52,
+            split_share=0.6,
+            retries_per_min=4.0,
+            model=_GPT_1B,
+            batch=dict(samples=6, seq=2048),
+            h2d=dict(bytes=2 * 6 * 2048 * 8, count=2, pinned=True, non_blocking=True),
+        ),
+    ),
+    "precision-measured": dict(
+        description="a GPT-2 job run with the probe on H100s, compute-bound on the CUDA cores: "
+        "its sampled step shows fp32 matmuls with TF32 off, the head's vocabulary of 50257 not "
+        "a multiple of 8 in bf16, and the batch copied non_blocking from pageable memory",
+        expected="compute",
+        model="H100",
+        gpus=8,
+        duration=300,
+        timeline=[(0, "compute_fp32")],
+        profiles={
+            "compute_fp32": dict(
+                PROFILES["compute"],
+                # fp32 FMA pipes near their roof, the tensor cores idle (no TF32)
+                busy=dict(COMPUTE_GPU, sm=93, occ=52, tensor=3, fp16=1, fp32=81, dram=31),
+            )
+        },
+        jobs=[_job(cmd=("python", "train_gpt2.py", "--model", "gpt2", "--batch-size", "16"))],
+        probe=dict(
+            params=124e6,
+            step_s=0.45,
+            model=dict(layers=12, hidden=768, intermediate=3072, vocab=50257, bias=True),
+            batch=dict(samples=16, seq=1024),
+            dtype="float32",  # TF32 off: torch's default "highest" float32 matmul precision
+            head_dtype="bfloat16",  # only the head and the loss under autocast
+            autocast={"cuda": "bfloat16"},
+            tf32=False,
+            h2d=dict(bytes=2 * 16 * 1024 * 8, count=2, pinned=False, non_blocking=True),
+            head_site="/home/alice/train_gpt2.py:131",
+            loss=(10.9, 3.3, 3000.0),
         ),
     ),
     "compute-then-input": dict(
