@@ -37,7 +37,7 @@ def test_watch_names_its_log_by_one_pseudonym_from_start_to_summary(tmp_path):
 def test_watch_errors_name_the_output_by_its_pseudonym(tmp_path):
     log = tmp_path / "orionproj" / "missing" / "job.log"  # its folder does not exist
     rc, _, err = cli(["watch", "--sanitize", "--output", str(log), "--", "true"])
-    assert rc == 1 and "cannot write the output file" in err, err
+    assert rc == 2 and "cannot write" in err, err  # a usage error: said before the job starts
     assert "orionproj" not in err and str(tmp_path) not in err and "path-" in err
 
 

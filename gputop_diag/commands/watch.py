@@ -235,7 +235,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     for path, option in ((args.record, "--record"), (args.output, "--output")):
         problem = None if path is None else output_problem(path, option)
         if problem is not None:  # before the job is started, not after
-            return _usage(problem)
+            return _usage(said(args, problem))
     tui = sys.stdout.isatty() and not args.no_tui and not args.json and not args.record
     if tui and feed.simulated and getattr(args, "demo", None):
         from .. import sim
