@@ -51,6 +51,7 @@ from ..model.codec import rounded
 from ..model.exits import EXIT_USAGE
 from ..monitor.core import Monitor
 from ..monitor.run import Done, Run
+from ..planner.configs import ReadConfig
 from ..sources import Sources
 from .common import (
     add_sanitize,
@@ -237,6 +238,14 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         if problem is not None:  # before the job is started, not after
             return _usage(said(args, problem))
     tui = sys.stdout.isatty() and not args.no_tui and not args.json and not args.record
+    plan = None
+    if not tui and getattr(args, "model_config", None):  # the job's model: its plan, its MFU
+        from ..collect.model_config import ModelConfigError, read_config_file
+
+        try:
+            plan = read_config_file(args.model_config).read
+        except ModelConfigError as e:
+            return _usage(said(args, f"--model-config {e}"))
     if tui and feed.simulated and getattr(args, "demo", None):
         from .. import sim
 
@@ -270,7 +279,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         for line in after_lines(watch, out_path(args, watch.tail.path) if watch.tail else None):
             print(f"gputop-diag: {line}", file=sys.stderr)
         return _exit_code(watch, code)
-    return headless(args, feed, watch)
+    return headless(args, feed, watch, plan)
 
 
 class RanksNews:
@@ -347,7 +356,9 @@ def _exit_code(watch: JobWatch, fallback: int = 0) -> int:
     return fallback
 
 
-def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
+def headless(
+    args: argparse.Namespace, feed: Sources, watch: JobWatch, plan: ReadConfig | None = None
+) -> int:
     until_stopped = args.seconds is None  # watching until the job ends or is stopped
     if feed.simulated and not watch.started:
         # simulated time runs instantly and a simulated process never ends: stop somewhere
@@ -357,7 +368,8 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
         if note is not None:
             print(f"gputop-diag: {note}", file=sys.stderr)
         args.seconds = seconds
-    monitor = Monitor(feed, interval=args.interval, job=watch)
+    monitor = Monitor(feed, interval=args.interval, job=watch, plan=plan)
+    model = plan.shape if plan is not None else None
     sanitize = getattr(args, "sanitize", False)
     # under --sanitize one key for what this command prints: the status lines and the summary
     key = session_key() if sanitize else None  # the start line's too
@@ -463,14 +475,24 @@ def headless(args: argparse.Namespace, feed: Sources, watch: JobWatch) -> int:
     if args.json:
         doc = summary_json(job, procs, snaps, diag, ended_by, owners)
         doc["processes_ended_not_listed"] = seen.ended_not_kept
-        doc["measured"] = measured_json(probes, memory)
+        doc["measured"] = measured_json(probes, memory, model)
         doc["ranks"] = ranks_json(ranks)
         if doc["ranks"] is not None and ranks.hang is not None:
             doc["ranks"]["flight_recorder"] = flight_lines(watch, started_at)
         text = json.dumps(rounded(doc), indent=2)
     else:
         text = summary_text(
-            job, procs, snaps, diag, ended_by, seen.ended_not_kept, probes, memory, owners, ranks
+            job,
+            procs,
+            snaps,
+            diag,
+            ended_by,
+            seen.ended_not_kept,
+            probes,
+            memory,
+            owners,
+            ranks,
+            model=model,
         )
         if ranks is not None and ranks.hang is not None:
             text += "\n" + "\n".join(f"  {line}" for line in flight_lines(watch, started_at))

@@ -4,15 +4,18 @@ sync, and each probed process's memory."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from ..model import ProbeState, formats
 from ..model.codec import jsonable
+from ..planner.shape import ModelShape
 from .measured import PART_FIELD, PART_WORDS, MeasuredSplit, ProcessMemory, measured_split
 from .measured_rules import secs
 from .measured_work import MeasuredWork, devices_of, kernel_problems, measured_work
 
+PINNED_DOCS = "https://pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers"
 _MEMORY = (
     ("allocated", "allocated_bytes"),
     ("reserved", "reserved_bytes"),
@@ -34,6 +37,17 @@ def _size(b: int | None) -> str:
 
 def _pct(share: float | None) -> str:
     return formats.pct(None if share is None else 100 * share)
+
+
+def mfu_text(share: float | None) -> str:
+    """An MFU (0..1) as a percentage, whole from 1 % (46 %, 3 %), with two significant digits
+    under it (0.42 %, 0.0042 %): a whole percentage would say 0 % of a job that does work."""
+    if share is None:
+        return "n/a"
+    v = 100 * share
+    if v <= 0 or v >= 1:
+        return f"{v:.0f} %"
+    return f"{v:.{1 - math.floor(math.log10(v))}f} %"
 
 
 def split_text(m: MeasuredSplit, transfer_s: float | None = None) -> str:
@@ -59,13 +73,17 @@ def split_text(m: MeasuredSplit, transfer_s: float | None = None) -> str:
 
 
 def measured_lines(
-    probes: Sequence[ProbeState], memory: Sequence[ProcessMemory], ranks: int = 0
+    probes: Sequence[ProbeState],
+    memory: Sequence[ProcessMemory],
+    ranks: int = 0,
+    model: ModelShape | None = None,
 ) -> list[str]:
     """The summary's lines: the split, the sync sites, each process's memory, the notes.
-    With `ranks` (a distributed job), the split is said to be the ranks' mean."""
+    With `ranks` (a distributed job), the split is said to be the ranks' mean; with `model`
+    (`--model-config`), MFU from its FLOPs a token beside the counted one."""
     m = measured_split(probes)
     devices = devices_of(memory)
-    work = measured_work(probes, devices)
+    work = measured_work(probes, devices, model)
     out = []
     if m is not None:
         n = len(m.pids)
@@ -128,6 +146,24 @@ def _transfer_text(word: str, t: Any) -> str:
     )
 
 
+def _mfu_words(w: MeasuredWork) -> str:
+    """ "MFU 46 % of 67 TFLOP/s"; with the model's config, both and which is which."""
+    peak = f" of {_num(w.peak_tflops)} TFLOP/s"
+    counted = f"MFU {mfu_text(w.mfu)}" if w.mfu is not None else f"MFU n/a ({w.mfu_why})"
+    if w.model_flops is None and w.model_mfu_why is None:
+        return counted + (peak if w.mfu is not None else "")
+    counted += " counted in the sampled step" if w.mfu is not None else ""
+    f = w.model_flops
+    if w.model_mfu is not None and f is not None:
+        planned = (
+            f"{mfu_text(w.model_mfu)} from the model's config ({f.formula}: "
+            f"{_num(f.per_token, 'FLOP')} a token at s {f.seq})"
+        )
+    else:
+        planned = f"n/a from the model's config ({w.model_mfu_why})"
+    return f"{counted}, {planned}" + (peak if w.peak_tflops is not None else "")
+
+
 def work_lines(w: MeasuredWork) -> list[str]:
     """The work, precision, shapes and copies of the sampled step, in words."""
     at = f"sampled step {w.sampled_step}"
@@ -142,11 +178,7 @@ def work_lines(w: MeasuredWork) -> list[str]:
         if w.tokens_per_s is not None
         else "tokens/s n/a (no token ids in the batch)"
     )
-    mfu = (
-        f"MFU {_pct(w.mfu)} of {_num(w.peak_tflops)} TFLOP/s"
-        if w.mfu is not None
-        else f"MFU n/a ({w.mfu_why})"
-    )
+    mfu = _mfu_words(w)
     flops = f"{_num(w.flops_per_step, 'FLOP')} a step"
     if w.achieved_tflops is not None:
         flops += f", {w.achieved_tflops:.3g} TFLOP/s"
@@ -173,6 +205,12 @@ def work_lines(w: MeasuredWork) -> list[str]:
         + "; "
         + _transfer_text("device to host", w.d2h)
     )
+    t = w.h2d
+    if t is not None and t.non_blocking and t.pinned_bytes < t.nbytes:
+        out.append(
+            "  transfers: non_blocking copies from pageable memory are staged and wait for the "
+            f"copy; pin the batch (DataLoader(pin_memory=True)) ({PINNED_DOCS})"
+        )
     return out
 
 
@@ -197,6 +235,12 @@ def work_json(w: MeasuredWork | None) -> dict[str, Any] | None:
         "peak_tflops": w.peak_tflops,
         "mfu": w.mfu,
         "mfu_why": w.mfu_why,
+        # MFU from the model's config (--model-config): its FLOPs a token, tokens/s times them
+        "model_flops_per_token": w.model_flops.per_token if w.model_flops else None,
+        "model_flops_formula": w.model_flops.formula if w.model_flops else None,
+        "model_tflops": w.model_tflops,
+        "model_mfu": w.model_mfu,
+        "model_mfu_why": w.model_mfu_why,
         "loss": w.loss,
         "precision": {
             "compute_dtype": w.compute_dtype,
@@ -217,14 +261,16 @@ def work_json(w: MeasuredWork | None) -> dict[str, Any] | None:
 
 
 def measured_json(
-    probes: Sequence[ProbeState], memory: Sequence[ProcessMemory]
+    probes: Sequence[ProbeState],
+    memory: Sequence[ProcessMemory],
+    model: ModelShape | None = None,
 ) -> dict[str, Any] | None:
     """The measured figures as the watch document's `measured` object; None without a probe."""
     if not probes:
         return None
     m = measured_split(probes)
     devices = devices_of(memory)
-    work = measured_work(probes, devices)
+    work = measured_work(probes, devices, model)
     split = None
     if m is not None:
         transfer = work.transfer_s if work is not None else None

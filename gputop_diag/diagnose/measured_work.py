@@ -8,6 +8,13 @@ A sampled step is slowed by its sampling, so its own time is never used: a rate 
 step's batch (or FLOPs) over the process's mean step time (`ProbeSteps.wall_s`, the other
 steps). The batch, the FLOPs and the copies are assumed alike in every step (a training loop's
 are); each figure says it comes from a sampled step.
+
+MFU is counted two ways. Counted: the FLOPs torch's counter saw in the sampled step over the
+mean step time. From the model's config, where it is known (`--model-config`: `model`): tokens
+a second times the model's FLOPs a token (`planner.flops`: 6N + 12·L·d·s in training, 2N +
+4·L·d·s in inference, the context s the batch's tokens over its samples) — PaLM's MFU
+(https://arxiv.org/abs/2204.02311, appendix B), which leaves out what a job recomputes. Both
+over the GPUs' peak for the dtype most matmul FLOPs ran in.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from dataclasses import dataclass
 from ..driver.kernel_images import KernelImages
 from ..driver.kernel_images import check as kernel_check
 from ..model import ProbeSample, ProbeShape, ProbeState, ProbeTransfer
+from ..planner.flops import ModelFlops, flops_per_token
 from ..planner.precision import BF16, FP8, TF32
+from ..planner.shape import ModelShape
 
 CC = tuple[int, int]
 # Dense tensor-core peak TFLOP/s by GPU model and the dtype a matmul runs in (without
@@ -88,6 +97,12 @@ class MeasuredWork:
     tf32: bool = False
     autocast: bool = False
     fp16_unscaled: bool = False
+    # MFU from the model's config (`--model-config`), beside the counted one: its FLOPs a token
+    # (the first sampled process's context), the TFLOP/s it implies, the MFU or why none
+    model_flops: ModelFlops | None = None
+    model_tflops: float | None = None
+    model_mfu: float | None = None
+    model_mfu_why: str | None = None
 
 
 def devices_of(memory: Sequence) -> dict[int, Device]:
@@ -173,9 +188,12 @@ def _rate(per_step: int | None, wall_s: float | None) -> float | None:
 
 
 def measured_work(
-    probes: Sequence[ProbeState], devices: Mapping[int, Device] | None = None
+    probes: Sequence[ProbeState],
+    devices: Mapping[int, Device] | None = None,
+    model: ModelShape | None = None,
 ) -> MeasuredWork | None:
-    """The work of `probes` that sampled a step and step now; None where none did."""
+    """The work of `probes` that sampled a step and step now; None where none did. `model`: the
+    shape of the model the job runs (`--model-config`), for MFU from its FLOPs a token."""
     devices = devices or {}
     rows = [p for p in probes if p.sample is not None and p.steps is not None]
     if not rows:
@@ -212,6 +230,7 @@ def measured_work(
     if not flops:
         why = "torch counted no FLOPs in the sampled step"
     mfu = achieved / peak if achieved is not None and peak and why is None else None
+    planned = _model_mfu(rows, model, peak if why is None else None) if model else {}
     dtype, share = _compute_dtype(first)
     precision: list[str] = []
     for p in rows:
@@ -252,7 +271,32 @@ def measured_work(
         tf32=_tf32(first),
         autocast=bool(first.autocast),
         fp16_unscaled=any(_fp16_unscaled(p.sample) for p in rows),
+        **planned,
     )
+
+
+def _model_mfu(
+    rows: Sequence[ProbeState], model: ModelShape, peak: float | None
+) -> dict[str, object]:
+    """MFU from the model's FLOPs a token: each process's tokens a second (its sampled batch
+    over its mean step) times the FLOPs a token in its context, summed, over `peak`."""
+    tflops, first = 0.0, None
+    for p in rows:
+        s, wall = p.sample, p.steps.wall_s
+        if not (s.tokens and s.samples and wall):
+            continue
+        flops = flops_per_token(model, s.tokens // s.samples, training=s.backward)
+        first = first or flops
+        tflops += s.tokens / wall * flops.per_token / 1e12
+    if first is None:
+        why = "no token ids in the sampled batch: tokens a second unknown"
+        return {"model_mfu_why": why}
+    out: dict[str, object] = {"model_flops": first, "model_tflops": tflops}
+    if peak:
+        out["model_mfu"] = tflops / peak
+    else:
+        out["model_mfu_why"] = "no peak known for the GPU in its dtype"
+    return out
 
 
 def _fp16_unscaled(s: ProbeSample) -> bool:

@@ -13,6 +13,7 @@ from ..job.output import LABELS
 from ..job.state import state_words
 from ..model import JobProcess, JobState, Owner, ProbeState, Snapshot
 from ..model.codec import jsonable
+from ..planner.shape import ModelShape
 from .measured import process_memory
 from .measured_render import measured_lines
 from .ranks import RanksView, judge_ranks
@@ -167,6 +168,7 @@ def summary_text(
     memory: Sequence = (),
     owners: Sequence[Owner] = (),
     ranks: RanksView | None = None,
+    model: ModelShape | None = None,
 ) -> str:
     lines = [f"watch: {job.label}", f"  state: {state_words(job)}"]
     owned = _owner_words(owners)
@@ -214,7 +216,7 @@ def summary_text(
         step = f"step {s.step}" if s.step is not None else "no step count"
         lines.append(f"steps ({s.source}): {step}; no step time yet")
     split = estimate(s, snaps, gpus_used_in(snaps), diagnosis.primary)
-    measured = measured_lines(probes, memory, ranks=len(ranks.rows) if ranks else 0)
+    measured = measured_lines(probes, memory, ranks=len(ranks.rows) if ranks else 0, model=model)
     lines.extend(measured)
     if ranks is not None:
         lines.extend(ranks_lines(ranks))
