@@ -74,3 +74,24 @@ def test_a_config_that_cannot_be_read_is_a_usage_error(capsys, tmp_path):
 def test_a_small_mfu_keeps_its_digits(share, text):
     assert mfu_text(share) == text
     assert mfu_text(None) == "n/a" and mfu_text(0.0) == "0 %"
+
+
+def test_the_job_pane_says_mfu_from_the_model_s_config_where_the_view_was_given_one():
+    from gputop_diag import sim
+    from gputop_diag.collect.job import JobWatch
+    from gputop_diag.diagnose.job_view import job_view
+    from gputop_diag.monitor.core import Monitor
+    from gputop_diag.planner.configs import shape_from_config
+
+    s = sim.build("precision-measured", gpu_count=1)
+    shape = shape_from_config(json.loads(Path(GPT2).read_text())).shape
+    m = Monitor(s, job=JobWatch.for_pid(s, 41200))
+    window = []
+    m.run_for(3, lambda t: window.append(t.snapshot))
+    job = window[-1].job
+    (given,) = [
+        x for x in job_view(job, window, None, model=shape).measured.work_lines if "MFU" in x
+    ]
+    assert "counted in the sampled step" in given and "855 MFLOP a token at s 1024" in given
+    (plain,) = [x for x in job_view(job, window, None).measured.work_lines if "MFU" in x]
+    assert "from the model's config" not in plain

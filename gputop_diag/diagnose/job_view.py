@@ -19,6 +19,7 @@ from typing import NamedTuple
 from ..job.figures import JobGpuMemory, Throughput, gpu_memory, throughput, used_gpus
 from ..job.output import LABELS, classify_line
 from ..model import JobState, OutputEvent, ProbeState, Snapshot, StepStats, SyncSite
+from ..planner.shape import ModelShape
 from .measured import (
     PART_WORDS,
     MeasuredSplit,
@@ -162,6 +163,7 @@ def job_view(
     primary: str | None,
     shown: Snapshot | None = None,
     output_lines: int = 12,
+    model: ModelShape | None = None,
 ) -> JobView:
     """The Job pane's figures for `job` over `window` (`primary`: the diagnosis's class, which
     the estimated split attributes the wait to; `shown`: the tick whose probes give the measured
@@ -181,7 +183,7 @@ def job_view(
         measured_last_step=max(s.last_step for s in probed) if probed else None,
         measured_stalled_s=_stalled(probed, shown),
         estimate=split,
-        measured=_measured(probes, shown, split) if probes else None,
+        measured=_measured(probes, shown, split, model) if probes else None,
         used_gpus=gpus,
         gpu_memory=gpu_memory(window),
         held=_held(window[-1]) if window else (),
@@ -226,7 +228,10 @@ def _stalled(probed: list, shown: Snapshot | None) -> float | None:
 
 
 def _measured(
-    probes: tuple[ProbeState, ...], snap: Snapshot, outside: StepSplit | None
+    probes: tuple[ProbeState, ...],
+    snap: Snapshot,
+    outside: StepSplit | None,
+    model: ModelShape | None = None,
 ) -> MeasuredView:
     """The step split measured inside the job, its sync sites and each process's memory."""
     recent = [p for p in probes if is_recent(p, snap.timestamp)]
@@ -236,7 +241,7 @@ def _measured(
         stale_s = snap.timestamp - max(p.steps.last_at for p in probes if p.steps is not None)
     every = process_memory(snap, {p.pid for p in probes})
     devices = devices_of(every)
-    work = measured_work(recent or probes, devices)
+    work = measured_work(recent or probes, devices, model)  # model: --model-config's
     rows = tuple(r for r in every if r.reserved_bytes is not None or r.params_bytes is not None)
     worst = max(rows, key=lambda r: r.cached_bytes or 0) if rows else None
     return MeasuredView(

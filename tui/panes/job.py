@@ -37,6 +37,7 @@ from gputop_diag.job.figures import JobGpuMemory
 from gputop_diag.job.state import state_words
 from gputop_diag.model import JobState, Snapshot, formats
 from gputop_diag.monitor.view import Update
+from gputop_diag.planner.shape import ModelShape
 from gputop_diag.tui.panes.base import Pane, View
 from gputop_diag.widgets import DiffText
 from gputop_diag.widgets.glyphs import history, stacked_bar
@@ -77,6 +78,7 @@ def render(
     width: int,
     label: str | None = None,
     shown: Snapshot | None = None,
+    model: ModelShape | None = None,
 ) -> Text:
     """The pane's text for the watched job and the recorded window (`label`: what is watched,
     while no sample of it has arrived; `shown`: the tick as the screen shows it, sanitized
@@ -88,7 +90,7 @@ def render(
         t.append("waiting for the first sample of the job…")
         return t
     n = SHORT_OUTPUT_LINES if view.short else OUTPUT_LINES
-    v = job_view(job, window, primary, shown, output_lines=n)
+    v = job_view(job, window, primary, shown, output_lines=n, model=model)
     _head(t, job, view, width)
     _steps(t, v, view, width)
     if v.ranks is not None:
@@ -458,7 +460,9 @@ class JobPane(Pane):
     def show(self, u: Update, view: View) -> None:
         primary = u.diagnosis.primary if u.diagnosis is not None else None
         width = max(40, (self.size.width or 80) - 2)
+        config = getattr(self.app, "model_config", None)  # --model-config: MFU from its FLOPs
+        model = config.read.shape if config is not None else None
         text = render(
-            u.snapshot.job, list(u.job_window), primary, view, width, view.job, u.snapshot
+            u.snapshot.job, list(u.job_window), primary, view, width, view.job, u.snapshot, model
         )
         self.query_one("#job-text", DiffText).update(text)
