@@ -301,20 +301,20 @@ def test_a_started_command_is_timed_on_the_wall_clock_under_the_simulator(tmp_pa
     log = tmp_path / "job.log"
     code = (
         "import time\n"
-        "for i in range(1, 41):\n"
-        "    time.sleep(0.02)\n"
-        "    print(f'step {i} loss 1.0', flush=True) if i % 5 == 0 else None\n"
+        "for i in range(1, 21):\n"
+        "    time.sleep(0.01)\n"
+        "    print(f'step {i} loss 1.0', flush=True) if i % 2 == 0 else None\n"
     )
     w = JobWatch.for_command(s, [sys.executable, "-c", code], log_path=str(log))
     assert w.wall_clock_lines
     st = None
-    while w.popen.poll() is None or st is None or st.steps is None or st.steps.step != 40:
+    while w.popen.poll() is None or st is None or st.steps is None or st.steps.step != 20:
         st = w.sample(SimpleNamespace(timestamp=s.clock.now()))
         s.clock.sleep(1.0)  # a second of the simulated clock, no time at all of the wall's
-        time.sleep(0.03)
-    assert st.steps.step == 40
+        time.sleep(0.02)
+    assert st.steps.step == 20
     rate = steps_per_s(st.steps)
-    assert rate is not None and rate > 5  # 50 steps/s less its start; one a second if simulated
+    assert rate is not None and rate > 5  # 100 steps/s less its start; one a second if simulated
 
 
 def test_written_at_bounds_the_stamp(tmp_path):
