@@ -128,3 +128,27 @@ def test_every_probed_scenario_samples_a_step():
         spec = SCENARIOS[name]["probe"]
         rec = P.sample_record(spec, 3, 0.0, 1.0, GPU_MODELS["H100"])
         assert sample_of(rec, 0.0) is not None and rec["flops"] > 0, name
+
+
+def test_the_report_s_driver_chain_lists_a_missing_kernel_image():
+    from gputop_diag.report.sections import driver_chain
+    from gputop_diag.sanitize.sanitizer import Sanitizer
+
+    bad = sim.build("sync-measured", gpu_count=2, faults="torch-arch:7.0;8.0")
+    t = Monitor(bad).run_for(2)
+    doc = driver_chain(t.snapshot, t.diagnosis, Sanitizer())
+    assert doc["status"] == "broken"
+    assert doc["layers"][-1] == {
+        "layer": "kernel images",
+        "version": "sm_70 sm_80",
+        "read_from": "the probe's torch._C._cuda_getArchFlags() against NVML's compute capability",
+    }
+    (problem,) = doc["problems"]
+    assert problem["code"] == "no_kernel_image" and problem["processes"] == 2
+    assert "GPUs 0-1 (compute capability 9.0, sm_90)" in problem["text"]
+    assert "no kernel image is available" in problem["error_text"]
+    assert doc["verdict"].startswith("broken: ") and "TORCH_CUDA_ARCH_LIST" in doc["next_step"]
+    good = Monitor(sim.build("sync-measured", gpu_count=2)).run_for(2)
+    whole = driver_chain(good.snapshot, good.diagnosis, Sanitizer())
+    assert whole["status"] == "ok" and whole["layers"][-1]["layer"] == "kernel images"
+    assert not whole["problems"]

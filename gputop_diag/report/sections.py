@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..collect.mapping import QUERY_COMMAND, ProcessMapping, collect_mapping
+from ..diagnose.measured import process_memory
 from ..diagnose.types import Diagnosis
 from ..driver.compat import (
     FabricFacts,
@@ -21,6 +22,7 @@ from ..driver.compat import (
     status_of,
     version_tuple,
 )
+from ..driver.kernels import BuildArchs, BuildOnGpus, GpuCapability, judge_builds, kernel_problems
 from ..model import MIB, Snapshot, formats
 from ..model.stats import median, percentile, slope_per_s
 from ..sanitize.sanitizer import Sanitizer
@@ -318,7 +320,17 @@ def driver_chain(
             "read_from": f"/proc/<pid>/maps of {chain.scanned if chain else 0} processes",
         },
     ]
-    problems = judge_chain(facts, fabric)
+    builds = probed_builds(last)
+    if builds:  # the chain's last layer, from the probes' arch lists (the diagnosis's too)
+        layers.append(
+            {
+                "layer": "kernel images",
+                "version": "; ".join(" ".join(b.build.arch_list) for b in builds),
+                "read_from": "the probe's torch._C._cuda_getArchFlags() against NVML's "
+                "compute capability",
+            }
+        )
+    problems = (*judge_chain(facts, fabric), *kernel_problems(builds))
     status = status_of(problems)
     out = [
         {
@@ -355,6 +367,29 @@ def driver_chain(
         "problems": out,
         "findings": [p["text"] for p in out],
     }
+
+
+def probed_builds(last: Snapshot) -> tuple[BuildOnGpus, ...]:
+    """Each torch build the probed processes run (`arch_list` of their hello) against the GPUs
+    they are on (`kernels.judge_builds`): where one lacks a kernel image, the report's chain
+    says so as `gputop-diag driver` does from the library's .nv_fatbin."""
+    rows = {r.pid: r for r in process_memory(last, {p.pid for p in last.probes})}
+    by_build: dict[tuple, list[int]] = {}
+    for p in last.probes:
+        if p.arch_list and p.pid in rows and rows[p.pid].compute_capability is not None:
+            by_build.setdefault((p.arch_list, p.torch_cuda), []).append(p.pid)
+    out: list[BuildOnGpus] = []
+    for (archs, cuda), pids in by_build.items():
+        gpus = {
+            g: GpuCapability(g, rows[pid].gpu_name, rows[pid].compute_capability)
+            for pid in pids
+            for g in rows[pid].gpus
+        }
+        who = f"pid {', '.join(map(str, pids[:4]))}" + (" ..." if len(pids) > 4 else "")
+        source = "the probe's torch._C._cuda_getArchFlags()"
+        build = BuildArchs(who, archs, source, tuple(pids), cuda=cuda)
+        out += judge_builds([build], [gpus[g] for g in sorted(gpus)])
+    return tuple(out)
 
 
 def _driver_from_nvml(last: Snapshot, diag: Diagnosis, s: Sanitizer) -> dict[str, Any]:
