@@ -16,7 +16,7 @@ import types
 
 import pytest
 from rich.console import Console
-from test_tui_support import LAUNCH, FedApp, PtyChild, screen_text, settled
+from test_tui_support import LAUNCH, FedApp, PtyChild, screen_lines, screen_text, settled
 
 from gputop_diag.tui import terminal
 from gputop_diag.tui.terminal import locale_charset_utf8, unicode_shown
@@ -135,6 +135,8 @@ async def test_ascii_only_and_no_colour_on_every_screen_as_it_changes(monkeypatc
 
         app.feed(37)  # Xid 13 on GPU 5 at 36 s
         await pilot.pause()
+        strip = screen_lines(app)[-6:-1]  # the panel's strip: its long lines are cut
+        assert any(line.rstrip().endswith("~") for line in strip), strip  # "~", not "."
         for keys in WALK:
             await pilot.press(*keys)
             app.feed(1)

@@ -24,7 +24,7 @@ Cell = tuple[str, Style | None]
 class DiffText(Widget):
     """Multi-line text; `update` repaints only what changed. `wrap=False` clips each line
     with an ellipsis instead of wrapping it. Inside a node with the `-ascii` class
-    (`ASCII_CLASS`) it draws ASCII only."""
+    (`ASCII_CLASS`) it draws ASCII only, the ellipsis as `~`."""
 
     DEFAULT_CSS = """
     DiffText {
@@ -91,7 +91,9 @@ class DiffText(Widget):
                     if not ch.isprintable():
                         ch = "?"
                     elif ascii_only and not ch.isascii():
-                        ch = to_ascii(ch)[:1]  # the clipping ellipsis: "."
+                        # the clipping ellipsis: "~", as a cut command line and bus id show it
+                        # (a "." would read as the end of a sentence)
+                        ch = "~" if ch == "…" else to_ascii(ch)[:1]
                     cells.append((ch, seg.style))
             out.append(cells)
         if out and not out[-1] and len(out) > 1:
