@@ -6,6 +6,8 @@ times it on real processes)."""
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 
 import pytest
 
@@ -93,3 +95,54 @@ def test_the_monitors_ticks_between_the_slow_sources_follow_the_gpu_processes(ch
     quiet = _ticks(*_machine(0, children_files), 8, monitor=True)
     busy = _ticks(*_machine(OTHERS, children_files), 8, monitor=True)
     assert [len(t) for t in busy] == [len(t) for t in quiet]
+
+
+def _held_squeue(scenario: str):
+    """`scenario` on a wall clock whose `squeue` waits until `gate` is set (a Slurm controller
+    that does not answer holds it up to its timeout)."""
+    src = sim.build(scenario, realtime=True)
+    gate = threading.Event()
+    inner = src.run_command
+
+    def run_command(argv, timeout):
+        if argv[0] == "squeue":
+            gate.wait(10.0)
+        return inner(argv, timeout)
+
+    return dataclasses.replace(src, run_command=run_command), gate
+
+
+def test_a_live_views_ticks_wait_for_no_slow_command():
+    """A live view asks the slow sources in a thread: its first tick is drawn while `squeue`
+    still waits, and the answers ride on the first tick after the read ended."""
+    sources, gate = _held_squeue("scheduler-wait")
+    monitor = Monitor(sources, live=True)
+    try:
+        t0 = time.monotonic()
+        first, second = monitor.tick(), monitor.tick()
+        assert time.monotonic() - t0 < 5.0  # squeue holds for 10 s
+        assert first.snapshot.gpus and first.snapshot.slow_sources_at is None
+        assert second.snapshot.scheduler_jobs is None
+        gate.set()
+        assert monitor._slow_read.join(10.0)
+        third = monitor.tick()
+        assert third.snapshot.slow_sources_at == first.snapshot.timestamp
+        assert [j.job_id for j in third.snapshot.scheduler_jobs]  # the scenario's pending job
+        assert third.snapshot.driver_chain is not None
+    finally:
+        gate.set()
+        monitor.close()
+
+
+def test_a_headless_monitors_first_tick_holds_the_slow_sources():
+    """`diagnose`, `watch` and `record` on a wall clock read the slow sources in the tick:
+    their first snapshot carries Slurm's answer."""
+    sources, gate = _held_squeue("scheduler-wait")
+    gate.set()
+    monitor = Monitor(sources)
+    try:
+        first = monitor.tick()
+        assert first.snapshot.slow_sources_at == first.snapshot.timestamp
+        assert [j.job_id for j in first.snapshot.scheduler_jobs]
+    finally:
+        monitor.close()

@@ -61,6 +61,7 @@ from .health import HealthWatch
 from .run import Done, Ending, Run, StopSignals
 from .sampler import Sampler
 from .series import Series, SeriesCutter
+from .slow import SlowRead
 from .xid_live import HISTORY_SINCE_S, kernel_xid_events, live_triage, unreadable_error
 
 if TYPE_CHECKING:
@@ -106,7 +107,10 @@ class Monitor:
     for no slow command (the health checks' first PCI scan comes in a tick later); without it
     the first tick's health report is whole. `plan`: the model the job trains or serves
     (`--model-config`), whose memory plan a capacity verdict's checks give (`with_plan`), as
-    `diagnose --model-config` does.
+    `diagnose --model-config` does. A live view on a wall clock asks the slow sources in a
+    thread of their own (`monitor/slow.py`): `squeue` against a controller that does not answer
+    holds its 5 s timeout, and no tick, the first included, waits for it; each tick attaches
+    the latest answers, and the kernel log's new Xid lines join the first tick after their read.
     """
 
     def __init__(
@@ -144,6 +148,11 @@ class Monitor:
         self._ooms: tuple[OomKill, ...] | None = None
         self._slow_errors: dict[str, CollectorError] = {}
         self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
+        # a live view on a wall clock: the slow sources in their own thread (class docstring)
+        realtime = getattr(getattr(sources, "clock", None), "realtime", False)
+        self._slow_read = SlowRead() if self.slow_sources and live and realtime else None
+        self._slow_fresh = False  # this tick brings the slow sources' new answers
+        self._klog_found: tuple = ()  # the kernel log's health findings, last computed
         # node and job health, every HEALTH_EVERY_S (its static parts every 5 min)
         self._health = HealthWatch(self.sources, wait_first=not live) if self.slow_sources else None
         self._klog_seen: deque[tuple] = deque(maxlen=4 * MAX_XID_EVENTS)
@@ -197,7 +206,7 @@ class Monitor:
                 read = lambda: self._health.poll(snap, watched)  # noqa: E731
                 report = self.sampler.calling(read)
                 if self._klog is not None:  # the kernel log's findings (xid/health.py) beside
-                    report = with_findings(report, self._klog.health_findings(snap.timestamp))
+                    report = with_findings(report, self._klog_findings(snap.timestamp))
                 snap = dataclasses.replace(snap, health=report)
             return self._add(self._with_probes(snap), series)
 
@@ -253,18 +262,16 @@ class Monitor:
             self._lock.release()
 
     def _attach(self, snap: Snapshot) -> Snapshot:
+        self._slow_fresh = False
         if not self.slow_sources:
             return snap
+        if self._slow_read is not None:
+            return self._attach_read(snap)
         at = self._slow_at
         if at is None or not 0 <= snap.timestamp - at < SLOW_SOURCES_EVERY_S:
             self._slow_at = snap.timestamp
-            if self.job is not None and self.job.slurm_id is not None:
-                query = self.job.scheduler_evidence  # the watched job, whoever's it is
-            else:
-                query = lambda: collect_scheduler_evidence(self.sources)  # noqa: E731
-            self._jobs = self._ask("slurm", query, self._jobs)
-            self._chain = self._driver_chain()
-            kernel_xids = self._kernel_log(snap)
+            self._slow_fresh = True
+            kernel_xids = self._read_slow(snap, self._run_xids())
             if kernel_xids:
                 snap = dataclasses.replace(snap, xid_events=snap.xid_events + kernel_xids)
         return dataclasses.replace(
@@ -275,6 +282,57 @@ class Monitor:
             slow_sources_at=self._slow_at,
             errors=snap.errors + tuple(self._slow_errors.values()),
         )
+
+    def _read_slow(self, snap: Snapshot, run_xids: tuple[XidEvent, ...]) -> tuple[XidEvent, ...]:
+        """Ask Slurm, read the driver chain and the kernel log: their answers replace the last
+        ones; the kernel log's Xid lines that are new are returned."""
+        if self.job is not None and self.job.slurm_id is not None:
+            query = self.job.scheduler_evidence  # the watched job, whoever's it is
+        else:
+            query = lambda: collect_scheduler_evidence(self.sources)  # noqa: E731
+        self._jobs = self._ask("slurm", query, self._jobs)
+        self._chain = self._driver_chain()
+        return self._kernel_log(snap, run_xids)
+
+    def _attach_read(self, snap: Snapshot) -> Snapshot:
+        """The live view's ticks: start a read of the slow sources in its thread when one is
+        due and none runs; attach the answers of the last read that ended."""
+        read = self._slow_read
+        at = self._slow_at
+        due = at is None or not 0 <= snap.timestamp - at < SLOW_SOURCES_EVERY_S
+        if due and not read.running:
+            self._slow_at = snap.timestamp
+            run_xids = self._run_xids()  # taken here: the ticks append to them
+            read.start(lambda: self._published(snap, self._read_slow(snap, run_xids)))
+        answers = read.take()
+        if answers is None:  # no read has ended yet
+            return snap
+        kernel_xids, self._slow_fresh, fields = answers
+        if kernel_xids:
+            snap = dataclasses.replace(snap, xid_events=snap.xid_events + kernel_xids)
+        fields["errors"] = snap.errors + fields["errors"]
+        return dataclasses.replace(snap, **fields)
+
+    def _published(self, snap: Snapshot, kernel_xids: tuple[XidEvent, ...]) -> tuple:
+        """What a read in the thread hands the ticks: the new Xid events, and the fields every
+        later snapshot carries until the next read ends."""
+        fields = {
+            "scheduler_jobs": self._jobs,
+            "kernel_ooms": self._ooms,
+            "driver_chain": self._chain,
+            "slow_sources_at": snap.timestamp,
+            "errors": tuple(self._slow_errors.values()),
+        }
+        return kernel_xids, fields
+
+    def _klog_findings(self, now: float) -> tuple:
+        """The kernel log's health findings; while a read of it runs in its thread, the last
+        ones computed (the log's messages are that read's to change)."""
+        read = self._slow_read
+        if read is not None and read.running:
+            return self._klog_found
+        self._klog_found = self._klog.health_findings(now)
+        return self._klog_found
 
     def _driver_chain(self) -> DriverChain | None:
         """The kernel module, the NVML library on disk and the CUDA runtimes every readable
@@ -292,12 +350,13 @@ class Monitor:
         self._slow_errors.pop("driver-chain", None)
         return chain
 
-    def _kernel_log(self, snap: Snapshot) -> tuple[XidEvent, ...]:
+    def _kernel_log(self, snap: Snapshot, run_xids: tuple[XidEvent, ...]) -> tuple[XidEvent, ...]:
         """Read the last window of the kernel log once: its OOM kills become `self._ooms`, its
-        Xid lines that are new (and not already NVML's) are returned for this snapshot."""
+        Xid lines that are new (not NVML's, nor this run's `run_xids`) are returned for this
+        snapshot."""
         try:
             parsed = self._klog.poll(snap.timestamp - WINDOW_S)
-            new = kernel_xid_events(parsed.events, snap, self._run_xids(), self._klog_seen)
+            new = kernel_xid_events(parsed.events, snap, run_xids, self._klog_seen)
         except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
             self._slow_errors["kernel-log"] = CollectorError(
                 source="kernel-log",
@@ -345,7 +404,9 @@ class Monitor:
                     self._xids, key=lambda tx: (tx[0], tx[1].timestamp), reverse=True
                 )
             )
-        if snap.xid_events or snap.slow_sources_at == snap.timestamp or self.xid_triage is None:
+        fresh = self._slow_fresh or snap.slow_sources_at == snap.timestamp
+        self._slow_fresh = False
+        if snap.xid_events or fresh or self.xid_triage is None:
             self.xid_triage = live_triage(
                 self._history_scan, self._run_xids(), self.history.snapshots(), snap
             )
