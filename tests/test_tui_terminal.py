@@ -201,7 +201,8 @@ def test_the_program_writes_ascii_only_under_lang_c():
 
 
 def test_the_program_writes_no_colour_under_no_color():
-    written = run_on_a_terminal({"NO_COLOR": "1", "LANG": "C.UTF-8", "LC_ALL": None})
+    env = {"NO_COLOR": "1", "LANG": "C.UTF-8", "LC_ALL": None, "LC_CTYPE": None}
+    written = run_on_a_terminal(env)
     text = written.decode("utf-8", "replace")
     assert "GPU0" in text and "▶" in text  # Unicode, as the locale says
     assert not colour_codes(text), sorted(colour_codes(text))[:5]
