@@ -68,6 +68,9 @@ class NodeVerdict:
     # its GPU activity at each snapshot's time (`_activity`): what the job's dips compare,
     # kept once the snapshots are dropped
     activity: tuple[tuple[float, float | None], ...] = ()
+    # "raw": judged from its raw series; "aggregate": from the server's aggregates over the
+    # window, where they decide the verdict (`fleet/triage.py`)
+    read: str = "raw"
 
 
 @dataclass(frozen=True)
@@ -370,6 +373,7 @@ def to_fleet_json(
                 "series_missing": list(v.missing_series),
                 "sources": list(nd.sources),
                 "samples": v.samples,
+                "read": v.read,
                 "busy_pct": _round(v.busy_pct),
                 "stale_s": _round(v.stale_s),
                 "diagnosis": to_json(d),
@@ -398,8 +402,16 @@ def to_fleet_json(
             for j in fv.jobs
         ],
         "summary": dict(Counter(v.diagnosis.primary for v in fv.nodes)),
+        "reads": _reads(fv),
         "warnings": list(data.warnings),
     }
+
+
+def _reads(fv: FleetVerdict) -> dict:
+    """How many nodes were judged from the server's aggregates and how many from their raw
+    series, and why those were read raw (`fleet/triage.py`)."""
+    n = Counter(v.read for v in fv.nodes)
+    return {"aggregate": n["aggregate"], "raw": n["raw"], "raw_because": fv.data.raw_because}
 
 
 def _finding_json(f: JobFinding) -> dict:

@@ -83,6 +83,9 @@ class FleetData:
     warnings: list[str] = field(default_factory=list)
     # job (the --group-by label) -> its ranks at the window's end (`gputop_diag_rank_*`)
     ranks: dict[str, list[RankFigures]] = field(default_factory=dict)
+    # the triage's reasons to read nodes' raw series, and how many nodes each sent
+    # (`fleet/triage.py`); empty where every node was read raw without a triage
+    raw_because: dict[str, int] = field(default_factory=dict)
 
 
 def read_fleet(

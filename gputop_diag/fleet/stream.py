@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..prometheus.client import Prometheus
 from ..prometheus.dcgm_fields import JOB_LABEL
@@ -53,6 +53,7 @@ from .read import (
     presence_spans,
     time_warnings,
 )
+from .triage import Triage, run_triage
 
 # Ours: 64 nodes of 8 GPUs a batch: each range query answers 512 GPUs' series (about 0.4 MB of
 # JSON at 25 steps), small enough that two batches in flight stay near 100 MB, large enough
@@ -76,6 +77,18 @@ class FleetPlan:
     queries: int = 0
     warnings: list[str] = field(default_factory=list)
     recorded: bool = False  # the nodes named by the recording rule (`query.NODES_RULE`)
+    members: dict[str, set[str]] = field(default_factory=dict)  # node key -> its instances
+    batch_nodes: int = BATCH_NODES
+    raw_because: dict[str, int] = field(default_factory=dict)  # why nodes were read raw
+
+    def batch(self, nodes) -> None:
+        """Read only these nodes raw, `batch_nodes` at a time in natural order."""
+        order = sorted(nodes, key=natural_key)
+        size = max(1, self.batch_nodes)
+        self.batches = [
+            sorted({i for key in order[k : k + size] for i in self.members[key]})
+            for k in range(0, len(order), size)
+        ]
 
 
 def plan_fleet(
@@ -99,18 +112,15 @@ def plan_fleet(
     by_node: dict[str, set[str]] = defaultdict(set)
     for (_, inst), key in keys.items():
         by_node[key].add(inst)
-    order = sorted(by_node, key=natural_key)
-    batches = [
-        sorted({i for key in order[k : k + batch_nodes] for i in by_node[key]})
-        for k in range(0, len(order), max(1, batch_nodes))
-    ]
     tick_s = 1.0 if step <= REALTIME_MAX_STEP_S else step
     detect = 0 if step_s else len(step_spans(window_s)) * len(PRESENCE)
     asked = 1 if match.strip() else (1 if recorded else 2)
-    return FleetPlan(
-        grid, step, tick_s, keys, batches, len(order), asked + detect,
-        time_warnings(step, tick_s, grid), recorded,
+    plan = FleetPlan(
+        grid, step, tick_s, keys, [], len(by_node), asked + detect,
+        time_warnings(step, tick_s, grid), recorded, dict(by_node), batch_nodes,
     )  # fmt: skip
+    plan.batch(by_node)
+    return plan
 
 
 def read_batches(
@@ -153,6 +163,7 @@ def stream_fleet(
     group_by: str = JOB_LABEL,
     batch_nodes: int = BATCH_NODES,
     on_batch: Progress | None = None,
+    triage: bool = True,
 ) -> FleetVerdict:
     """The fleet judged as `judge_fleet(read_fleet(...))` judges it, a batch of nodes at a
     time; `on_batch(the nodes judged so far, how many, the nodes in all)` after each batch
@@ -166,17 +177,30 @@ def stream_fleet(
     ranks = fetch_ranks(prom, match, grid.end)
     plan.queries += 1
     verdicts: list[NodeVerdict] = []
+
+    def shown() -> None:
+        if on_batch is not None and len(verdicts) < plan.nodes:
+            seen = sorted(verdicts, key=lambda v: natural_key(v.node.key))
+            on_batch(FleetVerdict(_fleet_data(plan, seen), seen), len(seen), plan.nodes)
+
     # Many small objects and no cycles among them: the cyclic collector would walk the
     # growing heap again and again for nothing (each batch's objects are freed by count).
     collecting = gc.isenabled()
     gc.disable()
     try:
+        if triage:
+            sorted_out = run_triage(prom, grid, match, plan.keys)
+            plan.queries += sorted_out.queries
+            plan.raw_because = dict(sorted_out.reasons())
+            plan.batch(sorted_out.raw)
+            for data in _clear_batches(sorted_out, plan, node_exporter, group_by):
+                verdicts += [replace(v, read="aggregate") for v in judge_nodes(data, drop=True)]
+                del data
+                shown()
         for data in read_batches(prom, plan, node_exporter, match=match, group_by=group_by):
             verdicts += judge_nodes(data, drop=True)
             del data
-            if on_batch is not None and len(verdicts) < plan.nodes:
-                shown = sorted(verdicts, key=lambda v: natural_key(v.node.key))
-                on_batch(FleetVerdict(_fleet_data(plan, shown), shown), len(shown), plan.nodes)
+            shown()
     finally:
         if collecting:
             gc.enable()
@@ -195,6 +219,17 @@ def stream_fleet(
     return out
 
 
+def _clear_batches(
+    sorted_out: Triage, plan: FleetPlan, node_exporter: dict[str, list[Column]], group_by: str
+) -> Iterator[FleetData]:
+    """The clear nodes' constant columns assembled as a raw batch's are, a batch at a time."""
+    order = sorted(sorted_out.clear, key=natural_key)
+    size = max(1, plan.batch_nodes)
+    for k in range(0, len(order), size):
+        columns = [c for key in order[k : k + size] for c in sorted_out.clear.pop(key)]
+        yield assemble_columns(columns, node_exporter, plan.grid, group_by, keys=plan.keys)
+
+
 def _fleet_data(plan: FleetPlan, verdicts: list[NodeVerdict]) -> FleetData:
     grid = plan.grid
     return FleetData(
@@ -205,4 +240,5 @@ def _fleet_data(plan: FleetPlan, verdicts: list[NodeVerdict]) -> FleetData:
         {v.node.key: v.node for v in verdicts},
         queries=plan.queries,
         warnings=list(plan.warnings),
+        raw_because=dict(plan.raw_because),
     )
