@@ -43,6 +43,7 @@ E2E = [
     # real services
     "test_fleet_prometheus.py",  # a real Prometheus (and node-exporter) scraping the exporter
     "test_fleet_tls.py",  # Prometheus behind TLS, openssl
+    "test_fleet_triage.py",  # a real Prometheus over a TSDB imported with promtool (~1 s)
     "test_fleet_ranks.py::test_fleet_names_the_straggler_rank_and_its_node_across_two_exporters",  # noqa: E501
     "test_fleet_ranks.py::test_promtool_accepts_the_rank_series",
     "test_fleet_rules.py::test_the_shipped_rules_pass_promtool_check_and_test",
