@@ -189,7 +189,7 @@ def stream_fleet(
     gc.disable()
     try:
         if triage:
-            sorted_out = run_triage(prom, grid, match, plan.keys)
+            sorted_out = run_triage(prom, grid, match, plan.keys, plan.members)
             plan.queries += sorted_out.queries
             plan.raw_because = dict(sorted_out.reasons())
             plan.batch(sorted_out.raw)

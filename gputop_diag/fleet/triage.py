@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..diagnose import thresholds as T
 from ..prometheus.client import Prometheus, PrometheusError
 from ..prometheus.dcgm_fields import HOST_LABELS, MIG_ID_LABEL, XID_FIELD
-from .query import OWN, QUERY_THREADS, Column, Grid, host_of
+from .query import OWN, QUERY_THREADS, Column, Grid, host_of, literal_regex
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 SM = "DCGM_FI_PROF_SM_ACTIVE"  # a ratio, 0-1
@@ -87,15 +88,28 @@ def _sel(name: str, match: str, *extra: str) -> str:
     return "{" + _inner(match, f'__name__="{name}"', *extra) + "}"
 
 
-def _names(names: tuple[str, ...], match: str) -> str:
-    return "{" + _inner(match, f'__name__=~"{"|".join(names)}"') + "}"
+def idle_queries(grid: Grid, match: str) -> dict[str, str]:
+    """The first pass, over the whole fleet: each node's highest busy time and SM activity
+    over the window (one small series per node). Only the nodes at or under the idle line
+    are asked about further."""
+    r = _range(grid)
+    return {
+        "node.util_max": f"max by ({NODE}) (max_over_time({_sel(UTIL, match)}[{r}]))",
+        "node.sm_max": f"max by ({NODE}) (max_over_time({_sel(SM, match)}[{r}]))",
+    }
 
 
 def triage_queries(grid: Grid, match: str) -> dict[str, str]:
-    """key -> instant PromQL at the window's end: per GPU ("gpu.*") or per node ("node.*")."""
-    r = f"{int(round((grid.n - 1) * grid.step))}s"
-    sub = f"[{r}:{grid.step:g}s]"  # over several names: a subquery, so no label sets collide
+    """The second pass, over the idle nodes' exporters (`match` narrows to them): key ->
+    instant PromQL at the window's end, per GPU ("gpu.*") or per node ("node.*", "host.*")."""
+    r = _range(grid)
     full = f'{MIG_ID_LABEL}=""'
+    # each alarm series tagged with its name, so series of one GPU do not collide
+    alarms = " or ".join(
+        f'label_replace(max_over_time({_sel(a, match)}[{r}]), "alarm", "{a}", "", "")'
+        for a in ALARMS
+    )
+    procs = "{" + _inner(match, f'__name__=~"{"|".join(PROCESS_SERIES)}"') + "}"
     return {
         "gpu.util": f"avg_over_time({_sel(UTIL, match)}[{r}])",
         "gpu.sm": f"avg_over_time({_sel(SM, match)}[{r}])",
@@ -103,8 +117,6 @@ def triage_queries(grid: Grid, match: str) -> dict[str, str]:
         "gpu.fb_free": f"min_over_time({_sel(FB_FREE, match, full)}[{r}])",
         "gpu.fb_total": f"max_over_time({_sel(FB_TOTAL, match, full)}[{r}])",
         "gpu.nvlink": f"avg_over_time({_sel(NVLINK, match)}[{r}])",
-        "node.util_max": f"max by ({NODE}) (max_over_time({_sel(UTIL, match)}[{r}]))",
-        "node.sm_max": f"max by ({NODE}) (max_over_time({_sel(SM, match)}[{r}]))",
         "node.points": f"min by ({NODE}) (count_over_time({_sel(UTIL, match)}[{r}]))",
         "node.age": f"max by ({NODE}) (time() - timestamp({_sel(UTIL, match)}))",
         "node.fb_moved": (
@@ -112,23 +124,22 @@ def triage_queries(grid: Grid, match: str) -> dict[str, str]:
             f"min_over_time({_sel(FB_USED, match, full)}[{r}]))"
         ),
         "node.fb_series": f"count by ({NODE}) ({_sel(FB_USED, match)})",
-        "node.alarm": f"max_over_time(max by ({NODE}) ({_names(ALARMS, match)}){sub})",
-        "node.procs": f"max_over_time(count by ({NODE}) ({_names(PROCESS_SERIES, match)}){sub})",
+        "node.alarm": f"max by ({NODE}) ({alarms})",
+        # the process series' label sets differ (pid and gpu, tid, child): none collide
+        "node.procs": f"count by ({NODE}) (count_over_time({procs}[{r}]))",
         **{
             f"host.{s}": f"avg_over_time({_sel(OWN + s, match)}[{r}])" for s in HOST_SERIES
         },  # fmt: skip
     }
 
 
-def run_triage(
-    prom: Prometheus, grid: Grid, match: str, keys: dict[tuple[str, str], str]
-) -> Triage:
-    """The fleet's nodes sorted into clear (with the columns they are judged from) and raw."""
-    from concurrent.futures import ThreadPoolExecutor
+def _range(grid: Grid) -> str:
+    return f"{int(round((grid.n - 1) * grid.step))}s"
 
-    queries = triage_queries(grid, match)
+
+def _ask(prom: Prometheus, at: float, queries: dict[str, str]) -> dict[str, list]:
     with ThreadPoolExecutor(QUERY_THREADS) as pool:
-        futures = {k: pool.submit(prom.query, q, grid.end) for k, q in queries.items()}
+        futures = {k: pool.submit(prom.query, q, at) for k, q in queries.items()}
         answers: dict[str, list[tuple[dict[str, str], float]]] = {}
         for k, fut in futures.items():
             try:
@@ -137,21 +148,43 @@ def run_triage(
                 if e.kind != "query":
                     raise
                 answers[k] = []  # refused: the figure is absent, and its nodes read raw
+    return answers
+
+
+def run_triage(
+    prom: Prometheus,
+    grid: Grid,
+    match: str,
+    keys: dict[tuple[str, str], str],
+    members: dict[str, set[str]],
+) -> Triage:
+    """The fleet's nodes sorted into clear (with the columns they are judged from) and raw;
+    `members`: each node's exporters (`instance`)."""
 
     def key_of(labels: dict[str, str]) -> str | None:
         return keys.get((host_of(labels), labels.get("instance", "")))
 
-    per_node: dict[str, dict[str, float]] = defaultdict(dict)
-    for k, answer in answers.items():
-        if k.startswith("node."):
-            for labels, v in answer:
-                node = key_of(labels)
-                if node is not None:
-                    name = k[5:]
-                    old = per_node[node].get(name)  # two exporters of one node: the worst
-                    worse = min if name == "points" else max
-                    per_node[node][name] = v if old is None else worse(old, v)
-    gpus: dict[str, dict[str, dict[str, tuple[dict[str, str], float]]]] = defaultdict(dict)
+    out = Triage()
+    first = _ask(prom, grid.end, idle_queries(grid, match))
+    out.queries += len(first)
+    per_node = _per_node(first, key_of)
+    idle = set()
+    for node in sorted(set(keys.values())):
+        n = per_node.get(node, {})
+        if "util_max" not in n:
+            out.raw[node] = "no busy-time series"
+        elif n["util_max"] > T.IDLE_UTIL_PCT or 100 * n.get("sm_max", 0.0) > T.IDLE_UTIL_PCT:
+            out.raw[node] = "busy"
+        else:
+            idle.add(node)
+    if not idle:
+        return out
+    exporters = literal_regex({i for node in idle for i in members[node]})
+    answers = _ask(prom, grid.end, triage_queries(grid, _inner(match, f"instance=~{exporters}")))
+    out.queries += len(answers)
+    for node, figures in _per_node(answers, key_of).items():
+        per_node.setdefault(node, {}).update(figures)
+    gpus: dict[str, dict[tuple[str, str], dict]] = defaultdict(dict)
     for k, answer in answers.items():
         if k.startswith("gpu."):
             for labels, v in answer:
@@ -159,28 +192,37 @@ def run_triage(
                 if node is not None:
                     gpu = (labels.get("instance", ""), labels.get("gpu", ""))
                     gpus[node].setdefault(gpu, {})[k[4:]] = (labels, v)
-    out = Triage(queries=len(queries))
-    nodes = sorted(set(keys.values()))
-    for node in nodes:
+    for node in sorted(idle):
         why = _needs_raw(per_node.get(node, {}), gpus.get(node, {}), grid)
         if why:
             out.raw[node] = why
         else:
             out.clear[node] = _columns(gpus[node], grid)
-    own = _host_columns(answers, key_of, grid)
-    for node, cols in own.items():
+    for node, cols in _host_columns(answers, key_of, grid).items():
         if node in out.clear:
             out.clear[node] += cols
     return out
 
 
+def _per_node(answers: dict[str, list], key_of: Callable) -> dict[str, dict[str, float]]:
+    per_node: dict[str, dict[str, float]] = defaultdict(dict)
+    for k, answer in answers.items():
+        if k.startswith("node."):
+            name = k[5:]
+            worse = min if name == "points" else max  # two exporters of one node: the worst
+            for labels, v in answer:
+                node = key_of(labels)
+                if node is not None:
+                    old = per_node[node].get(name)
+                    per_node[node][name] = v if old is None else worse(old, v)
+    return per_node
+
+
 def _needs_raw(n: dict[str, float], gpus: dict, grid: Grid) -> str:
     """Why this node's verdict needs its raw series ("" where the aggregates decide it)."""
     points = grid.n - 1
-    if "util_max" not in n or not gpus:
+    if not gpus:
         return "no busy-time series"
-    if n["util_max"] > T.IDLE_UTIL_PCT or 100 * n.get("sm_max", 0.0) > T.IDLE_UTIL_PCT:
-        return "busy"
     if points < T.MIN_SAMPLES or n.get("points", 0.0) < points:
         return "gaps"
     if n.get("age", float("inf")) > grid.step:
