@@ -1,12 +1,14 @@
 """Fleet reader at scale: 256 nodes × 8 GPUs × 30 minutes in a real Prometheus TSDB.
 
     python bench/fleet.py [--nodes 256] [--minutes 30] [--interval 15] [--window 6m]
-                          [--phase 6] [--workdir DIR] [--keep] [--reuse]
+                          [--phase 6] [--idle-share 0] [--workdir DIR] [--keep] [--reuse]
 
 1. Ten simulator scenarios run for the whole span at one sample per --interval seconds
    through the exporter's own collector (`TickMetrics`): the series are exactly what
    `gputop-diag exporter` serves. Each node takes one scenario's timeline (node i: scenario
-   i mod 10) with its own host name, GPU UUIDs, instance and Slurm job (four nodes a job).
+   i mod 10) with its own host name, GPU UUIDs, instance and Slurm job (four nodes a job);
+   with --idle-share F, that share of the nodes (spread through the fleet) is idle instead,
+   a fleet where most nodes wait for work.
 2. The series are written as OpenMetrics and imported with
    `promtool tsdb create-blocks-from openmetrics` into a fresh TSDB.
 3. A Prometheus on loopback serves that TSDB, and `gputop-diag fleet --window 6m --json` (the
@@ -14,9 +16,11 @@
    (wall time, and its peak memory from getrusage).
 
 Prints the size of the fleet, the import, the fleet command's wall time and peak RSS (medians
-of 3) against the targets (10 s, 1 GB), per node, the time Prometheus' engine spent on the
-fleet's queries, and how many nodes it named as their scenario declares (--interval 30:
-dcgm-exporter's default scrape interval, where NVLink averaged over a scrape is coarsest).
+of 3) against the targets (10 s, 1 GB), per node, how many nodes the triage judged from
+Prometheus' aggregates and how many it read raw, and why (`gputop_diag/fleet/triage.py`),
+the time Prometheus' engine spent on the fleet's queries, and how many nodes it named as their
+scenario declares (--interval 30: dcgm-exporter's default scrape interval, where NVLink
+averaged over a scrape is coarsest).
 Needs `prometheus` and `promtool` (Debian: apt-get install prometheus).
 """
 
@@ -57,6 +61,14 @@ TARGET_S = 10.0
 TARGET_MB = 1000.0
 
 
+def scenario_of(i: int, idle_share: float = 0.0) -> str:
+    """Node i's scenario: i mod 10, or idle for the --idle-share of the nodes (each run of
+    100 nodes has its first idle_share * 100 idle)."""
+    if i % 100 < round(100 * idle_share):
+        return "idle"
+    return SCENARIOS[i % len(SCENARIOS)]
+
+
 def timelines(minutes: float, interval: float, phase: float) -> dict[str, list[list[tuple]]]:
     """Per scenario, per tick: (name, labels, value) of every sample the exporter serves.
     Each scrape lands up to `phase` seconds after its point of the simulated job's steps (a
@@ -89,7 +101,9 @@ def timelines(minutes: float, interval: float, phase: float) -> dict[str, list[l
     return out
 
 
-def write_openmetrics(path: Path, tl: dict, nodes: int, start: float, interval: float) -> int:
+def write_openmetrics(
+    path: Path, tl: dict, nodes: int, start: float, interval: float, idle_share: float = 0.0
+) -> int:
     """Every node's series, family by family, each series in time order. Returns samples."""
     # scenario -> name -> label set -> [(tick, value)]
     series: dict[str, dict[str, dict[tuple, list]]] = {}
@@ -105,7 +119,7 @@ def write_openmetrics(path: Path, tl: dict, nodes: int, start: float, interval: 
         for name in names:
             f.write(f"# TYPE {name} unknown\n")
             for i in range(nodes):
-                scen = SCENARIOS[i % len(SCENARIOS)]
+                scen = scenario_of(i, idle_share)
                 host = f"gpu{i:04d}"
                 inst = f"10.1.{i // 250}.{i % 250 + 1}:9401"
                 job = str(5000 + i // NODES_PER_JOB)
@@ -155,7 +169,7 @@ def build_tsdb(args, promtool: str, work: Path, tsdb: Path) -> float:
     start = end - args.minutes * 60
     om = work / "fleet.om"
     t0 = time.perf_counter()
-    samples = write_openmetrics(om, tl, args.nodes, start, args.interval)
+    samples = write_openmetrics(om, tl, args.nodes, start, args.interval, args.idle_share)
     t_write = time.perf_counter() - t0
     shutil.rmtree(tsdb, ignore_errors=True)
     t0 = time.perf_counter()
@@ -168,6 +182,7 @@ def build_tsdb(args, promtool: str, work: Path, tsdb: Path) -> float:
     size_mb = om.stat().st_size / 1e6
     om.unlink()
     (work / "end.txt").write_text(f"{end:.0f}")
+    (work / "idle_share.txt").write_text(f"{args.idle_share:g}")
     series = samples / (int(args.minutes * 60 / args.interval) + 1)
     print(
         f"fleet: {args.nodes} nodes × 8 GPUs × {args.minutes:g} min at {args.interval:g} s: "
@@ -217,6 +232,12 @@ def main() -> int:
         default=6.0,
         help="seconds a scrape may land after its point of the job's steps (0: phase-locked)",
     )
+    ap.add_argument(
+        "--idle-share",
+        type=float,
+        default=0.0,
+        help="the share of the nodes that are idle (0: node i runs scenario i mod 10)",
+    )
     ap.add_argument("--workdir", default=None, help="where the OpenMetrics file and TSDB go")
     ap.add_argument("--keep", action="store_true", help="keep the workdir")
     ap.add_argument(
@@ -236,6 +257,8 @@ def main() -> int:
         tsdb = work / "tsdb"
         if args.reuse and (work / "end.txt").exists():
             end = float((work / "end.txt").read_text())
+            shared = work / "idle_share.txt"
+            args.idle_share = float(shared.read_text()) if shared.exists() else 0.0
             print(f"fleet: reusing {tsdb}")
         else:
             end = build_tsdb(args, promtool, work, tsdb)
@@ -273,12 +296,13 @@ def main() -> int:
         rss = sorted(r["rss_kb"] / 1024 for r in runs)
         rss_mb = rss[1]
         prom_s = sorted(r["prom_s"] for r in runs)[1]
+        idle_share = args.idle_share
         expected = {s.name: s.expected_class for s in sim.list_scenarios()}
         right = Counter()
         total = Counter()
         for n in doc["nodes"]:
             i = int(n["hostname"].removeprefix("gpu"))
-            scen = SCENARIOS[i % len(SCENARIOS)]
+            scen = scenario_of(i, idle_share)
             total[scen] += 1
             right[scen] += n["primary"] == expected[scen]
         print(
@@ -295,6 +319,12 @@ def main() -> int:
         print(
             f"  named as the scenario declares: {sum(right.values())}/{len(doc['nodes'])} nodes; "
             + ", ".join(f"{s} {right[s]}/{total[s]}" for s in SCENARIOS if total[s])
+        )
+        reads = doc.get("reads", {})
+        why = ", ".join(f"{k} {n}" for k, n in reads.get("raw_because", {}).items())
+        print(
+            f"  judged from Prometheus' aggregates: {reads.get('aggregate', 0)} nodes; read raw: "
+            f"{reads.get('raw', len(doc['nodes']))}" + (f" ({why})" if why else "")
         )
         ok = wall[1] < TARGET_S and rss_mb < TARGET_MB
         print("  " + ("within" if ok else "OVER") + " the targets")
