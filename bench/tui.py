@@ -4,6 +4,8 @@
                         [--low-bandwidth] [--sanitize] [--from-source]
     python bench/tui.py --others 100,2000,10000 [--no-children-files] [--seconds 60]
     python bench/tui.py --starts 9 [--from-source]
+    python bench/tui.py --mock-nvml DIR [--mock-config YAML] [--others 0,2000] [--runs 3]
+                        [--size 80x24] [--venv PATH] [--before-venv PATH] [--nvitop-venv PATH]
 
 The package's bytecode is compiled first, as `pip install` does (`--from-source`: not; an
 editable checkout under PYTHONDONTWRITEBYTECODE=1 then compiles every module on each start).
@@ -26,6 +28,18 @@ the 8 simulated GPUs of `compute-bound` whose processes are those ranks, reading
 the real psutil and /proc; it prints the steady CPU at each count and its ratio to the first
 (target: within 1.2x at 2,000 of its figure at 100). `--no-children-files` hides the kernel's
 `children` files from the live view (a kernel built without them).
+
+With `--mock-nvml DIR`, the live view runs without `--demo` on NVIDIA's mock NVML library
+(https://github.com/NVIDIA/k8s-test-infra, `pkg/gpu/mocknvml`, built into DIR; its 8 H100s from
+`--mock-config`, as `bench/startup.py` sets it), beside nvitop's live view on the same library
+and a bare Textual app, each in a fresh tmux pane of `--size` (80x24), `--runs` times
+interleaved at each count of `--others` idle processes spawned first (0 and 2,000: the machine's
+own ~100 and ~2,100). Each program runs at its own defaults. Printed per program, medians: the
+first frame with figures (our GPU rows, nvitop's header over its device table: the live view's
+skeleton, drawn before the first tick, does not count), the steady CPU as a share of one core
+(the commands a program runs included), the peak RSS; then the ratios and the targets (CPU
+<= 0.8x nvitop's at ~100 processes, <= 1.0x at 2,000; RSS <= the bare app's + 20 MiB; first
+frame <= 1 s). `--before-venv` runs a second installed copy in the same interleave.
 """
 
 from __future__ import annotations
@@ -52,7 +66,19 @@ TARGET_KB_MIN = 20.0
 
 
 def tmux(*args: str) -> str:
-    return subprocess.run([*TMUX, *args], check=True, capture_output=True, text=True).stdout
+    """Run a tmux command on the bench's own server (started on first use, held by an idle
+    session so that it never exits between two panes); its error output on a failure."""
+    global _SERVER
+    if not _SERVER:
+        subprocess.run([*TMUX, "new-session", "-d", "-s", "keep", "sleep 86400"], check=True)
+        _SERVER = True
+    r = subprocess.run([*TMUX, *args], capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"tmux {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+_SERVER = False
 
 
 def resize_s(width: int = 200, height: int = 50, timeout: float = 15.0) -> float | None:
@@ -273,7 +299,12 @@ def by_process_count(args: argparse.Namespace) -> int:
 # What each program shows once its first figures are drawn (the live view's skeleton, drawn
 # before the first tick, holds none of these): our GPU rows, nvitop's header over its device
 # table, the bare app's one Static.
-FIGURES_DRAWN = {"gputop-diag": "GPU0", "nvitop": "NVITOP", "bare Textual": "BOTTLENECK"}
+FIGURES_DRAWN = {
+    "gputop-diag": "GPU0",
+    "gputop-diag, before": "GPU0",
+    "nvitop": "NVITOP",
+    "bare Textual": "BOTTLENECK",
+}
 TARGET_FIRST_FRAME_S = 1.0
 TARGET_CPU_X = {"~100": 0.8, "2,000": 1.0}  # the live view's steady CPU over nvitop's
 TARGET_RSS_OVER_BARE_MIB = 20.0
@@ -333,11 +364,12 @@ def beside_nvitop(args: argparse.Namespace) -> int:
     if args.venv:
         ours = f"{prefix} {os.path.join(args.venv, 'bin', 'gputop-diag')}"
     nvitop = os.path.join(args.nvitop_venv or "/tmp/nvitop-venv", "bin", "nvitop")
-    programs = {
-        "gputop-diag": ours,
-        "nvitop": f"{prefix} {nvitop}",
-        "bare Textual": f"exec {sys.executable} -c '{BARE_TEXTUAL_APP}'",
-    }
+    programs = {"gputop-diag": ours}
+    if args.before_venv:  # another copy (the code before a change), in the same interleave
+        programs["gputop-diag, before"] = f"{prefix} {os.path.join(args.before_venv, 'bin')}/"
+        programs["gputop-diag, before"] += "gputop-diag"
+    programs["nvitop"] = f"{prefix} {nvitop}"
+    programs["bare Textual"] = f"exec {sys.executable} -c '{BARE_TEXTUAL_APP}'"
     size = tuple(int(x) for x in args.size.split("x"))
     counts = [int(x) for x in (args.others or "0,2000").split(",") if x]
     print(
@@ -369,11 +401,11 @@ def beside_nvitop(args: argparse.Namespace) -> int:
                 name: {key: _median([r[key] for r in rs]) for key in rs[0]}
                 for name, rs in runs.items()
             }
-            print(f"  {'':<13} {'first frame':>11} {'CPU, steady':>14} {'peak RSS':>10}")
+            print(f"  {'':<19} {'first frame':>11} {'CPU, steady':>14} {'peak RSS':>10}")
             for name, m in med.items():
                 each = " ".join(f"{r['cpu_pct']:.2f}" for r in runs[name])
                 print(
-                    f"  {name:<13} {m['first_frame_s']:>9.2f} s {m['cpu_pct']:>7.2f} % core "
+                    f"  {name:<19} {m['first_frame_s']:>9.2f} s {m['cpu_pct']:>7.2f} % core "
                     f"{m['rss_mib']:>6.1f} MiB   (CPU each run: {each})"
                 )
             ratio = med["gputop-diag"]["cpu_pct"] / med["nvitop"]["cpu_pct"]
@@ -464,6 +496,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="with --mock-nvml: runs per count")
     ap.add_argument("--size", default="80x24", help="with --mock-nvml: the pane (default 80x24)")
     ap.add_argument("--venv", help="with --mock-nvml: run gputop-diag from this environment")
+    ap.add_argument(
+        "--before-venv",
+        help="with --mock-nvml: also run the gputop-diag installed here (say, the code before a "
+        "change) in the same interleave",
+    )
     ap.add_argument("--serve-ranks", help=argparse.SUPPRESS)  # inside the pane: the live view
     args = ap.parse_args()
     if args.serve_ranks:
