@@ -30,5 +30,7 @@ def test_a_collective_on_cuda_tensors_marks_communication_unmeasurable():
 def test_the_step_record_then_leaves_t_comm_empty():
     from gputop_diag.probe.core import step_record
 
-    rec = step_record((5, 1.0, 0.1, 0.0, 0.0, 0, 0.0, 0.0, (True, True, False), 0, None, None))
+    rec = step_record(
+        (5, 1.0, 0.1, 0.0, 0.0, 0, 0.0, 0.0, (True, True, False), 0, False, None, None)
+    )
     assert rec["t_comm_s"] is None and "t_comm" not in rec["measured"]
