@@ -247,43 +247,71 @@ def _host_states(d: NodeColumns, ne: dict | None, n: int) -> list[HostState | No
 
 
 def _process_states(d: NodeColumns, n: int) -> list[tuple[tuple, tuple]]:
-    """(GPU processes, process infos) per grid point."""
+    """(GPU processes, process infos) per grid point. Equal values make one shared object
+    (they are frozen): a process's memory and its threads' CPU repeat from step to step."""
     gpu_procs: list[list[GpuProcess]] = [[] for _ in range(n)]
     for (gpu, pid), col in sorted(d.gpu_mem.items()):
+        gi = d.gpu_instance.get((gpu, pid))
+        made: dict[float, GpuProcess] = {}
         for k, v in enumerate(col):
             if v is not None:
-                gpu_procs[k].append(
-                    GpuProcess(
+                p = made.get(v)
+                if p is None:
+                    p = made[v] = GpuProcess(
                         pid=pid,
                         gpu_index=gpu,
                         kind="compute",
                         used_memory_bytes=int(v),
-                        gpu_instance_id=d.gpu_instance.get((gpu, pid)),
+                        gpu_instance_id=gi,
                     )
-                )
-    threads: list[dict[int, list]] = [defaultdict(list) for _ in range(n)]
-    for (pid, tid, name), col in d.threads.items():
-        for k, v in enumerate(col):
-            if v is not None:
-                threads[k][pid].append(ThreadInfo(tid, name, v))
-    children: list[dict[int, list]] = [defaultdict(list) for _ in range(n)]
-    for (pid, child, name), col in d.children.items():
-        for k, v in enumerate(col):
-            if v is not None:
-                children[k][pid].append(ChildInfo(child, name, v))
+                gpu_procs[k].append(p)
+    threads = _busiest(d.threads, n, ThreadInfo)
+    children = _busiest(d.children, n, ChildInfo)
+    empty: tuple = ()
     out = []
     for k in range(n):
-        pids = sorted({p.pid for p in gpu_procs[k]} | set(threads[k]) | set(children[k]))
+        pids = {p.pid for p in gpu_procs[k]}
+        pids.update(pid for pid, rows in threads.items() if rows[k])
+        pids.update(pid for pid, rows in children.items() if rows[k])
         infos = tuple(
             ProcessInfo(
                 pid=pid,
-                busiest_threads=tuple(sorted(threads[k][pid], key=lambda t: -(t.cpu_pct or 0))),
-                children=tuple(sorted(children[k][pid], key=lambda c: -(c.cpu_pct or 0))),
+                busiest_threads=threads[pid][k] if pid in threads else empty,
+                children=children[pid][k] if pid in children else empty,
             )
-            for pid in pids
+            for pid in sorted(pids)
         )
         out.append((tuple(gpu_procs[k]), infos))
     return out
+
+
+def _busiest(cols: dict[tuple[int, int, str], list], n: int, make) -> dict[int, list[tuple]]:
+    """pid -> at each grid point, its threads' (or helpers') infos, the busiest first (in the
+    columns' order where equal)."""
+    by_pid: dict[int, list[tuple[int, str, list]]] = defaultdict(list)
+    for (pid, tid, name), col in cols.items():
+        by_pid[pid].append((tid, name, col))
+    made: dict[tuple[int, str, float], object] = {}
+    out: dict[int, list[tuple]] = {}
+    for pid, items in by_pid.items():
+        rows = []
+        for k in range(n):
+            row = []
+            for tid, name, col in items:
+                v = col[k]
+                if v is not None:
+                    info = made.get((tid, name, v))
+                    if info is None:
+                        info = made[(tid, name, v)] = make(tid, name, v)
+                    row.append((-(v or 0), info))
+            row.sort(key=_first)
+            rows.append(tuple(info for _, info in row))
+        out[pid] = rows
+    return out
+
+
+def _first(pair: tuple) -> float:
+    return pair[0]
 
 
 @dataclass
