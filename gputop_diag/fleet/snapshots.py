@@ -176,24 +176,32 @@ def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int, mig: dict | None =
     if gpm_names:
         names.append("gpm")
         gpm_cols = [c["gpm." + a] for a in gpm_names]
-        cols.append(
-            [
-                GpmMetrics(**dict(zip(gpm_names, row, strict=True)))
-                if any(v is not None for v in row)
-                else None
-                for row in zip(*gpm_cols, strict=True)
-            ]
-        )
+        gpm: list[GpmMetrics | None] = []
+        last_row, last = None, None
+        for row in zip(*gpm_cols, strict=True):
+            if row != last_row:  # a GPU's figures often hold from step to step: one object
+                last_row = row
+                last = (
+                    GpmMetrics(**dict(zip(gpm_names, row, strict=True)))
+                    if any(v is not None for v in row)
+                    else None
+                )
+            gpm.append(last)
+        cols.append(gpm)
     if mig:
         names.append("mig_instances")
         cols.append(_mig_columns(idx, static, mig, n))
     util = c.get("util_gpu_pct", [None] * n)
     out: list[GpuState | None] = []
+    last_row, last = None, None
     for k, row in enumerate(zip(*cols, strict=True)):
         if used[k] is None and util[k] is None and total[k] is None:
             out.append(None)
         else:
-            out.append(GpuState(index=idx, static=static, **dict(zip(names, row, strict=True))))
+            if row != last_row:  # the same figures as the step before: the same (frozen) state
+                last_row = row
+                last = GpuState(index=idx, static=static, **dict(zip(names, row, strict=True)))
+            out.append(last)
     return out
 
 

@@ -63,6 +63,7 @@ HOST_SERIES = ("host_cpu_percent", "host_iowait_percent", "host_cpus")
 STEADY_MIB = T.GROWTH_MIN_MIB_NEAR_FULL / 2
 
 NODE = "instance, " + ", ".join(HOST_LABELS)
+GPU = NODE + ", gpu"
 
 
 @dataclass
@@ -106,17 +107,20 @@ def triage_queries(grid: Grid, match: str) -> dict[str, str]:
     full = f'{MIG_ID_LABEL}=""'
     # each alarm series tagged with its name, so series of one GPU do not collide
     alarms = " or ".join(
-        f'label_replace(max_over_time({_sel(a, match)}[{r}]), "alarm", "{a}", "", "")'
+        f'label_replace(max by ({NODE}) (max_over_time({_sel(a, match)}[{r}])), "alarm", "{a}", '
+        '"", "")'
         for a in ALARMS
     )
     procs = "{" + _inner(match, f'__name__=~"{"|".join(PROCESS_SERIES)}"') + "}"
+    # the GPU's labels (its model, UUID, bus id, job) come with its busy time; its other
+    # figures keep only what names the GPU, the least JSON to decode
     return {
         "gpu.util": f"avg_over_time({_sel(UTIL, match)}[{r}])",
-        "gpu.sm": f"avg_over_time({_sel(SM, match)}[{r}])",
-        "gpu.fb_used": f"max_over_time({_sel(FB_USED, match, full)}[{r}])",
-        "gpu.fb_free": f"min_over_time({_sel(FB_FREE, match, full)}[{r}])",
-        "gpu.fb_total": f"max_over_time({_sel(FB_TOTAL, match, full)}[{r}])",
-        "gpu.nvlink": f"avg_over_time({_sel(NVLINK, match)}[{r}])",
+        "gpu.sm": f"max by ({GPU}) (avg_over_time({_sel(SM, match)}[{r}]))",
+        "gpu.fb_used": f"max by ({GPU}) (max_over_time({_sel(FB_USED, match, full)}[{r}]))",
+        "gpu.fb_free": f"min by ({GPU}) (min_over_time({_sel(FB_FREE, match, full)}[{r}]))",
+        "gpu.fb_total": f"max by ({GPU}) (max_over_time({_sel(FB_TOTAL, match, full)}[{r}]))",
+        "gpu.nvlink": f"max by ({GPU}) (avg_over_time({_sel(NVLINK, match)}[{r}]))",
         "node.points": f"min by ({NODE}) (count_over_time({_sel(UTIL, match)}[{r}]))",
         "node.age": f"max by ({NODE}) (time() - timestamp({_sel(UTIL, match)}))",
         "node.fb_moved": (
@@ -179,8 +183,11 @@ def run_triage(
             idle.add(node)
     if not idle:
         return out
-    exporters = literal_regex({i for node in idle for i in members[node]})
-    answers = _ask(prom, grid.end, triage_queries(grid, _inner(match, f"instance=~{exporters}")))
+    narrow = match
+    if len(idle) < len(per_node) / 2:  # else the long selector costs more than it spares
+        exporters = literal_regex({i for node in idle for i in members[node]})
+        narrow = _inner(match, f"instance=~{exporters}")
+    answers = _ask(prom, grid.end, triage_queries(grid, narrow))
     out.queries += len(answers)
     for node, figures in _per_node(answers, key_of).items():
         per_node.setdefault(node, {}).update(figures)
@@ -253,7 +260,8 @@ def _columns(gpus: dict, grid: Grid) -> list[Column]:
              "fb_total": FB_TOTAL, "nvlink": NVLINK}  # fmt: skip
     out = []
     for figures in gpus.values():
-        for k, (labels, v) in figures.items():
+        labels = figures["util"][0]
+        for k, (_, v) in figures.items():
             out.append(Column({**labels, "__name__": names[k]}, [v] * grid.n))
     return out
 
