@@ -247,6 +247,10 @@ def test_the_triage_judges_every_node_as_the_raw_read_does(triage_prometheus):
         assert _verdict(by_tri[node]) == _verdict(by_raw[node]), node
         assert by_raw[node]["read"] == "raw"
     assert tri["jobs"] == raw["jobs"]
+    # the clear nodes' figures hold over the window: their whole diagnosis is the raw one
+    for node, (_, _, clear) in NODES.items():
+        if clear:
+            assert by_tri[node]["diagnosis"] == by_raw[node]["diagnosis"], node
     # what the data was built to show: the raw read names it
     assert by_raw["idle-a"]["primary"] == by_raw["edge"]["primary"] == "idle"
     assert by_raw["busy-a"]["primary"] not in ("idle", "insufficient_data")

@@ -32,7 +32,7 @@ from ..diagnose.types import Diagnosis
 from ..model import Snapshot, formats
 from ..model.codec import iso_time
 from ..model.stats import median, percentile
-from .node_judge import judge_node
+from .node_judge import judge_node, judge_steady
 from .ranks import RankFigures, judge_job_ranks
 from .read import FleetData, NodeData
 
@@ -114,16 +114,17 @@ def judge_fleet(data: FleetData) -> FleetVerdict:
     return out
 
 
-def judge_nodes(data: FleetData, *, drop: bool = False) -> list[NodeVerdict]:
+def judge_nodes(data: FleetData, *, drop: bool = False, steady: bool = False) -> list[NodeVerdict]:
     """Each node of `data` judged, in natural order; `drop`: the verdicts keep no snapshots
     (what the judgement of the node's jobs needs is kept in `activity`), so a batch of nodes
-    is judged and its window let go."""
+    is judged and its window let go; `steady`: nodes whose every window shows one class by
+    construction, judged from their last window alone (`node_judge.judge_steady`)."""
     sm_ok = data.tick_s <= T.PROFILING_DIP_MAX_TICK_S
     out = []
     for key in sorted(data.nodes, key=natural_key):
         nd = data.nodes[key]
         snaps = nd.snapshots
-        d = judge_node(snaps, data.tick_s)
+        d = (judge_steady if steady else judge_node)(snaps, data.tick_s)
         stale = None
         if nd.last_seen is not None and data.end - nd.last_seen > STALE_STEPS * data.step_s:
             stale = data.end - nd.last_seen

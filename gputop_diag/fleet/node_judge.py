@@ -139,3 +139,15 @@ def judge_node(snapshots: Sequence[Snapshot], tick_s: float = 1.0) -> Diagnosis:
     )
     d = classify(w.window(last), previous, tick_s=tick_s)
     return replace(d, candidate_streak=min(d.candidate_streak, STREAK_CAP))
+
+
+def judge_steady(snapshots: Sequence[Snapshot], tick_s: float = 1.0) -> Diagnosis:
+    """`judge_node` for a window whose every tick shows one class that nothing holds against:
+    the triage's idle nodes (`fleet/triage.py`: no GPU over the idle line at any sample, a
+    sample at every step). Their last `HYSTERESIS_TICKS` windows all show it, so the state is
+    known from the last window alone (`_known`), judged once instead of three times."""
+    if len(snapshots) < T.HYSTERESIS_TICKS:
+        return judge_node(snapshots, tick_s)
+    w = _Windows(snapshots, tick_s)
+    d = w.alone(len(w) - 1)
+    return replace(d, candidate_streak=STREAK_CAP)

@@ -194,7 +194,8 @@ def stream_fleet(
             plan.raw_because = dict(sorted_out.reasons())
             plan.batch(sorted_out.raw)
             for data in _clear_batches(sorted_out, plan, node_exporter, group_by):
-                verdicts += [replace(v, read="aggregate") for v in judge_nodes(data, drop=True)]
+                judged = judge_nodes(data, drop=True, steady=True)
+                verdicts += [replace(v, read="aggregate") for v in judged]
                 del data
                 shown()
         for data in read_batches(prom, plan, node_exporter, match=match, group_by=group_by):
