@@ -25,7 +25,7 @@ import urllib.request
 import pytest
 
 from gputop_diag.diagnose import thresholds as T
-from gputop_diag.fleet.judge import to_fleet_json
+from gputop_diag.fleet.judge import render_fleet_text, to_fleet_json
 from gputop_diag.fleet.stream import stream_fleet
 from gputop_diag.prometheus.client import Prometheus
 
@@ -275,3 +275,7 @@ def test_the_triage_clears_only_the_nodes_the_aggregates_decide(triage_prometheu
     assert reads["raw_because"]["busy"] == 4  # busy-a, busy-b, spike, sm-spike
     doc = json.dumps(tri)
     assert '"read": "aggregate"' in doc
+    fv = stream_fleet(prom, window_s=WINDOW, at=end)
+    text = render_fleet_text(fv)
+    raw = len(NODES) + 1 - len(aggregate)
+    assert f"aggregates (idle throughout): {len(aggregate)} nodes; read raw: {raw}" in text

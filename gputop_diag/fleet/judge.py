@@ -458,6 +458,12 @@ def render_fleet_text(fv: FleetVerdict, *, width: int = 100) -> str:
     counts = Counter(v.diagnosis.primary for v in fv.nodes)
     lines += ["", "By class: " + ", ".join(f"{c.replace('_', ' ')} {n}" for c, n in
                                              counts.most_common())]  # fmt: skip
+    aggregate = sum(v.read == "aggregate" for v in fv.nodes)
+    if aggregate:
+        lines.append(
+            f"Judged from Prometheus' aggregates (idle throughout): {aggregate} nodes; read "
+            f"raw: {len(fv.nodes) - aggregate}"
+        )
     lines += [f"warning: {w}" for w in data.warnings]
     return "\n".join(lines)
 
