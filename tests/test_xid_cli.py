@@ -188,3 +188,25 @@ def test_nothing_found_says_so(tmp_path, capsys):
     quiet.write_text("[ 1.0] usb 1-1: new device\n")
     rc, out, _ = xid(capsys, "--log", str(quiet))
     assert rc == 0 and "nothing to triage" in out
+
+
+def test_an_old_log_named_is_read_whole_and_a_window_says_what_it_left_out(tmp_path, capsys):
+    old = tmp_path / "a.log"
+    old.write_text(
+        "2020-01-01T10:00:00+00:00 node kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=1234, "
+        "name=python, GPU has fallen off the bus.\n"
+    )
+    rc, out, _ = xid(capsys, "--log", str(old), "--json")  # a file named: everything in it
+    doc = json.loads(out)
+    assert rc == 0 and doc["since"] is None and [e["code"] for e in doc["events"]] == [79]
+    assert doc["older"] == 0 and doc["sources"][0]["older"] == 0
+    rc, out, _ = xid(capsys, "--log", str(old), "--since", "7d")
+    assert rc == 0 and f"{old}: 0 event(s), 1 older than --since" in out
+    assert "1 event(s) older than --since left out" in out and "--since all" in out
+    assert "in what was read: nothing to triage" not in out  # something was read: too old
+    copy = tmp_path / "b.log"  # the same line in a second file (kern.log and syslog)
+    copy.write_text(old.read_text())
+    rc, out, _ = xid(capsys, "--log", str(old), "--log", str(copy), "--since", "7d", "--json")
+    doc = json.loads(out)
+    assert doc["events"] == [] and [s["older"] for s in doc["sources"]] == [1, 1]
+    assert doc["older"] == 1  # the same line in two sources is one event

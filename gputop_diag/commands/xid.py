@@ -58,10 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--since",
-        default=DEFAULT_SINCE,
+        default=None,
         metavar="AGE",
         help="how far back: 30m, 24h, 7d, 2w, a date (2026-01-15) or time (2026-01-15T09:00), "
-        f"boot (this boot), or all (default {DEFAULT_SINCE})",
+        f"boot (this boot), or all (default {DEFAULT_SINCE}; all when only files named with "
+        "--log/--journal-file are read)",
     )
     p.add_argument(
         "--system",
@@ -162,9 +163,18 @@ def _snapshots(feed) -> list:
     return [sample_once(feed, fast=True)]
 
 
+def since_text(args) -> str:
+    """The window asked for: `--since` as given, else everything in the files named when only
+    they are read (an old log read after a failure is why one names a file), else 7 days."""
+    if args.since is not None:
+        return args.since
+    files_only = bool(args.log or args.journal_file) and not args.system
+    return "all" if files_only else DEFAULT_SINCE
+
+
 def _since(args, now: float, boot: float | None) -> float | None:
     try:
-        return parse_since(args.since, now, boot)
+        return parse_since(since_text(args), now, boot)
     except ValueError as e:
         print(f"gputop-diag: {e}", file=sys.stderr)
         raise

@@ -30,6 +30,8 @@ def _source_line(r: SourceReport) -> str:
         "partial": f"{r.events} event(s), partly read",
         "empty": "nothing relevant",
     }.get(r.status, r.status)
+    if r.older:
+        what += f", {r.older} older than --since"
     size = f", {human_bytes(r.size)}" if r.size else ""
     msg = f" — {r.message}" if r.message else ""
     return f"  {r.name}: {what}{size}{msg}"
@@ -56,8 +58,15 @@ def render_text(
         out.append(_source_line(r))
         if r.next_step and r.status in ("denied", "partial", "error"):
             out.append(f"    next: {r.next_step}")
+    if found.older:
+        out.append(
+            f"{found.older} event(s) older than --since left out (per source above): "
+            "--since all reads them"
+        )
     if not result.events:
-        if found.readable:
+        if found.readable and found.older:
+            out.append(f"\nNo Xid, SXid or NVIDIA driver error {window}: nothing to triage here.")
+        elif found.readable:
             out.append("\nNo Xid, SXid or NVIDIA driver error in what was read: nothing to triage.")
         elif any(r.next_step for r in found.sources):
             out.append("\nNo source could be read: see the next steps above.")
@@ -198,12 +207,14 @@ def to_json(found: XidScan, result: XidTriage, sanitize: bool, note: str = "") -
         "note": note,
         "elapsed_s": round(found.elapsed_s, 3),
         "readable": found.readable,
+        "older": found.older,
         "sources": [
             {
                 "name": r.name,
                 "kind": r.kind,
                 "status": r.status,
                 "events": r.events,
+                "older": r.older,
                 "lines": r.lines,
                 "bytes_read": r.bytes_read,
                 "size": r.size,

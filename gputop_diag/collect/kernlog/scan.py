@@ -23,6 +23,7 @@ from .sources import (
     SourceReport,
     boot_time_of,
     device_event_count,
+    older_event_count,
     read_dmesg,
     read_file,
     read_journal,
@@ -81,10 +82,12 @@ class XidScan:
     elapsed_s: float
     failure: str = ""  # the scan itself failed (a bug): said where the events would be
     module_version: str | None = None  # the loaded kernel module, from /proc
+    older: int = 0  # device events read older than `since`, one per line seen in several sources
 
     @property
     def readable(self) -> bool:
         return any(r.usable for r in self.sources)
+
 
 
 _MODULE = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
@@ -183,11 +186,24 @@ def scan(
             found.append(read_dmesg(run_command, boot_time_of(sources), deadline))
     events = [e for p, _ in found for e in p.events]
     ooms = [k for p, _ in found for k in p.ooms]
+    older = 0
     if since is not None:
+        older = len(merge([e for p, _ in found for e in p.events if older_event_count([e], since)]))
         events = [e for e in events if e.timestamp is None or e.timestamp >= since]
         ooms = [k for k in ooms if k.timestamp is None or k.timestamp >= since]
         # each source's count is of the window too, so the counts add up to what is triaged
-        found = [(p, replace(r, events=device_event_count(p.events, since))) for p, r in found]
+        # and what it leaves out is counted, so an old log read with the default window says so
+        found = [
+            (
+                p,
+                replace(
+                    r,
+                    events=device_event_count(p.events, since),
+                    older=older_event_count(p.events, since),
+                ),
+            )
+            for p, r in found
+        ]
     return XidScan(
         events=tuple(merge(events)),
         ooms=tuple(ooms),
@@ -196,6 +212,7 @@ def scan(
         read_at=now if now is not None else sources.clock.now() if sources else time.time(),
         elapsed_s=time.monotonic() - start,
         module_version=module_version(sources) if system and sources is not None else None,
+        older=older,
     )
 
 

@@ -38,6 +38,16 @@ DMESG_ACCESS = (
 )
 
 
+def older_event_count(events, since: float | None) -> int:
+    """The device events read that are older than `since` (what the window leaves out)."""
+    if since is None:
+        return 0
+    return sum(
+        e.kind not in BOOKKEEPING_KINDS and e.timestamp is not None and e.timestamp < since
+        for e in events
+    )
+
+
 def device_event_count(events, since: float | None = None) -> int:
     """The events a source report counts: device events (not the driver's GPU announcements or
     loads), within the window where `since` is given (an event without a time is kept)."""
@@ -56,6 +66,7 @@ class SourceReport:
     kind: str  # "journal", "file", "dmesg"
     status: str  # "ok", "partial", "denied", "missing", "empty", "error", "skipped"
     events: int = 0
+    older: int = 0  # device events read that are older than `--since`, left out of `events`
     lines: int = 0  # candidate lines (or journal entries) parsed
     bytes_read: int = 0
     size: int | None = None
