@@ -89,7 +89,6 @@ class XidScan:
         return any(r.usable for r in self.sources)
 
 
-
 _MODULE = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
 
 
