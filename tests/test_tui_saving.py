@@ -81,3 +81,38 @@ def test_the_saved_note_gives_way_before_the_programs_name(width):
     text = "".join(t for t, _ in header_runs(facts, width))
     assert "gputop-diag " in text and len(text) <= width
     assert "/home/alice" not in text  # the header names the file; the toast gives the path
+
+
+async def test_a_long_save_path_breaks_at_a_slash_and_never_inside_the_file_name(
+    tmp_path, monkeypatch
+):
+    """A home directory of a long user name makes the path wider than 80 columns: the toast
+    breaks it after a `/`, and the file name (what a person copies) is one piece on its line."""
+    from test_tui_support import screen_lines
+
+    state = tmp_path / "home" / "firstname.lastname-verylongusername" / ".local" / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    app = FedApp()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        app.feed(3)
+        await pilot.pause()
+        await pilot.press("S")
+        found = await wait_for(pilot, state / "gputop-diag", "gputop-diag-*.json")
+        assert found and len(str(found[0])) > 78
+        await pilot.pause()
+        lines = [line.rstrip() for line in screen_lines(app)]
+        named = [i for i, line in enumerate(lines) if found[0].name in line]
+        assert named, "\n".join(lines)
+        above = lines[named[0] - 1]
+        assert above.endswith("/"), "\n".join(lines)  # the directory, cut after a slash
+        shown = "".join(line.split()[-1] for line in lines[named[0] - 2 : named[0] + 1])
+        assert shown.endswith(str(found[0])[-60:])
+
+
+def test_a_file_name_wider_than_the_toast_is_kept_whole():
+    name = "gputop-diag-snapshot-20301231-235959.json"
+    lines = saver_module.path_lines("/home/someone/.local/state/gputop-diag/" + name, 30)
+    assert name not in "".join(lines[:-1]) and lines[-1] == name
+    assert all(len(line) <= 30 for line in lines[:-1])
+    assert all(line.endswith("/") for line in lines[:-1])
+    assert saver_module.path_lines("/tmp/" + name, 80) == ["/tmp/" + name]

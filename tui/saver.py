@@ -24,12 +24,36 @@ from gputop_diag.report.saving import Saved
 from gputop_diag.tui.messages import ReportWritten
 
 SAVED_SHOWN_S = 30.0  # the toast says the full path; the header keeps the name this long
+TOAST_CHROME = 4  # columns of a toast that hold no text: its left border, its padding, one spare
+TOO_WIDE = "(the name above is wider than this screen: it is the newest file in that directory)"
+
+
+def path_lines(path: str, width: int) -> list[str]:
+    """`path` as lines of at most `width` columns, broken only after a `/`, the file name on a
+    line of its own whenever the path needs more than one (a person copies the name whole). A
+    name wider than `width` is still one line: the toast folds it, and `_said` says where it
+    is."""
+    if len(path) <= width:
+        return [path]
+    directory, name = path[: path.rfind("/") + 1], path[path.rfind("/") + 1 :]
+    lines: list[str] = []
+    line = ""
+    for part in directory.split("/")[:-1]:
+        piece = part + "/"
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece  # a single directory wider than `width` stays one piece too
+    if line:
+        lines.append(line)
+    return [*lines, name]
 
 
 @dataclass
 class Saver:
-    """Saves for one app: `save_dir` (None: the current directory, then the fallbacks), the
-    session's `key` under --sanitize; `last_saved` is the path the header shows."""
+    """Saves for one app: `save_dir` (`--save-dir`; None: the state directory, then `/tmp`, as
+    `report.saving.save_dirs` orders them), the session's `key` under --sanitize; `last_saved`
+    is the path the header shows."""
 
     app: App
     sources: Sources | None
@@ -146,9 +170,12 @@ class Saver:
                 return
             self.last_saved = saved.path
             self._forget_later()
-            where = self._where(saved.path)
+            width = max(self.app.size.width - TOAST_CHROME, 20)
+            lines = path_lines(self._where(saved.path), width)
+            if len(lines[-1]) > width:
+                lines.append(TOO_WIDE)  # the toast folds the name: it says where it is
             also = "".join(f"\nand {os.path.basename(p)}" for p in saved.also)
-            said = f"{what} written to\n{where}{also}"
+            said = f"{what} written to\n" + "\n".join(lines) + also
             if problems:
                 notify(
                     f"{said}\n(not to {'; '.join(problems)})" + (f"\n{note}" if note else ""),
