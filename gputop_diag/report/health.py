@@ -2,8 +2,8 @@
 (`gputop-diag health`, docs/health.md), each with its evidence and where it was read, the next
 step and the classes it bears on, every text through the report's `Sanitizer` by the one
 health rule every sanitized output shares (`sanitize/health.py`): the PCI bus ids of the read
-and the servers of network mounts seeded first, an environment variable's value kept only when
-it is a flag."""
+and the servers of network mounts seeded first, an environment variable's value read from the
+machine kept only when it is a flag, the tool's own title and next step as it wrote them."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import Any
 
 from ..model.codec import iso_time
 from ..model.health import SEVERITIES, HealthReport
-from ..sanitize.health import health_text as _health_text
-from ..sanitize.health import seed_health
+from ..sanitize.health import evidence_text, health_text, own_text, seed_health
 from ..sanitize.sanitizer import Sanitizer
 
 __all__ = ["health", "seed_health"]
@@ -33,16 +32,19 @@ def health(report: HealthReport | None, s: Sanitizer) -> dict[str, Any]:
             {
                 "id": x.id,
                 "severity": x.severity,
-                "title": _health_text(s, x.title),
+                "title": own_text(s, x.title),
                 "bears_on": list(x.bears_on),
                 "layer": x.layer,
                 "gpus": list(x.gpus),
                 "processes": len(x.pids),
                 "evidence": [
-                    {"text": _health_text(s, e.text), "read_from": _health_text(s, e.source)}
+                    {
+                        "text": evidence_text(s, e.text, e.source),
+                        "read_from": health_text(s, e.source),
+                    }
                     for e in x.evidence
                 ],
-                "next_step": _health_text(s, x.next_step) if x.next_step else None,
+                "next_step": own_text(s, x.next_step) if x.next_step else None,
             }
             for x in shown
         ],

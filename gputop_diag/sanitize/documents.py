@@ -97,7 +97,8 @@ def _walk(s: PseudonymTable, v: Any, key: str | None, parent: str | None) -> Any
         return HEALTH.finding_document(s, v)
     if HEALTH.quotes_findings(v):
         return {
-            k: HEALTH.health_text(s, x) if k == "text" else _walk(s, x, k, key or parent)
+            # the tool's sentence: its quoted evidence says a non-flag value as `NAME set`
+            k: HEALTH.own_text(s, x) if k == "text" else _walk(s, x, k, key or parent)
             for k, x in v.items()
         }
     if is_owner(v):

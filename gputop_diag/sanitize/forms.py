@@ -46,7 +46,7 @@ from typing import Any
 from . import rules as R
 from .rules import UUID, H
 from .table import PseudonymTable
-from .vocabulary import FILE_EXTENSIONS, VOCABULARY
+from .vocabulary import FILE_EXTENSIONS, VOCABULARY, kernel_module
 from .work import Work, has_placeholder
 
 _HEX_LETTER = re.compile("[a-fA-F]")
@@ -313,9 +313,15 @@ def host_like(name: str) -> bool:
     return "." not in name or last not in FILE_EXTENSIONS
 
 
+_WORD_ON = re.compile(r"[\w-]*")
+
+
 def _peer(s: PseudonymTable, m: re.Match, w: Work) -> str:
     name = m.group("name").rstrip(".")
-    if not host_like(name):
+    # the whole word the name starts (`mlx5_core`: a host name holds no `_`), as the kernel
+    # log and a table's column name a module (`the host   nvidia-peermem error`)
+    whole = name + _WORD_ON.match(m.string, m.start("name") + len(name)).group(0)
+    if not host_like(name) or kernel_module(whole):
         return m.group(0)
     a = m.start("name") - m.start(0)
     return m.group(0)[:a] + host(s, name, w) + m.group(0)[a + len(name) :]

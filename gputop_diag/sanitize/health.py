@@ -2,9 +2,13 @@
 one rule for every output that carries them (the `health` command, the report's Health section,
 a snapshot's `health` in `snapshot`, `record`, `diagnose`, a replay). What a finding names
 beyond the snapshots is seeded first: the PCI bus ids its evidence names, the servers of the
-network mounts (`fs01:/export`); then its free text is written with an environment variable's
-value kept only when it is a flag (`1`, `true`), a process named the way the processes section
-names it, and the rest as free text."""
+network mounts (`fs01:/export`); then its free text is written by who wrote it. What the
+checks read from the machine (an evidence line, where it was read) keeps an environment
+variable's value only when it is a flag (`1`, `true`): any other value may name a path or a
+project. What the tool wrote itself (a finding's title and next step, the evidence that says
+what it does: `OWN_SOURCE`) is its own advice (`NCCL_DEBUG=INFO`, `NCCL_NET_GDR_LEVEL=LOC`),
+kept as every other surface keeps the tool's words: only the identifiers in it replaced. Both
+name a process the way the processes section names it; the rest is free text."""
 
 from __future__ import annotations
 
@@ -25,7 +29,11 @@ _PID_NAME = re.compile(r"\bpid (\d+) \(([^()/,;]{1,16})\)")
 _BDF = re.compile(r"(?i)\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b")
 # The tool's own words in a finding (its id, check, severity, layer, classes): kept as they are.
 _VOCABULARY = re.compile(r"[a-z][a-z0-9_.]*")
-_FREE_TEXT = ("title", "next_step")
+_FREE_TEXT = ("title", "next_step")  # the tool's own sentences (they may quote a read name)
+# The source of the evidence that says what a finding does to a job (health/processes.py,
+# health/pci.py, xid/health.py; diagnose/health_evidence.py quotes the others only): the
+# tool's words, not a place something was read.
+OWN_SOURCE = "what it does"
 
 
 def _finding_texts(f: Finding) -> list[str]:
@@ -73,8 +81,9 @@ def seed_health(s: PseudonymTable, report: HealthReport | None) -> None:
 
 
 def health_text(s: PseudonymTable, text: str | None) -> str | None:
-    """A finding's free text: an environment variable's value kept only when it is a flag,
-    the name of a process the way the processes section shows it, then the sanitizer."""
+    """Text read from the machine (a finding's evidence, where it was read): an environment
+    variable's value kept only when it is a flag, the name of a process the way the processes
+    section shows it, then the sanitizer."""
     if not text:
         return text
     text = ENV_ASSIGNMENT.sub(
@@ -88,8 +97,23 @@ def health_text(s: PseudonymTable, text: str | None) -> str | None:
         ),
         text,
     )
+    return own_text(s, text)
+
+
+def own_text(s: PseudonymTable, text: str | None) -> str | None:
+    """Text the tool wrote (a finding's title and next step, what it does; a diagnosis's
+    sentence that quotes findings, whose quoted evidence says a non-flag value as `NAME set`):
+    its advice kept (`NCCL_DEBUG=INFO`), the name of a process the way the processes section
+    shows it, and the identifiers it quotes replaced by the sanitizer."""
+    if not text:
+        return text
     text = _PID_NAME.sub(lambda m: f"pid {m.group(1)} ({process_name(s, m.group(2))})", text)
     return sanitize(s, text) or text
+
+
+def evidence_text(s: PseudonymTable, text: str | None, source: str | None) -> str | None:
+    """An evidence line: the tool's own (`OWN_SOURCE`) as its words, any other as read."""
+    return own_text(s, text) if source == OWN_SOURCE else health_text(s, text)
 
 
 def is_finding(v: Any) -> bool:
@@ -132,19 +156,25 @@ def learn_finding(s: PseudonymTable, v: dict[str, Any]) -> list[str]:
 
 
 def finding_document(s: PseudonymTable, v: dict[str, Any]) -> dict[str, Any]:
-    """A finding of the JSON shape with its free text through `health_text`; its id, check,
-    severity, layer and classes kept (the tool's own words), GPU indices and pids as numbers."""
+    """A finding of the JSON shape: its title and next step as the tool's words (`own_text`),
+    its evidence by who wrote it (`evidence_text`); its id, check, severity, layer and classes
+    kept (the tool's own words), GPU indices and pids as numbers."""
     out: dict[str, Any] = {}
     for k, x in v.items():
         if k in _FREE_TEXT:
-            out[k] = health_text(s, x) if isinstance(x, str) else x
+            out[k] = own_text(s, x) if isinstance(x, str) else x
         elif k == "evidence":
-            out[k] = [
-                {ek: health_text(s, ex) if isinstance(ex, str) else ex for ek, ex in e.items()}
-                if isinstance(e, dict)
-                else _word(s, e)
-                for e in x
-            ]
+            out[k] = [_evidence_document(s, e) if isinstance(e, dict) else _word(s, e) for e in x]
         else:
             out[k] = _word(s, x)
     return out
+
+
+def _evidence_document(s: PseudonymTable, e: dict[str, Any]) -> dict[str, Any]:
+    source = e.get("source")
+    return {
+        k: (evidence_text(s, x, source) if k == "text" else health_text(s, x))
+        if isinstance(x, str)
+        else x
+        for k, x in e.items()
+    }

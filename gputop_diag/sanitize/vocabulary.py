@@ -12,10 +12,33 @@ from __future__ import annotations
 
 import re
 
+# Kernel modules of the GPU and network stacks, as the kernel log, lsmod and modinfo name them
+# (the kernel reads `-` and `_` in a module's name alike: modprobe(8)): public vocabulary, never a
+# host or a person, in either spelling (`nvidia-peermem error`, `modinfo nvidia_peermem`).
+# NVIDIA's driver modules (https://download.nvidia.com/XFree86/Linux-x86_64/latest/README/
+# installedcomponents.html), GPUDirect RDMA's and GPUDirect Storage's
+# (https://docs.nvidia.com/cuda/gpudirect-rdma/), the RDMA stack's and its adapters' drivers
+# (https://github.com/torvalds/linux/tree/master/drivers/infiniband), Lustre's and NFS's.
+_MODULES = """nvidia nvidia_uvm nvidia_modeset nvidia_drm nvidia_peermem nvidia_fs nvidia_vgpu_vfio
+    nvidia_wmi_ec_backlight nvidia_nvswitch nvidia_caps nv_peer_mem gdrdrv nvme nvme_core
+    nvme_fabrics nvme_rdma mlx5_core mlx5_ib mlx5_vdpa mlx4_core mlx4_ib mlx4_en mlxfw mlx_compat
+    ib_core ib_uverbs ib_umad ib_ipoib ib_cm ib_iser ib_isert ib_srp ib_srpt iw_cm rdma_cm rdma_ucm
+    rdma_rxe irdma bnxt_en bnxt_re efa qedr hfi1 i40e ixgbe knem xpmem lustre lnet
+    ko2iblnd ksocklnd nfs nfsv3 nfsv4 nfs_acl sunrpc rpcrdma lockd""".split()
+KERNEL_MODULES = frozenset(n.replace("_", sep) for n in _MODULES for sep in "_-")
+
+
+def kernel_module(name: str) -> bool:
+    """`name` is a kernel module of the GPU or network stack, in either spelling."""
+    return name.lower() in KERNEL_MODULES
+
+
 # Account names that are also words of the tool's output or of the trade (Jetson's `nvidia`,
-# cloud images' `ubuntu`, `admin`, `ec2-user`, ...): replaced only in a name's own context.
-VOCABULARY = frozenset(
-    """nvidia admin administrator user users guest test tester testing demo ubuntu root jetson
+# cloud images' `ubuntu`, `admin`, `ec2-user`, ...), and the kernel modules: replaced only in a
+# name's own context.
+VOCABULARY = (
+    frozenset(
+        """nvidia admin administrator user users guest test tester testing demo ubuntu root jetson
     cuda docker dev devel developer default service services operator student students staff
     ml ai gpu gpus cpu cpus data research lab labs team work worker workers train training
     trainer model models compute node nodes host hosts server client master main system sys
@@ -30,6 +53,8 @@ VOCABULARY = frozenset(
     jobname guid uuid ip ip6 file files home tmp var opt usr etc mnt srv bus dgx hgx nccl nvml
     smi cudnn trt tensorrt triton vllm jax tensorflow pi orin nano agx xavier tegra l4t
     gpuuser gpu-user mluser ml-user aiuser ai-user""".split()
+    )
+    | KERNEL_MODULES
 )
 
 # Process and thread names that name a public program or runtime, kept as they are. Anything
