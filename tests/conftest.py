@@ -268,7 +268,6 @@ SLOW = [
     "test_tui_snapshots.py::test_wide_200x50_filtered_and_sorted",
     "test_tui_snapshots.py::test_xid_events_that_arrived_while_hidden_120x40",
     "test_tui_snapshots.py::test_xid_pane_after_gpu_lost",
-    "test_tui_saving.py::test_a_long_save_path_breaks_at_a_slash_and_never_inside_the_file_name",
     "test_watch_tui.py::test_quit_after_the_job_ended_does_not_ask",
     "test_watch_tui.py::test_quit_asks_and_d_leaves_the_job_running",
     "test_watch_tui.py::test_quit_y_stops_a_job_that_ignores_sigterm_without_freezing_the_view",
@@ -279,6 +278,8 @@ SLOW = [
     "test_xid_pane.py::test_sanitize_hides_kernel_text_and_process_names",
     "test_xid_pane.py::test_the_log_before_the_run_shows_once_read_without_another_tick",
     "test_xid_pane.py::test_the_pane_shows_the_log_before_the_run_and_the_triage",
+    "test_exit_statuses.py::test_each_listed_status_is_reached[live-view-4]",
+    "test_tui_saving.py::test_a_long_save_path_breaks_at_a_slash_and_never_inside_the_file_name",
 ]
 
 E2E_FIXTURES = {"cli", "slurm", "journal_file", "tls_prometheus"}

@@ -134,3 +134,88 @@ def test_a_file_named_to_xid_and_not_read_is_a_partial_answer(tmp_path, capsys):
     out = capsys.readouterr()
     assert "Xid 79" in out.out  # the answer is printed
     assert f"could not be read ({unreadable})" in out.err
+
+
+# Each status beyond 0, 1 and 2 that a command's row lists, and how it is reached: in-process
+# here (on the simulated machine without a driver, or a Prometheus nobody serves), ...
+REACHED = {
+    ("", exits.EXIT_NO_GPU): ["--demo", "no-gpu"],  # not a terminal: one snapshot, then 3
+    ("snapshot", exits.EXIT_NO_GPU): ["--demo", "no-gpu", "snapshot"],
+    ("diagnose", exits.EXIT_NO_GPU): ["--demo", "no-gpu", "diagnose", "--seconds", "1"],
+    ("record", exits.EXIT_NO_GPU): ["--demo", "no-gpu", "record", "-o", "{tmp}/r.jsonl"],
+    ("report", exits.EXIT_NO_GPU): ["--demo", "no-gpu", "report", "-o", "{tmp}/r.md"],
+    ("mapping", exits.EXIT_NO_GPU): ["--demo", "no-gpu", "mapping"],
+    ("driver", exits.EXIT_NO_GPU): ["--demo", "no-gpu", "driver"],
+    ("health", exits.EXIT_NO_GPU): ["--demo", "no-gpu", "health"],
+    ("exporter", exits.EXIT_NO_GPU): ["--demo", "no-gpu", "exporter", "--listen", "127.0.0.1:0"],
+    ("", exits.EXIT_PROMETHEUS): ["--prometheus", "http://127.0.0.1:9"],
+    ("fleet", exits.EXIT_PROMETHEUS): CASES["fleet"][0],
+}
+# ... in another test (it needs a Prometheus that answers, or a file it writes) ...
+ELSEWHERE = {
+    ("fleet", exits.EXIT_NO_GPU): "test_fleet_prometheus.py::test_no_matching_series_is_exit_3",
+    ("xid", exits.EXIT_PARTIAL): "test_exit_statuses.py::test_a_file_named_to_xid_and_not_read",
+}
+# ... or only in the command's code (a sanitizer that holds back a snapshot, health checks that
+# cannot be read: the simulator has neither on demand), which returns the status by name.
+BY_CODE = {
+    ("record", exits.EXIT_PARTIAL): "gputop_diag/commands/record.py",
+    ("report", exits.EXIT_PARTIAL): "gputop_diag/commands/report.py",
+}
+# A command whose row leaves out 3 ends otherwise on the machine without a driver.
+WITHOUT_A_GPU = {
+    "memory": (
+        [
+            "--demo",
+            "no-gpu",
+            "memory",
+            "--params",
+            "7e9",
+            "--layers",
+            "32",
+            "--hidden",
+            "4096",
+            "--heads",
+            "32",
+            "--intermediate",
+            "11008",
+            "--vocab",
+            "32000",
+        ],
+        exits.EXIT_OK,
+    ),
+}
+
+
+def test_every_listed_status_is_reached_by_a_named_way():
+    listed = {
+        (command, code)
+        for command, codes in exits.COMMAND_EXITS.items()
+        for code in codes
+        if code not in (exits.EXIT_OK, exits.EXIT_FAILURE, exits.EXIT_USAGE)
+    }
+    assert listed == {*REACHED, *ELSEWHERE, *BY_CODE}
+    tests = Path(__file__).resolve().parent
+    for where in ELSEWHERE.values():
+        file, name = where.split("::")
+        assert f"def {name}" in (tests / file).read_text(encoding="utf-8"), where
+    for (_, code), path in BY_CODE.items():
+        source = (tests.parent / path).read_text(encoding="utf-8")
+        name = {exits.EXIT_PARTIAL: "EXIT_PARTIAL"}[code]
+        assert re.search(rf"return\b.*\b{name}\b", source), path
+
+
+@pytest.mark.parametrize("key", sorted(REACHED), ids=lambda k: f"{k[0] or 'live-view'}-{k[1]}")
+def test_each_listed_status_is_reached(key, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    argv = [a.format(tmp=tmp_path) for a in REACHED[key]]
+    assert main(argv) == key[1], capsys.readouterr().err
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", sorted(WITHOUT_A_GPU))
+def test_a_command_that_leaves_out_3_ends_otherwise_without_a_gpu(command, capsys):
+    argv, status = WITHOUT_A_GPU[command]
+    assert exits.EXIT_NO_GPU not in exits.COMMAND_EXITS[command]
+    assert main(argv) == status, capsys.readouterr().err

@@ -36,7 +36,7 @@ COMMAND_EXITS: dict[str, tuple[int, ...]] = {
     "health": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NO_GPU),
     "report": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NO_GPU, EXIT_PARTIAL),
     "compare": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE),
-    "memory": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NO_GPU),
+    "memory": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE),  # without a GPU: the plan, no fit (0)
     "exporter": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NO_GPU),
     "fleet": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NO_GPU, EXIT_PROMETHEUS),
     "watch": (EXIT_OK, EXIT_FAILURE, EXIT_USAGE),
