@@ -16,7 +16,6 @@ import importlib
 import os
 import signal
 import sys
-import unicodedata
 from collections.abc import Sequence
 
 from . import __version__
@@ -294,21 +293,34 @@ _ASCII_SPELLINGS = {
     "\u2022": "*",
     "\u03a8": "Psi",
     "\u03a3": "Sum",
+    "\u1d40": "^T",
 }
 ASCII_ERRORS = "gputop-diag-ascii"
 
 
+def _escaped(ch: str) -> str:
+    """`ch` as a JSON string escapes it (`\\u00f6`; two for a character beyond the BMP): a
+    path or a name stays that one path, and a JSON document stays JSON with the same data
+    (https://www.rfc-editor.org/rfc/rfc8259#section-7)."""
+    code = ord(ch)
+    if code > 0xFFFF:
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
 def _ascii_spelling(err: UnicodeError) -> tuple[str, int]:
     """A codec error handler (`codecs.register_error`): each character the output's encoding
-    cannot take, as its ASCII spelling, else its letter without accents, else `?`."""
+    cannot take. The tool's own characters (an arrow, a dash, a bar's block) are spelled in
+    ASCII; any other is data (a file name, a process's name) and is escaped, never replaced by
+    a look-alike: `n\\u00f6.json`, not `no.json`, which names another file."""
     if not isinstance(err, UnicodeEncodeError):
         raise err
     out = []
     for ch in err.object[err.start : err.end]:
         spelled = _ASCII_SPELLINGS.get(ch)
         if spelled is None:
-            base = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-            spelled = base.replace('"', "'") or ("#" if "\u2580" <= ch <= "\u259f" else "?")
+            spelled = "#" if "\u2580" <= ch <= "\u259f" else _escaped(ch)
         out.append(spelled)
     return "".join(out), err.end
 

@@ -85,11 +85,12 @@ def test_spellings_keep_the_meaning_and_json_stays_json(monkeypatch, capsys):
     cli.ascii_safe_streams()
     print("driver -> CUDA \u2192 torch \u2014 12\u00d74 \u2265 3\u2026", end=" ")
     print("\u201cquoted\u201d caf\u00e9 \u2588")
-    doc = {"text": "\u201cok\u201d \u2192 \u00e9"}
+    doc = {"text": "\u201cok\u201d \u2192 \u00e9 \u20ac \U0001f600"}
     print(json.dumps(doc, ensure_ascii=False))
     lines = raw.getvalue().decode("ascii").splitlines()
-    assert lines[0] == "driver -> CUDA -> torch -- 12x4 >= 3... 'quoted' cafe #"
-    assert json.loads(lines[1]) == {"text": "'ok' -> e"}
+    # the tool's own characters spelled; data (a name, a path) escaped, never another name
+    assert lines[0] == "driver -> CUDA -> torch -- 12x4 >= 3... 'quoted' caf\\u00e9 #"
+    assert json.loads(lines[1]) == {"text": "'ok' -> \u00e9 \u20ac \U0001f600"}
 
 
 def test_a_report_file_stays_utf8_when_the_terminal_takes_only_ascii(tmp_path, monkeypatch):
@@ -102,3 +103,24 @@ def test_a_report_file_stays_utf8_when_the_terminal_takes_only_ascii(tmp_path, m
     assert cli.main(["--demo", "idle", "report", "--seconds", "5", "-o", str(path)]) == 0
     text = path.read_bytes().decode("utf-8")
     assert any(ord(ch) > 127 for ch in text)  # its own spellings (an em dash, an arrow), kept
+
+
+@pytest.mark.parametrize(
+    "name, shown",
+    [("n\u00f6.json", "n\\u00f6.json"), ("nx\u20ac.json", "nx\\u20ac.json")],
+)
+def test_a_non_ascii_file_name_is_escaped_never_named_as_another_file(
+    name, shown, tmp_path, monkeypatch
+):
+    """`n\u00f6.json` on an ASCII-only stderr is `n\\u00f6.json`: `no.json` would name a
+    different file, `nx?.json` a pattern."""
+    from gputop_diag import cli
+
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(raw, encoding="ascii", write_through=True))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    config = tmp_path / name
+    config.write_text("not json", encoding="utf-8")
+    assert cli.main(["memory", "--config", str(config)]) == 2
+    err = raw.getvalue().decode("ascii")
+    assert shown in err and "Traceback" not in err, err
