@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterable
@@ -80,6 +81,30 @@ def shown_text(text: str, path: bool = False) -> str:
     return namer.path(text) if path else namer.text(text) or ""  # type: ignore[attr-defined]
 
 
+def said_path(path: str, sanitize: bool) -> str:
+    """A path the user named, as stderr says it: under --sanitize its pseudonym, the same in
+    every line of this run (`shown_path`: a bare relative name such as `jsmith-runs`, which no
+    rule tells from a word, included), else as the user wrote it."""
+    return shown_path(path) if sanitize and path not in ("-", "/dev/stdout") else path
+
+
+def said_text(text: str, sanitize: bool, paths: Iterable[str | None] = ()) -> str:
+    """An error's text as stderr says it: under --sanitize each of `paths` it names (the user's
+    own: `said_path`) as its pseudonym, the text around them through the session's sanitizer
+    (a pseudonym is never sanitized again)."""
+    if not sanitize:
+        return text
+    named = sorted({p for p in paths if p and p not in ("-", "/dev/stdout")}, key=len)[::-1]
+    if not named:
+        return shown_text(text)
+    split = re.compile(rf"(?<![\w./-])({'|'.join(map(re.escape, named))})(?![\w/-])")
+    parts = split.split(text)  # text, path, text, path, ..., text
+    return "".join(
+        said_path(part, True) if k % 2 else (shown_text(part) if part.strip() else part)
+        for k, part in enumerate(parts)
+    )
+
+
 def sanitized_output(text: str, sanitizer) -> str | None:
     """`text` if nothing in it still looks like an identifier; None (and why, on stderr)
     otherwise: a sanitized command prints nothing rather than a leak."""
@@ -96,8 +121,9 @@ def sanitized_output(text: str, sanitizer) -> str | None:
     return None
 
 
-def output_problem(path: str, option: str = "-o") -> str | None:
-    """Why `path` cannot be written (said before any work: a usage error, exit 2), or None.
+def output_problem(path: str, option: str = "-o", sanitize: bool = False) -> str | None:
+    """Why `path` cannot be written (said before any work: a usage error, exit 2), or None;
+    the path named as stderr names it (`said_path`).
 
     It is opened for appending, as the write will open it, and removed again when this made
     it, so the answer is the file system's own (no such directory, permission denied, a
@@ -105,20 +131,21 @@ def output_problem(path: str, option: str = "-o") -> str | None:
     the write itself: opening a pipe would wait for its reader."""
     if path in ("-", "/dev/stdout"):
         return None
+    named = said_path(path, sanitize)
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         mode = None
     except OSError as e:
-        return f"{option} {path}: {e.strerror or e}"
+        return f"{option} {named}: {e.strerror or e}"
     if mode is not None and stat.S_ISDIR(mode):
-        return f"{option} {path}: is a directory"
+        return f"{option} {named}: is a directory"
     if mode is not None and not stat.S_ISREG(mode):
         return None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY, 0o600)
     except OSError as e:
-        return f"{option} {path}: cannot write: {e.strerror or e}"
+        return f"{option} {named}: cannot write: {e.strerror or e}"
     os.close(fd)
     if mode is None:
         with contextlib.suppress(OSError):
@@ -126,17 +153,18 @@ def output_problem(path: str, option: str = "-o") -> str | None:
     return None
 
 
-def input_problem(path: str, option: str) -> str | None:
+def input_problem(path: str, option: str, sanitize: bool = False) -> str | None:
     """Why the file `path` named to be read cannot be (said before any work, exit 2), or
-    None. `-` is standard input."""
+    None; the path named as stderr names it (`said_path`). `-` is standard input."""
     if path == "-":
         return None
+    named = said_path(path, sanitize)
     if not os.path.lexists(path):
-        return f"{option} {path}: no such file"
+        return f"{option} {named}: no such file"
     if os.path.isdir(path):
-        return f"{option} {path}: is a directory"
+        return f"{option} {named}: is a directory"
     if not os.access(path, os.R_OK):
-        return f"{option} {path}: cannot read: permission denied"
+        return f"{option} {named}: cannot read: permission denied"
     return None
 
 

@@ -73,10 +73,10 @@ def run(args: argparse.Namespace, feed: Sources | None = None) -> int:
 
         sanitizer = Sanitizer(session_key())  # the key every path of this run is named by
     shown = [p if sanitizer is None else sanitizer.path(p) for p in (args.a, args.b)]
-    for path, name in zip((args.a, args.b), shown, strict=True):
-        problem = input_problem(path, "compare")
+    for path in (args.a, args.b):
+        problem = input_problem(path, "compare", sanitizer is not None)
         if problem is not None:
-            print(f"gputop-diag: {problem.replace(path, name)}", file=sys.stderr)
+            print(f"gputop-diag: {problem}", file=sys.stderr)
             return EXIT_USAGE
     try:
         a = load(args.a, shown[0])

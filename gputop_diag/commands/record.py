@@ -19,7 +19,7 @@ from ..monitor.run import OutputClosed, is_closed_pipe
 from ..recording.store import Recording, RecordingError, RecordingWriteError
 from ..recording.writer import RecordingWriter
 from ..sources import Sources
-from .common import no_driver_error, seeded_sanitizer, shown_path, shown_text
+from .common import no_driver_error, said_path, said_text, seeded_sanitizer
 from .options import add_time_options, capped, time_problem, with_progress
 
 REPLAY = True  # reads `--replay FILE`: writes its (first N seconds of) snapshots again
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     except KeyboardInterrupt:  # before the first tick: nothing recorded
         monitor = None
     except RecordingWriteError as e:  # the disk filled up, a write failed
-        print(f"gputop-diag: {e} (kept {writer.count} snapshots)", file=sys.stderr)
+        print(f"gputop-diag: {_said(args, e)} (kept {writer.count} snapshots)", file=sys.stderr)
         return 1
     except RecordingError as e:  # the recording being replayed is damaged part-way
         with contextlib.suppress(RecordingError):
@@ -165,9 +165,12 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
 def _shown(args: argparse.Namespace, path: str) -> str:
     """A path as stderr names it: under --sanitize its pseudonym, as every other message of
     this run names it (`common.shown_path`)."""
-    return shown_path(path) if getattr(args, "sanitize", False) else path
+    return said_path(path, getattr(args, "sanitize", False))
 
 
 def _said(args: argparse.Namespace, e: Exception) -> str:
-    """An error's text (it names a file) as stderr says it: sanitized under --sanitize."""
-    return shown_text(str(e)) if getattr(args, "sanitize", False) else str(e)
+    """An error's text (it names a file) as stderr says it: under --sanitize the recording's
+    path and the one replayed as their pseudonyms (`common.said_text`), the rest sanitized."""
+    return said_text(
+        str(e), getattr(args, "sanitize", False), (args.output, getattr(args, "replay", None))
+    )

@@ -16,7 +16,14 @@ from ..recording.store import Recording
 from ..report.build import ReportSource, make_report
 from ..report.private_map import write_private_map
 from ..sources import Sources
-from .common import no_driver_error, output_problem, stop_without_nvml, stopped_early
+from .common import (
+    no_driver_error,
+    output_problem,
+    said_path,
+    said_text,
+    stop_without_nvml,
+    stopped_early,
+)
 from .options import add_time_options, capped, time_problem, with_progress
 
 DEFAULT_SECONDS = 30.0
@@ -82,6 +89,10 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print("gputop-diag: --json and --format md contradict each other", file=sys.stderr)
         return EXIT_USAGE
     out, private = args.output, args.private_map
+    # The report is always sanitized; what stderr says beside it names the files the user chose
+    # as they wrote them, and under --sanitize (a shared screen) by their pseudonyms, as every
+    # command's stderr does (docs/report.md, "Paths on the terminal").
+    sanitize = bool(getattr(args, "sanitize", False))
     if private is not None and (private == "-" or (out is not None and _same_file(out, private))):
         print(
             "gputop-diag: --private-map needs a file of its own (it must never end up in the "
@@ -90,7 +101,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         )
         return EXIT_USAGE
     for path, option in ((out, "-o"), (private, "--private-map")):
-        problem = None if path is None else output_problem(path, option)
+        problem = None if path is None else output_problem(path, option, sanitize)
         if problem is not None:  # before the sampling, not after it
             print(f"gputop-diag: {problem}", file=sys.stderr)
             return EXIT_USAGE
@@ -101,7 +112,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         try:
             config = read_config_file(args.model_config)
         except ModelConfigError as e:
-            print(f"gputop-diag: --model-config {e}", file=sys.stderr)
+            said = said_text(f"--model-config {e}", sanitize, (args.model_config,))
+            print(f"gputop-diag: {said}", file=sys.stderr)
             return EXIT_USAGE
     replay = isinstance(feed, Recording)
     if seconds is None and not replay:
@@ -142,12 +154,13 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             with open(out, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as e:
-            print(f"gputop-diag: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+            said = said_path(out, sanitize)
+            print(f"gputop-diag: cannot write {said}: {e.strerror or e}", file=sys.stderr)
             return 1
     replaced = sum(c["replaced"] for c in report.doc["redactions"]["classes"].values())
     if out not in (None, "-"):
         print(
-            f"gputop-diag: wrote the sanitized report to {out} "
+            f"gputop-diag: wrote the sanitized report to {said_path(out, sanitize)} "
             f"({formats.count(replaced, 'identifier')} replaced{_left_out(report.left_out)}); "
             "read it once before you share it",
             file=sys.stderr,
@@ -158,10 +171,12 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         try:
             write_private_map(report.sanitizer, private)
         except OSError as e:
-            print(f"gputop-diag: cannot write {private}: {e.strerror or e}", file=sys.stderr)
+            said = said_path(private, sanitize)
+            print(f"gputop-diag: cannot write {said}: {e.strerror or e}", file=sys.stderr)
             return 1
         print(
-            f"gputop-diag: the private map is in {private} (mode 0600): keep it, never share it",
+            f"gputop-diag: the private map is in {said_path(private, sanitize)} (mode 0600): "
+            "keep it, never share it",
             file=sys.stderr,
         )
     err = no_driver_error(monitor.last.snapshot)

@@ -57,11 +57,11 @@ from .common import (
     add_sanitize,
     input_problem,
     output_problem,
+    said_text,
     sanitized_output,
     seeded_sanitizer,
     session_key,
     shown_path,
-    shown_text,
 )
 from .options import add_time_options, capped, time_problem, with_progress
 
@@ -155,8 +155,11 @@ def out_path(args: argparse.Namespace, path: str) -> str:
 
 
 def said(args: argparse.Namespace, text: str) -> str:
-    """An error's text (it may name the output file or the command) as stderr says it."""
-    return shown_text(text) if getattr(args, "sanitize", False) else text
+    """An error's text (it may name the output file, the recording, the job's log or the
+    command) as stderr says it: under --sanitize the paths the user named as their pseudonyms
+    (`common.said_text`), the rest sanitized."""
+    paths = (args.output, args.record, args.log, getattr(args, "model_config", None))
+    return said_text(text, getattr(args, "sanitize", False), paths)
 
 
 def build_watch(args: argparse.Namespace, feed: Sources) -> JobWatch:

@@ -30,7 +30,7 @@ from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.triage import triage
 from ..xid.types import TriageContext, gpu_refs, map_gpus, sanitized
-from .common import sample_once, sanitized_output, seeded_sanitizer
+from .common import said_path, sample_once, sanitized_output, seeded_sanitizer
 from .xid_render import render_text, to_json
 
 REPLAY = True  # `--replay FILE`: the recording's Xid events, joined with its sampled history
@@ -116,14 +116,14 @@ def parse_since(text: str, now: float, boot_time: float | None) -> float | None:
 
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
+    sanitize = bool(getattr(args, "sanitize", False))
     for path in [*args.log, *args.journal_file]:
         if path != "-" and not os.path.lexists(path):
-            print(f"gputop-diag: {path}: no such file", file=sys.stderr)
+            print(f"gputop-diag: {said_path(path, sanitize)}: no such file", file=sys.stderr)
             return EXIT_USAGE
     if args.limit < 0:
         print("gputop-diag: --limit must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
-    sanitize = bool(getattr(args, "sanitize", False))
     files_only = bool(args.log or args.journal_file) and not args.system
     if isinstance(feed, Recording):
         found, result, context_note = _from_recording(args, feed, sanitize)
@@ -219,25 +219,31 @@ def _from_machine(args, sources: Sources, sanitize: bool, files_only: bool):
         private=not sanitize,
     )
     if sanitize:
-        found = _label_files(found)
+        found = _label_files(found, [*args.log, *args.journal_file])
     # GPUs are named through NVML's bus ids before the ids are replaced by pseudonyms
     events = sanitized(map_gpus(found.events, ctx.gpus)) if sanitize else found.events
     return found, triage(events, ctx), note
 
 
-def _label_files(found: XidScan) -> XidScan:
+def _label_files(found: XidScan, named: list[str]) -> XidScan:
     """A log file the user named is `file-1`, `file-2`, …: its path may carry a host or a user
-    name. The system's own logs (/var/log/…) and the journal keep their names."""
+    name, a bare relative name (`k.log`) as much as any other. The system's own logs
+    (/var/log/…) and the journal keep their names."""
     labels: dict[str, str] = {}
     for r in found.sources:
         for name in (r.name, r.name.removeprefix("journal file ")):
-            if "/" in name and not name.startswith("/var/log/") and name not in labels:
+            mine = "/" in name or name in named
+            if mine and name != "-" and not name.startswith("/var/log/") and name not in labels:
                 labels[name] = f"file-{len(labels) + 1}"
+    if not labels:
+        return found
+    # a name stands as itself, never inside another word (`k.log` in `kk.log`)
+    named_rx = re.compile(
+        "|".join(rf"(?<![\w./-]){re.escape(p)}(?![\w/-])" for p in sorted(labels, key=len)[::-1])
+    )
 
     def label(text: str) -> str:
-        for path, lab in sorted(labels.items(), key=lambda kv: -len(kv[0])):
-            text = text.replace(path, lab)
-        return text
+        return named_rx.sub(lambda m: labels[m.group(0)], text)
 
     return dataclasses.replace(
         found,
@@ -280,7 +286,7 @@ def _from_recording(args, rec: Recording, sanitize: bool):
         private=not sanitize and not rec.header.sanitized,
     )
     if sanitize:
-        found = _label_files(found)
+        found = _label_files(found, [*args.log, *args.journal_file])
     events = sanitized(map_gpus(found.events, ctx.gpus)) if sanitize else found.events
     if sanitize:  # what the recording holds of kernel text and processes stays out too
         xids = [
