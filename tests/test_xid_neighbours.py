@@ -20,7 +20,7 @@ from gputop_diag.sanitize.sanitizer import Sanitizer
 from gputop_diag.xid.events import parse_lines
 from gputop_diag.xid.health import kernel_findings
 from gputop_diag.xid.triage import triage
-from gputop_diag.xid.types import gpu_name, sanitized
+from gputop_diag.xid.types import GpuRef, gpu_name, gpu_refs, sanitized
 
 T0 = datetime(2026, 1, 15, 9, 0, tzinfo=timezone.utc).timestamp()
 
@@ -152,6 +152,31 @@ def test_a_gpu_fallen_off_the_bus_without_its_domain_is_the_xid_79_path():
     got = [(x.xid, x.gpu_index, x.source) for s in m.history.snapshots() for x in s.xid_events]
     assert got == [(79, 2, "kernel-log")]
     assert any(a.kind == "xid" and a.code == 79 for a in m.last.diagnosis.alerts)
+    # health tells the same story: GPU 2, by its bus id through NVML's, critical
+    live = [f for f in m.last.snapshot.health.findings if f.id == "kernel.gpu_fell_off_bus"]
+    once = [f for f in read_kernel_health(sources, gpu_refs(m.last.snapshot)) if f.severity != "ok"]
+    for (f,) in (live, once):
+        assert f.severity == "critical" and f.gpus == (2,) and f.check == "kernel_log"
+        assert f.title.startswith(f"GPU 2 (bus {gpu2.xid_pci}) fell off the bus (Xid 79")
+        assert "until the node reboots" in f.evidence[-1].text
+
+
+def test_an_xid_79_and_the_drivers_line_are_one_health_finding():
+    lines = _lines(
+        (0, "NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=python, GPU has fallen off the bus."),
+        (1, "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."),
+        (2, "NVRM: GPU 5d:00.0: GPU has fallen off the bus."),
+    )
+    gpus = (GpuRef(3, "GPU-3", "0000:3b:00"), GpuRef(5, "GPU-5", "0000:5d:00"))
+    found = kernel_findings(parse_lines(lines, "journal").events, T0 + 3 * 86400, gpus=gpus)
+    falls = [f for f in found if f.id == "kernel.gpu_fell_off_bus"]
+    assert [(f.gpus, f.severity) for f in falls] == [((3,), "critical"), ((5,), "critical")]
+    assert "fell off the bus (Xid 79) (last at" in falls[0].title  # one fall, said twice
+    assert falls[0].pids == (7,)
+    assert "kernel.neighbours" in {f.id for f in found}  # the neighbours' check still says ok
+    fall = kernel_findings(parse_lines(lines[2:], "journal").events, T0)[0]  # NVML unknown
+    assert fall.id == "kernel.gpu_fell_off_bus" and fall.gpus == ()
+    assert fall.title.startswith("GPU at 0000:5d:00 fell off the bus")
 
 
 def test_the_live_view_and_the_health_command_read_the_neighbours_messages():

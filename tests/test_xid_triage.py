@@ -271,6 +271,27 @@ def test_across_many_devices_within_minutes():
     assert "ipmitool sel" in f.action and f.severity == "critical"
 
 
+def test_across_devices_counts_real_devices_only():
+    fell = ev(kind="fallen_off_bus", t=T0 + 120, pci="0000:3b:00")
+    no_device = ev(kind="gsp_timeout", t=T0 + 130, pci=None)  # names no GPU: not a device
+    out = triage([fell, no_device])
+    assert finding(out, "Xid across many devices") is None
+    # an Xid 79 named by its UUID and the driver's line by bus id, minutes apart: one GPU
+    out = triage([ev(79, t=T0, gpu_uuid=UUID3), fell])
+    assert finding(out, "Xid across many devices") is None
+    out = triage([ev(79, t=T0, gpu_uuid=UUID3), fell, ev(79, t=T0 + 150, pci="0000:5d:00")])
+    f = finding(out, "Xid across many devices")
+    assert f.gpus == ("GPU at 0000:3b:00", "GPU at 0000:5d:00") and "the host" not in f.detail
+    assert "within 2 min" in f.detail
+
+
+def test_a_fall_off_the_bus_is_one_story_in_the_route():
+    (line,) = parse_lines(["NVRM: GPU 3b:00.0: GPU has fallen off the bus."]).events
+    (g,) = triage([line], TriageContext(gpus=GPUS)).groups
+    assert (g.gpu, g.title, g.severity) == ("GPU 3", "GPU fell off the bus (Xid 79)", "critical")
+    assert "reported without" not in g.meaning and "Xid 79" in g.meaning
+
+
 def test_across_devices_from_one_job_points_at_the_job():
     events = [
         ev(13, t=T0, pci="0000:3b:00", process_name="pt_main_thread"),

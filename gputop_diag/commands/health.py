@@ -25,6 +25,7 @@ from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..model.health import HEALTH_SCHEMA, SEVERITIES, HealthReport, finding_to_json
 from ..recording.store import Recording
 from ..sources import Sources
+from ..xid.types import gpu_refs
 from .common import add_sanitize, no_driver_error, sample_once
 
 REPLAY = True  # `--replay FILE`: the findings of the recording's last health read
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         return _replayed(args, feed)
     snap = sample_once(feed, fast=True)
     facts = read_health(feed, snap, watched=args.pid, with_acs=not args.no_lspci)
-    report = judge(facts, read_kernel_health(feed))
+    report = judge(facts, read_kernel_health(feed, gpu_refs(snap)))
     if not _print(args, build(report), report, feed, snap):
         return 1
     err = no_driver_error(snap)

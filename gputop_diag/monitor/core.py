@@ -56,7 +56,7 @@ from ..model import (
 from ..planner.configs import ReadConfig
 from ..recording.store import Recording
 from ..sources import Sources
-from ..xid.types import XidTriage
+from ..xid.types import XidTriage, gpu_refs
 from .health import HealthWatch
 from .run import Done, Ending, Run, StopSignals
 from .sampler import Sampler
@@ -355,7 +355,7 @@ class Monitor:
         Xid lines that are new (not NVML's, nor this run's `run_xids`) are returned for this
         snapshot."""
         try:
-            parsed = self._klog.poll(snap.timestamp - WINDOW_S)
+            parsed = self._klog.poll(snap.timestamp - WINDOW_S, gpu_refs(snap))
             new = kernel_xid_events(parsed.events, snap, run_xids, self._klog_seen)
         except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
             self._slow_errors["kernel-log"] = CollectorError(

@@ -389,8 +389,9 @@ DRIVER_MESSAGES: dict[str, DriverMessageInfo] = {
     d.kind: d
     for d in (
         DriverMessageInfo(
-            "fallen_off_bus", "GPU fell off the bus",
-            "the GPU stopped answering on PCIe (reported without, or besides, an Xid 79)",
+            "fallen_off_bus", "GPU fell off the bus (Xid 79)",
+            "the GPU stopped answering on PCIe: the driver's own line for the fault Xid 79 "
+            "reports, the same fault whether an Xid 79 line comes with it or not",
             ("bus", "hw", "thermal"), _FELL_OFF_QUESTION,
             "drain the node and reboot; check temperatures, power and seating", "critical", 79,
         ),

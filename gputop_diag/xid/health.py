@@ -3,7 +3,9 @@ docs/health.md "kernel log"): a network port down or flapping, its cable, power 
 `nvidia-peermem` errors (GPUDirect RDMA), NVLink training and RX detection, a process that
 crashed in NCCL. Each bears on the class it slows or breaks (communication) or is the job's
 failure (a crash in NCCL: an alert, never a vote). Xids keep their own path (the Xid triage and
-the classifier's Xid alerts; a GPU fallen off the bus, with or without an Xid 79, is one).
+the classifier's Xid alerts), except a GPU fallen off the bus, with or without an Xid 79
+beside the driver's line: the GPU is gone until the node reboots, so health says so too
+(`kernel.gpu_fell_off_bus`, critical, the GPU named by its index through NVML's bus ids).
 Pure: events in, findings out.
 """
 
@@ -12,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model.health import Finding, HealthEvidence
+from .catalog import DRIVER_MESSAGES
 from .events import KernelEvent
 from .ports import FLAPPING, PortHistory, describe, port_histories
-from .types import nic_name, title_of, when
+from .types import GpuRef, gpu_name, map_gpus, nic_name, title_of, when
 
 CHECK = "kernel_log"
 RECENT_S = 86400.0  # a message older than this (in this boot) is history: info, not a warning
@@ -63,8 +66,50 @@ KINDS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
         "move the adapter to a slot that provides its power, or check the riser",
     ),
 }
-# The kinds these findings read (a port's link coming back included).
-HEALTH_KINDS = frozenset({*KINDS, "nic_link_down", "nic_cable", "nic_link_up"})
+# The kinds these findings read (a port's link coming back included; an Xid 79 is kind "xid").
+HEALTH_KINDS = frozenset({*KINDS, "nic_link_down", "nic_cable", "nic_link_up", "fallen_off_bus"})
+FELL_ID = "kernel.gpu_fell_off_bus"
+FELL_EFFECT = (
+    "the GPU stopped answering on PCIe (Xid 79): its processes fail, and it stays lost until "
+    "the node reboots"
+)
+
+
+def is_fall(e: KernelEvent) -> bool:
+    """The driver's "GPU has fallen off the bus" line, or an Xid 79: the same fault."""
+    return e.kind == "fallen_off_bus" or (e.kind == "xid" and e.code == 79)
+
+
+def _fall_findings(ordered: Sequence[KernelEvent], gpus: Sequence[GpuRef]) -> list[Finding]:
+    """One critical finding per GPU that fell off the bus (the Xid 79 and the driver's line of
+    one fall are one GPU's), named by its index where NVML's bus ids place it."""
+    by_gpu: dict[str, list[KernelEvent]] = {}
+    for e in map_gpus([e for e in ordered if is_fall(e)], gpus):
+        key = e.gpu_uuid or (f"index {e.gpu_index}" if e.gpu_index is not None else e.pci or "?")
+        by_gpu.setdefault(key, []).append(e)
+    out = []
+    for evs in by_gpu.values():
+        last = evs[-1]
+        name = gpu_name(last)
+        if last.gpu_index is not None and last.pci:
+            name += f" (bus {last.pci})"
+        times = f" ×{len(evs)}" if len(evs) > 1 else ""
+        out.append(
+            Finding(
+                id=FELL_ID,
+                severity="critical",
+                title=f"{name} fell off the bus (Xid 79){times} (last at {when(last.timestamp)})",
+                evidence=(*_evidence(evs), HealthEvidence(FELL_EFFECT, "what it does")),
+                next_step="nvidia-smi; lspci -d 10de:  # is it still listed? then "
+                + DRIVER_MESSAGES["fallen_off_bus"].step,
+                check=CHECK,
+                gpus=(last.gpu_index,) if last.gpu_index is not None else (),
+                pids=tuple(dict.fromkeys(e.pid for e in evs if e.pid is not None)),
+            )
+        )
+    return out
+
+
 PORT_ID = "kernel.nic_port"
 FLAP_ID = "kernel.nic_port_flapping"
 PORT_NEXT = "ibstat; ip -br link  # is the port up now? then reseat or swap its cable"
@@ -120,10 +165,12 @@ def kernel_findings(
     readable: bool = True,
     problem: str = "",
     next_step: str = "",
+    gpus: Sequence[GpuRef] = (),
 ) -> tuple[Finding, ...]:
     """The health findings of the kernel log's `events` (any order; bookkeeping lines
     included: a port's link coming back tells a flap from a port down). `readable` False: the
-    log could not be read (`problem`, `next_step`): one info finding says so."""
+    log could not be read (`problem`, `next_step`): one info finding says so. `gpus`: NVML's,
+    to name a GPU that fell off the bus by its index."""
     if not readable:
         return (
             Finding(
@@ -176,4 +223,4 @@ def kernel_findings(
                 check=CHECK,
             )
         )
-    return tuple(out)
+    return (*_fall_findings(ordered, gpus), *out)

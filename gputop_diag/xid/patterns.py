@@ -30,7 +30,6 @@ from .types import (
     Finding,
     TriageContext,
     XidGroup,
-    gpu_key,
     gpu_name,
     info_of,
     sev_rank,
@@ -313,10 +312,12 @@ def across_devices(
             clusters.append([e])
     out = []
     for c in clusters:
-        gpus = list(dict.fromkeys(gpu_name(e) for e in c))
-        keys = {gpu_key(e) for e in c}
-        if len(keys) < 2:
+        devices = _devices(c)
+        if len(devices) < 2:
             continue
+        c = [e for d in devices for e in d]
+        c.sort(key=lambda e: e.timestamp)
+        gpus = [_device_name(d) for d in devices]
         codes = sorted({title_of(e) for e in c})
         start, end = c[0].timestamp, c[-1].timestamp
         parts = [
@@ -359,3 +360,43 @@ def across_devices(
         sev = max((info_of(e, bool(e.fatal))[4] for e in c), key=sev_rank)
         out.append(Finding(ACROSS[0], ACROSS[1], "; ".join(parts), action, sev, tuple(gpus)))
     return out
+
+
+def _devices(events: Sequence[KernelEvent]) -> list[list[KernelEvent]]:
+    """The physical GPUs of `events`, each with its events: two events are one GPU when they
+    share its UUID, NVML index or bus id (an Xid 79 named by UUID and the driver's "fallen off
+    the bus" line named by bus id are one GPU, not two). An event that names no GPU (no bus id,
+    index, UUID or /dev/nvidiaN) is no device and is left out."""
+    out: list[list[KernelEvent]] = []
+    ids: list[set] = []
+    for e in events:
+        mine = {
+            x
+            for x in (
+                ("uuid", e.gpu_uuid),
+                ("index", e.gpu_index),
+                ("pci", e.pci),
+                ("minor", e.minor),
+            )
+            if x[1] is not None
+        }
+        if not mine:
+            continue
+        hits = [k for k, known in enumerate(ids) if known & mine]
+        if not hits:
+            out.append([e])
+            ids.append(mine)
+            continue
+        first = hits[0]
+        for k in reversed(hits[1:]):  # the event joins GPUs seen apart: one GPU
+            out[first] += out.pop(k)
+            ids[first] |= ids.pop(k)
+        out[first].append(e)
+        ids[first] |= mine
+    return out
+
+
+def _device_name(events: Sequence[KernelEvent]) -> str:
+    """A GPU's name: by its NVML index where one of its events has it, else its bus id."""
+    named = [e for e in events if e.gpu_index is not None] or list(events)
+    return gpu_name(named[0])

@@ -15,7 +15,8 @@ import time
 
 from ...model.health import Finding
 from ...xid.events import KernelEvent, ParsedLog, parse_lines
-from ...xid.health import HEALTH_KINDS, RECENT_S, kernel_findings
+from ...xid.health import HEALTH_KINDS, RECENT_S, is_fall, kernel_findings
+from ...xid.types import GpuRef
 from .files import Budget, LogRead, access_hint, candidates
 from .sources import SYSTEM_LOGS, SourceReport, boot_time_of, read_dmesg, read_journal, report_of
 
@@ -37,10 +38,11 @@ class KernelLogWatch:
         self._order = ["journal", "dmesg", "files"]
         self._offsets: dict[str, tuple[int, int]] = {}  # path -> (inode, bytes read)
         self._kept: dict[tuple, KernelEvent] = {}  # the health findings' messages, by line
+        self.gpus: tuple[GpuRef, ...] = ()  # NVML's at the last poll: a fallen GPU's index
 
     def _keep(self, events, now: float) -> None:
         for e in events:
-            if e.kind in HEALTH_KINDS and e.timestamp is not None:
+            if (e.kind in HEALTH_KINDS or is_fall(e)) and e.timestamp is not None:
                 self._kept[(e.timestamp, e.kind, e.pci, e.device, e.detail)] = e
         old = [k for k, e in self._kept.items() if now - e.timestamp > KEEP_S]
         for k in old:
@@ -64,6 +66,7 @@ class KernelLogWatch:
             readable=self.readable,
             problem="; ".join(f"{r.name}: {r.message or r.status}" for r in self.reports),
             next_step=next((r.next_step for r in self.reports if r.next_step), ""),
+            gpus=self.gpus,
         )
         if whole:
             return found
@@ -73,7 +76,11 @@ class KernelLogWatch:
     def readable(self) -> bool:
         return any(r.usable for r in self.reports)
 
-    def poll(self, since: float) -> ParsedLog:
+    def poll(self, since: float, gpus: tuple[GpuRef, ...] | None = None) -> ParsedLog:
+        """The kernel messages since `since`; `gpus` (NVML's) name a GPU that fell off the bus
+        in the health findings."""
+        if gpus is not None:
+            self.gpus = gpus
         deadline = time.monotonic() + LIVE_BUDGET.seconds
         reports = []
         for kind in list(self._order):
@@ -146,12 +153,13 @@ class KernelLogWatch:
         return parsed, report_of(path, "file", r, parsed)
 
 
-def read_kernel_health(sources) -> tuple[Finding, ...]:
+def read_kernel_health(sources, gpus: tuple[GpuRef, ...] = ()) -> tuple[Finding, ...]:
     """`gputop-diag health`'s kernel-log findings: this boot's messages (the last day where the
-    boot time is not known), read once the way the live view reads them."""
+    boot time is not known), read once the way the live view reads them; `gpus` (NVML's) name
+    a GPU that fell off the bus."""
     now = sources.clock.now()
     boot = boot_time_of(sources)
     since, label = (boot, "since boot") if boot is not None else (now - RECENT_S, "in a day")
     watch = KernelLogWatch(sources)
-    watch.poll(since)
+    watch.poll(since, gpus)
     return watch.health_findings(now, label, whole=True)
