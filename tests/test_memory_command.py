@@ -87,6 +87,27 @@ def test_params_replace_the_shape_s_count(capsys):
     ("argv", "message"),
     [
         (["memory", "--gpu", "H100"], "give --config FILE"),
+        (
+            ["memory", "--params", "7e9", "--layers", "32"],
+            "give --config FILE, or the whole shape together: --layers, --hidden, --heads, "
+            "--intermediate and --vocab (missing: --hidden, --heads, --intermediate, --vocab)",
+        ),
+        (
+            [
+                "memory",
+                "--layers",
+                "2",
+                "--hidden",
+                "0",
+                "--heads",
+                "2",
+                "--intermediate",
+                "8",
+                "--vocab",
+                "10",
+            ],
+            "--hidden must be a positive whole number, not 0\n",
+        ),  # fmt: skip
         (["memory", "--config", "/nonexistent/config.json", "--gpu", "H100"], "no such file"),
         (["memory", "--config", LLAMA, "--gpu", "Voodoo5"], "not a GPU I know"),
         (["memory", "--config", LLAMA, "--gpu", "H100", "--batch", "0"], "--batch must be"),
@@ -247,3 +268,12 @@ def test_a_dtype_the_gpu_has_says_nothing(capsys):
     for gpu in ("H100", "A100-80GB", "L4"):
         _, out, _ = run(capsys, "memory", "--config", LLAMA, "--dtype", "bf16", "--gpu", gpu)
         assert "Precision" not in out, gpu
+
+
+def test_the_readme_names_the_options_memory_needs_together():
+    """The README's line for `memory` and the usage error ask for the same options."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if x.startswith("| `gputop-diag memory "))
+    assert "--params N --layers L …)" not in line
+    for option in ("--layers", "--hidden", "--heads", "--intermediate", "--vocab", "--params"):
+        assert option in line, option

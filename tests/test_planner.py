@@ -202,7 +202,7 @@ def test_impossible_shapes_are_clear_errors(change, message):
 def test_shape_problems_name_the_options():
     bad = replace(LLAMA, layers=0, experts=4, active_experts=5, expert_intermediate=1)
     found = problems(bad)
-    assert any(p.startswith("layers must be a positive number") for p in found)
+    assert any(p.startswith("--layers must be a positive whole number") for p in found)
     assert any("active experts must be between 1 and the 4 experts" in p for p in found)
 
 
@@ -319,3 +319,27 @@ def test_hints_never_repeat_a_script_name():
     """A script's name may name a project: only the word that decided is said."""
     h = hints_from_argv(["python", "/home/alice/secret-proj/train_secret.py"])
     assert h.mode == "train" and not any("secret" in s for s in h.said)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"hidden_size": -5}, "hidden_size must be a positive whole number, not -5"),
+        ({"hidden_size": 0}, "hidden_size must be a positive whole number, not 0"),
+        ({"num_attention_heads": 0}, "num_attention_heads must be a positive whole number, not 0"),
+        ({"num_key_value_heads": 0}, "num_key_value_heads must be a positive whole number, not 0"),
+    ],
+)
+def test_a_bad_size_names_the_config_s_own_key_and_nothing_derived_from_it(change, said):
+    """`hidden_size: 0` is one problem, said in the file's words: not `hidden`, and not the
+    head dimension derived from it."""
+    with pytest.raises(ConfigError) as e:
+        shape_from_config({**config("llama-3-8b.json"), **change})
+    assert str(e.value) == said
+
+
+def test_a_gpt2_config_s_bad_size_names_its_key():
+    gpt2 = {"model_type": "gpt2", "n_embd": 0, "n_layer": 12, "n_head": 12, "vocab_size": 50257}
+    with pytest.raises(ConfigError) as e:
+        shape_from_config({**gpt2, "n_positions": 1024})
+    assert str(e.value) == "n_embd must be a positive whole number, not 0"

@@ -55,6 +55,16 @@ SHAPE_OPTIONS = {
 REQUIRED_WITHOUT_CONFIG = ("layers", "hidden", "heads", "intermediate", "vocab")
 
 
+def _option(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _options(names: tuple[str, ...]) -> str:
+    """`--layers, --hidden and --vocab`."""
+    spelled = [_option(k) for k in names]
+    return ", ".join(spelled[:-1]) + f" and {spelled[-1]}" if len(spelled) > 1 else spelled[0]
+
+
 class UsageError(Exception):
     pass
 
@@ -168,12 +178,13 @@ def _shape(args: argparse.Namespace) -> tuple[ModelShape, dict, list[str]]:
     given = {k: getattr(args, k) for k in SHAPE_OPTIONS if getattr(args, k) is not None}
     notes: list[str] = []
     model: dict = {"config": None, "architecture": None, "checkpoint_dtype": None}
+    keys: dict[str, str] = {}  # a size -> the config's key for it, for what is wrong with it
     if args.config:
         try:
             cfg = read_config_file(args.config)
         except ModelConfigError as e:
             raise UsageError(str(e)) from None
-        shape = cfg.read.shape
+        shape, keys = cfg.read.shape, dict(cfg.read.keys)
         model.update(
             config=cfg.path,
             architecture=cfg.read.architecture,
@@ -193,9 +204,11 @@ def _shape(args: argparse.Namespace) -> tuple[ModelShape, dict, list[str]]:
     else:
         missing = [k for k in REQUIRED_WITHOUT_CONFIG if k not in given]
         if missing:
+            shape_options = _options(REQUIRED_WITHOUT_CONFIG)
             raise UsageError(
-                "give --config FILE (a config.json), or the shape: "
-                + " ".join(f"--{k.replace('_', '-')} N" for k in missing)
+                f"give --config FILE, or the whole shape together: {shape_options} "
+                f"(missing: {', '.join(_option(k) for k in missing)}); --params N alone "
+                "only replaces the count of a shape"
             )
         heads = given["heads"]
         kv = given.get("kv_heads", heads)
@@ -229,7 +242,7 @@ def _shape(args: argparse.Namespace) -> tuple[ModelShape, dict, list[str]]:
             moe_layers=shape.layers,
             expert_intermediate=shape.expert_intermediate or shape.intermediate,
         )
-    bad = problems(shape)
+    bad = problems(shape, {**keys, **{k: _option(k) for k in given}})
     if bad:
         raise UsageError("; ".join(bad))
     if args.params is not None and args.params != parameter_count(shape):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .shape import ModelShape, problems
@@ -106,6 +106,29 @@ class ReadConfig:
     checkpoint_dtype: str | None  # "bf16", "fp16", "fp32": how the checkpoint is stored
     notes: tuple[str, ...] = ()  # defaults taken and values derived, one line each
     not_read: tuple[str, ...] = ()  # fields the planner does not know
+    keys: Mapping[str, str] = field(default_factory=dict)  # a shape's size -> the key that set it
+
+
+# A shape's sizes as the configs name them (transformers' LlamaConfig, GPTNeoXConfig, BertConfig
+# and GPT2Config: https://huggingface.co/docs/transformers/model_doc/gpt2#transformers.GPT2Config).
+KEYS = {
+    "layers": "num_hidden_layers",
+    "hidden": "hidden_size",
+    "heads": "num_attention_heads",
+    "kv_heads": "num_key_value_heads",
+    "head_dim": "head_dim",
+    "intermediate": "intermediate_size",
+    "vocab": "vocab_size",
+}
+GPT2_KEYS = {
+    "layers": "n_layer",
+    "hidden": "n_embd",
+    "heads": "n_head",
+    "kv_heads": "n_head",
+    "head_dim": "the head dimension (n_embd / n_head)",
+    "intermediate": "n_inner",
+    "vocab": "vocab_size",
+}
 
 
 # The largest whole number a config field may hold (a 32-bit int's, which some configs use as
@@ -132,8 +155,10 @@ class _Reader:
     def _int(self, name: str, v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ConfigError(f"{name} must be a whole number, not {v!r}")
-        if v != int(v) or v < 0:
+        if v != int(v):
             raise ConfigError(f"{name} must be a whole number, not {v!r}")
+        if v < 0:
+            raise ConfigError(f"{name} must be a positive whole number, not {v!r}")
         if v > MAX_FIELD:  # no model has a dimension near it: a typo, or a file that is not one
             raise ConfigError(f"{name} of {v:.3g} is no model's size (at most {MAX_FIELD:,})")
         return int(v)
@@ -428,10 +453,11 @@ def shape_from_config(doc: Mapping[str, Any]) -> ReadConfig:
             shape = _gpt_neox(r)
         else:
             shape = _encoder(r, family, architecture)
-    bad = problems(shape)
+    keys = GPT2_KEYS if family == "gpt2" else KEYS
+    bad = problems(shape, keys)
     if bad:
         raise ConfigError("; ".join(bad))
     dtype_name = doc.get("torch_dtype") or doc.get("dtype")
     dtype = _DTYPES.get(dtype_name) if isinstance(dtype_name, str) else None
     not_read = tuple(sorted(k for k in doc if k not in r.read and k not in HARMLESS))
-    return ReadConfig(shape, architecture, dtype, tuple(lead + r.notes), not_read)
+    return ReadConfig(shape, architecture, dtype, tuple(lead + r.notes), not_read, keys)

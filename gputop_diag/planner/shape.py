@@ -10,6 +10,7 @@ factored second moment, 8-bit Adam's small-tensor fallback), so it is kept exact
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
 
@@ -83,21 +84,42 @@ class ModelShape:
         return self.layers - self.moe_layers
 
 
-def problems(shape: ModelShape) -> list[str]:
-    """What makes `shape` impossible, in the words of the options that set it."""
+# The sizes a shape must have above zero, as the options that set them name them.
+OPTION_NAMES: dict[str, str] = {
+    "layers": "--layers",
+    "hidden": "--hidden",
+    "heads": "--heads",
+    "kv_heads": "--kv-heads",
+    "head_dim": "--head-dim",
+    "intermediate": "--intermediate",
+    "vocab": "--vocab",
+}
+
+
+def _follows_a_bad_size(shape: ModelShape, field: str) -> bool:
+    """Whether `field` is bad because a size it is derived from is: the head dimension from
+    hidden / heads, KV heads one per head by default, GPT-2's inner size 4 x hidden."""
+    if field == "head_dim":
+        return shape.hidden <= 0 or shape.heads <= 0
+    if field == "kv_heads":
+        return shape.heads <= 0 and shape.kv_heads == shape.heads
+    if field == "intermediate":
+        return shape.hidden <= 0 and shape.intermediate == 4 * shape.hidden
+    return False
+
+
+def problems(shape: ModelShape, names: Mapping[str, str] | None = None) -> list[str]:
+    """What makes `shape` impossible, in the words of what set it: `names` maps a size to the
+    config's key for it (`hidden_size`), the options' names (`--hidden`) otherwise. A size
+    derived from one already said to be bad is not said again."""
+    said = {**OPTION_NAMES, **(names or {})}
     out = []
-    for name, v in (
-        ("layers", shape.layers),
-        ("hidden", shape.hidden),
-        ("heads", shape.heads),
-        ("kv-heads", shape.kv_heads),
-        ("head-dim", shape.head_dim),
-        ("vocab", shape.vocab),
-    ):
-        if v <= 0:
-            out.append(f"{name} must be a positive number, not {v}")
-    if shape.intermediate <= 0 and shape.dense_layers > 0:
-        out.append(f"intermediate must be a positive number, not {shape.intermediate}")
+    for field in OPTION_NAMES:
+        v = getattr(shape, field)
+        if field == "intermediate" and shape.dense_layers <= 0:
+            continue  # every layer an MoE layer: no dense MLP
+        if v <= 0 and not _follows_a_bad_size(shape, field):
+            out.append(f"{said[field]} must be a positive whole number, not {v}")
     if shape.heads > 0 and shape.kv_heads > 0 and shape.heads % shape.kv_heads:
         out.append(
             f"{shape.heads} heads cannot share {shape.kv_heads} KV heads evenly (grouped-query "
