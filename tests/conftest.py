@@ -138,6 +138,8 @@ E2E = [
 SLOW = [
     "test_ranks_jobs.py",  # four-rank gloo jobs, 5 to 13 s each
     "test_sanitize_nccl.py::test_every_generated_nccl_prefix_is_pseudonymised",  # 600 lines
+    "test_sanitize_own_words.py::test_sanitized_health_keeps_every_title_and_next_step",
+    "test_sanitize_own_words.py::test_a_sanitized_replay_keeps_the_advice_in_every_section",
     "test_tui_process_table.py::test_owner_takes_the_user_columns_place_at_80x24",
     "test_tui_process_table.py::test_owner_beside_user_and_the_namespaces_pid_where_the_pane_is_wide",
     "test_tui_process_table.py::test_compute_bound_at_200_columns_without_the_panel_names_users_and_owners",  # noqa: E501
