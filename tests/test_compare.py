@@ -311,8 +311,6 @@ def test_throughput_is_read_where_the_probe_sampled_a_batch(tmp_path):
     from gputop_diag import model
     from gputop_diag.compare.replayed import ReplayedRun
 
-    if not hasattr(model, "ProbeSample"):
-        pytest.skip("this model's probe samples no step")
     monitor = Monitor(sim.build("input-measured", gpu_count=2))
     run = ReplayedRun()
 
