@@ -145,6 +145,7 @@ SLOW = [
     "test_tui_process_table.py::test_compute_bound_at_200_columns_without_the_panel_names_users_and_owners",  # noqa: E501
     "test_tui_process_table.py::test_job_pod_and_ctr_filters_select_their_rows_and_a_bad_term_says_why",  # noqa: E501
     "test_tui_process_table.py::test_o_reaches_owner_and_the_rows_follow_it",
+    "test_tui_process_table.py::test_every_shape_of_table_is_walked",  # 32 scenarios sampled
     "test_tui_terminal.py::test_ascii_only_and_no_colour_on_every_screen_as_it_changes",
     "test_tui_small_terminal.py",  # 80x24 with a resize to 40x12 in between, 1 to 3 s each
     "test_filter_sanitize.py::test_job_pod_and_ctr_typed_as_the_node_names_them_find_their_rows",

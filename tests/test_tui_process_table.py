@@ -4,6 +4,8 @@ row in reverse video, cells drawn again at a new width, and the cursor kept on i
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from test_tui_support import FedApp, press_held, screen_lines, screen_text, settled, type_text
 
@@ -46,9 +48,54 @@ async def _feed_and_settle(app, pilot, scenario: str) -> ProcessTable:
     return table
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+# The scenarios whose tables differ in shape (the other demo scenarios draw the same eight
+# ranks of one user, one a GPU, as input-starved does: the same rows for the keys to walk).
+# test_every_shape_of_table_is_walked below keeps this list honest.
+TABLE_SHAPES = {
+    "idle": "GPUs and no process: an empty table",
+    "no-gpu": "no GPU at all",
+    "launch-bound": "two rows, all on screen",
+    "mig": "three processes on MIG instances of one GPU",
+    "gpu-missing-from-nvml": "seven GPUs, seven rows",
+    "xid-79": "seven rows under the lost GPU's banner, which takes five screen rows",
+    "input-starved": "eight ranks of one user: more rows than fit at 80x24",
+    "compute-bound": "nine rows of two users",
+    "capacity": "nine rows, a second user's process, the kernel's OOM kill",
+    "tour": "a job that starts at 20 s",
+}
+
+
+def _table_shape(scenario: str) -> tuple:
+    """(GPUs, rows, rows a GPU, rows on MIG instances, users) of a scenario's table four
+    ticks in."""
+    from gputop_diag import sim
+    from gputop_diag.monitor.sampler import Sampler
+
+    sources = sim.build(scenario)
+    sampler = Sampler(sources, interval=1.0)
+    for _ in range(3):
+        sampler.sample()
+        sources.clock.sleep(1.0)
+    snap = sampler.sample()
+    sampler.close()
+    rows = snap.gpu_processes
+    per_gpu = sorted(Counter(p.gpu_index for p in rows).values())
+    mig = sum(p.gpu_instance_id is not None for p in rows)
+    users = len({p.user for p in snap.processes})
+    return len(snap.gpus), len(rows), tuple(per_gpu), mig, users
+
+
+def test_every_shape_of_table_is_walked():
+    """Every demo scenario's table has the shape of one walked below (a scenario with a new
+    shape of table must be added to TABLE_SHAPES)."""
+    walked = {_table_shape(s) for s in TABLE_SHAPES}
+    for scenario in sorted(set(SCENARIOS) - set(TABLE_SHAPES)):
+        assert _table_shape(scenario) in walked, scenario
+
+
+@pytest.mark.parametrize("scenario", sorted(TABLE_SHAPES))
 async def test_every_process_row_is_reached_by_keys_at_80x24(scenario):
-    """Every scenario: Down from the first row visits every process once, End puts the last on
+    """Every shape of table: Down from the first row visits every process once, End puts the last on
     screen, Home the first, PgUp moves up. (Each row's being on screen as Down passes it is
     checked on the scenarios whose rows do not all fit, below: a pause per key.)"""
     app = FedApp(scenario)
