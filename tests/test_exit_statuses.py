@@ -219,3 +219,12 @@ def test_a_command_that_leaves_out_3_ends_otherwise_without_a_gpu(command, capsy
     argv, status = WITHOUT_A_GPU[command]
     assert exits.EXIT_NO_GPU not in exits.COMMAND_EXITS[command]
     assert main(argv) == status, capsys.readouterr().err
+
+
+def test_an_unwritable_output_is_said_in_one_form_by_record_and_report(tmp_path, capsys):
+    bad = str(tmp_path / "no" / "x")
+    said = []
+    for command in ("record", "report"):
+        assert main(["--demo", "idle", command, "-o", bad]) == exits.EXIT_USAGE
+        said.append(capsys.readouterr().err)
+    assert said == [f"gputop-diag: -o {bad}: cannot write: No such file or directory\n"] * 2

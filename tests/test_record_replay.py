@@ -692,7 +692,8 @@ def test_record_to_an_unwritable_place_is_one_line(tmp_path):
     rc, out, err = run_main(
         "--demo", "idle", "record", "-o", str(tmp_path / "no" / "dir.jsonl"), "--seconds", "2"
     )
-    assert rc == 2 and err.startswith("gputop-diag: cannot write") and err.count("\n") == 1
+    said = f"gputop-diag: -o {tmp_path / 'no' / 'dir.jsonl'}: cannot write: "
+    assert rc == 2 and err.startswith(said) and err.count("\n") == 1
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")

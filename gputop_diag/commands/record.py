@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         sanitizer = seeded_sanitizer(feed, feed.snapshots() if replay else ())
     try:
         writer = RecordingWriter(
-            args.output, interval_s=interval, sanitize=sanitize, sanitizer=sanitizer
+            args.output, interval_s=interval, sanitize=sanitize, sanitizer=sanitizer, option="-o"
         )
     except RecordingError as e:
         print(f"gputop-diag: {_said(args, e)}", file=sys.stderr)

@@ -98,9 +98,12 @@ class RecordingWriter:
         interval_s: float,
         sanitize: bool = False,
         sanitizer: Sanitizer | None = None,
+        option: str = "",
     ) -> None:
         """`sanitizer`: one seeded with what the machine names (`commands.common.
-        seeded_sanitizer`); by default a fresh one, which learns each snapshot's names only."""
+        seeded_sanitizer`); by default a fresh one, which learns each snapshot's names only.
+        `option`: the one that named `path` (`-o`), which a file that cannot be opened names,
+        as every command's output check does (`-o PATH: cannot write: why`)."""
         self.path = path
         self.interval_s = interval_s
         self.sanitize = sanitize or sanitizer is not None
@@ -114,7 +117,8 @@ class RecordingWriter:
         try:
             fd = os.open(path, flags, 0o666)
         except OSError as e:
-            raise RecordingError(f"cannot write {path}: {e.strerror or e}") from None
+            named = f"{option} {path}" if option else path
+            raise RecordingError(f"{named}: cannot write: {e.strerror or e}") from None
         self._fd = fd
         try:
             regular = stat.S_ISREG(os.fstat(fd).st_mode)
