@@ -427,8 +427,15 @@ def test_the_new_counters_are_nvmls_own_readings():
     assert nvl > 1000  # MB/s of an all-reduce's traffic
 
 
-def test_the_vgpu_license_status_only_on_a_vgpu():
-    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS{" not in exposition("idle", seconds=1)
+def test_the_vgpu_license_status_is_0_on_bare_metal_and_read_on_a_vgpu():
+    """dcgm-exporter serves 0 on a GPU that is no vGPU (NVIDIA/dcgm-exporter#317: an A30 on bare
+    metal); a vGPU guest's is read; where NVML cannot say whether it is a vGPU, none is served."""
+    bare = by_gpu(exposition("idle", seconds=1), "DCGM_FI_DEV_VGPU_LICENSE_STATUS")
+    assert len(bare) == 8 and set(bare.values()) == {0.0}
+    unknown = exposition(
+        "idle", seconds=1, faults="nvmlDeviceGetVirtualizationMode=FUNCTION_NOT_FOUND"
+    )
+    assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS{" not in unknown
     for state, value in (("licensed", 1.0), ("unlicensed", 0.0)):
         text = exposition("idle", seconds=1, faults=f"vgpu:{state}")
         assert set(by_gpu(text, "DCGM_FI_DEV_VGPU_LICENSE_STATUS").values()) == {value}, state
@@ -441,7 +448,15 @@ def test_a_driver_or_gpu_without_a_reading_drops_that_series_only():
     base = samples(exposition("comm-bound", seconds=2))
     for driver, faults, gone in (
         ("R470", "", {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"}),
-        ("R418", "vgpu:licensed", {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"}),
+        (
+            "R418",
+            "vgpu:licensed",
+            {
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                "DCGM_FI_PROF_SM_ACTIVE",
+                "DCGM_FI_DEV_VGPU_LICENSE_STATUS",  # a vGPU whose license _v4 cannot read
+            },
+        ),
         (None, "nvmlDeviceGetTotalEnergyConsumption=NOT_SUPPORTED", set()),
         (None, "nvmlDeviceGetTotalEnergyConsumption=FUNCTION_NOT_FOUND", set()),
         (None, "nvmlDeviceGetPcieReplayCounter=FUNCTION_NOT_FOUND", set()),
@@ -456,7 +471,8 @@ def test_a_driver_or_gpu_without_a_reading_drops_that_series_only():
             gone = {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER"}
         older = _GPM_ONLY | _OLDER_DRIVERS if driver else set()
         assert gone <= missing and not missing - gone - older, (driver, faults, missing)
-        assert "DCGM_FI_DEV_VGPU_LICENSE_STATUS" not in got  # R418: the symbol is missing
+        # R418's vGPU: the symbol is missing; every other GPU here is no vGPU: 0, as dcgm-exporter
+        assert ("DCGM_FI_DEV_VGPU_LICENSE_STATUS" in got) == (driver != "R418"), driver
         assert len(got["DCGM_FI_DEV_GPU_UTIL"]) == 8
 
 

@@ -146,8 +146,9 @@ class GpuState:
     remapped_rows_unc: int | None = None
     remap_pending: bool | None = None
     remap_failure: bool | None = None
-    # a vGPU inside a virtual machine: whether its license is held; None on bare metal,
-    # passthrough and the hypervisor's own view
+    # whether a vGPU license is held: a vGPU guest's as NVML reads it; False where NVML says the
+    # GPU is no vGPU (bare metal, passthrough: none is held; dcgm-exporter's 0); None where NVML
+    # cannot say (an old driver, an error)
     vgpu_licensed: bool | None = None
     gpm: GpmMetrics | None = None
     # The driver's own busy-time samples since the previous tick (nvmlDeviceGetSamples with

@@ -82,7 +82,7 @@ class _Gpu:
     nvlink_prev: tuple[float, int, int] | None = None
     proc_util_ts: int = 0
     migs: list[tuple[Any, Any]] = field(default_factory=list)
-    vgpu_guest: bool = False  # a vGPU in a virtual machine: its license status is read
+    vgpu_guest: bool | None = None  # a vGPU in a virtual machine (license read); None: unknown
 
     @property
     def live(self) -> bool:
@@ -402,7 +402,7 @@ class NvmlCollector:
             remapped_rows_unc=rows[1] if rows is not None else None,
             remap_pending=bool(rows[2]) if rows is not None else None,
             remap_failure=bool(rows[3]) if rows is not None else None,
-            vgpu_licensed=read_vgpu_license(q, i, h) if g.vgpu_guest else None,
+            vgpu_licensed=_vgpu_licensed(q, i, h, g.vgpu_guest),
             gpm=gpm,
             util_samples=self._busy.read(i, h),
             mig_instances=read_mig_instances(q, i, g.migs, self._mem_forms),
@@ -505,3 +505,12 @@ def _field_value(n: Any, v: Any) -> float | int | None:
     if v.nvmlReturn != n.NVML_SUCCESS:
         return None
     return union_value(v.value, v.valueType)
+
+
+def _vgpu_licensed(q: Query, i: int, h: Any, guest: bool | None) -> bool | None:
+    """A vGPU guest's license as NVML reads it; False where NVML says the GPU is no vGPU (bare
+    metal, passthrough: no license is held, and dcgm-exporter's DCGM_FI_DEV_VGPU_LICENSE_STATUS
+    reads 0 there, NVIDIA/dcgm-exporter#317); None where NVML cannot say."""
+    if guest is None:
+        return None
+    return read_vgpu_license(q, i, h) if guest else False

@@ -270,12 +270,15 @@ class BusySampleReader:
         return tuple(values[-MAX_BUSY_SAMPLES_PER_TICK:])
 
 
-def is_vgpu_guest(q: Query, nvml: Any, i: int, h: Any) -> bool:
+def is_vgpu_guest(q: Query, nvml: Any, i: int, h: Any) -> bool | None:
     """Whether GPU i is a vGPU inside a virtual machine (NVML_GPU_VIRTUALIZATION_MODE_VGPU), the
-    one place its license status means anything; read once. Raises GpuLost."""
+    one place a license is held; None where NVML cannot say (no such call, an error). Read once.
+    Raises GpuLost."""
     mode = q(i, "nvmlDeviceGetVirtualizationMode", h)
     vgpu = getattr(nvml, "NVML_GPU_VIRTUALIZATION_MODE_VGPU", None)
-    return mode is not None and vgpu is not None and mode == vgpu
+    if mode is None or vgpu is None:
+        return None
+    return mode == vgpu
 
 
 def read_vgpu_license(q: Query, i: int, h: Any) -> bool | None:
