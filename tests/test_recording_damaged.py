@@ -178,3 +178,25 @@ def test_binary_garbage_is_one_line_and_exit_2(tmp_path, magic):
         assert "is damaged" in err and "nothing in it to replay" in err, err
     else:
         assert "not a gputop-diag recording" in err, err
+
+
+def test_a_gzip_cut_inside_the_first_snapshot_is_one_message(tmp_path, gz):
+    """Cut inside line 2: nothing to replay, said once (not a warning and then "holds no
+    snapshots"), with one pair of brackets."""
+    data, sizes = gz
+    whole = zlib.decompressobj(31).decompress(data)
+    header_end = whole.index(b"\n") + 1
+    cut = zlib.compressobj(9, zlib.DEFLATED, 31)
+    stream = cut.compress(whole[: header_end + 40]) + cut.flush(zlib.Z_SYNC_FLUSH)
+    path = put(tmp_path, "cut2.jsonl.gz", stream)  # a gzip stream without its end
+    rc, out, err = cli(["--replay", path, "diagnose"])
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert "inside line 2" in err and "nothing in it to replay" in err, err
+    assert ") (" not in err
+
+
+def test_a_cut_inside_the_header_has_one_pair_of_brackets(tmp_path, gz):
+    data, _ = gz
+    path = put(tmp_path, "h.jsonl.gz", data[:100])
+    rc, _, err = cli(["--replay", path, "diagnose"])
+    assert rc == 2 and ") (" not in err and "header" in err, err

@@ -172,9 +172,7 @@ class _CutOff:
     def note(self) -> str:
         """What is wrong, after "FILE is damaged: "."""
         if self.whole == 0:
-            where = (
-                "inside its first line (the header)" if self.partial else "before its first line"
-            )
+            where = "inside its first line, the header" if self.partial else "before its first line"
         else:
             where = f"inside line {self.whole + 1}" if self.partial else f"after line {self.whole}"
         if self.why is None:
@@ -210,6 +208,7 @@ class Recording:
         lines = rec._raw_lines()
         try:
             first = next(lines, None)
+            second = next(lines, None) if isinstance(first, tuple) else None
         finally:
             lines.close()
         if first is None:  # no byte, or a gzip stream of nothing
@@ -224,6 +223,8 @@ class Recording:
                 f"{len(raw)} bytes; nothing in it to replay"
             )
         rec.header = _header(path, raw)  # `path` as shown: only its messages name it
+        if isinstance(second, _CutOff):  # cut before a whole snapshot: one message, not two
+            raise RecordingError(f"{path} is damaged: {second.note}; nothing in it to replay")
         return rec
 
     def _warn(self, text: str) -> None:
