@@ -136,7 +136,7 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
     for name, (_, helptext) in COMMANDS.items():
         sp = sub.add_parser(name, help=helptext, description=helptext)
         _add_common(sp, top=False)
-        if name == "report":
+        if name in ("report", "watch"):  # after the command as well as before it
             _add_model_config(sp, top=False)
     if full:
         for name in COMMANDS:

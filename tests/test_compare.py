@@ -190,7 +190,10 @@ def test_b_truly_faster_is_faster_beyond_the_runs_variation(recordings):
     assert step["call"] == "beyond" and step["change_pct"] == pytest.approx(-33.3, abs=1)
     assert step["a"]["samples"] >= 8 and step["p_value"] < ALPHA
     assert rows["t_input_s"]["call"] == "beyond" and rows["t_input_s"]["change"] < -0.5
-    assert doc["verdict"].startswith("B is faster than A: step time 1.20 s \u2192 800 ms")
+    # B's steps are shorter but of 16 samples, not 512 (two GPUs): it does less work a second
+    assert doc["verdict"].startswith("B is slower than A: samples/s 427 \u2192 20 (\u221295 %)")
+    assert "the batch differs (512 vs 16 samples a step)" in doc["verdict"]
+    assert step["words"] == "not comparable: another batch"
     assert doc["bottleneck"]["a"]["class"] == "input_pipeline"
     assert doc["bottleneck"]["b"]["class"] == "synchronization"
     assert doc["bottleneck"]["changed"] is True
@@ -201,7 +204,8 @@ def test_the_same_scenario_twice_is_within_noise_in_text(recordings):
     rc, out, err = run_main("compare", recordings["input"], recordings["input-again"])
     assert rc == 0, err
     first = out.splitlines()[0]
-    assert first.startswith("verdict: No change beyond the runs' variation: step time 1.20 s")
+    assert first.startswith("verdict: No change beyond the runs' variation: samples/s 427")
+    assert "step time 1.20 s \u2192 1.20 s, the same batch" in first
     assert "input pipeline in both" in first
     assert "beyond variation" not in out  # no row of one scenario against itself
     assert "GPU busy (NVML)" in out and "SM activity (GPM)" in out
@@ -233,7 +237,7 @@ def test_sanitize_names_the_files_and_the_host_by_pseudonyms(recordings):
     assert "gpu-node-07" not in out and "input.jsonl" not in out and "sync.jsonl" not in out
     runs = [line for line in out.splitlines() if line.startswith(("A  ", "B  "))]
     assert len(runs) == 2 and all("path-" in r and "on host-" in r for r in runs), runs
-    assert "B is faster than A" in out
+    assert "B is slower than A" in out
     missing = recordings["input"].replace("input.jsonl", "gone.jsonl")
     rc, out, err = run_main("--sanitize", "compare", missing, recordings["sync"])
     assert rc == 2 and "no such file" in err and "gone.jsonl" not in err

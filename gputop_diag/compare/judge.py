@@ -13,7 +13,11 @@ from .stats import BEYOND, MISSING, NOT_JUDGED, SAME, WITHIN, Figure, Judgement,
 PCT_POINTS_FLOOR = 1.0  # a busy time or SM activity moving under one point is within noise
 SPLIT_FLOOR = 0.01  # a part of the step moving under 1 % of the step is within noise
 ALSO_SAID = 3  # other rows beyond the runs' variation the verdict names
-VERDICT_ORDER = ("step_time_s", "samples_per_s", "tokens_per_s", "steps_per_s", "gpu_util_pct")
+# work a second first: a step of another batch is another step (its time compares nothing)
+VERDICT_ORDER = ("samples_per_s", "tokens_per_s", "step_time_s", "steps_per_s", "gpu_util_pct")
+WORK_ROWS = ("samples_per_s", "tokens_per_s")
+STEP_ROWS = ("step_time_s", "steps_per_s")  # figures of a step: of another batch, not comparable
+BATCH_FLOOR = 0.01  # batches within 1 % of each other are the same batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +26,7 @@ class Row:
     a: Figure | None
     b: Figure | None
     judgement: Judgement
+    caveat: str | None = None  # why the change compares nothing: "another batch"
 
     @property
     def change(self) -> float | None:
@@ -48,6 +53,8 @@ class Row:
         call = self.judgement.call
         if call == MISSING:
             return "only in A" if self.b is None else "only in B"
+        if self.caveat:
+            return f"not comparable: {self.caveat}"
         if call == SAME:
             return "no change"
         if call == WITHIN:
@@ -61,7 +68,7 @@ class Row:
     def short_words(self) -> str:
         """The table's column: "faster, beyond variation", "within noise", …"""
         call = self.judgement.call
-        if call in (BEYOND, NOT_JUDGED):
+        if call in (BEYOND, NOT_JUDGED) and not self.caveat:
             return f"{self.direction}, {'beyond variation' if call == BEYOND else 'not judged'}"
         return self.words
 
@@ -103,6 +110,7 @@ class Comparison:
 def compare(a: RunFigures, b: RunFigures) -> Comparison:
     """B against A, row by row."""
     step = [f.value for f in (a.figure("step_time_s"), b.figure("step_time_s")) if f]
+    batch = batch_differs(a, b)
     rows = []
     for spec in ROWS:
         fa, fb = a.figure(spec.key), b.figure(spec.key)
@@ -113,10 +121,25 @@ def compare(a: RunFigures, b: RunFigures) -> Comparison:
             floor, words = PCT_POINTS_FLOOR, f"{PCT_POINTS_FLOOR:g} point"
         elif spec.key in SPLIT_ROWS.values() and step:
             floor, words = SPLIT_FLOOR * max(step), f"{SPLIT_FLOOR * 100:g} % of the step time"
-        rows.append(Row(spec, fa, fb, judge(fa, fb, floor, words)))
+        caveat = "another batch" if batch and spec.key in STEP_ROWS and fa and fb else None
+        rows.append(Row(spec, fa, fb, judge(fa, fb, floor, words), caveat))
     classes = ClassRow(a.classes, b.classes)
     mismatches = _mismatches(a, b)
-    return Comparison(a, b, tuple(rows), classes, mismatches, _verdict(rows, classes))
+    verdict = _verdict(rows, classes, batch)
+    return Comparison(a, b, tuple(rows), classes, mismatches, verdict)
+
+
+def batch_differs(a: RunFigures, b: RunFigures) -> str | None:
+    """ "the batch differs (2,048 vs 64 samples a step): step times are not comparable", or
+    None where both runs sampled the same batch (or either sampled none)."""
+    for unit in ("samples", "tokens"):
+        na, nb = a.per_step.get(unit), b.per_step.get(unit)
+        if na and nb and abs(na - nb) > BATCH_FLOOR * max(na, nb):
+            return (
+                f"the batch differs ({na:,.0f} vs {nb:,.0f} {unit} a step): "
+                "step times are not comparable"
+            )
+    return None
 
 
 def _mismatches(a: RunFigures, b: RunFigures) -> tuple[str, ...]:
@@ -150,18 +173,41 @@ def _lead(rows: list[Row]) -> Row | None:
     return next((by_key[k] for k in VERDICT_ORDER if k in by_key), None)
 
 
-def _verdict(rows: list[Row], classes: ClassRow) -> str:
+def _figures(row: Row) -> str:
+    """ "step time 1.20 s \u2192 800 ms" """
+    spec = row.spec
+    return (
+        f"{spec.label} {text.value(row.a.value, spec.unit)} \u2192 "
+        f"{text.value(row.b.value, spec.unit)}"
+    )
+
+
+def _lacking(rows: list[Row]) -> str:
+    """Which run lacks what the verdict leads with: "no step time, throughput or GPU busy
+    time in A (B has a step time)"."""
+    held = {r.spec.key: r for r in rows if r.spec.key in VERDICT_ORDER}
+    in_a = [r.spec.label for r in held.values() if r.a is not None]
+    in_b = [r.spec.label for r in held.values() if r.b is not None]
+    said = "no step time, throughput or GPU busy time in "
+    if not in_a and not in_b:
+        return said + "either run"
+    if not in_a:
+        return said + f"A (B has {', '.join(in_b)})"
+    return said + f"B (A has {', '.join(in_a)})"
+
+
+def _verdict(rows: list[Row], classes: ClassRow, batch: str | None = None) -> str:
     lead = _lead(rows)
     if lead is None:
-        said = "no step time, throughput or GPU busy time in both runs"
-        return _with_the_rest(said, lead, rows, classes)
+        return _with_the_rest(_lacking(rows), lead, rows, classes)
     spec, call = lead.spec, lead.judgement.call
-    figures = (
-        f"{spec.label} {text.value(lead.a.value, spec.unit)} \u2192 "
-        f"{text.value(lead.b.value, spec.unit)}"
-    )
+    figures = _figures(lead)
+    step = next((r for r in rows if r.spec.key == "step_time_s"), None)
+    also_step = ""
+    if spec.key in WORK_ROWS and batch is None and step is not None and step.change is not None:
+        also_step = f"; {_figures(step)}, the same batch"
     if call in (SAME, WITHIN):
-        said = f"no change beyond the runs' variation: {figures} (within noise)"
+        said = f"no change beyond the runs' variation: {figures} (within noise{also_step})"
     else:
         how = text.percent(lead.change_pct) if spec.unit != "%" else text.change(lead.change, "%")
         tail = (
@@ -169,7 +215,9 @@ def _verdict(rows: list[Row], classes: ClassRow) -> str:
             if call == BEYOND
             else "not judged: one figure per run carries no variation"
         )
-        said = f"B is {lead.direction} than A: {figures} ({how}), {tail}"
+        said = f"B is {lead.direction} than A: {figures} ({how}{also_step}), {tail}"
+    if batch is not None:
+        said += f"; {batch}"
     return _with_the_rest(said, lead, rows, classes)
 
 

@@ -158,6 +158,12 @@ class ReplayedRun:
             figures["reserved_bytes"] = reserved
         span = ticks[-1].at - ticks[0].at if len(ticks) > 1 else 0.0
         models = self._models
+        per_step = {}
+        for unit in ("samples", "tokens"):
+            held = [getattr(t, f"{unit}_per_step") for t in ticks]
+            held = [v for v in held if v]
+            if held:
+                per_step[unit] = statistics.median(held)
         return RunFigures(
             shown=shown,
             kind=RECORDING,
@@ -170,6 +176,7 @@ class ReplayedRun:
             interval_s=interval_s,
             hostname=None if sanitized else self._hostname,
             sanitized=sanitized,
+            per_step=per_step,
         )
 
     def _step_figure(self) -> Figure | None:

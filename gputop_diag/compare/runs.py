@@ -87,6 +87,8 @@ class RunFigures:
     hostname: str | None = None
     sanitized: bool = False
     notes: tuple[str, ...] = ()
+    # the batch of a sampled step, median over the run: "samples" and "tokens" a step
+    per_step: Mapping[str, float] = field(default_factory=dict)
 
     def figure(self, key: str) -> Figure | None:
         return self.figures.get(key)

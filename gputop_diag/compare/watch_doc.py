@@ -51,12 +51,15 @@ def watch_figures(doc: dict, shown: str) -> RunFigures:
         figures["step_time_s"] = step
         figures["steps_per_s"] = _rate(step, 1.0, step.basis)
     work = _dict(measured, "work")
+    batches = {}
     for key, per_step in (
         ("samples_per_s", "samples_per_step"),
         ("tokens_per_s", "tokens_per_step"),
     ):
         batch = _num(work.get(per_step))
         rate = _num(work.get(key))
+        if batch:
+            batches[per_step.removesuffix("_per_step")] = batch
         if step is not None and batch:
             figures[key] = _rate(step, batch, "the probe's sampled batch over the step time")
         elif rate is not None:
@@ -79,6 +82,7 @@ def watch_figures(doc: dict, shown: str) -> RunFigures:
         classes=classes,
         gpu_models=tuple(models),
         gpus_used=len(gpus) or None,
+        per_step=batches,
         notes=(
             "a watch --json document holds the watch's summary: GPU busy time, SM activity, "
             "power and clocks tick by tick are in a recording (watch --record FILE)",

@@ -1,0 +1,72 @@
+"""What a cold review found in the verdicts' words: compare leads with work a second and says
+when the batch differs, and says which run lacks a lead figure; ..."""
+
+from __future__ import annotations
+
+from gputop_diag.compare.judge import compare
+from gputop_diag.compare.runs import WATCH, RunFigures
+from gputop_diag.compare.stats import BEYOND, from_samples
+
+
+def run(name: str, step_s: float, samples: int | None, **more) -> RunFigures:
+    """A run of 40 steps of `step_s` (1 % noise), with `samples` a step."""
+    steps = [step_s * (1 + 0.01 * ((i % 5) - 2)) for i in range(40)]
+    figures = {"step_time_s": from_samples(steps, "steps")}
+    per_step = {}
+    if samples:
+        figures["samples_per_s"] = from_samples([samples / s for s in steps], "batch")
+        per_step["samples"] = float(samples)
+    return RunFigures(name, WATCH, {**figures, **more}, per_step=per_step)
+
+
+def test_shorter_steps_of_a_smaller_batch_are_slower_work_not_a_faster_run():
+    cmp = compare(run("a", 1.2, 2048), run("b", 0.8, 64))
+    assert cmp.verdict.startswith("B is slower than A: samples/s 1,707 \u2192 80 (\u221295 %)")
+    assert "the batch differs (2,048 vs 64 samples a step): step times are not comparable" in (
+        cmp.verdict
+    )
+    assert "faster" not in cmp.verdict
+    step = cmp.row("step_time_s")
+    assert step.judgement.call == BEYOND and step.short_words == "not comparable: another batch"
+
+
+def test_the_same_batch_leads_with_work_a_second_and_gives_the_step_times_beside_it():
+    cmp = compare(run("a", 1.2, 2048), run("b", 0.8, 2048))
+    assert cmp.verdict.startswith(
+        "B is faster than A: samples/s 1,707 \u2192 2,560 (+50 %; step time 1.20 s \u2192 800 ms, "
+        "the same batch), beyond the runs' variation"
+    )
+    assert "batch differs" not in cmp.verdict
+    assert cmp.row("step_time_s").short_words == "faster, beyond variation"
+
+
+def test_without_a_batch_in_one_run_the_step_time_leads():
+    cmp = compare(run("a", 1.2, None), run("b", 0.8, 2048))
+    assert cmp.verdict.startswith("B is faster than A: step time 1.20 s \u2192 800 ms")
+
+
+def test_a_missing_lead_figure_says_which_run_lacks_it():
+    gpu = from_samples([40.0] * 10, "ticks")
+    a = RunFigures("a", WATCH, {"memory_bytes": gpu})
+    b = run("b", 0.8, None)
+    assert compare(a, b).verdict.startswith(
+        "No step time, throughput or GPU busy time in A (B has step time)"
+    )
+    assert compare(b, a).verdict.startswith(
+        "No step time, throughput or GPU busy time in B (A has step time)"
+    )
+    assert compare(a, a).verdict.startswith(
+        "No step time, throughput or GPU busy time in either run"
+    )
+
+
+# -- watch --model-config after the command -----------------------------------------------------
+
+
+def test_watch_takes_model_config_after_the_command_as_well_as_before_it():
+    from gputop_diag.cli import build_parser
+
+    after = build_parser().parse_args(["watch", "--model-config", "c.json", "--pid", "1"])
+    before = build_parser().parse_args(["--model-config", "c.json", "watch", "--pid", "1"])
+    assert after.model_config == before.model_config == "c.json"
+    assert build_parser().parse_args(["watch", "--pid", "1"]).model_config is None
