@@ -205,6 +205,15 @@ def main(argv: list[str] | None = None) -> int:
                 if ours == "gputop-diag snapshot --json" and name == "nvitop --once":
                     target = f" (target <= {TARGET_SNAPSHOT_X}x)"
                 print(f"{ours} / {name}: {mine / other:.2f}x (medians){target}")
+        waits = statistics.median(results["gputop-diag snapshot --json"][0]) - statistics.median(
+            results["gputop-diag snapshot --json --fast"][0]
+        )
+        print(
+            f"the second reading costs {waits * 1e3:.0f} ms (medians): NVML's GPM figures (SM "
+            "activity, DRAM bandwidth, tensor pipes) need two samples more than 100 ms apart "
+            "(https://docs.nvidia.com/deploy/nvml-api/group__nvmlGpmFunctions.html), the CPU, "
+            "disk and NVLink rates the same two readings; nvitop --once reads no GPM"
+        )
         if results["nvitop --once"][1] != {0}:
             print(
                 "\nnvitop --once failed (no NVIDIA driver here?): its time is its start-up and "
