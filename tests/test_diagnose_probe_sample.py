@@ -148,6 +148,19 @@ def test_fp32_with_tf32_on_says_bf16_would_fit_and_not_tf32():
     assert not any(c.startswith("Enable TF32") for c in d.checks)
 
 
+def test_fp32_matmuls_under_autocast_are_outside_its_region_not_a_reason_to_turn_it_on():
+    """autocast on and the matmuls still fp32: they run outside its region (or are cast back);
+    "turn on bf16 autocast" would be advice to do what the job already does."""
+    under = {**FP32, "autocast": {"cuda": "bfloat16"}}
+    for sample, first in ((under, 1), ({**under, **TF32_ON, "autocast": under["autocast"]}, 0)):
+        d = judge(probed(outside("compute-bound"), sample))
+        assert d.primary == "compute"
+        assert "autocast cuda bfloat16" in texts(d)
+        assert d.checks[first].startswith("These matmuls run outside the autocast region")
+        assert not any(c.startswith(("bf16 autocast", "fp16 autocast")) for c in d.checks)
+        assert "bf16 autocast would double" not in texts(d)
+
+
 def test_bf16_matmuls_aligned_add_nothing_to_compute():
     window = outside("compute-bound")
     plain, d = judge(window), judge(probed(window, BF16))

@@ -60,6 +60,12 @@ CHECK_FP16 = (
     "fp16 autocast: with torch.autocast('cuda', dtype=torch.float16): around the forward pass "
     f"and the loss, the loss scaled by torch.amp.GradScaler ({SCALER_DOCS})"
 )
+# autocast is on and these matmuls still run in fp32: outside its region, or cast back
+CHECK_OUTSIDE_AUTOCAST = (
+    "These matmuls run outside the autocast region (or are forced to fp32): widen the region "
+    "to the whole forward pass and the loss, and check for .float() casts and "
+    f"torch.autocast(..., enabled=False) around them ({AMP_DOCS})"
+)
 # The class's own check the precision checks replace (checks.CHECKS).
 REPLACED = {"compute": ("Tensor cores in use?",)}
 # Checks that stay ahead of the precision checks: what the allocator measured, memory growth.
@@ -90,10 +96,13 @@ def _state(w: MeasuredWork) -> str:
 
 
 def _lower_precision_check(w: MeasuredWork) -> str | None:
-    """The autocast that fits this GPU: bf16 from 8.0, fp16 with a scaler from 7.0."""
+    """The autocast that fits this GPU: bf16 from 8.0, fp16 with a scaler from 7.0; where
+    autocast is already on, the fp32 matmuls are outside its region."""
     cc = w.capability
     if cc is None or cc < FP16:
         return None
+    if w.autocast:
+        return CHECK_OUTSIDE_AUTOCAST
     return CHECK_BF16 if cc >= BF16 else CHECK_FP16
 
 
@@ -117,6 +126,8 @@ def _fp32_compute(w: MeasuredWork) -> list[Evidence]:
             else ", not the tensor cores (TF32 from 8.0)"
         )
         text = f"{head}: they run on the CUDA cores{peaks}"
+    elif w.autocast:
+        text = f"{head}: autocast is on, yet these matmuls run in float32"
     elif cc >= BF16:
         peaks = f" ({tf32} to {bf16} TFLOP/s on this GPU)" if tf32 and bf16 else ""
         text = f"{head}: bf16 autocast would double the tensor cores' peak{peaks}"
@@ -234,6 +245,8 @@ def _memory_check(w: MeasuredWork, f: Features) -> str:
         if act
         else ""
     )
+    if w.autocast:  # on already: what stays fp32 is outside it
+        return CHECK_OUTSIDE_AUTOCAST
     cc = w.capability
     if cc is not None and FP16 <= cc < BF16:  # no bf16 tensor cores before 8.0
         how = (
