@@ -102,7 +102,8 @@ def test_a_diagnosis_quoting_a_finding_keeps_its_next_step():
 
 @pytest.fixture
 def recording(monkeypatch, tmp_path) -> str:
-    """The planted machine recorded past its kernel lines (logged 1 to 5 s in; the kernel log is read with the slow sources, every 10 s)."""
+    """The planted machine recorded past its kernel lines (logged 1 to 5 s in; the kernel
+    log is read with the slow sources, every 10 s)."""
     rec = str(tmp_path / "pl.jsonl")
     with planted(monkeypatch, tmp_path, Plant(kernel_lines=KERNEL_LINES)):
         rc, _, err = _run(["--demo", "comm-bound", "record", "-o", rec, "--seconds", "20"])
