@@ -13,6 +13,7 @@ import os
 import sys
 
 from ..model.exits import EXIT_NO_GPU, EXIT_PARTIAL, EXIT_USAGE
+from ..model.formats import count
 from ..monitor.core import Tick
 from ..monitor.core import run as run_monitor
 from ..monitor.run import OutputClosed, is_closed_pipe
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     stopped = " (stopped early)" if ending is not None and ending.early else ""
     # On stderr: the recording itself may be going to stdout (-o /dev/stdout).
     print(
-        f"recorded {writer.count} snapshots ({span:.0f} s, {gpus} GPU{'s' if gpus != 1 else ''}"
+        f"recorded {count(writer.count, 'snapshot')} ({span:,.0f} s, {count(gpus, 'GPU')}"
         f"{', sanitized' if sanitize else ''}) to {_shown(args, args.output)}{stopped}",
         file=sys.stderr,
     )

@@ -11,6 +11,7 @@ from ..collect.kernlog.files import human_bytes
 from ..collect.kernlog.scan import XidScan
 from ..collect.kernlog.sources import SourceReport
 from ..model.codec import iso_time
+from ..model.formats import count
 from ..xid.events import KernelEvent
 from ..xid.types import XidTriage, gpu_name, span, title_of
 
@@ -26,8 +27,8 @@ def _t(ts: float | None) -> str:
 
 def _source_line(r: SourceReport) -> str:
     what = {
-        "ok": f"{r.events} event(s)",
-        "partial": f"{r.events} event(s), partly read",
+        "ok": count(r.events, "event"),
+        "partial": f"{count(r.events, 'event')}, partly read",
         "empty": "nothing relevant",
     }.get(r.status, r.status)
     if r.older:
@@ -45,9 +46,9 @@ def render_text(
     window = (
         "everything the sources hold" if found.since is None else f"since {_t(found.since)} UTC"
     )
-    head = f"Xid triage: {len(result.events)} event(s)"
+    head = f"Xid triage: {count(len(result.events), 'event')}"
     if gpus:
-        head += f" on {len(gpus)} device(s)"
+        head += f" on {count(len(gpus), 'device')}"
     out.append(f"{head}, {window} (read in {found.elapsed_s:.1f} s)")
     if note:
         out.append(note)
@@ -60,7 +61,7 @@ def render_text(
             out.append(f"    next: {r.next_step}")
     if found.older:
         out.append(
-            f"{found.older} event(s) older than --since left out (per source above): "
+            f"{count(found.older, 'event')} older than --since left out (per source above): "
             "--since all reads them"
         )
     if not result.events:

@@ -73,5 +73,6 @@ def clip_words(text: str, limit: int) -> str:
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
-    """A count and its noun, singular for one: "1 sample", "2 samples", "1 identifier"."""
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+    """A count and its noun, singular for one, thousands separated: "1 sample", "2 samples",
+    "1,201 snapshots"."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
