@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gputop_diag import sim
 from gputop_diag.collect.job import JobWatch
 from gputop_diag.collect.probe import sample_of
@@ -190,3 +192,23 @@ def test_the_job_pane_says_a_build_without_kernels_for_the_gpu_before_any_step()
     assert "no kernel image is available for this device" in said and "8.0" in said
     fits = job_view(w[-1].job, _probed(w, SAMPLE, arch_list=(*built, "sm_80")), None)
     assert not any(line.startswith("kernel images") for line in fits.measured.work_lines)
+
+
+def test_the_job_pane_s_split_holds_the_sampled_transfer_taken_out_of_the_host_s_time():
+    """The split `watch` prints ("transfer 4.0 ms (sampled)") is the split the pane stacks."""
+    from rich.text import Text
+
+    from gputop_diag.tui.panes.base import View
+    from gputop_diag.tui.panes.job import _split_bar
+
+    w = _probed(_window(), SAMPLE)
+    mv = job_view(w[-1].job, w, None).measured
+    parts = {p.part: p for p in mv.parts}
+    assert [p.part for p in mv.parts] == ["t_input", "t_sync", "t_transfer", "t_host"]
+    assert parts["t_transfer"].seconds == pytest.approx(0.004)
+    assert parts["t_transfer"].word == "transfer (sampled)"
+    assert parts["t_host"].seconds == pytest.approx(0.019 - 0.004)
+    assert sum(p.seconds for p in mv.parts) == pytest.approx(mv.split.step_s, rel=1e-6)
+    t = Text()
+    _split_bar(t, mv, View(), 100)
+    assert "transfer (sampled) 4.0 ms" in t.plain and "▚" in t.plain

@@ -70,3 +70,25 @@ def test_watch_takes_model_config_after_the_command_as_well_as_before_it():
     before = build_parser().parse_args(["--model-config", "c.json", "watch", "--pid", "1"])
     assert after.model_config == before.model_config == "c.json"
     assert build_parser().parse_args(["watch", "--pid", "1"]).model_config is None
+
+
+# -- small seconds in the documents -------------------------------------------------------------
+
+
+def test_documents_keep_three_significant_digits_of_small_seconds():
+    from gputop_diag.model.codec import rounded
+
+    doc = {
+        "transfers": {"t_transfer_s": 8.4e-05, "h2d": {"seconds": 8.4123e-05, "count": 2}},
+        "parts": {"t_transfer": 0.0000841, "t_host": 0.44312},
+        "step_times_s": [0.0123456, 1.23456],
+        "share": 0.0000841,  # not seconds: three decimals
+        "at": 1712345678.123456,
+    }
+    assert rounded(doc) == {
+        "transfers": {"t_transfer_s": 8.4e-05, "h2d": {"seconds": 8.41e-05, "count": 2}},
+        "parts": {"t_transfer": 8.41e-05, "t_host": 0.443},
+        "step_times_s": [0.0123, 1.235],
+        "share": 0.0,
+        "at": 1712345678.123,
+    }

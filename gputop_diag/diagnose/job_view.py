@@ -33,8 +33,10 @@ from .measured_work import devices_of, kernel_problems, measured_work
 from .ranks import RanksView, judge_ranks
 from .step_split import StepSplit, estimate
 
-# The step's wall time as the split bar stacks it: the waits, then the host's own time.
-BAR_PARTS = ("t_input", "t_sync", "t_comm", "t_host")
+# The step's wall time as the split bar stacks it: the waits, the host-to-device copies (measured
+# in a sampled step, taken out of the host's time as `watch` says it), then the host's own time.
+BAR_PARTS = ("t_input", "t_sync", "t_comm", "t_transfer", "t_host")
+TRANSFER_WORD = "transfer (sampled)"
 BUSY_THREAD_MIN_PCT = 1.0  # a thread under this CPU % is not named among the busiest
 STALLED_MIN_S = 5.0  # the job has taken no step for this long, and STALLED_STEPS of its steps:
 STALLED_STEPS = 5  # its steps a second are history, not now
@@ -58,8 +60,8 @@ class OutputLine:
 class SplitPart:
     """A part of the step as the measured split shows it."""
 
-    part: str  # "t_input", "t_sync", "t_comm", "t_host"
-    word: str  # "input", "sync", "comm", "host"
+    part: str  # "t_input", "t_sync", "t_comm", "t_transfer", "t_host"
+    word: str  # "input", "sync", "comm", "transfer (sampled)", "host"
     seconds: float | None  # mean seconds a step
     share: float  # of the step, 0..1
 
@@ -247,7 +249,7 @@ def _measured(
     return MeasuredView(
         split=m,
         stale_s=stale_s,
-        parts=_parts(m) if m is not None else (),
+        parts=_parts(m, work.transfer_s if work is not None else None) if m is not None else (),
         unmeasured=_unmeasured(m) if m is not None else (),
         gpu_busy=_gpu_busy(m, outside) if m is not None else None,
         sync_sites=_sites(m) if m is not None else (),
@@ -262,16 +264,29 @@ def _measured(
     )
 
 
-def _parts(m: MeasuredSplit) -> tuple[SplitPart, ...]:
-    return tuple(
-        SplitPart(part, PART_WORDS[part], m.seconds(part), m.share(part) or 0.0)
-        for part in BAR_PARTS
-        if m.is_measured(part)
-    )
+def _parts(m: MeasuredSplit, transfer_s: float | None = None) -> tuple[SplitPart, ...]:
+    """The measured parts; with `transfer_s` (the sampled step's host-to-device copies), the
+    copies out of the host's time, as `measured_render.split_text` says them."""
+    out = []
+    for part in BAR_PARTS:
+        if part == "t_transfer":
+            continue
+        seconds, share = m.seconds(part), m.share(part) or 0.0
+        if part == "t_host" and transfer_s is not None and seconds is not None:
+            moved = min(transfer_s, seconds)
+            step = m.step_s if m.step_s > 0 else None
+            out.append(SplitPart("t_transfer", TRANSFER_WORD, moved, moved / step if step else 0))
+            seconds -= moved
+            share = seconds / step if step else 0.0
+        if m.is_measured(part):
+            out.append(SplitPart(part, PART_WORDS[part], seconds, share))
+    return tuple(out)
 
 
 def _unmeasured(m: MeasuredSplit) -> tuple[str, ...]:
-    return tuple(PART_WORDS[part] for part in BAR_PARTS if not m.is_measured(part))
+    return tuple(
+        PART_WORDS[part] for part in BAR_PARTS if part != "t_transfer" and not m.is_measured(part)
+    )
 
 
 def _gpu_busy(m: MeasuredSplit, outside: StepSplit | None) -> GpuBusy | None:

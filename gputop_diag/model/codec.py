@@ -208,16 +208,26 @@ def _gpu(g: GpuState) -> dict[str, Any]:
     return d
 
 
-def rounded(doc: Any, digits: int = 3) -> Any:
+def _seconds_key(key: str) -> bool:
+    """A key that holds seconds: `wall_s`, `seconds`, a part of the step (`t_transfer`)."""
+    return key.endswith("_s") or key == "seconds" or key.startswith("t_")
+
+
+def rounded(doc: Any, digits: int = 3, _seconds: bool = False) -> Any:
     """`doc` with every float rounded to `digits` decimals (timestamps keep milliseconds): what a
-    person reads, without 89.09400000000001. Recordings keep full precision, so a replay judges
-    the very figures the live run judged."""
+    person reads, without 89.09400000000001. Seconds (`_seconds_key`) under
+    0.1 keep three significant digits: a 0.08 ms copy is 8e-05, not 0.0. Recordings keep full
+    precision, so a replay judges the very figures the live run judged."""
     if isinstance(doc, float):
+        if _seconds and doc and abs(doc) < 0.1:
+            return float(f"{doc:.3g}")
         return round(doc, digits)
     if isinstance(doc, dict):
-        return {k: rounded(v, digits) for k, v in doc.items()}
+        return {
+            k: rounded(v, digits, isinstance(k, str) and _seconds_key(k)) for k, v in doc.items()
+        }
     if isinstance(doc, list):
-        return [rounded(v, digits) for v in doc]
+        return [rounded(v, digits, _seconds) for v in doc]
     return doc
 
 

@@ -53,8 +53,8 @@ MAX_RANKS = 64  # ranks listed (the pane scrolls)
 SHORT_RANKS = 4  # ranks listed on a short terminal: those that matter first
 STACK_FRAMES = 8  # top lines of a missing rank's stack shown
 SHORT_STACK_FRAMES = 3
-BAR_GLYPHS = {"t_input": "█", "t_sync": "▓", "t_comm": "▒", "t_host": "░"}
-PLAIN_GLYPHS = {"t_input": "#", "t_sync": "=", "t_comm": "~", "t_host": "."}
+BAR_GLYPHS = {"t_input": "█", "t_sync": "▓", "t_comm": "▒", "t_transfer": "▚", "t_host": "░"}
+PLAIN_GLYPHS = {"t_input": "#", "t_sync": "=", "t_comm": "~", "t_transfer": "+", "t_host": "."}
 
 
 def _gib(b: int | None) -> str:
