@@ -92,3 +92,25 @@ def test_documents_keep_three_significant_digits_of_small_seconds():
         "share": 0.0,
         "at": 1712345678.123,
     }
+
+
+# -- the lead's next step, once -----------------------------------------------------------------
+
+
+def test_the_driver_chain_lead_says_its_next_step_once():
+    from gputop_diag.diagnose.render import render_text
+    from gputop_diag.diagnose.types import Alert, Diagnosis
+
+    chain = Alert(
+        "driver_chain",
+        "critical",
+        "driver chain broken at the framework build: torch is built for sm_70; next: install a "
+        "torch build that lists sm_90",
+    )
+    text = render_text(Diagnosis("idle", 0.9, alerts=(chain,)))
+    head = text.split("Bottleneck:", 1)[0]  # the lead, above the class (the alerts list it all)
+    assert head.count("next: install a torch build that lists sm_90") == 1, text
+    assert text.startswith(
+        "DRIVER CHAIN: driver chain broken at the framework build: torch is built for sm_70\n"
+        "  next: install a torch build that lists sm_90\n"
+    )

@@ -107,7 +107,10 @@ def render_text(d: Diagnosis) -> str:
         ]
     lead = lead_of(d)
     if lead is not None and lead.label != "FAULT":
-        lines += [f"{lead.label}: {lead.alert.text}"]
+        said = lead.alert.text
+        if lead.next_step and "next: " in said:  # its next step on a line of its own, once
+            said = said.split("next: ", 1)[0].rstrip("; ,")
+        lines += [f"{lead.label}: {said}"]
         if lead.next_step:
             lines += [f"  next: {lead.next_step}"]
         lines += ["  (this comes first: the workload class below is read in its light)", ""]
