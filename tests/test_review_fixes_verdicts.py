@@ -1,5 +1,6 @@
 """What a cold review found in the verdicts' words: compare leads with work a second and says
-when the batch differs, and says which run lacks a lead figure; ..."""
+when the batch differs, and which run lacks a lead figure; watch takes --model-config after the
+command; documents keep small seconds; the driver chain's lead says its next step once."""
 
 from __future__ import annotations
 
