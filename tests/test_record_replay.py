@@ -302,7 +302,12 @@ def every_field_snapshot() -> Snapshot:
                     52011,
                     "python",
                     "alice",
-                    (model.CudaLibrary("cudart", "13.0.96", "pip", True),),
+                    (
+                        model.CudaLibrary("cudart", "13.0.96", "pip", True),
+                        model.CudaLibrary(
+                            "torch_cuda", "2.9.0", "pip", True, ("sm_90", "compute_90")
+                        ),
+                    ),
                     "torch 2.9.0+cu130",
                     "13.0",
                 ),

@@ -16,6 +16,7 @@ every process is scanned, not only NVML's GPU processes.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -60,9 +61,10 @@ class FoundLib:
     version: str | None
     origin: str  # pip, conda, system, torch-bundled, compat, other
     deleted: bool = False
+    arch_list: tuple[str, ...] | None = None  # its .nv_fatbin's architectures; None: not read
 
     def model(self) -> CudaLibrary:
-        return CudaLibrary(self.kind, self.version, self.origin, self.deleted)
+        return CudaLibrary(self.kind, self.version, self.origin, self.deleted, self.arch_list)
 
 
 @dataclass(frozen=True)
@@ -218,11 +220,13 @@ def _soname_version(kind: str, ver: str | None, path: str) -> str | None:
 class _SiteCache:
     """site-packages listings and torch/version.py files, read once per scan."""
 
-    def __init__(self, sources: Sources, archs: bool = False) -> None:
+    def __init__(self, sources: Sources, archs: bool = False, files: dict | None = None) -> None:
         self.sources = sources
         self.listing: dict[str, list[str]] = {}
         self.torch: dict[str, tuple[str | None, str | None]] = {}
         self.archs: dict[str, FatbinArchs] | None = {} if archs else None
+        # (path, size, mtime) -> what its .nv_fatbin held: kept across scans by a `ChainMemo`
+        self.files: dict[tuple, FatbinArchs] = {} if files is None else files
 
     def dist_version(self, path: str, kind: str) -> str | None:
         m = re.search(r"^(.*/(?:site|dist)-packages)/", path)
@@ -262,7 +266,8 @@ class _SiteCache:
 
     def torch_archs(self, path: str) -> FatbinArchs | None:
         """The architectures in the .nv_fatbin of the library at `path` (`fatbin.py`: headers
-        only), once per file and scan; None when not asked for (the Monitor never reads them)."""
+        only), once per path and scan, and once per (path, size, mtime) in `files` (a 1 GB
+        library's headers cost some 0.05 s of CPU); None when not asked for."""
         if self.archs is None:
             return None
         if path not in self.archs:
@@ -271,10 +276,25 @@ class _SiteCache:
                 if opener is None:
                     raise OSError("this source reads no binary files")
                 with opener(path) as f:
-                    self.archs[path] = read_archs(f)
+                    key = (path, *_size_and_mtime(f))
+                    if key not in self.files:
+                        self.files[key] = read_archs(f)
+                    self.archs[path] = self.files[key]
             except OSError as e:
                 self.archs[path] = FatbinArchs((), 0, 0, False, f"not readable: {e.strerror or e}")
         return self.archs[path]
+
+
+def _size_and_mtime(f) -> tuple[int, int | None]:
+    """An open file's size and modification time (ns; None where it has no descriptor): a
+    library replaced in place is read again."""
+    try:
+        st = os.fstat(f.fileno())
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        size = f.seek(0, io.SEEK_END)
+        f.seek(0)
+        return size, None
+    return st.st_size, st.st_mtime_ns
 
 
 def arch_source(path: str, found: FatbinArchs) -> str:
@@ -310,7 +330,7 @@ def scan_processes(
     """Every readable process whose maps hold a CUDA library. With `memo`, a process read less
     than `memo.rescan_s` ago is not read again (a new process always is). `archs`: also read
     the GPU architectures of each mapped libtorch_cuda.so (`gputop-diag driver`)."""
-    cache = _SiteCache(sources, archs)
+    cache = _SiteCache(sources, archs, memo.archs if memo is not None else None)
     own = {os.getpid(), *skip} if not sources.simulated else set(skip)
     now = sources.clock.now()
     alive = set()
@@ -369,6 +389,7 @@ def _read_process(sources: Sources, pid: int, cache: _SiteCache):
     arch_list: tuple[str, ...] = ()
     for kind, path, ver, deleted in parse_maps(text):
         version = cache.dist_version(path, kind) or _soname_version(kind, ver, path)
+        archs: tuple[str, ...] | None = None  # the library's own, for the snapshot
         if kind == "torch_cuda":
             tv, tc, tf = cache.torch_version(path)
             if tv or tc:
@@ -379,10 +400,12 @@ def _read_process(sources: Sources, pid: int, cache: _SiteCache):
                 arch_list, source = found.arch_list, arch_source(path, found)
                 if not found.arch_list:
                     source = f"{path.rsplit('/', 1)[-1]}: {found.note}"
+                else:
+                    archs = found.arch_list
         if kind == "cudart" and version and "." not in version:
             hint = re.search(r"/cuda-(\d+\.\d+)/", path)
             version = hint.group(1) if hint else version
-        libs.append(FoundLib(kind, path, version, origin_of(path), deleted))
+        libs.append(FoundLib(kind, path, version, origin_of(path), deleted, archs))
     if not libs:
         return "read", None
     name, user = _who(sources, pid)
@@ -399,6 +422,8 @@ class ChainMemo:
 
     rescan_s: float = 60.0
     seen: dict[int, tuple] = field(default_factory=dict)  # pid -> (when, state, FoundProcess)
+    # (path, size, mtime) -> a libtorch_cuda.so's architectures, read once per file version
+    archs: dict[tuple, FatbinArchs] = field(default_factory=dict)
 
 
 def read_chain(

@@ -29,7 +29,8 @@ from ..collect.cuda_libs import (
 )
 from ..driver.clean_env import CleanEnvCheck, check
 from ..driver.compat import FabricFacts, LoadedRuntime, fabric_facts, fabric_from_snapshot
-from ..driver.kernels import BuildArchs, GpuCapability, judge_builds
+from ..driver.facts import gpu_capabilities, processes_named
+from ..driver.kernels import BuildArchs, judge_builds
 from ..driver.render import SCHEMA, WhereRead, chain_document
 from ..driver.render import render_text as chain_text
 from ..model import Snapshot
@@ -184,12 +185,7 @@ def build(
         if probe.result.get("torch_cuda"):
             name = f"{probe.interpreter} (probed)"
             probed.append(LoadedRuntime(0, name, None, probe.result["torch_cuda"]))
-    gpus = [
-        GpuCapability(g.index, g.static.name, g.static.compute_capability)
-        for g in snap.gpus
-        if g.static.compute_capability
-    ]
-    kernels = judge_builds(builds_of(scan, probe), gpus)
+    kernels = judge_builds(builds_of(scan, probe), gpu_capabilities(snap))
     return chain_document(
         snap, scan.chain(), where, toolkit, toolkit_prog, fabric, probe_doc, probed, kernels, clean
     )
@@ -214,14 +210,9 @@ def builds_of(scan: ChainScan, probe: Probe | None) -> list[BuildArchs]:
         if p.arch_source is not None:
             by_build.setdefault((p.arch_list, p.arch_source), []).append(p)
     for (archs, source), procs in by_build.items():
-        pids = ", ".join(str(p.pid) for p in procs[:4]) + (" ..." if len(procs) > 4 else "")
-        who = (
-            f"pid {pids} ({procs[0].name or '?'})"
-            if len(procs) == 1
-            else f"{len(procs)} processes (pid {pids})"
-        )
-        pids_all = tuple(p.pid for p in procs)
-        out.append(BuildArchs(who, archs, source, pids_all, procs[0].framework_cuda))
+        pids = tuple(p.pid for p in procs)
+        who = processes_named(pids, procs[0].name)
+        out.append(BuildArchs(who, archs, source, pids, procs[0].framework_cuda))
     return out
 
 

@@ -8,8 +8,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import DriverChain, Snapshot
+from ..model import DriverChain, ProcessCuda, Snapshot
 from ..model.health import Finding
+from .kernel_images import BuildArchs, BuildOnGpus, GpuCapability, judge_builds
 from .versions import cuda_tuple, max_cuda_for_driver
 
 
@@ -56,6 +57,11 @@ class ChainFacts:
     toolkit: str | None = None  # nvcc's release
     # NVML initialised and named the driver: the kernel side answers, whatever /proc shows
     nvml_answered: bool = False
+    # the last layer: each framework build's GPU architectures against the GPUs
+    kernels: tuple[BuildOnGpus, ...] = ()
+    # whether the mapped libtorch_cuda.so's architectures were read: None where none is mapped,
+    # False where one is and they were not (a recording made before they were, a file refused)
+    kernels_read: bool | None = None
 
 
 # Where NVML answers but /proc/driver/nvidia and /sys/module/nvidia are absent, the driver is
@@ -177,6 +183,59 @@ def current_chain(snap: Snapshot) -> DriverChain | None:
     return chain
 
 
+# Where the architectures of a mapped build were read (`collect/cuda_libs.py`, `fatbin.py`).
+MAPPED_ARCH_SOURCE = "libtorch_cuda.so .nv_fatbin"
+
+
+def processes_named(pids: Sequence[int], name: str | None) -> str:
+    """ "pid 4242 (python)" / "12 processes (pid 1, 2, 3, 4 ...)": who runs one build."""
+    shown = ", ".join(str(p) for p in pids[:4]) + (" ..." if len(pids) > 4 else "")
+    return (
+        f"pid {shown} ({name or '?'})" if len(pids) == 1 else f"{len(pids)} processes (pid {shown})"
+    )
+
+
+def mapped_builds(
+    processes: Sequence[ProcessCuda], skip: Sequence[int | tuple[str, ...]] = ()
+) -> tuple[tuple[BuildArchs, ...], bool | None]:
+    """Each build of the mapped libtorch_cuda.so's whose architectures were read (the
+    processes of one build as one), those in `skip` left out (builds a probe in the job said:
+    its own list is judged by every view), and whether they were read (None: no process maps
+    one). `skip`: the probed processes' pids and arch lists."""
+    by_build: dict[tuple, list[ProcessCuda]] = {}
+    mapped = unread = 0
+    for p in processes:
+        lib = p.library("torch_cuda")
+        if lib is None or lib.deleted:
+            continue
+        mapped += 1
+        if lib.arch_list is None:
+            unread += 1
+        elif p.pid not in skip and lib.arch_list not in skip:
+            by_build.setdefault((lib.arch_list, p.framework_cuda), []).append(p)
+    read = None if not mapped else unread < mapped
+    builds = tuple(
+        BuildArchs(
+            processes_named([p.pid for p in procs], procs[0].name),
+            archs,
+            MAPPED_ARCH_SOURCE,
+            tuple(p.pid for p in procs),
+            cuda,
+        )
+        for (archs, cuda), procs in by_build.items()
+    )
+    return builds, read
+
+
+def gpu_capabilities(snap: Snapshot) -> tuple[GpuCapability, ...]:
+    """Each GPU whose compute capability NVML said (`nvmlDeviceGetCudaComputeCapability`)."""
+    return tuple(
+        GpuCapability(g.index, g.static.name, g.static.compute_capability)
+        for g in snap.gpus
+        if g.static.compute_capability
+    )
+
+
 def facts_from_snapshot(
     snap: Snapshot, toolkit: str | None = None, extra: Sequence[LoadedRuntime] = ()
 ) -> ChainFacts | None:
@@ -206,6 +265,8 @@ def facts_from_snapshot(
                 cu is not None and cu.deleted,
             )
         )
+    probed = [x for p in snap.probes or () if p.arch_list for x in (p.pid, p.arch_list)]
+    builds, read = mapped_builds(chain.processes, probed)
     return ChainFacts(
         module_loaded=chain.module_loaded,
         module_version=chain.module_version,
@@ -217,4 +278,6 @@ def facts_from_snapshot(
         datacenter_gpu=datacenter([g.static.name for g in snap.gpus]),
         toolkit=toolkit,
         nvml_answered=err is None and snap.nvml_available and bool(s.driver_version),
+        kernels=judge_builds(builds, gpu_capabilities(snap)),
+        kernels_read=read,
     )

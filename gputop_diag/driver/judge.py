@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .facts import ChainFacts, FabricFacts, LoadedRuntime, Problem
+from .kernels import kernel_problems
+from .problem import problem
 from .versions import MVC_FLOOR, cuda_tuple, min_driver_for, runtime_verdict, version_tuple
-from .wording import NEED_ANY, NEED_BRANCH, NEED_MAJOR, RUNTIME_OF, WORDING, When
+from .wording import NEED_ANY, NEED_BRANCH, NEED_MAJOR, RUNTIME_OF
+
+__all__ = ["fabric_problem", "judge_chain", "problem", "runtimes_named", "status_of"]
 
 # No driver, or no module: nothing above the host layer is judged (the fabric manager needs it).
 _NO_FABRIC_BELOW = ("no_driver", "module_not_loaded")
@@ -16,8 +20,11 @@ _NO_FABRIC_BELOW = ("no_driver", "module_not_loaded")
 def judge_chain(f: ChainFacts, fabric: FabricFacts | None = None) -> tuple[Problem, ...]:
     """The problems of the chain, from the host layer upward (debugging starts at the host).
     `fabric`: the fabric manager of an NVSwitch system (`fabric_facts`), judged between the
-    kernel module and NVML; None where there is no NVSwitch or it was not read."""
+    kernel module and NVML; None where there is no NVSwitch or it was not read. The builds'
+    kernel images (`f.kernels`) last, where the host layer lets anything start."""
     out = list(_judge_chain(f))
+    if not any(p.code in _NO_FABRIC_BELOW for p in out):
+        out += kernel_problems(f.kernels)
     found = fabric_problem(fabric)
     if found is None or any(p.code in _NO_FABRIC_BELOW for p in out):
         return tuple(out)
@@ -166,31 +173,6 @@ def fabric_problem(fabric: FabricFacts | None) -> Problem | None:
         text=fabric.text,
         title=fabric.text.split("; ")[0],
         next_step=fabric.next_step,
-    )
-
-
-def _missing(value: object) -> bool:
-    return value is None or value == ""
-
-
-def problem(key: str, pids: tuple[int, ...] = (), **facts: object) -> Problem:
-    """The problem `key` of `WORDING`, its templates filled with `facts`."""
-    w = WORDING[key]
-    shown = {k: w.missing.get(k, "?") if _missing(v) else v for k, v in facts.items()}
-    words = dict(shown)
-    for name, part in w.parts.items():
-        if isinstance(part, When):
-            part = part.then if facts.get(part.fact) else part.otherwise
-        words[name] = part.format(**shown)
-    return Problem(
-        w.layer,
-        w.severity,
-        w.text.format(**words),
-        w.error_text.format(**words),
-        w.next_step.format(**words),
-        pids,
-        w.code or key,
-        w.brief.format(**words),
     )
 
 

@@ -16,7 +16,7 @@ __init__.py) and warns "... is not compatible with the current PyTorch installat
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 CC = tuple[int, int]
@@ -87,3 +87,38 @@ def check(arch_list: Iterable[str], cc: CC) -> KernelImages | None:
     if ptx:
         return KernelImages(cc, archs, True, ptx[-1], True)
     return KernelImages(cc, archs, False, None, False)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildArchs:
+    """One framework build's architectures and where they were read."""
+
+    who: str  # "pid 4242 (python)", "/opt/venv/bin/python (probed)"
+    arch_list: tuple[str, ...]
+    source: str  # "torch._C._cuda_getArchFlags()", "libtorch_cuda.so .nv_fatbin (...)"
+    pids: tuple[int, ...] = ()
+    cuda: str | None = None  # its torch.version.cuda: a wheel of that CUDA is named first
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCapability:
+    index: int
+    name: str | None
+    capability: CC
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOnGpus:
+    """One build against every GPU: each GPU's check (None: the list named no architecture)."""
+
+    build: BuildArchs
+    checks: tuple[tuple[GpuCapability, KernelImages | None], ...]
+
+
+def judge_builds(
+    builds: Sequence[BuildArchs], gpus: Sequence[GpuCapability]
+) -> tuple[BuildOnGpus, ...]:
+    """Each build against each GPU."""
+    return tuple(
+        BuildOnGpus(b, tuple((g, check(b.arch_list, g.capability)) for g in gpus)) for b in builds
+    )

@@ -12,11 +12,32 @@ capabilities from NVML (`nvmlDeviceGetCudaComputeCapability`). Pure functions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from .facts import Problem
-from .judge import problem
-from .kernel_images import CC, KernelImages, check, parse_arch, runs_on
+from .kernel_images import (
+    CC,
+    BuildArchs,
+    BuildOnGpus,
+    GpuCapability,
+    KernelImages,
+    judge_builds,
+    parse_arch,
+    runs_on,
+)
+from .problem import problem
+
+# the builds' types live beside the check, so that the chain's facts can carry them
+__all__ = [
+    "BuildArchs",
+    "BuildOnGpus",
+    "GpuCapability",
+    "gpus_named",
+    "judge_builds",
+    "kernel_problems",
+    "sm_of",
+    "wheel_for",
+    "wheel_for_driver",
+]
 
 # PyTorch's Linux x86_64 wheels by index and the architectures their builds carry: the
 # TORCH_CUDA_ARCH_LIST of https://github.com/pytorch/pytorch/blob/main/.ci/manywheel/
@@ -35,41 +56,6 @@ WHEELS_SOURCE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class BuildArchs:
-    """One framework build's architectures and where they were read."""
-
-    who: str  # "pid 4242 (python)", "/opt/venv/bin/python (probed)"
-    arch_list: tuple[str, ...]
-    source: str  # "torch._C._cuda_getArchFlags()", "libtorch_cuda.so .nv_fatbin (...)"
-    pids: tuple[int, ...] = ()
-    cuda: str | None = None  # its torch.version.cuda: a wheel of that CUDA is named first
-
-
-@dataclass(frozen=True, slots=True)
-class GpuCapability:
-    index: int
-    name: str | None
-    capability: CC
-
-
-@dataclass(frozen=True, slots=True)
-class BuildOnGpus:
-    """One build against every GPU: each GPU's check (None: the list named no architecture)."""
-
-    build: BuildArchs
-    checks: tuple[tuple[GpuCapability, KernelImages | None], ...]
-
-
-def judge_builds(
-    builds: Sequence[BuildArchs], gpus: Sequence[GpuCapability]
-) -> tuple[BuildOnGpus, ...]:
-    """Each build against each GPU."""
-    return tuple(
-        BuildOnGpus(b, tuple((g, check(b.arch_list, g.capability)) for g in gpus)) for b in builds
-    )
-
-
 def sm_of(cc: CC) -> str:
     return f"{cc[0]}{cc[1]}"
 
@@ -86,6 +72,21 @@ def wheel_for(cc: CC, cuda: str | None = None) -> tuple[str, tuple[str, ...]] | 
             if any(parse_arch(a)[0] == "sm" for a in fits) or (fits and not want_cubin):
                 return index, archs
     return None
+
+
+def wheel_for_driver(driver_max: CC | None) -> str | None:
+    """The PyTorch wheel index of the newest CUDA the driver runs ("cu128" under a 12.8
+    driver); under an older driver of the same major, the lowest of that major (minor-version
+    compatibility: https://docs.nvidia.com/deploy/cuda-compatibility/); None when the driver's
+    CUDA is not known or no index fits."""
+    if driver_max is None:
+        return None
+    cudas = sorted((int(i[2:-1]), int(i[-1])) for i, _ in TORCH_WHEELS)
+    fits = [c for c in cudas if c <= driver_max] or [c for c in cudas if c[0] == driver_max[0]]
+    if not fits:
+        return None
+    best = max(fits) if fits[0] <= driver_max else min(fits)
+    return f"cu{best[0]}{best[1]}"
 
 
 def gpus_named(indices: Sequence[int]) -> str:

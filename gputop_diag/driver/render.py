@@ -21,7 +21,7 @@ from .facts import (
     facts_from_snapshot,
 )
 from .judge import judge_chain, problem, status_of
-from .kernels import BuildOnGpus, gpus_named, kernel_problems
+from .kernels import BuildOnGpus, gpus_named, wheel_for_driver
 from .versions import TABLE_SOURCE, TOOLKIT_MIN_DRIVER, runtime_verdict
 from .wording import ERR_MISMATCH, FABRIC_STATE_WORDS
 
@@ -71,7 +71,9 @@ def chain_document(
     the CUDA initialisation probe in your environment and a clean one (`--clean-env`)."""
     s = snap.system
     facts = facts_from_snapshot(replace(snap, driver_chain=chain), toolkit, probed)
-    problems = (*judge_chain(facts, fabric), *kernel_problems(kernels))
+    if kernels:  # the command's own read (the probe's list, where each was read) over the chain's
+        facts = replace(facts, kernels=tuple(kernels))
+    problems = cpu_build_first(judge_chain(facts, fabric), cpu_build_problem(probe, facts))
     found = clean_env_problem(clean_env)
     if found is not None:  # after the chain's own: it says which layer they follow
         problems = (*problems, found)
@@ -109,7 +111,9 @@ def chain_document(
             },
             "toolkit": {"nvcc": toolkit_prog, "version": toolkit},
             "framework_probe": probe,
-            "kernel_images": [_kernels_doc(k) for k in kernels],
+            "kernel_images": [_kernels_doc(k) for k in facts.kernels],
+            # whether the mapped libtorch_cuda.so's were read (null: none is mapped)
+            "kernel_images_read": facts.kernels_read,
             "clean_env": None if clean_env is None else check_doc(clean_env),
         },
         "problems": [problem_doc(p) for p in problems],
@@ -119,6 +123,39 @@ def chain_document(
             "rows": [{"cuda": c, "min_driver": d} for c, d in TOOLKIT_MIN_DRIVER],
         },
     }
+
+
+def is_cpu_build(probe: dict[str, Any] | None) -> bool:
+    """Whether the probed interpreter's torch is a CPU-only build: it answered, and its
+    torch.version.cuda is None (PyTorch's CPU wheels, "2.13.0+cpu")."""
+    return bool(probe and probe.get("torch") and not probe.get("torch_cuda"))
+
+
+def cpu_build_problem(probe: dict[str, Any] | None, facts: ChainFacts) -> Problem | None:
+    """The probed framework is a CPU-only build: the wheel index of the newest CUDA the driver
+    runs (`kernels.wheel_for_driver`) is the next step; None for a CUDA build."""
+    if not is_cpu_build(probe):
+        return None
+    index = wheel_for_driver(facts.driver_max)
+    return problem(
+        "framework_cpu_only",
+        torch=probe["torch"],
+        python=probe.get("interpreter") or "python",
+        index=index,
+        dmax=f"{facts.driver_max[0]}.{facts.driver_max[1]}" if facts.driver_max else None,
+    )
+
+
+# Nothing above these can run: a CPU-only framework is named after them, else first.
+_HOST_FIRST = ("no_driver", "module_not_loaded")
+
+
+def cpu_build_first(problems: Sequence[Problem], cpu: Problem | None) -> tuple[Problem, ...]:
+    """`problems` with the CPU-only build's first, after a missing driver or module."""
+    if cpu is None:
+        return tuple(problems)
+    host = [p for p in problems if p.code in _HOST_FIRST]
+    return (*host, cpu, *(p for p in problems if p.code not in _HOST_FIRST))
 
 
 def clean_env_problem(c: CleanEnvCheck | None) -> Problem | None:
@@ -397,7 +434,8 @@ def _above_lines(L: dict[str, Any]) -> list[str]:
             lines.append(f"                     warning: {w}")
     else:
         lines.append(f"6 framework          {pr.get('error') or 'no answer'}")
-    return [*lines, *_kernel_lines(L.get("kernel_images") or []), *_clean_lines(L.get("clean_env"))]
+    kernels = _kernel_lines(L.get("kernel_images") or [], pr, L.get("kernel_images_read"))
+    return [*lines, *kernels, *_clean_lines(L.get("clean_env"))]
 
 
 def _clean_lines(ce: dict[str, Any] | None) -> list[str]:
@@ -420,14 +458,13 @@ def _clean_lines(ce: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _kernel_lines(builds: list[dict[str, Any]]) -> list[str]:
+def _kernel_lines(
+    builds: list[dict[str, Any]], probe: dict[str, Any] | None = None, read: bool | None = None
+) -> list[str]:
     """Layer 7: each build's GPU architectures against the GPUs, GPUs of one capability and
-    one outcome as one line."""
+    one outcome as one line; without one, why none was read."""
     if not builds:
-        return [
-            "7 kernel images      (a build's architectures: a mapped libtorch_cuda.so, or "
-            "--probe-python PATH)"
-        ]
+        return [f"7 kernel images      ({kernels_unread_why(probe, read)})"]
     lines = []
     for n, b in enumerate(builds):
         archs = " ".join(b["arch_list"]) or "none found"
@@ -450,6 +487,26 @@ def _kernel_lines(builds: list[dict[str, Any]]) -> list[str]:
             )
             lines.append(f"                       {shown} {name or '?'} ({cc}): {verdict}")
     return lines
+
+
+def kernels_unread_why(probe: dict[str, Any] | None, read: bool | None) -> str:
+    """Why no build's architectures are shown: the probed torch is a CPU build (it has none),
+    did not say them, or did not answer; the mapped libraries were not read; nothing to read."""
+    if probe is not None and is_cpu_build(probe):
+        return (
+            f"--probe-python's torch {probe['torch']} is a CPU-only build: it carries no GPU "
+            "architectures"
+        )
+    if read is False:
+        return (
+            "not read: the mapped libtorch_cuda.so's architectures (its file not readable "
+            "here, or recorded before they were read)"
+        )
+    if probe is not None and probe.get("torch"):
+        return "--probe-python's torch did not say its architectures (torch._C._cuda_getArchFlags)"
+    if probe is not None:
+        return f"--probe-python did not answer: {probe.get('error') or 'no answer'}"
+    return "a build's architectures: a mapped libtorch_cuda.so, or --probe-python PATH"
 
 
 def _problem_lines(doc: dict[str, Any]) -> list[str]:

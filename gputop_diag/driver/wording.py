@@ -1,11 +1,11 @@
 """The chain's problems in words: the texts users see, and for each problem the layer, the
 severity, what is wrong, the next step and the side panel's one sentence, as data.
 
-`judge.py` picks the problems and names their facts; its `problem(key, pids, **facts)` turns
-one into a `Problem` with this table's words. A template names facts in braces (`str.format`); a
-fact that is None or empty shows as "?" unless its entry says otherwise (`missing`); a part is
-a piece of text named in the templates, either a fixed template or one that depends on whether
-a fact is there (`When`)."""
+`judge.py` and `kernels.py` pick the problems and name their facts; `problem(key, pids,
+**facts)` (`problem.py`) turns one into a `Problem` with this table's words. A template
+names facts in braces (`str.format`); a fact that is None or empty shows as "?" unless its entry
+says otherwise (`missing`); a part is a piece of text named in the templates, either a fixed
+template or one that depends on whether a fact is there (`When`)."""
 
 from __future__ import annotations
 
@@ -259,6 +259,34 @@ WORDING["no_kernel_image"] = Wording(
             "no PyTorch wheel index carries sm_{sm}: build from source with a CUDA toolkit that "
             "supports it, ",
         )
+    },
+)
+# A CPU-only PyTorch (its wheels "+cpu": torch.version.cuda is None) never reaches a GPU: its
+# first CUDA call raises "Torch not compiled with CUDA enabled" (torch.cuda._lazy_init,
+# https://github.com/pytorch/pytorch/blob/main/torch/cuda/__init__.py). The wheel indexes:
+# https://pytorch.org/get-started/locally/.
+ERR_TORCH_CPU_ONLY = "AssertionError: Torch not compiled with CUDA enabled"
+WORDING["framework_cpu_only"] = Wording(
+    "framework",
+    "critical",
+    "the framework is a CPU-only build (torch {torch}): it can never use the GPU; install a "
+    "CUDA build ({wheel_why})",
+    f"torch.cuda.is_available() is False; .cuda() raises: {ERR_TORCH_CPU_ONLY}",
+    "{pip}",
+    "the framework is a CPU-only build (torch {torch}): it never uses the GPU; next: {pip}",
+    parts={
+        "wheel_why": When(
+            "index",
+            "the wheel index for the driver's CUDA {dmax}: {index}",
+            "its wheel index follows the driver's CUDA: https://pytorch.org/get-started/locally/",
+        ),
+        "pip": When(
+            "index",
+            "`{python} -m pip install --force-reinstall torch --index-url "
+            "https://download.pytorch.org/whl/{index}`",
+            "install a CUDA build of torch whose CUDA the driver runs "
+            "(https://pytorch.org/get-started/locally/)",
+        ),
     },
 )
 WORDING["ptx_only"] = Wording(

@@ -427,6 +427,9 @@ class CudaLibrary:
     version: str | None = None  # "12.8.90", "13" (major only), "570.124.06" (libcuda)
     origin: str = "other"  # "pip", "conda", "system", "torch-bundled", "compat", "other"
     deleted: bool = False  # replaced on disk since it was mapped (a driver or package upgrade)
+    # the GPU architectures its device code carries (libtorch_cuda's .nv_fatbin: "sm_80",
+    # "compute_90"); None: not read (another kind, not readable, or recorded before it was read)
+    arch_list: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

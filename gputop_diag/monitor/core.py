@@ -337,9 +337,10 @@ class Monitor:
     def _driver_chain(self) -> DriverChain | None:
         """The kernel module, the NVML library on disk and the CUDA runtimes every readable
         process loaded (a runtime too new for the driver never reaches a GPU: only its maps
-        show it)."""
+        show it), with each mapped libtorch_cuda.so's GPU architectures (read once per file
+        version: `ChainMemo.archs`)."""
         try:
-            chain = read_chain(self.sources, memo=self._chain_memo).chain()
+            chain = read_chain(self.sources, memo=self._chain_memo, archs=True).chain()
         except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
             self._slow_errors["driver-chain"] = CollectorError(
                 source="driver-chain",

@@ -330,6 +330,15 @@ def driver_chain(
                 "compute capability",
             }
         )
+    if facts.kernels or facts.kernels_read is False:  # the mapped libtorch_cuda.so's
+        layers.append(
+            {
+                "layer": "kernel images" + (" (mapped)" if builds else ""),
+                "version": "; ".join(" ".join(b.build.arch_list) for b in facts.kernels)
+                or "not read",
+                "read_from": "libtorch_cuda.so .nv_fatbin against NVML's compute capability",
+            }
+        )
     problems = (*judge_chain(facts, fabric), *kernel_problems(builds))
     status = status_of(problems)
     out = [

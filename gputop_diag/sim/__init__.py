@@ -147,6 +147,8 @@ def apply_faults(machine: SimMachine, spec: str) -> None:
       the scenario's (NVML: "Driver/library version mismatch"); `module:none`: not loaded;
     - `torch-arch:LIST`: the jobs' torch is built for LIST only (TORCH_CUDA_ARCH_LIST's form,
       `7.0;8.0;8.6+PTX`, spaces or semicolons): its probe's arch list and its libtorch_cuda.so;
+    - `probe-torch:cpu`: the interpreter `driver --probe-python` runs has a CPU-only torch
+      (`2.9.0+cpu`, torch.version.cuda None), as PyTorch's CPU wheels are;
     - `env-libcuda:VERSION`: the user's LD_LIBRARY_PATH picks a libcuda of VERSION (CUDA fails
       with 803 in the user's environment, not in a clean one: `driver --clean-env`);
     - `vgpu:licensed` / `vgpu:unlicensed`: the machine is a virtual machine whose GPUs are vGPUs,
@@ -161,6 +163,8 @@ def apply_faults(machine: SimMachine, spec: str) -> None:
             machine.module_version = None if rest.strip().lower() == "none" else rest.strip()
         elif sep and kind == "torch-arch":
             machine.set_torch_archs(rest)
+        elif sep and kind == "probe-torch" and rest.strip() == "cpu":
+            machine.probe_torch_cpu = True
         elif sep and kind == "env-libcuda":
             machine.env_libcuda = rest.strip()
         elif sep and kind == "vgpu" and rest.strip() in ("licensed", "unlicensed"):

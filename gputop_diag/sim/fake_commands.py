@@ -166,6 +166,8 @@ class FakeCommands:
         planted = getattr(m, "probe_answer", None)  # sim/plant.py: what a planted one says
         if planted is not None:
             return planted
+        if getattr(m, "probe_torch_cpu", False):  # the fault `probe-torch:cpu`
+            return self._cpu_torch(interpreter)
         cuda = next((p.torch_cuda for p in m.procs.values() if p.cuda_runtime), "12.8")
         out = {
             "python": "3.11.10",
@@ -194,6 +196,24 @@ class FakeCommands:
             warning = ERR_TORCH_CAPABILITY.format(gpu_name=m.model["name"], sm=cc)
         if warning:
             out["warnings"] = [warning]
+        return CommandResult(0, "GPUTOP_DIAG_PROBE " + json.dumps(out) + "\n")
+
+    @staticmethod
+    def _cpu_torch(interpreter: str) -> CommandResult:
+        """A CPU-only torch answering the probe: no CUDA version, no architectures, CUDA never
+        available (and no warning: a CPU build does not try)."""
+        out = {
+            "python": "3.11.10",
+            "executable": interpreter,
+            "torch": "2.9.0+cpu",
+            "torch_cuda": None,
+            "cudnn": None,
+            "arch_list": [],
+            "cuda_available": False,
+            "device_count": 0,
+            "capabilities": [],
+            "warnings": [],
+        }
         return CommandResult(0, "GPUTOP_DIAG_PROBE " + json.dumps(out) + "\n")
 
     def _lines(self, since: float | None, until: float | None, grep: str | None):

@@ -34,6 +34,7 @@ from gputop_diag.driver.compat import (
     runtime_verdict,
     status_of,
 )
+from gputop_diag.driver.kernels import gpus_named
 from gputop_diag.model import ProcessCuda, Snapshot
 from gputop_diag.model.health import SEVERITIES, Finding
 from gputop_diag.monitor.health import HEALTH_EVERY_S
@@ -100,7 +101,7 @@ def render(u: Update, view: View, width: int = 0) -> Text:
     t.append(
         "kernel module → "
         + ("fabric manager → " if fabric is not None else "")
-        + "user-space library → driver's max CUDA → CUDA runtime → framework\n\n"
+        + "user-space library → driver's max CUDA → CUDA runtime → framework → kernels\n\n"
     )
     facts = facts_from_snapshot(snap)
 
@@ -145,6 +146,8 @@ def render(u: Update, view: View, width: int = 0) -> Text:
             f"their /proc/<pid>/maps, of {chain.scanned} read{hidden}",
         )
         _processes(t, snap, facts, view)
+    if facts is not None:
+        _kernel_images(t, facts, row)
     t.append("\n")
     if not snap.nvml_available:
         t.append(
@@ -210,6 +213,32 @@ def _processes(t: Text, snap: Snapshot, facts, view: View) -> None:
         shown = _VERDICT.get(status, "ok" if status == "ok" else "?")
         t.append(shown + "\n", style="bold" if status == "too_new" else "")
         t.append(f"    {libs}\n", style="dim")
+
+
+def _kernel_images(t: Text, facts, row) -> None:
+    """The last layer: each mapped torch build's GPU architectures (its libtorch_cuda.so's
+    .nv_fatbin) against the GPUs, GPUs of one capability and outcome as one line; where a
+    library is mapped and was not read (a recording from before), that it was not."""
+    if facts.kernels_read is False and not facts.kernels:
+        row("kernel images", "not read", "libtorch_cuda.so's architectures: not in this read")
+        return
+    for k in facts.kernels:
+        row("kernel images", " ".join(k.build.arch_list), f"{k.build.who}, {k.build.source}")
+        groups: dict[tuple, list[int]] = {}
+        for g, c in k.checks:
+            verdict = (
+                "?"
+                if c is None
+                else "NO KERNEL IMAGE"
+                if not c.runs
+                else f"PTX only ({c.by})"
+                if c.jit
+                else f"ok ({c.by})"
+            )
+            groups.setdefault((g.name or "?", g.capability, verdict), []).append(g.index)
+        for (name, cc, verdict), gpus in groups.items():
+            t.append(f"  {gpus_named(gpus)} {name} ({cc[0]}.{cc[1]}): ")
+            t.append(verdict + "\n", style="bold reverse" if verdict == "NO KERNEL IMAGE" else "")
 
 
 def _fabric_row(fabric: FabricFacts) -> tuple[str, str, str]:
