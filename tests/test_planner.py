@@ -343,3 +343,12 @@ def test_a_gpt2_config_s_bad_size_names_its_key():
     with pytest.raises(ConfigError) as e:
         shape_from_config({**gpt2, "n_positions": 1024})
     assert str(e.value) == "n_embd must be a positive whole number, not 0"
+
+
+def test_the_v100s_are_nvml_s_figures_as_the_a100s_are():
+    """NVML's memory.total (MiB), not the data sheet's decimal gigabytes: a V100-32GB is
+    31.75 GiB, not 29.80."""
+    for name, mib in (("V100-32GB", 32510), ("V100-16GB", 16160), ("A100-80GB", 81920)):
+        gpu = find_gpu(name)
+        assert gpu.bytes == mib * 2**20 and gpu.source == "nvml", name
+    assert round(find_gpu("V100-32GB").bytes / GIB, 2) == 31.75

@@ -53,8 +53,13 @@ TABLE: dict[str, tuple[int, str, tuple[int, int]]] = {
     "L4-24GB": (23034 * MIB, "nvml", (8, 9)),
     "RTX4090-24GB": (24564 * MIB, "nvml", (8, 9)),
     "RTX3090-24GB": (24576 * MIB, "nvml", (8, 6)),
-    "V100-32GB": (32 * GB, "data sheet", (7, 0)),
-    "V100-16GB": (16 * GB, "data sheet", (7, 0)),
+    # NVML's memory.total on the V100s depends on the driver: the 4xx drivers print 16160 MiB
+    # for the 16 GB board (driver 440.64: https://github.com/4paradigm/k8s-vgpu-scheduler/
+    # issues/7) and 32510 MiB for the 32 GB one; 525 and later print 32768 MiB (SXM2:
+    # https://github.com/Wan-Video/Wan2.1/issues/5; PCIe: https://github.com/akash-network/
+    # provider-configs/pull/90). The smaller, on the safe side.
+    "V100-32GB": (32510 * MIB, "nvml", (7, 0)),
+    "V100-16GB": (16160 * MIB, "nvml", (7, 0)),
     "T4-16GB": (15360 * MIB, "nvml", (7, 5)),
 }
 
