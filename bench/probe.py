@@ -10,9 +10,12 @@ It runs in rounds, without and with the probe alternately (`gputop_diag.probe._s
 machine touches both alike; the figures are the medians of the rounds' mean step times. Each
 round begins with a few untimed steps (the probe's start happens once in a job, not per round).
 
-Printed: the step time without and with the probe (median and fastest round), the overhead in
-percent three ways (target: at most 1 % of a 10 ms step; on a shared machine the fastest rounds
-are the least disturbed), the probe's own time per step (its optimizer post-hook, which hands
+Printed: the step time without and with the probe (median and fastest round, with the noise:
+half the rounds' interquartile range over their median), the overhead in percent three ways,
+each with its noise; the headline is the median of the pairs (each round with the probe against
+the round without it beside it, so a load that comes and goes touches both) with its 95 %
+bootstrap interval, and whether that interval holds zero (`bench/noise.py`; target: at most 1 %
+of a 10 ms step), the probe's own time per step (its optimizer post-hook, which hands
 the step's figures to the writer's thread), the writer thread's time per step (it makes the
 JSON lines and writes them, every half second, off the step's thread), and the cost of one
 wrapped `Tensor.item()` on a CPU scalar (target: at most 2 us), from a tight loop of C calls,
@@ -68,6 +71,9 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 import gputop_diag.probe as probe  # noqa: E402
 from gputop_diag.probe.launch import probe_environment  # noqa: E402
 from gputop_diag.probe.sample import SAMPLE_EVERY_S, SAMPLE_VARIABLE  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from noise import median_ci_pct, paired_ratios, spread_pct, within_noise  # noqa: E402
 
 WARM_STEPS = 5
 ROOT = Path(__file__).resolve().parent.parent
@@ -260,13 +266,31 @@ def ddp_bench(runs: int, steps: int, warm: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--calls", type=int, default=200_000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=16,
+        help="loop rounds, each without then with the probe (default 16; more narrows the "
+        "noise figures)",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=50, help="timed steps per round (default 50, ~10 ms each)"
+    )
+    parser.add_argument(
+        "--calls",
+        type=int,
+        default=200_000,
+        help="Tensor.item() calls per timing of the wrapped call (default 200000, best of 5)",
+    )
     parser.add_argument("--ddp-runs", type=int, default=2, help="DDP runs off, and as many on")
     parser.add_argument("--ddp-steps", type=int, default=450, help="steps per DDP run")
     parser.add_argument("--ddp-warm", type=int, default=50, help="first steps dropped")
-    parser.add_argument("--part", choices=("all", "loop", "ddp"), default="all")
+    parser.add_argument(
+        "--part",
+        choices=("all", "loop", "ddp"),
+        default="all",
+        help="the CPU loop, the DDP job, or both (default)",
+    )
     args = parser.parse_args()
     if args.part != "ddp":
         loop_bench(args)
@@ -303,16 +327,40 @@ def loop_bench(args: argparse.Namespace) -> None:
     runtime.cleanup()
 
     off, on = statistics.median(without), statistics.median(with_probe)
-    paired = statistics.median(b / a - 1 for a, b in zip(without, with_probe, strict=True))
+    paired, low, high = median_ci_pct(paired_ratios(without, with_probe))
+    noise_off, noise_on = spread_pct(without), spread_pct(with_probe)
     fastest_off, fastest_on = min(without), min(with_probe)
     hook_median = statistics.median(timer.seconds)
     hook_mean = statistics.fmean(timer.seconds)
     print(f"torch {torch.__version__}, 1 thread, {args.rounds} rounds of {args.steps} steps")
-    print(f"step time without the probe   {off * 1e3:8.3f} ms median, {fastest_off * 1e3:.3f} min")
-    print(f"step time with the probe      {on * 1e3:8.3f} ms median, {fastest_on * 1e3:.3f} min")
-    print(f"overhead, medians             {100 * (on / off - 1):+8.2f} %")
-    print(f"overhead, fastest rounds      {100 * (fastest_on / fastest_off - 1):+8.2f} %")
-    print(f"overhead, median of pairs     {100 * paired:+8.2f} %  (each round against its pair)")
+    print(
+        f"step time without the probe   {off * 1e3:8.3f} ms median, {fastest_off * 1e3:.3f} min, "
+        f"noise ±{noise_off:.1f} % (the rounds' half interquartile range)"
+    )
+    print(
+        f"step time with the probe      {on * 1e3:8.3f} ms median, {fastest_on * 1e3:.3f} min, "
+        f"noise ±{noise_on:.1f} %"
+    )
+    print(
+        f"overhead, medians             {100 * (on / off - 1):+8.2f} %  "
+        f"(noise ±{max(noise_off, noise_on):.1f} %: two medians of noisy rounds)"
+    )
+    print(
+        f"overhead, fastest rounds      {100 * (fastest_on / fastest_off - 1):+8.2f} %  "
+        f"(one round each: no better than the noise ±{noise_off:.1f} %)"
+    )
+    print(
+        f"overhead, median of pairs     {paired:+8.2f} %  HEADLINE: each round against its "
+        f"pair, 95 % CI {low:+.2f} to {high:+.2f} % (bootstrap of {len(without)} pairs)"
+    )
+    verdict = (
+        "within the noise: no overhead measured"
+        if within_noise(low, high)
+        else f"above the noise: at least {low:+.2f} %"
+        if low > 0
+        else "below zero beyond the noise: a drift between the rounds, not the probe"
+    )
+    print(f"headline                      {verdict}")
     print(
         f"probe's post-step hook        {hook_median * 1e6:8.1f} us median, "
         f"{hook_mean * 1e6:.1f} us mean ({100 * hook_median / off:.2f} % of a step)"
