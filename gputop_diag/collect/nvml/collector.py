@@ -54,6 +54,11 @@ CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
 REINIT_AFTER_S = 30.0  # how long to wait before trying nvmlInit again after it failed
 RECOUNT_AFTER_S = 10.0  # ... nvmlDeviceGetCount again after it failed
 HANDLE_RETRY_S = 5.0  # ... the handle of an unavailable GPU again
+# How often the slowly changing fields are read (`_read_slow`): the error counters (ECC, retired
+# pages, remapped rows), BAR1 and the PCIe link. In between, each snapshot carries their last
+# reading. dcgm-exporter samples every field every 30 s by default (its `-c 30000`:
+# https://docs.nvidia.com/datacenter/cloud-native/gpu-telemetry/latest/dcgm-exporter.html).
+SLOW_FIELDS_EVERY_S = 10.0
 
 
 def decode_clock_reasons(mask: int | None) -> tuple[str, ...]:
@@ -83,6 +88,8 @@ class _Gpu:
     proc_util_ts: int = 0
     migs: list[tuple[Any, Any]] = field(default_factory=list)
     vgpu_guest: bool | None = None  # a vGPU in a virtual machine (license read); None: unknown
+    slow: dict[str, Any] | None = None  # the last reading of the slow fields (GpuState's names)
+    slow_at: float = 0.0  # when it was taken
 
     @property
     def live(self) -> bool:
@@ -289,8 +296,12 @@ class NvmlCollector:
             errors.extend(failed)
             errors.extend(self._events.errors.values())
             for ev in events:
-                if ev.xid == 79 and ev.gpu_index is not None:
+                if ev.gpu_index is None:
+                    continue
+                if ev.xid == 79:
                     self._mark_lost(self._gpus[ev.gpu_index])
+                else:  # an Xid may come with new error counts (ECC, rows): read them next tick
+                    self._gpus[ev.gpu_index].slow_at = now - SLOW_FIELDS_EVERY_S
         if procs and self._pids_are_foreign():
             errors.append(foreign_pids_notice())
         return NvmlResult(
@@ -314,8 +325,9 @@ class NvmlCollector:
 
     def _read_dynamic(self, g: _Gpu, now: float, gpm: Any) -> GpuState:
         q, n, i, h = self.q, self.nvml, g.index, g.handle
+        if g.slow is None or not 0 <= now - g.slow_at < SLOW_FIELDS_EVERY_S:
+            g.slow, g.slow_at = self._read_slow(g), now
         mem = read_memory(q, i, h, self._mem_forms)
-        bar1 = q(i, "nvmlDeviceGetBAR1MemoryInfo", h)
         util = q(i, "nvmlDeviceGetUtilizationRates", h)
         enc = q(i, "nvmlDeviceGetEncoderUtilization", h)
         dec = q(i, "nvmlDeviceGetDecoderUtilization", h)
@@ -328,22 +340,6 @@ class NvmlCollector:
             ],
         )
         tx, rx, mem_temp = self._field_values(g, now)
-        rows = q(i, "nvmlDeviceGetRemappedRows", h)
-        sbe = q(
-            i,
-            "nvmlDeviceGetRetiredPages",
-            h,
-            n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
-            key="retired_sbe",
-        )
-        dbe = q(
-            i,
-            "nvmlDeviceGetRetiredPages",
-            h,
-            n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
-            key="retired_dbe",
-        )
-        pending = q(i, "nvmlDeviceGetRetiredPagesPendingStatus", h)
         return GpuState(
             index=i,
             static=g.static,
@@ -351,13 +347,12 @@ class NvmlCollector:
             mem_reserved_bytes=mem.reserved if mem is not None else None,
             mem_used_bytes=mem.used if mem is not None else None,
             mem_free_bytes=mem.free if mem is not None else None,
-            bar1_total_bytes=bar1.bar1Total if bar1 is not None else None,
-            bar1_used_bytes=bar1.bar1Used if bar1 is not None else None,
             util_gpu_pct=float(util.gpu) if util is not None else None,
             util_mem_pct=float(util.memory) if util is not None else None,
             enc_util_pct=float(enc[0]) if enc is not None else None,
             dec_util_pct=float(dec[0]) if dec is not None else None,
             power_w=power_mw / 1000.0 if power_mw is not None else None,
+            # a counter exported as such (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION): read every tick
             energy_mj=q(i, "nvmlDeviceGetTotalEnergyConsumption", h),
             temperature_c=q(i, "nvmlDeviceGetTemperature", h, n.NVML_TEMPERATURE_GPU),
             # A board without fans (SXM, passively cooled) answers NOT_SUPPORTED: None, and
@@ -374,11 +369,42 @@ class NvmlCollector:
             pcie_rx_kbps=q(
                 i, "nvmlDeviceGetPcieThroughput", h, n.NVML_PCIE_UTIL_RX_BYTES, key="pcie_rx"
             ),
+            nvlink_tx_kib_s=tx,
+            nvlink_rx_kib_s=rx,
+            vgpu_licensed=_vgpu_licensed(q, i, h, g.vgpu_guest),
+            gpm=gpm,
+            util_samples=self._busy.read(i, h),
+            mig_instances=read_mig_instances(q, i, g.migs, self._mem_forms),
+            **g.slow,
+        )
+
+    def _read_slow(self, g: _Gpu) -> dict[str, Any]:
+        """The fields that change rarely (counters of rare errors, BAR1, the PCIe link), by
+        GpuState's names: read every `SLOW_FIELDS_EVERY_S`. Raises GpuLost."""
+        q, n, i, h = self.q, self.nvml, g.index, g.handle
+        bar1 = q(i, "nvmlDeviceGetBAR1MemoryInfo", h)
+        rows = q(i, "nvmlDeviceGetRemappedRows", h)
+        sbe = q(
+            i,
+            "nvmlDeviceGetRetiredPages",
+            h,
+            n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            key="retired_sbe",
+        )
+        dbe = q(
+            i,
+            "nvmlDeviceGetRetiredPages",
+            h,
+            n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+            key="retired_dbe",
+        )
+        pending = q(i, "nvmlDeviceGetRetiredPagesPendingStatus", h)
+        return dict(
+            bar1_total_bytes=bar1.bar1Total if bar1 is not None else None,
+            bar1_used_bytes=bar1.bar1Used if bar1 is not None else None,
             pcie_gen=q(i, "nvmlDeviceGetCurrPcieLinkGeneration", h),
             pcie_width=q(i, "nvmlDeviceGetCurrPcieLinkWidth", h),
             pcie_replay_count=q(i, "nvmlDeviceGetPcieReplayCounter", h),
-            nvlink_tx_kib_s=tx,
-            nvlink_rx_kib_s=rx,
             ecc_corrected=q(
                 i,
                 "nvmlDeviceGetTotalEccErrors",
@@ -402,10 +428,6 @@ class NvmlCollector:
             remapped_rows_unc=rows[1] if rows is not None else None,
             remap_pending=bool(rows[2]) if rows is not None else None,
             remap_failure=bool(rows[3]) if rows is not None else None,
-            vgpu_licensed=_vgpu_licensed(q, i, h, g.vgpu_guest),
-            gpm=gpm,
-            util_samples=self._busy.read(i, h),
-            mig_instances=read_mig_instances(q, i, g.migs, self._mem_forms),
         )
 
     def _field_values(self, g: _Gpu, now: float) -> tuple[float | None, float | None, Any]:

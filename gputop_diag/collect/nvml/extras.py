@@ -138,12 +138,18 @@ GPM_MIN_INTERVAL_S = 0.1  # NVML needs the two samples at least 100 ms apart
 
 
 class GpmSampler:
-    """Keeps one GPM sample per GPU and turns each new one into metrics over the interval."""
+    """Keeps one GPM sample per GPU and turns each new one into metrics over the interval.
+
+    Each GPU has two sample buffers, allocated once (`nvmlGpmSampleAlloc`) and freed when it is
+    forgotten or at `close()`: a tick reads into the one not holding the previous sample, as
+    NVIDIA's GPM sample does (`nvmlGpmSampleGet` fills the buffer it is given:
+    https://docs.nvidia.com/deploy/nvml-api/group__nvmlGpmFunctions.html)."""
 
     def __init__(self, nvml: Any, q: Query, gpus: list[tuple[int, Any]]) -> None:
         self.nvml, self.q = nvml, q
         self._gpus = dict(gpus)
-        self._prev: dict[int, tuple[float, Any]] = {}
+        self._bufs: dict[int, list[Any]] = {}  # GPU -> its sample buffers (two at most)
+        self._prev: dict[int, tuple[float, Any]] = {}  # GPU -> (when, the buffer holding it)
         self.lost: set[int] = set()  # GPUs found lost while sampling
         self._ids = [(f, getattr(nvml, c)) for f, c in GPM_METRICS if hasattr(nvml, c)]
 
@@ -152,15 +158,27 @@ class GpmSampler:
 
     def forget(self, index: int) -> None:
         self._gpus.pop(index, None)
-        prev = self._prev.pop(index, None)
-        if prev is not None:
-            self._free(index, prev[1])
+        self._prev.pop(index, None)
+        for s in self._bufs.pop(index, ()):
+            self._free(index, s)
 
     def _free(self, index: int, sample: Any) -> None:
         try:
             self.q(index, "nvmlGpmSampleFree", sample)
         except GpuLost:
             self.lost.add(index)
+
+    def _spare(self, index: int, prev: tuple[float, Any] | None) -> Any:
+        """GPU `index`'s buffer that does not hold its previous sample; allocated the first time
+        it is needed. None where NVML cannot allocate one. Raises GpuLost."""
+        bufs = self._bufs.setdefault(index, [])
+        for s in bufs:
+            if prev is None or s is not prev[1]:
+                return s
+        s = self.q(index, "nvmlGpmSampleAlloc")
+        if s is not None:
+            bufs.append(s)
+        return s
 
     def sample(self, now: float) -> dict[int, GpmMetrics]:
         out: dict[int, GpmMetrics] = {}
@@ -169,11 +187,9 @@ class GpmSampler:
             if prev is not None and now - prev[0] < GPM_MIN_INTERVAL_S:
                 continue
             try:
-                s = self.q(i, "nvmlGpmSampleAlloc")
+                s = self._spare(i, prev)
                 if s is None or self.q(i, "nvmlGpmSampleGet", h, s) is None:
-                    if s is not None:
-                        self._free(i, s)
-                    continue
+                    continue  # the previous sample, if any, is kept
             except GpuLost:
                 self.lost.add(i)
                 continue
@@ -185,7 +201,6 @@ class GpmSampler:
             except GpuLost:
                 self.lost.add(i)
                 continue
-            self._free(i, prev[1])
             if metrics is not None:
                 out[i] = metrics
         return out
@@ -207,8 +222,10 @@ class GpmSampler:
         return GpmMetrics(**vals)
 
     def close(self) -> None:
-        for i, (_, s) in list(self._prev.items()):
-            self._free(i, s)
+        for i, bufs in list(self._bufs.items()):
+            for s in bufs:
+                self._free(i, s)
+        self._bufs.clear()
         self._prev.clear()
 
 
