@@ -160,7 +160,8 @@ def test_diagnose_model_config_puts_the_plan_in_the_checks(capsys):
     assert "Where the memory goes" not in plain
     assert cli.main([*args, "--model-config", str(CONFIGS / "llama-3-8b.json")]) == 0
     out = capsys.readouterr().out
-    assert "1. Where the memory goes (training, llama 8.03 B parameters" in out
+    assert "1. The config does not look like the running job's model: its plan needs" in out
+    assert "2. Where the memory goes (training, llama 8.03 B parameters" in out
     assert "What would make it fit:" in out
     assert "Plan this job's model: gputop-diag memory --config" not in out  # the plan, made
     assert cli.main([*args, "--model-config", "/nonexistent/config.json"]) == 2
@@ -206,7 +207,9 @@ def test_held_figures_are_dated_from_the_last_tick_that_said_them():
     assert shown.evidence[0].text == "SM active 88 %" and age == 4.0
     shown, age = held.update(_diag(88.0), key, 112.0)  # the tick says it again
     assert age == 0.0  # current, not "figures 10 s old"
-    shown, age = held.update(_diag(87.0), key, 125.0)
-    assert shown.evidence[0].text == "SM active 88 %" and age == 13.0  # said last at 112
-    shown, age = held.update(_diag(70.0), key, 126.0)  # material: repainted
+    shown, age = held.update(_diag(87.0), key, 115.0)
+    assert shown.evidence[0].text == "SM active 88 %" and age == 3.0  # said last at 112
+    shown, age = held.update(_diag(87.0), key, 117.0)  # a new text waits at most 5 s
+    assert shown.evidence[0].text == "SM active 87 %" and age == 0.0
+    shown, age = held.update(_diag(70.0), key, 118.0)  # material: repainted
     assert shown.evidence[0].text == "SM active 70 %" and age == 0.0

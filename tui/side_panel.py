@@ -6,10 +6,12 @@ strip expanded over the pane (`p` under 100 columns).
 
 Over SSH the bytes written are the cost, and a median moving by 1 % is not news: the panel
 repaints at once when the verdict, the alerts or the layout change, or when a figure moves
-materially (5 points of a percentage, 10 % of anything else); otherwise at most every 30 s.
-Figures held since an earlier tick carry their age: the time since the current tick last said
-the same (a held figure the latest tick repeats word for word is current, not old), so a figure
-is never stale unmarked and never marked stale while it is current.
+materially (5 points of a percentage, 10 % of anything else); a figure whose text changed
+otherwise waits at most REFRESH_FIGURES_S (5 s), so at a 1 s interval what the panel shows is
+never more than ~5 s behind the tick. Held figures are dated from the last tick that said the
+same (a held figure the latest tick repeats word for word is current, not old); an age is shown
+only when that is AGE_STEP_S (10 s) or more, so a figure is never stale unmarked and never
+marked stale while it is current.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ __all__ = [
 ]
 
 SEVERITY_MARK = {"critical": "!! ", "warning": "!  ", "info": "i  "}
-REFRESH_FIGURES_S = 30.0  # a figure that moved, but not materially, is repainted this often
+REFRESH_FIGURES_S = 5.0  # a figure whose text changed, but not materially, waits at most this
 AGE_STEP_S = 10.0  # held figures show their age in steps of this (a ticking age costs bytes)
 MATERIAL_POINTS = 5.0  # a percentage that moved this much is news
 MATERIAL_SHARE = 0.10  # any other figure: this share of its size
@@ -500,8 +502,8 @@ class HeldFigures:
 
 
 class SidePanel(VerticalScroll):
-    """Repaints when what it says changes, or a figure moves materially; else every 30 s,
-    with the held figures' age shown (`HeldFigures`)."""
+    """Repaints when what it says changes, or a figure moves materially; a figure's new text
+    within REFRESH_FIGURES_S (`HeldFigures`)."""
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..model import Snapshot
+from ..model import Snapshot, formats
 from ..planner.advice import capacity_checks
 from ..planner.hints import job_hints
 from . import thresholds as T
 from .features import Features
 from .job_kind import JOB_COMMAND, SERVING, job_kind
 from .lead import GROWTH_STEP
+from .measured_work import CONFIG_ASSUMPTIONS
 
 # Clocks, power and the reasons a clock is held down (thermal, power cap), per GPU; short words
 # only, so the command is never broken inside a word on a narrow panel.
@@ -266,7 +267,29 @@ def planned_checks(
     planned = capacity_checks(job_hints(newest, pid), **sizes, plan=plan)
     at = next((k for k, c in enumerate(checks) if c in hinted), 0)
     kept = [c for c in checks if c not in hinted]
-    return tuple(kept[:at] + list(planned) + kept[at:])
+    return tuple(kept[:at] + _plan_mismatch(newest, pid, plan) + list(planned) + kept[at:])
+
+
+PLAN_MISMATCH_RATIO = 2.0  # a plan this far from the job's measured memory, either way
+
+
+def _plan_mismatch(newest: Snapshot, pid: int | None, plan: dict[str, Any]) -> list[str]:
+    """A line saying the plan is not the running job's model, where its total per GPU and the
+    memory the job holds on a GPU differ by more than PLAN_MISMATCH_RATIO (either way)."""
+    total = plan.get("total_bytes")
+    held = [
+        g.used_memory_bytes for g in newest.gpu_processes if g.pid == pid and g.used_memory_bytes
+    ]
+    if pid is None or not total or not held:
+        return []
+    measured = max(held)
+    if 1 / PLAN_MISMATCH_RATIO <= total / measured <= PLAN_MISMATCH_RATIO:
+        return []
+    return [
+        f"The config does not look like the running job's model: its plan needs "
+        f"{formats.gib(total)} GiB per GPU while pid {pid} holds {formats.gib(measured)} GiB "
+        f"(more than {PLAN_MISMATCH_RATIO:g}x apart); {CONFIG_ASSUMPTIONS}"
+    ]
 
 
 def _insufficient_checks(f: Features) -> tuple[str, ...]:

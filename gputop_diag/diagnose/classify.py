@@ -197,7 +197,11 @@ def build(
         )
     elif primary == "idle":
         conf = T.CONF_STATE
-        holders = f" while {len(f.gpu_pids)} processes hold GPU memory" if f.gpu_pids else ""
+        holders = (
+            f" while {formats.count(len(f.gpu_pids), 'process', 'processes')} hold GPU memory"
+            if f.gpu_pids
+            else ""
+        )
         evidence = (
             ev(
                 "util_gpu_p95",
@@ -266,7 +270,9 @@ def _blind_evidence(f: Features):
         "util_gpu",
         None,
         None,
-        f"{len(f.active_gpus)} GPUs hold running processes, but neither busy time nor SM "
+        f"{formats.count(len(f.active_gpus), 'GPU')} "
+        f"{'holds' if len(f.active_gpus) == 1 else 'hold'} running processes, but neither busy "
+        "time nor SM "
         f"activity counters are reported (power {rules.pct(f.power_pct_median)} of the limit): "
         "whether they compute or wait cannot be seen",
         "",

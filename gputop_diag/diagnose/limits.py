@@ -116,7 +116,8 @@ def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
                 0,
                 "no GPU on this machine runs kernels"
                 if idle
-                else f"{len(f.active_gpus)} GPUs here run kernels",
+                else f"{formats.count(len(f.active_gpus), 'GPU')} here "
+                f"{'runs' if len(f.active_gpus) == 1 else 'run'} kernels",
                 "",
             )
         )

@@ -13,7 +13,13 @@ from ..model.codec import jsonable
 from ..planner.shape import ModelShape
 from .measured import PART_FIELD, PART_WORDS, MeasuredSplit, ProcessMemory, measured_split
 from .measured_rules import secs
-from .measured_work import MeasuredWork, devices_of, kernel_problems, measured_work
+from .measured_work import (
+    CONFIG_ASSUMPTIONS,
+    MeasuredWork,
+    devices_of,
+    kernel_problems,
+    measured_work,
+)
 
 PINNED_DOCS = "https://pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers"
 _MEMORY = (
@@ -146,6 +152,24 @@ def _transfer_text(word: str, t: Any) -> str:
     )
 
 
+def tflops_text(v: float) -> str:
+    """Achieved TFLOP/s as it reads: three significant digits, whole with thousands separators
+    from 100 (1,490, not 1.49e+03)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+# A config-derived MFU above this is no utilization: the config is not the running job's model.
+IMPOSSIBLE_MFU = 1.0
+
+
+def config_mismatch_words(mfu: float) -> str:
+    """What an impossible config MFU says instead of the figure."""
+    return (
+        f"n/a from the model's config: it implies more than {mfu_text(IMPOSSIBLE_MFU)} of the "
+        f"peak, so the config does not look like the running job's model ({CONFIG_ASSUMPTIONS})"
+    )
+
+
 def _mfu_words(w: MeasuredWork) -> str:
     """ "MFU 46 % of 67 TFLOP/s"; with the model's config, both and which is which."""
     peak = f" of {_num(w.peak_tflops)} TFLOP/s"
@@ -154,6 +178,13 @@ def _mfu_words(w: MeasuredWork) -> str:
         return counted + (peak if w.mfu is not None else "")
     counted += " counted in the sampled step" if w.mfu is not None else ""
     f = w.model_flops
+    if w.model_mfu is not None and w.model_mfu > IMPOSSIBLE_MFU:  # the figure is not shown
+        return (
+            counted
+            + (peak if w.peak_tflops is not None else "")
+            + "; MFU "
+            + (config_mismatch_words(w.model_mfu))
+        )
     if w.model_mfu is not None and f is not None:
         planned = (
             f"{mfu_text(w.model_mfu)} from the model's config ({f.formula}: "
@@ -181,7 +212,7 @@ def work_lines(w: MeasuredWork) -> list[str]:
     mfu = _mfu_words(w)
     flops = f"{_num(w.flops_per_step, 'FLOP')} a step"
     if w.achieved_tflops is not None:
-        flops += f", {w.achieved_tflops:.3g} TFLOP/s"
+        flops += f", {tflops_text(w.achieved_tflops)} TFLOP/s"
     loss = f"; loss {w.loss:.4g}" if w.loss is not None else ""
     out = [f"work (measured in the job, {at}): {batch}; {tokens}; {flops}; {mfu}{loss}"]
     dtype = (

@@ -30,6 +30,12 @@ from ..planner.precision import BF16, FP8, TF32
 from ..planner.shape import ModelShape
 
 CC = tuple[int, int]
+# What to check when a model's config does not look like the running job's model (a plan far
+# from the measured memory, an MFU over 100 %).
+CONFIG_ASSUMPTIONS = (
+    "check the batch, the sequence length, the optimizer, the sharding and the config file"
+)
+
 # Dense tensor-core peak TFLOP/s by GPU model and the dtype a matmul runs in (without
 # sparsity), from NVIDIA's data sheets: H100 and H200
 # (https://www.nvidia.com/en-us/data-center/h100/, /h200/), A100

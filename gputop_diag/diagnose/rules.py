@@ -121,7 +121,11 @@ def communication(f: Features) -> Verdict:
     if not f.multi_gpu:
         text = "one busy GPU: no collective communication to wait on"
     elif not together:
-        text = f"the GPUs dip together in only {as_pct(f.dip_fraction)} of samples"
+        text = (
+            f"the GPUs dip together in only {as_pct(f.dip_fraction)} of samples"
+            if as_pct(f.dip_fraction) != "0 %"
+            else "the GPUs dip together in none of the samples"
+        )
     elif nv_in is None and pc_in is None:
         text = "interconnect throughput not available and busy time falls in the dips"
     else:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..diagnose.lead import Lead, lead_of
+from ..diagnose.types import Alert, Diagnosis, Evidence
 from ..model import formats
 from .measured import measured_markdown
 from .ranks import ranks_markdown
@@ -83,12 +85,45 @@ _duration = formats.span
 # -- sections ----------------------------------------------------------------------------------
 
 
+def _lead(d: dict[str, Any]) -> Lead | None:
+    """What heads the diagnosis, as `diagnose` says it (`diagnose.lead`), from the document:
+    a hardware fault, a broken driver chain, throttling that explains the class, memory growing
+    towards full."""
+    if not d:
+        return None
+
+    def alert(a: dict[str, Any]) -> Alert:
+        return Alert(a.get("kind") or "", a.get("severity") or "", a.get("text") or "")
+
+    return lead_of(
+        Diagnosis(
+            d.get("primary") or "",
+            d.get("confidence") or 0.0,
+            evidence=tuple(
+                Evidence(e.get("metric") or "", e.get("value"), None, e.get("text") or "")
+                for e in d.get("evidence") or ()
+            ),
+            alerts=tuple(alert(a) for a in d.get("alerts") or ()),
+            faults=tuple(alert(a) for a in d.get("faults") or ()),
+        )
+    )
+
+
 def _diagnosis(d: dict[str, Any]) -> list[str]:
     out = []
     for f in d.get("faults") or ():
         out.append(f"> **Fault ({f['severity']}):** {_md(f['text'])}")
     if d.get("faults"):
         out += ["> A hardware fault comes first: the workload class below is secondary to it.", ""]
+    lead = _lead(d)
+    if lead is not None and lead.label != "FAULT":
+        said = lead.alert.text
+        if lead.next_step and "next: " in said:  # its next step on a line of its own, once
+            said = said.split("next: ", 1)[0].rstrip("; ,")
+        out.append(f"> **{lead.label.capitalize()} ({lead.alert.severity}):** {_md(said)}")
+        if lead.next_step:
+            out.append(f"> Next: {_md(lead.next_step)}")
+        out += ["> This comes first: the workload class below is read in its light.", ""]
     primary = _headline(d)
     conf = d.get("confidence")
     conf_text = (
@@ -369,7 +404,7 @@ def _driver_chain(d: dict[str, Any]) -> list[str]:
     if len(problems) > 1 or any(p.get("error_text") for p in problems):
         out += ["", "Problems, host layer first:"]
         out += [
-            f"- [{p['severity']}] {_md(p['layer'])}: {_md(p['text'])} Users see: "
+            f"- [{p['severity']}] {_md(p['layer'])}: {_md(p['text'].rstrip('.'))}. Users see: "
             f"{_code(p['error_text'])}."
             for p in problems
         ]
@@ -545,8 +580,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
         verdict = ": " + (d.get("primary") or "?").replace("_", " ")
         if d.get("finding"):
             verdict += f" ({d['finding'].replace('_', '-')})"
+        lead = _lead(d)
         if d.get("faults"):
             verdict += " (hardware fault first)"
+        elif lead is not None:
+            verdict += f" ({lead.label.lower()} first)"
     out = [f"# gputop-diag report{verdict}", ""]
     out += [
         "Sanitized by gputop-diag: host and user names, GPU UUIDs, serials, PCI bus ids, paths, "

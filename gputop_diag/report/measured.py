@@ -17,7 +17,7 @@ from typing import Any
 
 from ..diagnose.job_view import job_probes
 from ..diagnose.measured import probed_snapshot, process_memory, recent_probes
-from ..diagnose.measured_render import measured_json, mfu_text
+from ..diagnose.measured_render import measured_json, mfu_text, tflops_text
 from ..diagnose.measured_rules import secs
 from ..model import Snapshot, formats
 from ..sanitize.sanitizer import Sanitizer
@@ -112,7 +112,7 @@ def _work(w: dict[str, Any]) -> str:
     )
     flops = f"{_num(w.get('flops_per_step'), 'FLOP')} a step"
     if w.get("achieved_tflops") is not None:
-        flops += f", {w['achieved_tflops']:.3g} TFLOP/s"
+        flops += f", {tflops_text(w['achieved_tflops'])} TFLOP/s"
     mfu = (
         f"MFU {mfu_text(w['mfu'])} of {_num(w.get('peak_tflops'))} TFLOP/s"
         if w.get("mfu") is not None
