@@ -442,9 +442,12 @@ class NvmlCollector:
         vals = self.q(g.index, "nvmlDeviceGetFieldValues", g.handle, ids)
         if not vals:
             return None, None, None
-        got = [_field_value(n, v) for v in vals]
-        if any(v.nvmlReturn == n.NVML_ERROR_GPU_IS_LOST for v in vals):
-            raise GpuLost
+        got = []
+        for v in vals:
+            ret = v.nvmlReturn
+            if ret == n.NVML_ERROR_GPU_IS_LOST:
+                raise GpuLost
+            got.append(union_value(v.value, v.valueType) if ret == n.NVML_SUCCESS else None)
         mem_temp = got[0]
         if not g.static.nvlink_supported or got[1] is None or got[2] is None:
             return None, None, mem_temp
@@ -521,12 +524,6 @@ def _keep_known(before: GpuStatic, after: GpuStatic) -> GpuStatic:
         pci_bus_id=after.pci_bus_id or before.pci_bus_id,
         minor_number=after.minor_number if after.minor_number is not None else before.minor_number,
     )
-
-
-def _field_value(n: Any, v: Any) -> float | int | None:
-    if v.nvmlReturn != n.NVML_SUCCESS:
-        return None
-    return union_value(v.value, v.valueType)
 
 
 def _vgpu_licensed(q: Query, i: int, h: Any, guest: bool | None) -> bool | None:

@@ -152,6 +152,7 @@ class GpmSampler:
         self._prev: dict[int, tuple[float, Any]] = {}  # GPU -> (when, the buffer holding it)
         self.lost: set[int] = set()  # GPUs found lost while sampling
         self._ids = [(f, getattr(nvml, c)) for f, c in GPM_METRICS if hasattr(nvml, c)]
+        self._req: Any = None  # the metrics request, built on first use (_request)
 
     def add(self, index: int, handle: Any) -> None:
         self._gpus[index] = handle
@@ -205,20 +206,31 @@ class GpmSampler:
                 out[i] = metrics
         return out
 
+    def _request(self) -> Any:
+        """The one nvmlGpmMetricsGet_t this sampler asks with, its metric ids set once: they are
+        IN only, NVML fills each metric's nvmlReturn, value and metricInfo
+        (https://docs.nvidia.com/deploy/nvml-api/structnvmlGpmMetric__t.html)."""
+        if self._req is None:
+            mg = self.nvml.c_nvmlGpmMetricsGet_t()
+            metrics = mg.metrics
+            for k, (_, mid) in enumerate(self._ids):
+                metrics[k].metricId = mid
+            self._req = mg
+        return self._req
+
     def _metrics(self, i: int, s1: Any, s2: Any) -> GpmMetrics | None:
         n = self.nvml
-        mg = n.c_nvmlGpmMetricsGet_t()
+        mg = self._request()
         mg.version = n.NVML_GPM_METRICS_GET_VERSION
         mg.numMetrics = len(self._ids)
         mg.sample1, mg.sample2 = s1, s2
-        for k, (_, mid) in enumerate(self._ids):
-            mg.metrics[k].metricId = mid
         if self.q(i, "nvmlGpmMetricsGet", mg) is None:
             return None
+        ok, metrics = n.NVML_SUCCESS, mg.metrics
         vals = {}
         for k, (fld, _) in enumerate(self._ids):
-            m = mg.metrics[k]
-            vals[fld] = float(m.value) if m.nvmlReturn == n.NVML_SUCCESS else None
+            m = metrics[k]
+            vals[fld] = float(m.value) if m.nvmlReturn == ok else None
         return GpmMetrics(**vals)
 
     def close(self) -> None:

@@ -78,7 +78,12 @@ class Query:
         k = (gpu, key or name)
         if k in self.skipped:
             return None
-        f = self.func(name) if isinstance(name, str) else name
+        if isinstance(name, str):
+            f = self._funcs.get(name, ...)
+            if f is ...:
+                f = self.func(name)
+        else:
+            f = name
         if f is None:  # an older binding without this function
             self.skipped.add(k)
             return None
