@@ -64,7 +64,7 @@ def test_a_config_that_cannot_be_read_is_a_usage_error(capsys, tmp_path):
     code = main(["--demo", "precision-measured", "--model-config", str(bad), "watch", "--pid", "1"])
     assert code == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.startswith("gputop-diag watch: --model-config") and "Traceback" not in err
+    assert err.startswith("gputop-diag: --model-config") and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,15 @@ def seeded_sanitizer(feed, snaps: Iterable[Snapshot] = (), key: bytes | None = N
     return sanitizer
 
 
+PREFIX = "gputop-diag: "  # every line of ours on stderr, before a command is known or after
+
+
+def say(message: object, flush: bool = False) -> None:
+    """One line on stderr, as every command and the entry point words it: `gputop-diag: ` and
+    the message (a usage error, a failure, a note), whatever the command."""
+    print(f"{PREFIX}{message}", file=sys.stderr, flush=flush)
+
+
 _session: dict[str, object] = {}  # this run of the program: its path namer (`session_key`)
 
 
@@ -113,10 +122,9 @@ def sanitized_output(text: str, sanitizer) -> str | None:
     found = sanitizer.leaks(text)
     if not found:
         return text
-    print(
-        f"gputop-diag: the output could not be sanitized with confidence ({leak_note(found)} "
-        "left); nothing printed. Please report this (without the output).",
-        file=sys.stderr,
+    say(
+        f"the output could not be sanitized with confidence ({leak_note(found)} "
+        "left); nothing printed. Please report this (without the output)."
     )
     return None
 
@@ -186,10 +194,9 @@ def stopped_early(monitor, until_stopped: bool = False) -> int | None:
         return None
     if ending.reason != "closed":
         n = ending.ticks
-        print(
-            f"gputop-diag: stopped early ({ending.reason}) after {n} sample{'s' * (n != 1)}: "
-            "what follows covers them only",
-            file=sys.stderr,
+        say(
+            f"stopped early ({ending.reason}) after {formats.count(n, 'sample')}: "
+            "what follows covers them only"
         )
     return ending.exit_status(until_stopped)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import replace
 
 from ..compare.judge import compare
@@ -22,6 +21,7 @@ from .common import (
     input_problem,
     is_recording,
     sanitized_output,
+    say,
     session_key,
     stopped_early,
 )
@@ -53,18 +53,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, feed: Sources | None = None) -> int:
     if getattr(args, "demo", None):
-        print(
-            "gputop-diag: compare reads two files (recordings or watch --json documents); "
+        say(
+            "compare reads two files (recordings or watch --json documents); "
             "--demo has no machine to replace here: record the scenarios first "
-            "(gputop-diag --demo NAME record -o FILE)",
-            file=sys.stderr,
+            "(gputop-diag --demo NAME record -o FILE)"
         )
         return EXIT_USAGE
     if is_recording(feed):
-        print(
-            "gputop-diag: compare reads the two files it is given (gputop-diag compare A B), "
-            "recordings or watch --json documents, not --replay FILE",
-            file=sys.stderr,
+        say(
+            "compare reads the two files it is given (gputop-diag compare A B), "
+            "recordings or watch --json documents, not --replay FILE"
         )
         return EXIT_USAGE
     sanitizer = None
@@ -76,13 +74,13 @@ def run(args: argparse.Namespace, feed: Sources | None = None) -> int:
     for path in (args.a, args.b):
         problem = input_problem(path, "compare", sanitizer is not None)
         if problem is not None:
-            print(f"gputop-diag: {problem}", file=sys.stderr)
+            say(problem)
             return EXIT_USAGE
     try:
         a = load(args.a, shown[0])
         b = load(args.b, shown[1])
     except CompareError as e:
-        print(f"gputop-diag: {e}", file=sys.stderr)
+        say(e)
         return EXIT_USAGE
     early = None
     for side in (a, b):

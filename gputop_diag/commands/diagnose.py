@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from ..collect.owners import PID_NAMESPACE_SOURCE
 from ..diagnose.classify import with_plan
@@ -19,6 +18,7 @@ from .common import (
     no_driver_error,
     render_snapshot,
     sanitized_output,
+    say,
     stop_without_nvml,
     stopped_early,
 )
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     seconds = args.seconds
     problem = time_problem(seconds, args.interval)
     if problem is not None:
-        print(f"gputop-diag: {problem}", file=sys.stderr)
+        say(problem)
         return EXIT_USAGE
     config = None
     if getattr(args, "model_config", None):  # the plan of the job's model in the checks
@@ -63,20 +63,20 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         try:
             config = read_config_file(args.model_config)
         except ModelConfigError as e:
-            print(f"gputop-diag: --model-config {e}", file=sys.stderr)
+            say(f"--model-config {e}")
             return EXIT_USAGE
     replay = isinstance(feed, Recording)
     if seconds is None and not replay:
         seconds = DEFAULT_SECONDS
     seconds, note = capped(seconds, not replay and feed.simulated, args.interval)
     if note is not None:
-        print(f"gputop-diag: {note}", file=sys.stderr)
+        say(note)
     on_tick = with_progress(
         None if replay else stop_without_nvml, seconds, not replay and feed.simulated
     )
     monitor = run_monitor(feed, interval=args.interval, seconds=seconds, on_tick=on_tick)
     if monitor.last is None:
-        print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
+        say(f"{feed.shown} holds no snapshots")
         return EXIT_USAGE
     early = stopped_early(monitor)
     diag, snap = monitor.last.diagnosis, monitor.last.snapshot
@@ -105,9 +105,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     print(text)
     for note in snap.errors:  # what the verdict cannot show: this program sees other pids
         if note.source == PID_NAMESPACE_SOURCE:
-            print(f"gputop-diag: {note.message}; next: {note.next_step}", file=sys.stderr)
+            say(f"{note.message}; next: {note.next_step}")
     if err is not None:
         if args.json:  # the reason still reaches a person reading the terminal
-            print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+            say(f"{err.message}; next: {err.next_step}")
         return EXIT_NO_GPU
     return early or 0

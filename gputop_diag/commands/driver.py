@@ -37,7 +37,7 @@ from ..model import Snapshot
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..recording.store import Recording
 from ..sources import Sources
-from .common import add_sanitize, no_driver_error, sample_once
+from .common import add_sanitize, no_driver_error, sample_once, say
 
 REPLAY = True  # `--replay FILE`: the chain the recording's last snapshot holds
 
@@ -70,13 +70,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if args.timeout <= 0:
-        print("gputop-diag: --timeout must be a positive number of seconds", file=sys.stderr)
+        say("--timeout must be a positive number of seconds")
         return EXIT_USAGE
     if isinstance(feed, Recording):
         snap = feed.last()
         refused = _refused(feed, snap, args.probe_python, getattr(args, "clean_env", False))
         if refused is not None:
-            print(f"gputop-diag: {refused}", file=sys.stderr)
+            say(refused)
             return EXIT_USAGE
         # no paths were recorded
         where, fabric = WhereRead("the recording"), fabric_from_snapshot(snap)
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         print(render_text(doc, feed))
     err = no_driver_error(snap)
     if err is not None:
-        print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        say(f"{err.message}; next: {err.next_step}")
         return EXIT_NO_GPU
     return 0
 

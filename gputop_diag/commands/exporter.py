@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..monitor.core import Monitor
 from ..monitor.run import Run, StopSignals
 from ..sources import RealClock, RealProcFS, Sources
-from .common import no_driver_error, seeded_sanitizer
+from .common import no_driver_error, say, seeded_sanitizer
 from .options import add_time_options, time_problem
 
 # dcgm-exporter's variable for its HPC job mapping directory (`prometheus/owners.py`); named
@@ -120,11 +119,11 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     try:
         addr, port = parse_listen(args.listen)
     except ValueError as e:
-        print(f"gputop-diag: {e}", file=sys.stderr)
+        say(e)
         return EXIT_USAGE
     problem = time_problem(None, args.interval)
     if problem is not None:
-        print(f"gputop-diag: {problem}", file=sys.stderr)
+        say(problem)
         return EXIT_USAGE
     monitor = Monitor(feed, interval=args.interval)
     stack = contextlib.ExitStack()  # the stop signals, once the server may be scraped
@@ -132,7 +131,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         tick = monitor.tick()
         err = no_driver_error(tick.snapshot)
         if err is not None:
-            print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+            say(f"{err.message}; next: {err.next_step}")
             return EXIT_NO_GPU
         metrics = tick_metrics(args, feed, monitor, tick)
         metrics.update(tick)
@@ -141,17 +140,15 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
         try:
             server, _ = start_server(port, addr, metrics)
         except OSError as e:
-            print(
-                f"gputop-diag: cannot listen on {args.listen}: {e.strerror or e}; choose another "
-                "port with --listen ADDR:PORT",
-                file=sys.stderr,
+            say(
+                f"cannot listen on {args.listen}: {e.strerror or e}; choose another "
+                "port with --listen ADDR:PORT"
             )
             return EXIT_USAGE
         shown = f"[{addr}]" if ":" in addr else addr
-        print(
-            f"gputop-diag exporter: serving http://{shown}:{server.server_port}/metrics "
+        say(
+            f"exporter serving http://{shown}:{server.server_port}/metrics "
             f"({len(tick.snapshot.gpus)} GPUs, a sample every {args.interval:g} s)",
-            file=sys.stderr,
             flush=True,
         )
         _loop(monitor, metrics, feed, args.interval).run(signals)

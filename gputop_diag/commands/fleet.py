@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from datetime import datetime
 
@@ -98,11 +97,12 @@ def run_live(args: argparse.Namespace) -> int:
     """`gputop-diag --prometheus URL`: the live view's Fleet pane (Textual, imported here)."""
     from ..fleet.live import FleetQuery
     from ..prometheus.client import Prometheus
+    from .common import say
 
     try:
         prom = Prometheus(args.prometheus, timeout=DEFAULT_TIMEOUT_S, access=access_of(args))
     except ValueError as e:
-        print(f"gputop-diag: {e}", file=sys.stderr)
+        say(e)
         return EXIT_USAGE
     from ..tui.fleet_app import run_fleet_view
 
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace, sources=None) -> int:
     from ..fleet.stream import stream_fleet
     from ..prometheus.client import Prometheus, PrometheusError
     from ..prometheus.dcgm_fields import JOB_LABEL
+    from .common import say
 
     group_by = args.group_by or JOB_LABEL
     try:
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace, sources=None) -> int:
             raise ValueError("--step must not exceed --window")
         prom = Prometheus(args.prometheus, timeout=args.timeout, access=access_of(args))
     except ValueError as e:
-        print(f"gputop-diag: {e}", file=sys.stderr)
+        say(e)
         return EXIT_USAGE
     try:
         if at is None:
@@ -172,13 +173,12 @@ def run(args: argparse.Namespace, sources=None) -> int:
             prom, window_s=window, step_s=step, match=args.match, at=at, group_by=group_by
         )
     except PrometheusError as e:
-        print(f"gputop-diag: {e.message}; next: {e.next_step}", file=sys.stderr)
+        say(f"{e.message}; next: {e.next_step}")
         return EXIT_PROMETHEUS
     except NoFleetData as e:
-        print(
-            f"gputop-diag: {e}; next: check that Prometheus scrapes dcgm-exporter or "
-            "`gputop-diag exporter` (curl its /metrics), and --match and --window",
-            file=sys.stderr,
+        say(
+            f"{e}; next: check that Prometheus scrapes dcgm-exporter or "
+            "`gputop-diag exporter` (curl its /metrics), and --match and --window"
         )
         return EXIT_NO_GPU
     if window < MIN_WINDOW_STEPS * verdict.data.step_s:
@@ -194,11 +194,12 @@ def run(args: argparse.Namespace, sources=None) -> int:
 
 
 def _window_too_short(args: argparse.Namespace, step: float) -> int:
-    print(
-        f"gputop-diag: --window {args.window} is shorter than {MIN_WINDOW_STEPS} steps "
+    from .common import say
+
+    say(
+        f"--window {args.window} is shorter than {MIN_WINDOW_STEPS} steps "
         f"of {step:g} s ({'--step' if args.step else 'the scrape interval here'}): "
-        f"give at least --window {_duration_text(MIN_WINDOW_STEPS * step)}",
-        file=sys.stderr,
+        f"give at least --window {_duration_text(MIN_WINDOW_STEPS * step)}"
     )
     return EXIT_USAGE
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..collect.health import read_health
@@ -26,7 +25,7 @@ from ..model.health import HEALTH_SCHEMA, SEVERITIES, HealthReport, finding_to_j
 from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.types import gpu_refs
-from .common import add_sanitize, no_driver_error, sample_once
+from .common import add_sanitize, no_driver_error, sample_once, say
 
 REPLAY = True  # `--replay FILE`: the findings of the recording's last health read
 SCHEMA = HEALTH_SCHEMA
@@ -60,17 +59,14 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         return 1
     err = no_driver_error(snap)
     if err is not None:
-        print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        say(f"{err.message}; next: {err.next_step}")
         return EXIT_NO_GPU
     return 0
 
 
 def _replayed(args: argparse.Namespace, rec: Recording) -> int:
     if args.pid:
-        print(
-            "gputop-diag: --pid reads this machine's processes, not a recording's",
-            file=sys.stderr,
-        )
+        say("--pid reads this machine's processes, not a recording's")
         return EXIT_USAGE
     snap = rec.last()  # each tick carries the latest read; else the last one that had one
     if snap is not None and snap.health is None:
@@ -78,10 +74,9 @@ def _replayed(args: argparse.Namespace, rec: Recording) -> int:
         for s in rec.snapshots():
             snap = s if s.health is not None else snap
     if snap is None:
-        print(
-            f"gputop-diag: {rec.shown} holds no health read (recorded without the slow sources, "
-            "or before the health checks existed)",
-            file=sys.stderr,
+        say(
+            f"{rec.shown} holds no health read (recorded without the slow sources, "
+            "or before the health checks existed)"
         )
         return EXIT_USAGE
     doc = build(snap.health, recorded_on=snap.system.hostname)

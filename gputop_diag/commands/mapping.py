@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..collect.mapping import (
@@ -28,7 +27,7 @@ from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..recording.store import Recording
 from ..report.mapping import SCHEMA, finding_doc, public_doc, render_public
 from ..sources import Sources
-from .common import add_sanitize, no_driver_error, sample_once
+from .common import add_sanitize, no_driver_error, sample_once, say
 
 REPLAY = True  # `--replay FILE`: the mapping of the recording's last snapshot (no files read)
 
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if isinstance(feed, Recording):
         snap = feed.last()
         if snap is None:
-            print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
+            say(f"{feed.shown} holds no snapshots")
             return EXIT_USAGE
         mapping = collect_mapping(snap, None)
     else:
@@ -65,7 +64,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     else:
         print(render_text(mapping, err.message if err is not None else None))
     if err is not None:
-        print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        say(f"{err.message}; next: {err.next_step}")
         return EXIT_NO_GPU
     return 0
 

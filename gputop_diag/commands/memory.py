@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from dataclasses import replace
 
 from ..collect.model_config import ModelConfigError, read_config_file
@@ -35,7 +34,7 @@ from ..planner.workload import (
     Workload,
     workload_problems,
 )
-from .common import add_sanitize, is_recording
+from .common import add_sanitize, is_recording, say
 
 REPLAY = True  # `--replay FILE`: the GPUs of the recording's last snapshot
 
@@ -340,7 +339,7 @@ def run(args: argparse.Namespace, feed) -> int:
         w = _workload(args, shape)
         gpu, no_gpu = _gpu(args, feed)
     except (UsageError, ConfigError) as e:
-        print(f"gputop-diag memory: {e}", file=sys.stderr)
+        say(e)
         return EXIT_USAGE
     if not w.training and w.world > 1:
         notes.append(
@@ -364,5 +363,5 @@ def run(args: argparse.Namespace, feed) -> int:
     else:
         print(json.dumps(doc, indent=2) if args.json else render_text(doc))
     if no_gpu is not None:  # the calculator answered: nothing to fit against is said, not failed
-        print(f"gputop-diag memory: {no_gpu}", file=sys.stderr)
+        say(no_gpu)
     return 0

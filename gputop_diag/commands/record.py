@@ -20,7 +20,7 @@ from ..monitor.run import OutputClosed, is_closed_pipe
 from ..recording.store import Recording, RecordingError, RecordingWriteError
 from ..recording.writer import RecordingWriter
 from ..sources import Sources
-from .common import no_driver_error, said_path, said_text, seeded_sanitizer
+from .common import no_driver_error, said_path, said_text, say, seeded_sanitizer
 from .options import add_time_options, capped, time_problem, with_progress
 
 REPLAY = True  # reads `--replay FILE`: writes its (first N seconds of) snapshots again
@@ -71,15 +71,15 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     seconds = args.seconds
     problem = time_problem(seconds, args.interval)
     if problem is not None:
-        print(f"gputop-diag: {problem}", file=sys.stderr)
+        say(problem)
         return EXIT_USAGE
     replay = isinstance(feed, Recording)
     interval = feed.header.interval_s if replay else args.interval
     seconds, note = capped(seconds, not replay and feed.simulated, interval)
     if note is not None:
-        print(f"gputop-diag: {note}", file=sys.stderr)
+        say(note)
     if replay and os.path.realpath(feed.path) == os.path.realpath(args.output):
-        print("gputop-diag: -o names the recording being replayed", file=sys.stderr)
+        say("-o names the recording being replayed")
         return EXIT_USAGE
     if seconds is None and not replay and feed.simulated:
         seconds = _scenario_seconds(feed)
@@ -92,14 +92,11 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             args.output, interval_s=interval, sanitize=sanitize, sanitizer=sanitizer, option="-o"
         )
     except RecordingError as e:
-        print(f"gputop-diag: {_said(args, e)}", file=sys.stderr)
+        say(f"{_said(args, e)}")
         return EXIT_USAGE
     if not replay and not feed.simulated:
         until = "Ctrl-C stops" if seconds is None else f"for {seconds:g} s"
-        print(
-            f"gputop-diag: recording to {_shown(args, args.output)} every {interval:g} s ({until})",
-            file=sys.stderr,
-        )
+        say(f"recording to {_shown(args, args.output)} every {interval:g} s ({until})")
 
     def write(tick: Tick) -> None:
         try:
@@ -115,16 +112,13 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     except KeyboardInterrupt:  # before the first tick: nothing recorded
         monitor = None
     except RecordingWriteError as e:  # the disk filled up, a write failed
-        print(f"gputop-diag: {_said(args, e)} (kept {writer.count} snapshots)", file=sys.stderr)
+        say(f"{_said(args, e)} (kept {writer.count} snapshots)")
         return 1
     except RecordingError as e:  # the recording being replayed is damaged part-way
         with contextlib.suppress(RecordingError):
             writer.close()
         _remove_output(args.output)
-        print(
-            f"gputop-diag: {_said(args, e)}; {_shown(args, args.output)} not written",
-            file=sys.stderr,
-        )
+        say(f"{_said(args, e)}; {_shown(args, args.output)} not written")
         return EXIT_USAGE
     finally:
         with contextlib.suppress(RecordingError):
@@ -133,10 +127,9 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if ending is not None and ending.reason == "closed":  # nobody reads on: say nothing more
         return ending.exit_status()
     if writer.withheld:
-        print(
-            f"gputop-diag: {writer.withheld} snapshot(s) not written: they could not be "
-            "sanitized with confidence",
-            file=sys.stderr,
+        say(
+            f"{writer.withheld} snapshot(s) not written: they could not be "
+            "sanitized with confidence"
         )
     if writer.count == 0:
         _remove_output(args.output)
@@ -144,7 +137,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             return 130
         if writer.withheld:
             return 1
-        print(f"gputop-diag: {feed.shown} holds no snapshots; nothing written", file=sys.stderr)
+        say(f"{feed.shown} holds no snapshots; nothing written")
         return EXIT_USAGE
     span = (writer.last or 0.0) - (writer.first or 0.0)
     gpus = writer.header.gpu_count if writer.header else 0
@@ -157,7 +150,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     )
     err = no_driver_error(monitor.last.snapshot) if monitor and monitor.last else None
     if err is not None:
-        print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        say(f"{err.message}; next: {err.next_step}")
         return EXIT_NO_GPU
     status = ending.exit_status(until_stopped=args.seconds is None) if ending else None
     return status or (EXIT_PARTIAL if writer.withheld else 0)  # some snapshots held back

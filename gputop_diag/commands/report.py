@@ -21,6 +21,7 @@ from .common import (
     output_problem,
     said_path,
     said_text,
+    say,
     stop_without_nvml,
     stopped_early,
 )
@@ -82,11 +83,11 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     interval = getattr(args, "interval", 1.0)
     problem = time_problem(seconds, interval)
     if problem is not None:
-        print(f"gputop-diag: {problem}", file=sys.stderr)
+        say(problem)
         return EXIT_USAGE
     fmt = "json" if args.json else (args.format or "md")
     if args.json and args.format == "md":
-        print("gputop-diag: --json and --format md contradict each other", file=sys.stderr)
+        say("--json and --format md contradict each other")
         return EXIT_USAGE
     out, private = args.output, args.private_map
     # The report is always sanitized; what stderr says beside it names the files the user chose
@@ -94,16 +95,15 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     # command's stderr does (docs/report.md, "Paths on the terminal").
     sanitize = bool(getattr(args, "sanitize", False))
     if private is not None and (private == "-" or (out is not None and _same_file(out, private))):
-        print(
-            "gputop-diag: --private-map needs a file of its own (it must never end up in the "
-            "report or on the terminal)",
-            file=sys.stderr,
+        say(
+            "--private-map needs a file of its own (it must never end up in the "
+            "report or on the terminal)"
         )
         return EXIT_USAGE
     for path, option in ((out, "-o"), (private, "--private-map")):
         problem = None if path is None else output_problem(path, option, sanitize)
         if problem is not None:  # before the sampling, not after it
-            print(f"gputop-diag: {problem}", file=sys.stderr)
+            say(problem)
             return EXIT_USAGE
     config = None
     if getattr(args, "model_config", None):  # the memory plan beside what the job holds
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             config = read_config_file(args.model_config)
         except ModelConfigError as e:
             said = said_text(f"--model-config {e}", sanitize, (args.model_config,))
-            print(f"gputop-diag: {said}", file=sys.stderr)
+            say(said)
             return EXIT_USAGE
     replay = isinstance(feed, Recording)
     if seconds is None and not replay:
@@ -121,13 +121,13 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     simulated = not replay and feed.simulated
     seconds, note = capped(seconds, simulated, interval)
     if note is not None:
-        print(f"gputop-diag: {note}", file=sys.stderr)
+        say(note)
     if not replay and not feed.simulated:
-        print(f"gputop-diag: sampling for {seconds:g} s for the report", file=sys.stderr)
+        say(f"sampling for {seconds:g} s for the report")
     on_tick = with_progress(None if replay else stop_without_nvml, seconds, simulated)
     monitor = run_monitor(feed, interval=interval, seconds=seconds, on_tick=on_tick)
     if monitor.last is None:
-        print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
+        say(f"{feed.shown} holds no snapshots")
         return EXIT_USAGE
     early = stopped_early(monitor)
     snaps = monitor.history.snapshots()
@@ -155,33 +155,31 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
                 f.write(text)
         except OSError as e:
             said = said_path(out, sanitize)
-            print(f"gputop-diag: cannot write {said}: {e.strerror or e}", file=sys.stderr)
+            say(f"cannot write {said}: {e.strerror or e}")
             return 1
     replaced = sum(c["replaced"] for c in report.doc["redactions"]["classes"].values())
     if out not in (None, "-"):
-        print(
-            f"gputop-diag: wrote the sanitized report to {said_path(out, sanitize)} "
+        say(
+            f"wrote the sanitized report to {said_path(out, sanitize)} "
             f"({formats.count(replaced, 'identifier')} replaced{_left_out(report.left_out)}); "
-            "read it once before you share it",
-            file=sys.stderr,
+            "read it once before you share it"
         )
     elif report.left_out:
-        print(f"gputop-diag: {_left_out(report.left_out).lstrip('; ')}", file=sys.stderr)
+        say(f"{_left_out(report.left_out).lstrip('; ')}")
     if private is not None:
         try:
             write_private_map(report.sanitizer, private)
         except OSError as e:
             said = said_path(private, sanitize)
-            print(f"gputop-diag: cannot write {said}: {e.strerror or e}", file=sys.stderr)
+            say(f"cannot write {said}: {e.strerror or e}")
             return 1
-        print(
-            f"gputop-diag: the private map is in {said_path(private, sanitize)} (mode 0600): "
-            "keep it, never share it",
-            file=sys.stderr,
+        say(
+            f"the private map is in {said_path(private, sanitize)} (mode 0600): "
+            "keep it, never share it"
         )
     err = no_driver_error(monitor.last.snapshot)
     if err is not None:
-        print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+        say(f"{err.message}; next: {err.next_step}")
         return EXIT_NO_GPU
     if early:
         return early
@@ -197,10 +195,9 @@ def read_health_once(feed: Sources, snap) -> HealthReport | None:
     try:
         return judge(read_health(feed, snap))
     except Exception as e:  # noqa: BLE001 - the rest of the report stands
-        print(
-            f"gputop-diag: the health checks could not be read ({type(e).__name__}): the "
-            "report is written without its Health section",
-            file=sys.stderr,
+        say(
+            f"the health checks could not be read ({type(e).__name__}): the "
+            "report is written without its Health section"
         )
         return None
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING
 
 from ..model.codec import snapshot_to_json
@@ -17,6 +16,7 @@ from .common import (
     render_snapshot,
     sample_once,
     sanitized_output,
+    say,
     seeded_sanitizer,
 )
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if is_recording(feed):
         snap = feed.last()
         if snap is None:
-            print(f"gputop-diag: {feed.shown} holds no snapshots", file=sys.stderr)
+            say(f"{feed.shown} holds no snapshots")
             return EXIT_USAGE
     else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
         snap = sample_once(feed, getattr(args, "fast", False))
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         # The reason reaches a person reading the terminal: under --json, or when it sums up
         # several errors (every GPU lost) rather than repeating one printed above.
         if args.json or err not in snap.errors:
-            print(f"gputop-diag: {err.message}; next: {err.next_step}", file=sys.stderr)
+            say(f"{err.message}; next: {err.next_step}")
         return EXIT_NO_GPU
     return 0
 
@@ -73,9 +73,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
 def print_one_snapshot(feed, sanitize: bool = False) -> int:
     """No terminal to draw the live view on (`gputop-diag --demo > file`): print one snapshot as
     `gputop-diag snapshot [--sanitize]` does, say so on stderr; the exit code."""
-    print(
-        "gputop-diag: not a terminal: printing one snapshot and exiting (the live view needs "
-        "a terminal; `gputop-diag snapshot --json` for JSON)",
-        file=sys.stderr,
+    say(
+        "not a terminal: printing one snapshot and exiting (the live view needs "
+        "a terminal; `gputop-diag snapshot --json` for JSON)"
     )
     return run(argparse.Namespace(json=False, sanitize=sanitize), feed)

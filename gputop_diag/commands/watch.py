@@ -59,6 +59,7 @@ from .common import (
     output_problem,
     said_text,
     sanitized_output,
+    say,
     seeded_sanitizer,
     session_key,
     shown_path,
@@ -144,7 +145,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _usage(msg: str) -> int:
-    print(f"gputop-diag watch: {msg}", file=sys.stderr)
+    say(msg)
     return EXIT_USAGE
 
 
@@ -256,7 +257,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     try:
         watch = build_watch(args, feed)
     except WatchError as e:
-        print(f"gputop-diag: {said(args, str(e))}", file=sys.stderr)
+        say(f"{said(args, str(e))}")
         return e.code
     # under --sanitize nothing printed names the machine, stderr included (a shared screen):
     # the log's path is said as its pseudonym, the label (a command line) not at all
@@ -264,9 +265,9 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     if watch.tail is not None and not os.path.lexists(watch.tail.path):
         where += " (not there yet: waiting for it)"
     if getattr(args, "sanitize", False):
-        print(f"gputop-diag: watching the job ({watch.target}){where}", file=sys.stderr)
+        say(f"watching the job ({watch.target}){where}")
     else:
-        print(f"gputop-diag: watching {watch.label}{where}", file=sys.stderr)
+        say(f"watching {watch.label}{where}")
     if getattr(args, "sanitize", False):
         watch.sanitize_key = session_key()  # the live view names the log as stderr does
     if tui:
@@ -280,7 +281,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
             model_config=getattr(args, "model_config", None),
         )
         for line in after_lines(watch, out_path(args, watch.tail.path) if watch.tail else None):
-            print(f"gputop-diag: {line}", file=sys.stderr)
+            say(line)
         return _exit_code(watch, code)
     return headless(args, feed, watch, plan)
 
@@ -369,7 +370,7 @@ def headless(
         if args.seconds is None:
             note = f"under --demo, watching stops after {DEMO_SECONDS:g} s of simulated time"
         if note is not None:
-            print(f"gputop-diag: {note}", file=sys.stderr)
+            say(note)
         args.seconds = seconds
     monitor = Monitor(feed, interval=args.interval, job=watch, plan=plan)
     model = plan.shape if plan is not None else None
@@ -388,9 +389,10 @@ def headless(
                 interval_s=args.interval,
                 sanitize=sanitize,
                 sanitizer=seeded_sanitizer(feed) if sanitize else None,
+                option="--record",
             )
         except RecordingError as e:
-            print(f"gputop-diag: {said(args, str(e))}", file=sys.stderr)
+            say(said(args, str(e)))
             return 1
     clock = feed.clock
     last_status = clock.now()
@@ -413,7 +415,7 @@ def headless(
                 status_sanitizer = seeded_sanitizer(feed, key=key)
             said = news.shown(said, status_sanitizer)
             if said is not None:
-                print(f"gputop-diag: {said}", file=sys.stderr, flush=True)
+                say(said, flush=True)
         now = clock.now()
         if now - last_status >= STATUS_EVERY_S and not feed.simulated:
             last_status = now
@@ -421,7 +423,7 @@ def headless(
                 status_sanitizer = seeded_sanitizer(feed, key=key)
             line = shown_status(t.snapshot, watch, status_sanitizer)
             if line is not None:
-                print(f"gputop-diag: {line}", file=sys.stderr)
+                say(line)
         if watch.finished:
             raise Done
 
@@ -432,7 +434,7 @@ def headless(
             return False
         line = interrupted_line(watch)
         if line is not None:
-            print(f"gputop-diag: {line}", file=sys.stderr)
+            say(line)
             return True
         return watch.interrupts <= len(INTERRUPT_SIGNALS)  # nothing left: the next tick sees
 
@@ -449,10 +451,9 @@ def headless(
     if ending.reason == "done" and watch.finished:
         ended_by = "ended"
     if writer is not None and writer.withheld:  # as `record --sanitize` says it
-        print(
-            f"gputop-diag: {writer.withheld} snapshot(s) not written: they could not be "
-            "sanitized with confidence",
-            file=sys.stderr,
+        say(
+            f"{writer.withheld} snapshot(s) not written: they could not be "
+            "sanitized with confidence"
         )
     if ended_by == "hangup":
         watch.left_by_hangup()  # it goes on; its log says the watcher left
@@ -507,7 +508,7 @@ def headless(
         print(text, flush=True)
         if watch.started and (ended_by != "ended" or watch.signals_sent):  # the user's terminal
             for line in after_lines(watch, out_path(args, watch.tail.path)):
-                print(f"gputop-diag: {line}", file=sys.stderr)
+                say(line)
     except OSError:
         if ended_by != "hangup":  # a closed pipe, a full disk: said as for every command
             raise

@@ -30,7 +30,7 @@ from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.triage import triage
 from ..xid.types import TriageContext, gpu_refs, map_gpus, sanitized
-from .common import said_path, sample_once, sanitized_output, seeded_sanitizer
+from .common import said_path, sample_once, sanitized_output, say, seeded_sanitizer
 from .xid_render import render_text, to_json
 
 REPLAY = True  # `--replay FILE`: the recording's Xid events, joined with its sampled history
@@ -119,10 +119,10 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     sanitize = bool(getattr(args, "sanitize", False))
     for path in [*args.log, *args.journal_file]:
         if path != "-" and not os.path.lexists(path):
-            print(f"gputop-diag: {said_path(path, sanitize)}: no such file", file=sys.stderr)
+            say(f"{said_path(path, sanitize)}: no such file")
             return EXIT_USAGE
     if args.limit < 0:
-        print("gputop-diag: --limit must be 0 or more", file=sys.stderr)
+        say("--limit must be 0 or more")
         return EXIT_USAGE
     files_only = bool(args.log or args.journal_file) and not args.system
     if isinstance(feed, Recording):
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     print(text)
     if not found.readable and found.sources:
         if args.json:
-            print("gputop-diag: no kernel-log source could be read; see sources", file=sys.stderr)
+            say("no kernel-log source could be read; see sources")
         return EXIT_UNREADABLE
     named = {*args.log, *args.journal_file}  # a file asked for by name and not read: partial
     unread = [
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     ]
     if unread:
         which = "" if sanitize else f" ({', '.join(r.name for r in unread)})"
-        print(f"gputop-diag: partial: a file named could not be read{which}", file=sys.stderr)
+        say(f"partial: a file named could not be read{which}")
         return EXIT_PARTIAL
     return 0
 
@@ -176,7 +176,7 @@ def _since(args, now: float, boot: float | None) -> float | None:
     try:
         return parse_since(since_text(args), now, boot)
     except ValueError as e:
-        print(f"gputop-diag: {e}", file=sys.stderr)
+        say(e)
         raise
 
 
@@ -262,7 +262,7 @@ def _label_files(found: XidScan, named: list[str]) -> XidScan:
 def _from_recording(args, rec: Recording, sanitize: bool):
     snaps = list(rec.snapshots())
     if not snaps:
-        print(f"gputop-diag: {rec.path} holds no snapshots", file=sys.stderr)
+        say(f"{rec.path} holds no snapshots")
         return None, None, ""
     try:
         since = _since(args, snaps[-1].timestamp, None)
