@@ -105,6 +105,17 @@ def test_snapshot_imports_only_what_it_uses(argv):
     assert [m for m in NOT_FOR_SNAPSHOT if m in modules] == []
 
 
+def test_snapshot_of_this_machine_leaves_the_health_model_alone():
+    """`model.health` (a dozen dataclasses, a tenth of the start-up) arrives with a health report
+    or the simulator's health faults, not with a sample of the machine (here: no driver, exit 3
+    after the host figures; on a GPU machine, its GPUs)."""
+    modules, _ = loaded_after("main(['snapshot', '--json'])")
+    assert "gputop_diag.model.codec" in modules and "gputop_diag.monitor.sampler" in modules
+    assert "gputop_diag.model.health" not in modules
+    modules, _ = loaded_after("main(['--demo', 'idle', 'health', '--json'])")
+    assert "gputop_diag.model.health" in modules
+
+
 def test_snapshot_still_reads_a_recording_and_sanitizes(tmp_path):
     """The modules left out above arrive when the command line asks for them."""
     rec = tmp_path / "r.jsonl"

@@ -8,11 +8,24 @@ could not give is `None`; a GPU that fell off the bus is `GpuState.lost`, not an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .health import HealthReport
+if TYPE_CHECKING:  # imported when a health report is made or read (`model.codec`), not at start
+    from .health import HealthReport
 
 GIB = 1024**3
 MIB = 1024**2
+
+
+def __getattr__(name: str) -> object:
+    """`model.HealthReport`, imported on first use and kept as the module's own name from then
+    on (https://peps.python.org/pep-0562/)."""
+    if name == "HealthReport":
+        from .health import HealthReport
+
+        globals()[name] = HealthReport
+        return HealthReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)

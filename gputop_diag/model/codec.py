@@ -5,6 +5,7 @@ sanitized (`sanitize/sanitizer.py` makes either safe to share)."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -13,7 +14,13 @@ from functools import cache
 from typing import Any
 
 from . import GpuState, Snapshot
-from .health import HealthReport, health_from_json, health_to_json
+
+if typing.TYPE_CHECKING:
+    from .health import HealthReport
+
+# `model.health` (a dozen dataclasses) is imported when a report is read, not at start: a
+# HealthReport to write exists only once that module is loaded.
+_HEALTH = "gputop_diag.model.health"
 
 SNAPSHOT_SCHEMA = "gputop-diag.snapshot/1"
 
@@ -21,8 +28,9 @@ SNAPSHOT_SCHEMA = "gputop-diag.snapshot/1"
 def jsonable(obj: Any) -> Any:
     """A model object as JSON values: a dataclass is an object of all its fields by name,
     a tuple an array. `from_jsonable` reads it back exactly."""
-    if isinstance(obj, HealthReport):  # its recorded form: the findings, not the raw facts
-        return health_to_json(obj)
+    health = sys.modules.get(_HEALTH)
+    if health is not None and isinstance(obj, health.HealthReport):
+        return health.health_to_json(obj)  # its recorded form: the findings, not the raw facts
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {name: jsonable(getattr(obj, name)) for name in field_names(type(obj))}
     if isinstance(obj, (tuple, list)):
@@ -70,6 +78,8 @@ def _kind(data: Any) -> str:
 
 
 def _health_decoder(d: Any) -> HealthReport:
+    from .health import health_from_json
+
     try:
         return health_from_json(d)
     except ValueError as e:
@@ -126,6 +136,8 @@ def _decoder(hint: Any) -> Callable[[Any], Any]:
             return out
 
         return mapping
+    from .health import HealthReport
+
     if hint is HealthReport:
         return _health_decoder
     if dataclasses.is_dataclass(hint):
@@ -166,7 +178,9 @@ _SCALARS: dict[Any, Callable[[Any], Any]] = {float: _float, int: _int, bool: _bo
 
 
 def _dataclass_decoder(cls: type) -> Callable[[Any], Any]:
-    hints = typing.get_type_hints(cls)
+    from .health import HealthReport  # the name `Snapshot.health`'s hint reads
+
+    hints = typing.get_type_hints(cls, localns={"HealthReport": HealthReport})
     fields = [(f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)]
     required = {
         f.name
