@@ -201,7 +201,7 @@ def test_nvml_gpus_without_a_pci_view_are_not_contradicted():
     bus none. Nothing may say "no NVIDIA GPU on the PCI bus" or "fewer than two GPUs"."""
     got = findings(nvml=NvmlFacts(tuple(gpu(i) for i in range(8))), pci=PciFacts())
     count = got["pci.gpu_count"]
-    assert count.severity == "info" and "8 GPU(s) in NVML" in count.title
+    assert count.severity == "info" and "8 GPUs in NVML" in count.title
     assert "not available" in count.title
     for fid in ("pcie.acs", "pcie.aer"):
         assert got[fid].severity == "info" and "NVML lists 8" in got[fid].title, fid

@@ -120,11 +120,11 @@ def test_invalid_entry_reports_what_it_hides():
 @pytest.mark.parametrize(
     ("cvd", "severity", "said"),
     [
-        ("GPU-bogus,1", "warning", "shows 0 device(s); '1' after it is never read"),
-        ("GPU-bogus", "warning", "shows 0 device(s)"),  # every device hidden: not meant
+        ("GPU-bogus,1", "warning", "shows 0 devices; '1' after it is never read"),
+        ("GPU-bogus", "warning", "shows 0 devices"),  # every device hidden: not meant
         (f"{U[1]},GPU-bogus,{U[2]}", "warning", "hides GPU-"),
-        ("-1", "info", "shows 0 device(s)"),  # the usual way to hide every device on purpose
-        ("0,-1", "info", "shows 1 device(s)"),
+        ("-1", "info", "shows 0 devices"),  # the usual way to hide every device on purpose
+        ("0,-1", "info", "shows 1 device"),
     ],
 )
 def test_an_invalid_entry_that_hides_devices_is_a_warning(cvd, severity, said):
@@ -288,7 +288,7 @@ def test_process_outside_its_allocation_and_two_jobs_on_one_gpu():
     outside = [f for f in found if f.kind == "outside_allocation"]
     shared = [f for f in found if f.kind == "shared_gpu"]
     assert len(outside) == 1 and outside[0].pids == (10,) and outside[0].gpus == (3,)
-    assert "runs on GPU 3 but was given GPU(s) 0, 1" in outside[0].text
+    assert "runs on GPU 3 but was given GPUs 0, 1" in outside[0].text
     assert len(shared) == 1 and shared[0].gpus == (0,) and shared[0].pids == (11, 12)
 
 
@@ -401,7 +401,7 @@ def test_a_job_given_gpus_by_slurm_and_running_elsewhere():
     rank.environ.update(SLURM_JOB_ID="48213", SLURM_JOB_GPUS="2,3", CUDA_VISIBLE_DEVICES="0,1")
     m = collect_mapping(sample_once(src, True), src)
     [f] = [f for f in m.findings if f.kind == "outside_allocation"]
-    assert f.pids == (rank.pid,) and "given GPU(s) 2, 3" in f.text
+    assert f.pids == (rank.pid,) and "given GPUs 2, 3" in f.text
     [c] = [c for c in m.conclusions if c.startswith(f"pid {rank.pid}")]
     assert "cuda:0=GPU 2, cuda:1=GPU 3" in c and "renumbered" in c and "NOT only" in c
 

@@ -309,7 +309,7 @@ def test_after_a_driver_update():
     out = triage([*loads, ev(119, t=T0), ev(119, t=T0 - 9 * 86400)], TriageContext(gpus=GPUS))
     f = finding(out, "Xid after driver update")
     assert f.question == "driver/runtime compatibility or reboot/module state?"
-    assert "565.57.01 → 570.124.06" in f.detail and "1 Xid event(s) since (Xid 119)" in f.detail
+    assert "565.57.01 → 570.124.06" in f.detail and "1 Xid event since (Xid 119)" in f.detail
     assert "torch.version.cuda" in f.action and f.severity == "warning"
     assert [e.version for e in out.driver_loads] == ["565.57.01", "570.124.06"]
 

@@ -27,7 +27,7 @@ from ..mapping.checks import (
 )
 from ..mapping.ordinals import BusId, Device, Visibility, devices_of, parse_bus_id, resolve
 from ..mapping.owners import Holder, OwnerUse, owner_of, owner_uses
-from ..model import Owner, Snapshot
+from ..model import Owner, Snapshot, formats
 from ..sources import Sources
 
 SCONTROL_TIMEOUT_S = 5.0
@@ -453,8 +453,8 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
         v = m.shell
         order = "" if v.order_known else " in an order only CUDA knows (FASTEST_FIRST, mixed)"
         out.append(
-            f"this shell sees {len(v.visible)} CUDA device(s){order}; NVML and nvidia-smi "
-            "number GPUs by PCI bus id"
+            f"this shell sees {formats.count(len(v.visible), 'CUDA device')}{order}; "
+            "NVML and nvidia-smi number GPUs by PCI bus id"
         )
     return replace(m, conclusions=tuple(out))
 

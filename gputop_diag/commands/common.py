@@ -279,7 +279,8 @@ def render_snapshot(snap: Snapshot) -> str:
     s = snap.system
     lines = [
         f"{s.hostname}  driver {s.driver_version or 'n/a'}  max CUDA {s.driver_max_cuda or 'n/a'}"
-        f"  NVML {s.nvml_version or 'n/a'}  {len(snap.gpus)} GPU(s)  {iso_time(snap.timestamp)}"
+        f"  NVML {s.nvml_version or 'n/a'}  {formats.count(len(snap.gpus), 'GPU')} "
+        f" {iso_time(snap.timestamp)}"
     ]
     if snap.gpus:
         lines.append("")

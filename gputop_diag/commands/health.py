@@ -19,6 +19,7 @@ from typing import Any
 from ..collect.health import read_health
 from ..collect.kernlog.watch import read_kernel_health
 from ..health import judge
+from ..model import formats
 from ..model.codec import iso_time
 from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
 from ..model.health import HEALTH_SCHEMA, SEVERITIES, HealthReport, finding_to_json
@@ -165,16 +166,19 @@ def render_text(doc: dict[str, Any]) -> str:
     lines = [
         f"{doc['hostname']}  health{' (recorded)' if doc.get('recorded') else ''}  "
         f"{doc['timestamp']}  "
-        f"{c['critical']} critical, {c['warning']} warning(s), {c['info']} info, {c['ok']} ok",
+        f"{c['critical']:,} critical, {formats.count(c['warning'], 'warning')}, "
+        f"{c['info']:,} info, {c['ok']:,} ok",
         "",
     ]
     for x in doc["findings"]:
         lines.append(f"{_MARK[x['severity']]:<8}  {x['title']}  [{x['id']}]")
         if x["severity"] == "ok" and not x["next_step"]:
             continue
-        bears = ", ".join(c.replace("_", " ") for c in x["bears_on"]) or "-"
-        layer = f"   driver-chain layer: {x['layer'].replace('_', ' ')}" if x["layer"] else ""
-        lines.append(f"{'':<10}bears on: {bears}{layer}")
+        if x["bears_on"]:  # one field a line, and none that would say only "-"
+            bears = ", ".join(c.replace("_", " ") for c in x["bears_on"])
+            lines.append(f"{'':<10}bears on: {bears}")
+        if x["layer"]:
+            lines.append(f"{'':<10}driver-chain layer: {x['layer'].replace('_', ' ')}")
         for e in x["evidence"]:
             lines.append(f"{'':<10}- {e['text']}  ({e['source']})")
         if x["next_step"]:

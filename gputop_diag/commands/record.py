@@ -128,7 +128,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         return ending.exit_status()
     if writer.withheld:
         say(
-            f"{writer.withheld} snapshot(s) not written: they could not be "
+            f"{count(writer.withheld, 'snapshot')} not written: they could not be "
             "sanitized with confidence"
         )
     if writer.count == 0:

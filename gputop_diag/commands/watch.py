@@ -49,6 +49,7 @@ from ..job.steps import StepRegexError, compile_step_regex
 from ..model import JobProcess, JobState
 from ..model.codec import rounded
 from ..model.exits import EXIT_USAGE
+from ..model.formats import count
 from ..monitor.core import Monitor
 from ..monitor.run import Done, Run
 from ..planner.configs import ReadConfig
@@ -452,7 +453,7 @@ def headless(
         ended_by = "ended"
     if writer is not None and writer.withheld:  # as `record --sanitize` says it
         say(
-            f"{writer.withheld} snapshot(s) not written: they could not be "
+            f"{count(writer.withheld, 'snapshot')} not written: they could not be "
             "sanitized with confidence"
         )
     if ended_by == "hangup":

@@ -117,7 +117,9 @@ def render_text(
     for n in result.notes:
         out.append(f"note: {n}")
     if found.ooms:
-        out.append(f"note: {len(found.ooms)} host OOM kill(s) in the same log (not GPU memory)")
+        out.append(
+            f"note: {count(len(found.ooms), 'host OOM kill')} in the same log (not GPU memory)"
+        )
     return "\n".join(out)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ..model.formats import count
 from ..model.health import (
     FabricManagerFacts,
     Finding,
@@ -53,7 +54,7 @@ def persistence_findings(nvml: NvmlFacts) -> list[Finding]:
             Finding(
                 "nvml.persistence_mode",
                 "warning",
-                f"persistence mode off on {len(off)} GPU(s): the driver tears the GPUs down "
+                f"persistence mode off on {count(len(off), 'GPU')}: the driver tears the GPUs down "
                 "between jobs and each job's start pays their initialisation",
                 (
                     HealthEvidence(
@@ -70,7 +71,9 @@ def persistence_findings(nvml: NvmlFacts) -> list[Finding]:
     if unread:
         f = _unread("nvml.persistence_mode", "persistence mode", unread, "persistence")
         if on:  # the others answered
-            ok = HealthEvidence(f"on for the other {on} GPU(s)", "nvmlDeviceGetPersistenceMode")
+            ok = HealthEvidence(
+                f"on for the other {count(on, 'GPU')}", "nvmlDeviceGetPersistenceMode"
+            )
             f = replace(f, evidence=(*f.evidence, ok))
         return [f]
     return [
@@ -189,8 +192,8 @@ def fabric_findings(pci: PciFacts, nvml: NvmlFacts, fm: FabricManagerFacts) -> l
     out = []
     evidence = [
         HealthEvidence(
-            f"{len(pci.nvswitches)} NVSwitch(es) on the PCI bus, {len(fm.dev_nodes)} "
-            "/dev/nvidia-nvswitch* node(s)",
+            f"{count(len(pci.nvswitches), 'NVSwitch', 'NVSwitches')} on the PCI bus, "
+            f"{count(len(fm.dev_nodes), '/dev/nvidia-nvswitch* node')}",
             pci.source,
         )
     ]
@@ -270,7 +273,7 @@ def _fabric_state(nvml: NvmlFacts) -> list[Finding]:
         Finding(
             "fabric.gpu_not_registered",
             "critical" if "not_started" in state.values() else "warning",
-            f"{len(pending)} GPU(s) not yet registered with the NVLink fabric",
+            f"{count(len(pending), 'GPU')} not yet registered with the NVLink fabric",
             tuple(
                 HealthEvidence(f"GPU {i}: fabric state {r.value.state.replace('_', ' ')}", r.source)
                 for i, r in pending
@@ -323,7 +326,7 @@ def ib_findings(inter: InterconnectFacts, gpu_count: int) -> list[Finding]:
             Finding(
                 "ib.port_down",
                 "warning",
-                f"{len(down)} InfiniBand/RoCE port(s) not active",
+                f"{count(len(down), 'InfiniBand/RoCE port')} not active",
                 tuple(
                     HealthEvidence(
                         f"{p.device} port {p.port}: {_state_word(p.state)}, "
@@ -348,7 +351,7 @@ def ib_findings(inter: InterconnectFacts, gpu_count: int) -> list[Finding]:
             Finding(
                 "ib.port_rate",
                 "warning",
-                f"{len(slow)} active port(s) at a lower rate than the node's other ports",
+                f"{count(len(slow), 'active port')} at a lower rate than the node's other ports",
                 tuple(
                     HealthEvidence(f"{p.device} port {p.port}: {p.rate}", p.source) for p in slow
                 ),
@@ -362,7 +365,7 @@ def ib_findings(inter: InterconnectFacts, gpu_count: int) -> list[Finding]:
             Finding(
                 "ib.ports",
                 "ok",
-                f"{len(active)} InfiniBand/RoCE port(s) active at the same rate",
+                f"{count(len(active), 'InfiniBand/RoCE port')} active at the same rate",
                 tuple(
                     HealthEvidence(f"{p.device} port {p.port}: {p.rate} ({p.link_layer})", p.source)
                     for p in active[:8]

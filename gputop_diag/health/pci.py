@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from ..model.formats import count
 from ..model.health import (
     Finding,
     HealthEvidence,
@@ -44,7 +45,7 @@ def _not_on_this_bus(nvml: NvmlFacts, check: str, fid: str, classes: tuple[str, 
         "info",
         f"not checked: the PCI bus here shows no NVIDIA GPU while NVML lists {len(nvml.gpus)} "
         "(a container without the host's /sys, or a mock NVML library)",
-        (HealthEvidence(f"{len(nvml.gpus)} GPU(s) in NVML", "nvmlDeviceGetCount"),),
+        (HealthEvidence(f"{count(len(nvml.gpus), 'GPU')} in NVML", "nvmlDeviceGetCount"),),
         "",
         classes,
         check,
@@ -57,12 +58,13 @@ def count_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
             Finding(
                 "pci.gpu_count",
                 "info",
-                f"{len(nvml.gpus)} GPU(s) in NVML; the PCI bus here shows none, so the count "
+                f"{count(len(nvml.gpus), 'GPU')} "
+                "in NVML; the PCI bus here shows none, so the count "
                 "is NVML's: the PCI view is not available (a container without the host's /sys, "
                 "or a mock NVML library)",
                 (
-                    HealthEvidence("0 NVIDIA GPU(s) on the PCI bus", pci.source),
-                    HealthEvidence(f"{len(nvml.gpus)} GPU(s) in NVML", "nvmlDeviceGetCount"),
+                    HealthEvidence("0 NVIDIA GPUs on the PCI bus", pci.source),
+                    HealthEvidence(f"{count(len(nvml.gpus), 'GPU')} in NVML", "nvmlDeviceGetCount"),
                 ),
                 "",
                 ("scheduler",),
@@ -85,9 +87,10 @@ def count_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
     in_nvml = {bdf(g.bus_id) for g in nvml.gpus}
     missing = sorted(set(on_bus) - in_nvml)
     evidence = (
-        HealthEvidence(f"{len(on_bus)} NVIDIA GPU(s) on the PCI bus", pci.source),
+        HealthEvidence(f"{count(len(on_bus), 'NVIDIA GPU')} on the PCI bus", pci.source),
         HealthEvidence(
-            f"{len(nvml.gpus)} GPU(s) in NVML" + (f" ({nvml.problem})" if nvml.problem else ""),
+            f"{count(len(nvml.gpus), 'GPU')} in NVML"
+            + (f" ({nvml.problem})" if nvml.problem else ""),
             "nvmlDeviceGetCount",
         ),
     )
@@ -110,7 +113,8 @@ def count_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
             Finding(
                 "pci.gpu_count",
                 "critical",
-                f"{len(missing)} NVIDIA GPU(s) on the PCI bus, none usable: NVML could not be "
+                f"{count(len(missing), 'NVIDIA GPU')} "
+                "on the PCI bus, none usable: NVML could not be "
                 "opened (is the driver loaded?)",
                 evidence,
                 "lsmod | grep -E '^nvidia' ; sudo dmesg | grep -E 'NVRM|nvidia' | tail -20",
@@ -122,7 +126,8 @@ def count_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
         Finding(
             "pci.gpu_count",
             "critical",
-            f"{len(missing)} NVIDIA GPU(s) on the PCI bus are missing from NVML: lost before or "
+            f"{count(len(missing), 'NVIDIA GPU')} "
+            "on the PCI bus are missing from NVML: lost before or "
             "while the driver loaded",
             evidence
             + tuple(
@@ -215,7 +220,8 @@ def link_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
             Finding(
                 "pcie.link_idle",
                 "info",
-                f"{len(idle_low)} idle GPU(s) run their PCIe link below its maximum: normal power "
+                f"{count(len(idle_low), 'idle GPU')} "
+                "run their PCIe link below its maximum: normal power "
                 "saving, judged again under load",
                 tuple(idle_low),
                 "nvidia-smi -q -d PCIE  # while a job runs",
@@ -275,7 +281,7 @@ def aer_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
             who = f"GPU {gi}" if gi is not None else g.bdf
             evidence.append(
                 HealthEvidence(
-                    f"{who}: {total} {kind} AER error(s) since boot"
+                    f"{who}: {count(total, f'{kind} AER error')} since boot"
                     + (f" ({detail})" if detail else ""),
                     r.source,
                 )
@@ -288,7 +294,7 @@ def aer_findings(pci: PciFacts, nvml: NvmlFacts) -> list[Finding]:
         return [Finding("pcie.aer", "ok", "no GPU on the PCI bus", (), "", _TRANSFER, "pcie_aer")]
     if worst == "ok":
         text = (
-            f"no AER error on the GPUs' links since boot ({read} counter file(s) read)"
+            f"no AER error on the GPUs' links since boot ({count(read, 'counter file')} read)"
             if read
             else "no AER counters: the kernel does not publish them for these devices"
         )
@@ -352,12 +358,14 @@ def acs_findings(pci: PciFacts, nvml: NvmlFacts | None = None) -> list[Finding]:
             for b in on[:4]
         )
         if len(on) > 4:
-            evidence += (HealthEvidence(f"and {len(on) - 4} more bridge(s) alike", on[4].source),)
+            evidence += (
+                HealthEvidence(f"and {count(len(on) - 4, 'more bridge')} alike", on[4].source),
+            )
         return [
             Finding(
                 "pcie.acs",
                 "warning",
-                f"ACS redirects peer-to-peer traffic on {len(on)} bridge(s) above the GPUs",
+                f"ACS redirects peer-to-peer traffic on {count(len(on), 'bridge')} above the GPUs",
                 evidence
                 + (
                     HealthEvidence(
@@ -379,7 +387,7 @@ def acs_findings(pci: PciFacts, nvml: NvmlFacts | None = None) -> list[Finding]:
                 "pcie.acs",
                 "info",
                 f"ACS on the bridges above the GPUs: {b.problem}",
-                (HealthEvidence(f"{len(unread)} bridge(s): {b.problem}", b.source),),
+                (HealthEvidence(f"{count(len(unread), 'bridge')}: {b.problem}", b.source),),
                 "sudo lspci -vvv | grep ACSCtl",
                 ("communication",),
                 "pcie_acs",
@@ -389,7 +397,8 @@ def acs_findings(pci: PciFacts, nvml: NvmlFacts | None = None) -> list[Finding]:
         Finding(
             "pcie.acs",
             "ok",
-            f"ACS does not redirect peer-to-peer traffic on the {len(bridges)} bridge(s) above "
+            f"ACS does not redirect peer-to-peer traffic on the {count(len(bridges), 'bridge')} "
+            "above "
             "the GPUs",
             (),
             "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..model.formats import count
 from ..model.health import DENIED, Finding, HealthEvidence, ProcessFacts
 from .rules import ENV_NEXT, ENV_RULES, NETWORK_WAITS, env_is_set
 
@@ -65,7 +66,8 @@ def environment_findings(facts: ProcessFacts) -> list[Finding]:
                 else "no GPU process to read the environment of",
                 (
                     HealthEvidence(
-                        f"{len(read)} environment(s) read; looked for " + ", ".join(ENV_RULES),
+                        f"{count(len(read), 'environment')} read; looked for "
+                        + ", ".join(ENV_RULES),
                         "/proc/<pid>/environ",
                     ),
                 ),

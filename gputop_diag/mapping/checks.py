@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ..model.formats import count
 from .ordinals import Entry, Visibility, row_key
 from .owners import (
     CHECK_BY_KIND,
@@ -310,11 +311,11 @@ def minor_findings(rows: Sequence[tuple[int, int | None]]) -> list[Finding]:
         Finding(
             "minor_not_index",
             "info",
-            f"minor number differs from the NVML index on {len(diff)} GPU(s): {shown}{more}",
+            f"minor number differs from the NVML index on {count(len(diff), 'GPU')}: {shown}{more}",
             "a device cgroup or a container's --device list names /dev/nvidiaN by minor number; "
             "map by UUID or bus id, never assume /dev/nvidiaN is GPU N",
             gpus=tuple(i for i, _ in diff),
-            public_text=f"minor numbers differ from the NVML indices on {len(diff)} GPU(s): "
+            public_text=f"minor numbers differ from the NVML indices on {count(len(diff), 'GPU')}: "
             "devices were mapped by UUID, not by /dev/nvidiaN",
         )
     ]
@@ -351,7 +352,7 @@ def visibility_findings(who: str, v: Visibility, pids: tuple[int, ...] = ()) -> 
                 "invalid_entry",
                 "warning" if after or not (v.visible or meant) else "info",
                 f"{who}: CUDA_VISIBLE_DEVICES={v.cvd!r}: entry {bad.text!r} {bad.why}; CUDA "
-                f"stops there and shows {len(v.visible)} device(s){lost}",
+                f"stops there and shows {count(len(v.visible), 'device')}{lost}",
                 "fix or remove the entry; list devices by UUID "
                 "(`nvidia-smi --query-gpu=index,uuid --format=csv`)",
                 pids=pids,
@@ -397,8 +398,8 @@ def process_findings(procs: Sequence[ProcView], job_of) -> list[Finding]:
                 Finding(
                     "outside_allocation",
                     "critical",
-                    f"pid {p.pid} runs on GPU {', '.join(map(str, outside))} but was given GPU(s) "
-                    f"{given} ({p.allowed_from})",
+                    f"pid {p.pid} runs on GPU {', '.join(map(str, outside))} but was given "
+                    f"GPU{'s' * (len(p.allowed) != 1)} {given} ({p.allowed_from})",
                     "check the job's CUDA_VISIBLE_DEVICES and the code's device selection "
                     "(torch.cuda.set_device, --gpu flags); with Slurm, ConstrainDevices=yes in "
                     "cgroup.conf enforces the allocation",

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import GpuState
+from ..model.formats import count
 
 PCI_BUS_ID = "PCI_BUS_ID"
 FASTEST_FIRST = "FASTEST_FIRST"
@@ -236,7 +237,7 @@ def _match(text: str, whole: Sequence[Device], devices: Sequence[Device]) -> tup
         k = int(text)
         if k < len(whole):
             return whole[k].key, ""
-        return None, f"is index {k}, but only {len(whole)} device(s) can be numbered"
+        return None, f"is index {k}, but only {count(len(whole), 'device')} can be numbered"
     if text.lstrip("-").isdigit():
         return None, "is a negative index"
     low = text.lower()

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model.codec import iso_time
-from ..model.formats import size
+from ..model.formats import count, size
 from .checks import GLOBAL_CAVEAT, SlurmGpus
 from .ordinals import Visibility
 from .owners import OwnerUse
@@ -270,7 +270,7 @@ def _device_lines(m) -> list[str]:
         r = info_rows[0]
         extra = {k: v for k, v in r.info.items() if k in INFO_KEYS}
         lines.append(
-            f"/proc/driver/nvidia/gpus/<bus>/information read for {len(info_rows)} GPU(s); "
+            f"/proc/driver/nvidia/gpus/<bus>/information read for {count(len(info_rows), 'GPU')}; "
             f"GPU {r.nvml_index}: " + ", ".join(f"{k} {v}" for k, v in extra.items())
         )
     return lines
@@ -331,8 +331,9 @@ def _cuda_of(v: Visibility | None) -> str:
         return "no CUDA device visible"
     if not v.order_known:
         if v.unknown_why:
-            return f"{len(v.visible)} candidate device(s): {v.unknown_why}"
-        return f"{len(v.visible)} device(s), order only CUDA knows (FASTEST_FIRST, mixed models)"
+            return f"{count(len(v.visible), 'candidate device')}: {v.unknown_why}"
+        return f"{count(len(v.visible), 'device')}"
+        ", order only CUDA knows (FASTEST_FIRST, mixed models)"
     names = [_short_key(k) for k in v.visible]
     if names == [str(k) for k in range(len(names))]:
         return (

@@ -419,8 +419,9 @@ def _health(h: dict[str, Any]) -> list[str]:
     c = h.get("counts") or {}
     found = h.get("findings") or ()
     out = [
-        f"Read at {h['read_at']}: {c.get('critical', 0)} critical, {c.get('warning', 0)} "
-        f"warning(s), {c.get('info', 0)} info, {c.get('ok', 0)} ok.",
+        f"Read at {h['read_at']}: {c.get('critical', 0)} critical, "
+        f"{formats.count(c.get('warning', 0), 'warning')}, "
+        f"{c.get('info', 0)} info, {c.get('ok', 0)} ok.",
     ]
     if not found:
         return [*out, "", "Every check is ok."]

@@ -446,7 +446,7 @@ _MAPPING_TEXT = {
     "a GPU it names, checked by {how}",
     "outside": "NVML places them on a GPU their CUDA_VISIBLE_DEVICES does not name (checked "
     "by {how}): the job uses a GPU it was not given",
-    "unknown": "CUDA_VISIBLE_DEVICES names {n} device(s) in an order only CUDA knows: not checked",
+    "unknown": "CUDA_VISIBLE_DEVICES names {devices} in an order only CUDA knows: not checked",
 }
 
 
@@ -485,7 +485,9 @@ def mapping(last: Snapshot, environ: dict[str, str], s: Sanitizer) -> dict[str, 
         where = f"GPU {gpu_list(gpus)}"
         words = _MAPPING_TEXT["one" if verdict == "consistent" and n_named == 1 else verdict]
         its = "its" if len(ps) == 1 else "each one's"
-        text = f"{who} on {where}: " + words.format(how=how, n=n_named, where=where, its=its)
+        text = f"{who} on {where}: " + words.format(
+            how=how, n=n_named, devices=formats.count(n_named, "device"), where=where, its=its
+        )
         if any(p.visibility is not None and p.visibility.invalid for p in ps):
             text += "; an invalid entry in CUDA_VISIBLE_DEVICES hides every entry after it"
         checks.append(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import Snapshot
+from ..model.formats import count
 from .catalog import SYMPATHETIC_XIDS, entry
 from .events import KernelEvent
 from .types import (
@@ -115,7 +116,7 @@ def after_driver_update(
             codes = ", ".join(str(c) for c in sorted({e.code for e in after}))
             details.append(
                 f"driver {old} → {load.version} loaded at {when(load.timestamp)}; "
-                f"{len(after)} Xid event(s) since (Xid {codes})"
+                f"{count(len(after), 'Xid event')} since (Xid {codes})"
             )
     module, library = ctx.module_version, ctx.library_version
     mismatch = [e for e in device if e.kind in ("api_mismatch", "nvml_mismatch")]
@@ -336,7 +337,7 @@ def across_devices(
             and start - 60 <= e.timestamp <= end + 60
         ]
         if aer:
-            parts.append(f"{len(aer)} PCIe AER error(s) at the same time")
+            parts.append(f"{count(len(aer), 'PCIe AER error')} at the same time")
         drv = {
             title_of(e)
             for e in device

@@ -21,6 +21,7 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
+from gputop_diag.model.formats import count
 from gputop_diag.monitor.view import Update, XidScan
 from gputop_diag.monitor.xid_live import HISTORY_SINCE_S
 from gputop_diag.tui.panes.base import Pane, View, hang_text, pane_width, set_text, sync_rows
@@ -256,10 +257,10 @@ class XidPane(Pane):
         read = [r.name for r in found.sources if r.usable]
         denied = [r for r in found.sources if r.status == "denied"]
         partial = [r for r in found.sources if r.status == "partial"]
+        events = sum(e.kind not in ("gpu_announce", "driver_loaded") for e in found.events)
         t.append(
             f"Kernel log read ({', '.join(read) if read else 'no source could be read'}), "
-            f"{sum(e.kind not in ('gpu_announce', 'driver_loaded') for e in found.events)} "
-            "driver event(s) in the last "
+            f"{count(events, 'driver event')} in the last "
             f"{(found.read_at - found.since) / 86400 if found.since else 0:.0f} days.\n",
             style="dim",
         )
