@@ -234,8 +234,10 @@ def test_the_gpu_line_says_where_the_size_came_from(capsys):
     line = next(x for x in out.splitlines() if x.startswith("  GPU: "))
     assert "(nvml)" not in line
     assert line.endswith("compute capability 9.0 (from --gpu: what NVML reports on that model)")
-    _, out, _ = run(capsys, "memory", "--config", LLAMA, "--gpu", "V100-32GB")
+    _, out, _ = run(capsys, "memory", "--config", LLAMA, "--gpu", "B200-180GB")
     assert "(from --gpu: the data sheet's capacity)" in out
+    _, out, _ = run(capsys, "memory", "--config", LLAMA, "--gpu", "V100-32GB")  # NVML's 32510 MiB
+    assert "31.75 GiB" in out and "(from --gpu: what NVML reports on that model)" in out
     _, out, _ = run(capsys, "memory", "--config", LLAMA, "--gpu", "40GiB", "--json")
     gpu = json.loads(out)["gpu"]
     assert (gpu["origin"], gpu["source"], gpu["compute_capability"]) == ("--gpu", "given", None)
