@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..driver.kernel_images import KernelImages
-from ..model import GpuState, Snapshot, XidEvent
+from ..model import GpmMetrics, GpuState, Snapshot, XidEvent
 from ..model.stats import median, percentile
 from . import thresholds as T
 from .host_figures import host_figures
@@ -237,6 +237,11 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
     def busy_median(get) -> float | None:
         return median([get(g) for g in busy_states])
 
+    busy_gpm = [g.gpm for g in busy_states if g.gpm is not None]  # read once for every median
+
+    def gpm_median(name: str) -> float | None:
+        return median([getattr(m, name) for m in busy_gpm])
+
     has_gpm = any(_gpm(g, "sm_util_pct") is not None for g in busy_states)
     has_nvlink = any(g.nvlink_tx_kib_s is not None for r in rows for g in r.values())
     dips_on_sm = has_gpm and tick_s <= T.PROFILING_DIP_MAX_TICK_S
@@ -295,11 +300,11 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         memctl_median=busy_median(lambda g: g.util_mem_pct),
         power_pct_median=busy_median(lambda g: g.power_pct_of_limit),
         clock_pct_median=busy_median(lambda g: g.sm_clock_pct_of_max),
-        sm_median=busy_median(lambda g: _gpm(g, "sm_util_pct")),
-        tensor_median=busy_median(lambda g: _gpm(g, "tensor_util_pct")),
-        dram_median=busy_median(lambda g: _gpm(g, "dram_bw_util_pct")),
-        occupancy_median=busy_median(lambda g: _gpm(g, "sm_occupancy_pct")),
-        **_math(busy_states),
+        sm_median=gpm_median("sm_util_pct"),
+        tensor_median=gpm_median("tensor_util_pct"),
+        dram_median=gpm_median("dram_bw_util_pct"),
+        occupancy_median=gpm_median("sm_occupancy_pct"),
+        **_math(busy_gpm),
         top_pid=top.pid if top else None,
         xid_events=tuple(x for s in window for x in s.xid_events),
         ecc_uncorrected=sum(g.ecc_uncorrected or 0 for g in last.gpus if not g.lost),
@@ -413,11 +418,12 @@ _PIPES = (
 )
 
 
-def _math(busy_states: Sequence[GpuState]) -> dict:
-    """The busiest math pipe over the window (GPM medians): the compute unit's activity."""
+def _math(busy_gpm: Sequence[GpmMetrics]) -> dict:
+    """The busiest math pipe over the window (GPM medians of the busy states that have them):
+    the compute unit's activity."""
     best, name = None, None
     for label, field_name in _PIPES:
-        m = median([_gpm(g, field_name) for g in busy_states])
+        m = median([getattr(g, field_name) for g in busy_gpm])
         if m is not None and (best is None or m > best):
             best, name = m, label
     return dict(math_median=best, math_pipe=name)

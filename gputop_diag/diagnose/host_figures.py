@@ -36,8 +36,16 @@ RUNTIME_THREADS = (
 )
 
 
+_RUNTIME: dict[str | None, bool] = {}  # name -> _runtime(name): thread names repeat
+
+
 def _runtime(name: str | None) -> bool:
-    return bool(name) and name.startswith(RUNTIME_THREADS)
+    got = _RUNTIME.get(name)
+    if got is None:
+        got = bool(name) and name.startswith(RUNTIME_THREADS)
+        if len(_RUNTIME) < 4096:  # bounded: names come from /proc
+            _RUNTIME[name] = got
+    return got
 
 
 def host_figures(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
