@@ -414,4 +414,4 @@ def test_mapping_of_a_recording(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["shell"] is None and doc["devices"][0]["cuda_ordinal"] is None
     assert doc["devices"][0]["minor_number"] is not None  # NVML's, recorded
-    assert any("each runs on the GPU(s) it was given" in c for c in doc["conclusions"])
+    assert any("each runs on the GPUs it was given" in c for c in doc["conclusions"])

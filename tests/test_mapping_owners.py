@@ -189,7 +189,7 @@ def test_uuid_entries_pair_with_slurm_job_gpus():
     # inside a constrained job NVML numbers the job's GPUs from 0: compared by UUID
     c = _slurm_conclusion("pid 5", s, (0,), (0, 1))
     assert "cuda:0=GPU 2, cuda:1=GPU 3" in c and "NVML numbers them 0, 1 here" in c
-    assert c.endswith("the GPU(s) Slurm assigned: checked by UUID")
+    assert c.endswith("the GPUs Slurm assigned: checked by UUID")
     c = _slurm_conclusion("pid 5", s, (4,), (0, 1))
     assert "NOT only" in c
     short = slurm_gpus({"SLURM_JOB_ID": "9", "SLURM_JOB_GPUS": "2,3", "CUDA_VISIBLE_DEVICES": u2})

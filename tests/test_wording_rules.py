@@ -72,21 +72,7 @@ def test_health_says_one_field_a_line_and_no_dash():
     assert "2 warnings," in render_text(_doc(warnings=2))
 
 
-_LEFT = pytest.mark.xfail(
-    strict=True,
-    reason="left: collect/mapping.py's lists of GPUs ('GPU(s) 0, 1') and the health note's "
-    "'more line(s)' in diagnose",
-)
-
-
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        "tour",
-        pytest.param("nccl-p2p-disabled", marks=_LEFT),
-        pytest.param("acs-enabled", marks=_LEFT),
-    ],
-)
+@pytest.mark.parametrize("scenario", ["tour", "nccl-p2p-disabled", "acs-enabled"])
 def test_no_demo_output_says_a_plural_with_s_in_brackets(capsys, scenario):
     said = []
     for command in (

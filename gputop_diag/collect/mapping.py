@@ -421,7 +421,7 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
         elif not p.env_readable:
             out.append(
                 f"pid {p.pid}: environment not readable (another user's process): its CUDA "
-                f"ordinals cannot be computed; NVML places it on GPU(s) {_ids(p.gpus)}"
+                f"ordinals cannot be computed; NVML places it on {_gpus(p.gpus)}"
             )
     lines = []
     for (n, seen, by_uuid, ok), ps in grouped.items():
@@ -431,22 +431,22 @@ def _with_conclusions(m: DeviceMapping, devices: Sequence[Device]) -> DeviceMapp
             if len(ps) == 1
             else f"{len(ps)} processes (pid {_ids(p.pid for p in ps)})"
         )
-        where = _ids(g for p in ps for g in p.gpus)
+        where = _gpus(g for p in ps for g in p.gpus)
         each = "it runs" if len(ps) == 1 else "each runs"
         verdict = (
-            f"{each} on the GPU(s) it was given: checked by UUID"
+            f"{each} on the GPUs it was given: checked by UUID"
             if ok
-            else f"NOT only on the GPU(s) {'it was' if len(ps) == 1 else 'they were'} given"
+            else f"NOT only on the GPUs {'it was' if len(ps) == 1 else 'they were'} given"
         )
         if n == 0:
             lines.append(
                 f"{who}: CUDA_VISIBLE_DEVICES leaves no CUDA device visible ({how}); NVML sees "
-                f"{'it' if len(ps) == 1 else 'them'} on GPU(s) {where}: {verdict}"
+                f"{'it' if len(ps) == 1 else 'them'} on {where}: {verdict}"
             )
             continue
         lines.append(
             f"{who}: CUDA_VISIBLE_DEVICES makes {_span(n)} {_labels(seen)} ({how}); NVML sees "
-            f"{'it' if len(ps) == 1 else 'them'} on GPU(s) {where}: {verdict}"
+            f"{'it' if len(ps) == 1 else 'them'} on {where}: {verdict}"
         )
     out[:0] = lines
     if not m.processes and not s.in_job and m.shell_known:
@@ -505,15 +505,15 @@ def _slurm_conclusion(
             for k in range(len(local))
             if (g := s.global_of_local(k)) is not None
         ]
-    head = f"{who}: Slurm job {s.job_id} was given GPU(s) {_ids(glob)} (global ids); {how}"
+    head = f"{who}: Slurm job {s.job_id} was given {_gpus(glob)} (global ids); {how}"
     if chain:
         head += "; " + ", ".join(chain)
     if on is None:
         return head
     if set(on) <= set(glob):
         n = "cuda:0 of the job is" if len(set(on)) == 1 else "the job's devices are"
-        return f"{head}: {n} the GPU(s) Slurm assigned: checked by UUID"
-    return f"{head}: NVML sees it on GPU(s) {_ids(on)}, NOT only the GPU(s) Slurm assigned"
+        return f"{head}: {n} the GPUs Slurm assigned: checked by UUID"
+    return f"{head}: NVML sees it on {_gpus(on)}, NOT only the GPUs Slurm assigned"
 
 
 def _slurm_uuid_conclusion(
@@ -525,8 +525,9 @@ def _slurm_uuid_conclusion(
     uuids = s.uuid_entries or ()
     var = "SLURM_STEP_GPUS" if s.step_gpus is not None else "SLURM_JOB_GPUS"
     head = (
-        f"{who}: Slurm job {s.job_id} was given GPU(s) {_ids(glob)} (global ids, {var}); "
-        f"CUDA_VISIBLE_DEVICES names {len(uuids)} GPU(s) by UUID (gres.conf Flags=env_uuid)"
+        f"{who}: Slurm job {s.job_id} was given {_gpus(glob)} (global ids, {var}); "
+        f"CUDA_VISIBLE_DEVICES names {formats.count(len(uuids), 'GPU')} by UUID "
+        "(gres.conf Flags=env_uuid)"
     )
     if len(uuids) != len(glob):
         return (
@@ -543,13 +544,21 @@ def _slurm_uuid_conclusion(
         return head
     if named and set(on) <= set(named):
         n = "cuda:0 of the job is" if len(set(on)) == 1 else "the job's devices are"
-        return f"{head}: {n} the GPU(s) Slurm assigned: checked by UUID"
-    return f"{head}: NVML sees it on GPU(s) {_ids(on)}, NOT only the GPU(s) Slurm assigned"
+        return f"{head}: {n} the GPUs Slurm assigned: checked by UUID"
+    return f"{head}: NVML sees it on {_gpus(on)}, NOT only the GPUs Slurm assigned"
 
 
 def _ids(ids) -> str:
     ids = sorted(set(ids))
     return ", ".join(map(str, ids)) if ids else "none"
+
+
+def _gpus(ids) -> str:
+    """ "GPU 3", "GPUs 0, 1", "no GPU": a list of GPU ids with its noun."""
+    ids = sorted(set(ids))
+    if not ids:
+        return "no GPU"
+    return f"GPU{'' if len(ids) == 1 else 's'} {', '.join(map(str, ids))}"
 
 
 def _span(n: int) -> str:
@@ -566,5 +575,5 @@ def _label(d: Device) -> str:
 def _labels(labels: Sequence[str]) -> str:
     """ "GPU 0, 1, 2" (NVML indices) or "GPU 0 MIG 1 (3g.40gb)"."""
     if all(x.startswith("GPU ") and x[4:].isdigit() for x in labels):
-        return "the NVML GPU(s) " + _ids(int(x[4:]) for x in labels)
+        return "the NVML " + _gpus(int(x[4:]) for x in labels)
     return "the NVML " + ", ".join(labels)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..driver.compat import FABRIC_LAYER
-from ..model import Snapshot
+from ..model import Snapshot, formats
 from ..model.health import ENV_ASSIGNMENT, Finding, HealthEvidence
 from . import thresholds as T
 from .features import Features
@@ -148,7 +148,7 @@ def quoted(finding: Finding, pid: int | None = None) -> str:
         tail = f", and {more} more process(es) alike" if more > 0 else ""
         return "; ".join(_with_source(e) for e in mine[:MAX_QUOTED]) + tail
     more = len(read) - MAX_QUOTED
-    tail = f"; {more} more line(s) in gputop-diag health" if more > 0 else ""
+    tail = f"; {formats.count(more, 'more line')} in gputop-diag health" if more > 0 else ""
     return "; ".join(_with_source(e) for e in read[:MAX_QUOTED]) + tail
 
 
