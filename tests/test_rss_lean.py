@@ -70,3 +70,39 @@ async def test_a_changed_cell_at_the_end_of_a_trace_is_written_from_the_cut_befo
         # written from the cut before the cell (0-based column), not from the line's start
         assert min(moves) >= line_x + LABEL + 1 + x - (CHUNK - 1), (moves, line_x, x)
         assert len(written.encode()) < 80, repr(written)
+
+
+def test_the_history_holds_once_what_repeats_from_tick_to_tick():
+    """A tick's parts equal to the last tick's are the last tick's objects (600 ticks held 600
+    copies of a process's threads, the driver chain, the health findings), its values exact."""
+    from gputop_diag import sim
+    from gputop_diag.monitor.core import Monitor
+
+    m = Monitor(sim.build("compute-bound"), interval=1.0)
+    ticks = [m.tick().snapshot for _ in range(3)]
+    held = m.history.snapshots()
+    assert list(held) == ticks and all(a is b for a, b in zip(held, ticks, strict=True))
+    prev, last = held[-2], held[-1]
+    assert last.system is prev.system and last.driver_chain is prev.driver_chain
+    assert last.gpus[0].static is prev.gpus[0].static
+
+
+def test_sharing_keeps_every_value_exact():
+    from gputop_diag.model import GpuState, GpuStatic
+    from gputop_diag.monitor.share import shared
+
+    static = GpuStatic(0, name="H100")
+
+    def state(util, power, s=static):
+        return GpuState(0, s, util_gpu_pct=util, power_w=power)
+
+    old = state(0.0, 300.0)
+    out = shared(state(-0.0, 310.0, GpuStatic(0, name="H100")), old)
+    assert out is not old and out.static is static  # the equal part shared, the rest its own
+    assert str(out.util_gpu_pct) == "-0.0" and out.power_w == 310.0  # -0.0 == 0.0, kept apart
+    assert out == state(-0.0, 310.0)
+    assert shared(state(0.0, 300.0, GpuStatic(0, name="H100")), old) is old
+    assert shared((1, True), (1, 1))[1] is True  # a bool is not the int it equals
+    nan = float("nan")
+    assert shared((nan, 2.0), (float("nan"), 2.0))[0] is nan
+    assert shared((state(1.0, 1.0), old), (old,))[1] is old  # an item added: the rest shared

@@ -61,6 +61,7 @@ from .health import HealthWatch
 from .run import Done, Ending, Run, StopSignals
 from .sampler import Sampler
 from .series import Series, SeriesCutter
+from .share import shared
 from .slow import SlowRead
 from .xid_live import HISTORY_SINCE_S, kernel_xid_events, live_triage, unreadable_error
 
@@ -391,6 +392,9 @@ class Monitor:
         return answer
 
     def _add(self, snap: Snapshot, series: bool = False) -> Tick:
+        last = self.history.latest  # what repeats from the last tick is held once
+        if last is not None:
+            snap = shared(snap, last)
         self.history.append(snap)
         window = self.history.snapshots(WINDOW_S * self.tick_s)
         self.diagnosis = classify(window, self.diagnosis, tick_s=self.tick_s)
