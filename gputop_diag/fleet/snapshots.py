@@ -302,25 +302,24 @@ def _busiest(cols: dict[tuple[int, int, str], list], n: int, make) -> dict[int, 
     made: dict[tuple[int, str, float], object] = {}
     out: dict[int, list[tuple]] = {}
     for pid, items in by_pid.items():
-        rows: list[tuple] = []
-        last_vals, last_row = None, ()
-        for vals in zip(*[col for _, _, col in items], strict=True):  # one grid point
-            if vals != last_vals:  # the same figures as the step before: the same row
-                last_vals = vals
-                # busiest first, then in the columns' order (j)
-                order = sorted((-v, j) for j, v in enumerate(vals) if v is not None)
-                row = []
-                for _, j in order:
-                    tid, name, _ = items[j]
-                    v = vals[j]
+        rows = []
+        for k in range(n):
+            row = []
+            for tid, name, col in items:
+                v = col[k]
+                if v is not None:
                     info = made.get((tid, name, v))
                     if info is None:
                         info = made[(tid, name, v)] = make(tid, name, v)
-                    row.append(info)
-                last_row = tuple(row)
-            rows.append(last_row)
+                    row.append((-(v or 0), info))
+            row.sort(key=_first)
+            rows.append(tuple(info for _, info in row))
         out[pid] = rows
     return out
+
+
+def _first(pair: tuple) -> float:
+    return pair[0]
 
 
 @dataclass
