@@ -231,7 +231,7 @@ SLOW = [
     "test_tui_changes.py::test_memory_growth_appears_whole_after_the_first_frame",
     "test_tui_changes.py::test_no_verdict_yet_says_how_long_until_one",
     "test_tui_changes.py::test_p_twice_keeps_every_word_whole",
-    "test_tui_changes.py::test_the_panel_repaints_a_figure_that_moved_and_dates_one_that_did_not",
+    "test_tui_changes.py::test_the_panel_figures_are_never_dated_while_ticks_come_every_second",
     "test_tui_changes.py::test_the_tab_strip_names_the_pane_shown",
     "test_tui_changes.py::test_utilization_figures_follow_a_drop_at_once",
     "test_tui_changes.py::test_xid_events_arriving_while_the_pane_is_hidden_show_when_it_is_shown",
