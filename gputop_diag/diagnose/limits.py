@@ -125,9 +125,10 @@ def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
     if not jobs:
         text = "no Slurm job of this user is queued (or Slurm is not installed)"
     elif not pending:
-        text = f"{len(jobs)} Slurm job(s) of this user, none pending"
+        text = f"{formats.count(len(jobs), 'Slurm job')} of this user, none pending"
     else:
-        text = f"{len(pending)} job(s) pending, but the GPUs here are busy with other work"
+        jobs_pending = formats.count(len(pending), "job")
+        text = f"{jobs_pending} pending, but the GPUs here are busy with other work"
     job = (long_wait or pending or [None])[0]
     against = ev("pending_jobs", len(pending), 1, text, "")
     conf = T.CONF_SCHEDULER if long_wait else T.CONF_SCHEDULER_SHORT_WAIT

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model.codec import iso_time, rounded
+from ..model.formats import count
 from .job_kind import JOB_COMMAND, command_text
 from .lead import lead_of
 from .types import Alert, Diagnosis, Evidence
@@ -120,7 +121,8 @@ def render_text(d: Diagnosis) -> str:
         lines += [f"    - {e.text}" for e in d.secondary_evidence]
     if d.candidate and d.candidate != d.primary:
         lines.append(
-            f"  (changing? {d.candidate.replace('_', ' ')} for {d.candidate_streak} tick(s); "
+            f"  (changing? {d.candidate.replace('_', ' ')} for "
+            f"{count(d.candidate_streak, 'tick')}; "
             "held until it lasts)"
         )
     lines += ["", f"Evidence ({d.window_s:.0f} s window):"]

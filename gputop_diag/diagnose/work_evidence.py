@@ -146,7 +146,8 @@ def _misaligned(w: MeasuredWork) -> list[Evidence]:
     sh = w.misaligned[0]
     dims = " ".join(f"{k} {v}" for k, v in zip(sh.dim_names, sh.dims, strict=False))
     at = f" at {sh.site}" if sh.site else ""
-    more = f", and {len(w.misaligned) - 1} more shape(s)" if len(w.misaligned) > 1 else ""
+    extra = len(w.misaligned) - 1
+    more = f", and {formats.count(extra, 'more shape')}" if extra > 0 else ""
     text = (
         f"{_at(w)}: {as_pct(share)} of the matmul FLOPs in shapes the tensor cores want in "
         f"multiples of {_align(sh.dtype)}: {sh.op} {sh.dtype} {dims} "

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..model.formats import count
+
 # What `env -i` keeps: the command search path, the home directory, the language.
 CLEAN_PATH = "/usr/bin:/bin"
 KEPT = ("HOME", "LANG")
@@ -136,7 +138,7 @@ class InitRun:
         cuda = _cuda(self.driver_cuda)
         lib = f"{self.library or 'libcuda.so.1'}{f', CUDA {cuda}' if cuda else ''}"
         if state == "ok":
-            return f"cuInit ok, {self.device_count} GPU(s) ({lib})"
+            return f"cuInit ok, {count(self.device_count, 'GPU')} ({lib})"
         code = self.code if self.code != 0 else 100  # initialised, but no device counted
         name = self.error_name or cu_name(code)
         return f"cuInit {name} ({code}): {self.error_text or _meaning(code)} ({lib})"
@@ -206,7 +208,8 @@ def compare_runs(yours: InitRun, clean: InitRun) -> CleanEnvVerdict:
         )
         return CleanEnvVerdict(
             "nothing",
-            f"CUDA initialises in both environments ({yours.device_count} GPU(s)){note}: the "
+            "CUDA initialises in both environments "
+            f"({count(yours.device_count, 'GPU')}){note}: the "
             "driver and the host are fine",
             "if the job still fails, look above the driver: its CUDA runtime and framework "
             "build (layers 4 to 7)",

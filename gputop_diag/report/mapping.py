@@ -9,6 +9,7 @@ from ..collect.mapping import PUBLIC_PATTERN, QUERY_COMMAND, DeviceMapping
 from ..mapping.checks import GLOBAL_CAVEAT, Finding
 from ..mapping.owners import OwnerUse, shown_name
 from ..mapping.render import owner_doc, owner_lines
+from ..model.formats import count
 
 SCHEMA = "gputop-diag.mapping/1"
 
@@ -68,8 +69,9 @@ def shown_owner(u: OwnerUse, sanitizer) -> str:
 
 def render_public(doc: dict[str, Any]) -> str:
     lines = [
-        f"Device mapping (sanitized: the logic and the conclusions only): {doc['gpus']} GPU(s), "
-        f"{doc['mig_instances']} MIG instance(s), CUDA_DEVICE_ORDER {doc['cuda_device_order']}",
+        "Device mapping (sanitized: the logic and the conclusions only): "
+        f"{count(doc['gpus'], 'GPU')}, {count(doc['mig_instances'], 'MIG instance')}, "
+        f"CUDA_DEVICE_ORDER {doc['cuda_device_order']}",
         "",
         "How it was mapped:",
         *(f"  - {x}" for x in doc["logic"]),
