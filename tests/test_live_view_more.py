@@ -8,6 +8,7 @@ import random
 import string
 
 from gputop_diag import sim
+from gputop_diag.model import formats
 from gputop_diag.monitor.core import Monitor
 from gputop_diag.sanitize.sanitizer import Sanitizer
 from gputop_diag.sanitize.snapshot import sanitized_snapshot_json
@@ -370,7 +371,8 @@ async def test_tagged_processes_are_marked_and_a_signal_asks_for_all_of_them():
         await settled(pilot, lambda: "tagged process" in app.screen.text)
         text = app.screen.text
         mine = [p for p in pids[:2] if owners[p] == "alice"]
-        assert f"Send SIGKILL to {len(mine)} tagged process(es)?" in text
+        tagged = formats.count(len(mine), "tagged process", "tagged processes")
+        assert f"Send SIGKILL to {tagged}?" in text
         assert all(f"pid {p} (" in text for p in pids[:2]) and f"pid {pids[2]} (" not in text
         if theirs:  # bob's: refused, with why
             assert "belongs to bob" in text and "cannot be sent to 1 of them" in text

@@ -141,7 +141,7 @@ def test_the_shared_rule_replaces_servers_values_and_titles():
     finding = Finding(
         "procs.d_state",
         "critical",
-        "1 process(es) of GPU jobs stuck in uninterruptible I/O wait on /data",
+        "1 process of GPU jobs stuck in uninterruptible I/O wait on /data",
         (
             HealthEvidence(
                 "pid 7 (zobeqaxu) in state D waiting in rpc_wait_bit_killable, of GPU job pid 5",

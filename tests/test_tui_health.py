@@ -143,7 +143,7 @@ SECRET_PATH = "/home/alice/proj-orion/shards"
 PLANTED = Finding(
     "procs.d_state",
     "critical",
-    f"1 process(es) of GPU jobs stuck in uninterruptible I/O wait on {SECRET_PATH}",
+    f"1 process of GPU jobs stuck in uninterruptible I/O wait on {SECRET_PATH}",
     (
         HealthEvidence(
             f"pid 41328 has {SECRET_PATH}/part-0007.tar open (nfs4 from fs-orion:/export, fd 3)",

@@ -16,6 +16,7 @@ from typing import Any
 from rich.text import Text
 
 from gputop_diag.model import GpuProcess, ProcessInfo
+from gputop_diag.model.formats import count
 from gputop_diag.monitor.control import DETAIL_ENV_PREFIXES
 from gputop_diag.monitor.view import process_memory
 from gputop_diag.tui.process_owner import owner_lines
@@ -285,7 +286,8 @@ class ProcessActions:
                 refused.append(f"{line}: {self._shown(why)}")
         t = Text()
         if targets:
-            t.append(f"Send {name} to {len(targets)} tagged process(es)?\n", style="bold")
+            tagged = count(len(targets), "tagged process", "tagged processes")
+            t.append(f"Send {name} to {tagged}?\n", style="bold")
             for _, _, line in targets:
                 t.append(f"  {line}\n")
         if refused:
@@ -305,7 +307,8 @@ class ProcessActions:
             said = [control.send_signal(pid, sig, started) for pid, started, _ in targets]
             sent = sum(1 for ok, _ in said if ok)
             failed = [self._shown(text) for ok, text in said if not ok]
-            summary = f"sent {name} to {sent} of {len(targets)} tagged process(es)"
+            tagged = count(len(targets), "tagged process", "tagged processes")
+            summary = f"sent {name} to {sent} of {tagged}"
             self.app.notify("; ".join([summary, *failed]), timeout=6 if failed else 4)
 
         self.app.push_screen(SignalScreen(t, bool(targets)), answered)

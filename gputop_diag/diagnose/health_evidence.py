@@ -145,7 +145,8 @@ def quoted(finding: Finding, pid: int | None = None) -> str:
         subject = pid if pid in finding.pids else finding.pids[0]
         mine = [e for e in read if _about(e, subject)] or read[:1]
         more = len(finding.pids) - 1
-        tail = f", and {more} more process(es) alike" if more > 0 else ""
+        others = formats.count(more, "more process", "more processes")
+        tail = f", and {others} alike" if more > 0 else ""
         return "; ".join(_with_source(e) for e in mine[:MAX_QUOTED]) + tail
     more = len(read) - MAX_QUOTED
     tail = f"; {formats.count(more, 'more line')} in gputop-diag health" if more > 0 else ""

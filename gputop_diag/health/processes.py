@@ -44,7 +44,8 @@ def environment_findings(facts: ProcessFacts) -> list[Finding]:
             Finding(
                 "env.unreadable",
                 "info",
-                f"the environment of {len(denied)} GPU process(es) could not be read",
+                f"the environment of {count(len(denied), 'GPU process', 'GPU processes')} "
+                "could not be read",
                 (HealthEvidence(f"pid {who}{more}", denied[0].source),),
                 "sudo gputop-diag health  # another user's /proc/PID/environ is readable by "
                 "root only"
@@ -98,7 +99,7 @@ def stuck_findings(facts: ProcessFacts) -> list[Finding]:
                 "no process of a GPU job is stuck in D state",
                 (
                     HealthEvidence(
-                        f"{facts.examined} process(es) of GPU jobs read"
+                        f"{count(facts.examined, 'process', 'processes')} of GPU jobs read"
                         + (f", {facts.unreadable} not readable" if facts.unreadable else ""),
                         "/proc/<pid>/stat",
                     ),
@@ -158,7 +159,8 @@ def stuck_findings(facts: ProcessFacts) -> list[Finding]:
         Finding(
             "procs.d_state",
             "critical" if network else "warning",
-            f"{len(facts.stuck)} process(es) of GPU jobs stuck in uninterruptible I/O wait{where}",
+            f"{count(len(facts.stuck), 'process', 'processes')} of GPU jobs stuck in "
+            f"uninterruptible I/O wait{where}",
             tuple(evidence),
             step,
             ("input_pipeline",),

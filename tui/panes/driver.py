@@ -36,6 +36,7 @@ from gputop_diag.driver.compat import (
 )
 from gputop_diag.driver.kernels import gpus_named
 from gputop_diag.model import ProcessCuda, Snapshot
+from gputop_diag.model.formats import count
 from gputop_diag.model.health import SEVERITIES, Finding
 from gputop_diag.monitor.health import HEALTH_EVERY_S
 from gputop_diag.monitor.view import Update
@@ -142,7 +143,7 @@ def render(u: Update, view: View, width: int = 0) -> Text:
         hidden = f"; {chain.unreadable} {u.maps_unreadable_why}" if chain.unreadable else ""
         row(
             "CUDA runtimes",
-            f"{len(chain.processes)} process(es)",
+            count(len(chain.processes), "process", "processes"),
             f"their /proc/<pid>/maps, of {chain.scanned} read{hidden}",
         )
         _processes(t, snap, facts, view)
