@@ -350,7 +350,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = _fix_bare_demo(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .model.exits import EXIT_USAGE
 
     if args.demo is not None and not args.demo.strip():
         parser.error(
@@ -372,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = interval_problem(args.interval)
         if problem is not None:  # one line, as every command says it
             print(f"gputop-diag: {problem}", file=sys.stderr)
-            return EXIT_USAGE
+            return _exit_usage()
         if args.replay is not None and args.demo:
             parser.error(
                 "--replay and --demo cannot be used together: a recording replaces "
@@ -405,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 feed = make_sources(args, realtime=args.command is None)
         except (ValueError, _recording_error()) as e:  # an unknown scenario, a bad recording
             print(f"gputop-diag: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            return _exit_usage()
         if module is None and not sys.stdout.isatty():
             from .commands.snapshot import print_one_snapshot
 
@@ -430,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _flushed(module.run(args, feed))
     except _recording_error() as e:  # a recording damaged past its header
         print(f"gputop-diag: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _exit_usage()
     except KeyboardInterrupt:
         return 130
     except _stopped() as e:  # a stop signal in a one-shot command's warm-up
@@ -446,6 +445,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as e:  # noqa: BLE001 - never a raw traceback without a message
         return _unexpected(e, args.debug)
+
+
+def _exit_usage() -> int:
+    """`EXIT_USAGE`, imported when a usage error needs it: `model.exits` loads the model package
+    (every snapshot dataclass), which `snapshot` loads only after its first NVML samples."""
+    from .model.exits import EXIT_USAGE
+
+    return EXIT_USAGE
 
 
 def _flushed(code: int) -> int:

@@ -4,7 +4,9 @@ text.
 
 Start-up: `snapshot`, `mapping` and `driver` import this module. The warm-up needs only the
 collectors (the Sampler), not the Monitor's classifier, Xid triage, kernel log and Slurm, so
-`monitor.core` is not imported here."""
+`monitor.core` is not imported here. Nor, at import, the model (its package builds every
+snapshot dataclass) or the collectors: `snapshot` takes its first GPM samples before they load
+(`collect/nvml/head.py`), and the functions here import them when called."""
 
 from __future__ import annotations
 
@@ -16,17 +18,23 @@ import stat
 import sys
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from ..collect.nvml.extras import GPM_MIN_INTERVAL_S
-from ..collect.usable import no_usable_gpu
-from ..model import Snapshot, formats
-from ..model.codec import iso_time
-from ..monitor.run import Run, Stopped, session_key
-from ..monitor.sampler import Sampler
+from ..collect.nvml.head import GPM_MIN_INTERVAL_S
+from ..monitor.run import Done, Run, Stopped, session_key
 from ..sources import Sources
+
+if TYPE_CHECKING:
+    from ..collect.nvml.head import GpmHeadStart
+    from ..model import Snapshot
 
 # Rates (CPU %, NVLink, GPM) need two readings; GPM needs them at least 0.1 s apart.
 WARMUP_S = GPM_MIN_INTERVAL_S + 0.01
+# With a head start (the GPM pair's first samples taken before the imports, each timed after it
+# was taken), the second reading comes HEAD_MARGIN_S after NVML's minimum, and the other rates'
+# two readings (CPU %, disk, NVLink, each process's CPU) are at least RATE_MIN_S apart.
+HEAD_MARGIN_S = 0.003
+RATE_MIN_S = 0.05
 
 
 SANITIZE_HELP = (
@@ -192,6 +200,8 @@ def stopped_early(monitor, until_stopped: bool = False) -> int | None:
     ending = getattr(monitor, "ending", None)
     if ending is None or not ending.early:
         return None
+    from ..model import formats
+
     if ending.reason != "closed":
         n = ending.ticks
         say(
@@ -210,22 +220,47 @@ def is_recording(feed) -> bool:
 
 def no_driver_error(snap: Snapshot):
     """Why no GPU is usable (no driver, none found, every GPU lost or unavailable), or None."""
+    from ..collect.usable import no_usable_gpu
+
     return no_usable_gpu(snap)
 
 
-def sample_once(feed: Sources, fast: bool) -> Snapshot:
+def sample_once(feed: Sources, fast: bool, head: GpmHeadStart | None = None) -> Snapshot:
     """One snapshot after the warm-up, holding every Xid event and error seen during it.
 
     What the Monitor's tick gives without the slow sources (`Monitor(feed, slow_sources=False)`
     returns the Sampler's snapshot as collected): two readings `WARMUP_S` apart (`fast`: one),
-    taken by the paced loop. A stop signal after the first reading ends the warm-up with it."""
+    taken by the paced loop. A stop signal after the first reading ends the warm-up with it.
+
+    `head`: the GPM pair's first samples, taken before this was imported (`snapshot`). The
+    second reading then comes NVML's minimum gap after them, and at least `RATE_MIN_S` after the
+    first reading of the rest: the GPM wait overlaps the imports and the first reading instead of
+    following them."""
+    from ..monitor.sampler import Sampler
+
     sampler = Sampler(feed, interval=WARMUP_S)
+    if head is not None:
+        sampler.nvml.take_head(head)
     try:
         if fast:
             return sampler.collect()
         snaps: list[Snapshot] = []
-        paced = Run(sampler.collect, clock=feed.clock, interval=WARMUP_S, seconds=WARMUP_S)
-        ending = paced.subscribe(snaps.append).run()
+        if head is not None and head.last_at is not None:
+            due = head.last_at + GPM_MIN_INTERVAL_S + HEAD_MARGIN_S
+
+            def second(_first: Snapshot) -> float:  # the wait after the first reading
+                return max(RATE_MIN_S, due - feed.clock.now())
+
+            def keep(snap: Snapshot) -> None:
+                snaps.append(snap)
+                if len(snaps) == 2:
+                    raise Done
+
+            paced = Run(sampler.collect, clock=feed.clock, interval=WARMUP_S, gap=second)
+            ending = paced.subscribe(keep).run()
+        else:
+            paced = Run(sampler.collect, clock=feed.clock, interval=WARMUP_S, seconds=WARMUP_S)
+            ending = paced.subscribe(snaps.append).run()
         if ending.signalled:  # stopped in the warm-up: no half-made answer, as any other run
             raise Stopped(ending)
     finally:
@@ -240,9 +275,6 @@ def sample_once(feed: Sources, fast: bool) -> Snapshot:
 
 def _n(v, fmt="{:.0f}", none="n/a") -> str:
     return none if v is None else fmt.format(v)
-
-
-_gib = formats.gib
 
 
 def _owner_label(snap: Snapshot, pid: int) -> str | None:
@@ -276,6 +308,10 @@ def _process_lines(snap: Snapshot) -> list[str]:
 
 
 def render_snapshot(snap: Snapshot) -> str:
+    from ..model import formats
+    from ..model.codec import iso_time
+
+    gib = formats.gib
     s = snap.system
     lines = [
         f"{s.hostname}  driver {s.driver_version or 'n/a'}  max CUDA {s.driver_max_cuda or 'n/a'}"
@@ -293,7 +329,7 @@ def render_snapshot(snap: Snapshot) -> str:
             if g.lost:
                 lines.append(f"{g.index:>3}  {name:<24} LOST: the GPU stopped answering (Xid 79?)")
                 continue
-            mem = f"{_gib(g.mem_used_bytes)}/{_gib(g.mem_total_bytes)}"
+            mem = f"{gib(g.mem_used_bytes)}/{gib(g.mem_total_bytes)}"
             pw = f"{_n(g.power_w)}/{_n(g.static.power_limit_w)}"
             reasons = ", ".join(r for r in g.clock_event_reasons if r != "gpu_idle") or "-"
             lines.append(
@@ -304,7 +340,7 @@ def render_snapshot(snap: Snapshot) -> str:
             for m in g.mig_instances:
                 lines.append(
                     f"{'':>3}  MIG {m.mig_index}: {(m.name or '?')[-28:]:<28}"
-                    f" {_gib(m.memory_used_bytes)}/{_gib(m.memory_total_bytes)} GiB"
+                    f" {gib(m.memory_used_bytes)}/{gib(m.memory_total_bytes)} GiB"
                 )
     if snap.gpu_processes:
         lines += ["", *_process_lines(snap)]
@@ -318,8 +354,8 @@ def render_snapshot(snap: Snapshot) -> str:
             "",
             f"host: CPU {h.cpu_pct:.0f}% of {h.cpu_count} cores"
             f"  iowait {_n(h.iowait_pct, '{:.1f}')}%"
-            f"  load {load}  memory {_gib(h.mem_used_bytes)}/{_gib(h.mem_total_bytes)} GiB"
-            f"  swap {_gib(h.swap_used_bytes)}/{_gib(h.swap_total_bytes)} GiB"
+            f"  load {load}  memory {gib(h.mem_used_bytes)}/{gib(h.mem_total_bytes)} GiB"
+            f"  swap {gib(h.swap_used_bytes)}/{gib(h.swap_total_bytes)} GiB"
             + (f"  io pressure {io.some_avg10:.1f}%" if io else ""),
         ]
     for e in snap.errors:

@@ -1,4 +1,8 @@
-"""`gputop-diag snapshot`: one sample of everything (or a recording's last), as text or JSON."""
+"""`gputop-diag snapshot`: one sample of everything (or a recording's last), as text or JSON.
+
+Start-up: the GPM figures need two NVML samples 0.1 s apart, so `run` takes the first ones
+(`collect/nvml/head.py`) before it imports the model, the collectors and the JSON codec: the wait
+overlaps that work. Keep this module's own imports light (`tests/test_lazy_imports.py`)."""
 
 from __future__ import annotations
 
@@ -6,9 +10,6 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from ..model.codec import snapshot_to_json
-from ..model.exits import EXIT_NO_GPU, EXIT_USAGE
-from ..sources import Sources
 from .common import (
     add_sanitize,
     is_recording,
@@ -22,6 +23,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..recording.store import Recording
+    from ..sources import Sources
 
 REPLAY = True  # reads `--replay FILE`: shows its last snapshot
 
@@ -40,10 +42,21 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
     if is_recording(feed):
         snap = feed.last()
         if snap is None:
+            from ..model.exits import EXIT_USAGE
+
             say(f"{feed.shown} holds no snapshots")
             return EXIT_USAGE
     else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
-        snap = sample_once(feed, getattr(args, "fast", False))
+        fast = getattr(args, "fast", False)
+        head = None
+        if not fast:  # first, before the model loads (the module's docstring)
+            from ..collect.nvml.head import GpmHeadStart
+
+            head = GpmHeadStart(feed.nvml, feed.clock).begin()
+        snap = sample_once(feed, fast, head)
+    from ..model.codec import snapshot_to_json
+    from ..model.exits import EXIT_NO_GPU
+
     if getattr(args, "sanitize", False):
         from ..sanitize.snapshot import sanitized_snapshot_json
 

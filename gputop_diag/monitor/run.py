@@ -25,7 +25,6 @@ import contextlib
 import errno
 import math
 import os
-import secrets
 import signal
 import threading
 import time
@@ -60,6 +59,8 @@ def session_key() -> bytes:
     of one run (the live view, its reports, what a command prints on stderr, `watch`'s status
     lines and summary) names one identifier by one pseudonym. Never written anywhere."""
     if not _session_key:
+        import secrets  # here: its hashlib is not for the start of `snapshot` (cli.py)
+
         _session_key.append(secrets.token_bytes(32))
     return _session_key[0]
 

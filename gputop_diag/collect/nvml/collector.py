@@ -132,6 +132,21 @@ class NvmlCollector:
         self._mem_forms: Forms = []
         self._host_proc: bool | None = None  # whether procfs is the host's, where NVML's pids are
         self._host_proc_read = False
+        self._head: Any = None  # a one-shot command's first GPM samples (`take_head`)
+
+    def take_head(self, head: Any) -> None:
+        """Use the GPM samples a `head.GpmHeadStart` took before this collector's first tick as
+        its own first ones; the head's NVML reference is given back once this collector holds
+        its own (`_adopt_head`, or `close`)."""
+        self._head = head
+
+    def _adopt_head(self) -> None:
+        head, self._head = self._head, None
+        if self._gpm is not None:
+            for i in list(head.samples):
+                when, sample = head.take(i)
+                self._gpm.seed(i, when, sample)
+        head.close()
 
     # -- set-up ------------------------------------------------------------------------------
     def _ensure_init(self, now: float) -> bool:
@@ -260,6 +275,8 @@ class NvmlCollector:
         errors = self._read_system()
         if not self._ensure_gpus(now):
             return NvmlResult(self._system_info(), errors=(self._count_error, *errors))
+        if self._head is not None:
+            self._adopt_head()
         if self._count == 0:
             return NvmlResult(self._system_info(), errors=(nvml_errors.no_gpus(), *errors))
         for g in self._gpus:
@@ -497,6 +514,9 @@ class NvmlCollector:
 
     def close(self) -> None:
         """Free the event set and GPM samples and shut NVML down (once per successful init)."""
+        if self._head is not None:  # never adopted (NVML failed): its own reference goes too
+            self._head.close()
+            self._head = None
         if not self._inited:
             return
         if self._gpm:

@@ -11,6 +11,7 @@ from typing import Any
 from ...model import CollectorError, GpmMetrics, MigInstance, XidEvent
 from . import errors as nvml_errors
 from .compat import NA, NvmlCompat
+from .head import GPM_MIN_INTERVAL_S
 from .memory import Forms, read_memory
 from .query import GpuLost, Query, text, union_value
 
@@ -134,7 +135,6 @@ GPM_METRICS = (
     # any graphics or compute engine busy: DCGM_FI_PROF_GR_ENGINE_ACTIVE
     ("graphics_util_pct", "NVML_GPM_METRIC_GRAPHICS_UTIL"),
 )
-GPM_MIN_INTERVAL_S = 0.1  # NVML needs the two samples at least 100 ms apart
 
 
 class GpmSampler:
@@ -162,6 +162,16 @@ class GpmSampler:
         self._prev.pop(index, None)
         for s in self._bufs.pop(index, ()):
             self._free(index, s)
+
+    def seed(self, index: int, when: float, sample: Any) -> bool:
+        """Take GPU `index`'s first sample from elsewhere (`head.GpmHeadStart`): its buffer is
+        this sampler's from now on. False (and the buffer freed) for a GPU not sampled here."""
+        if index not in self._gpus or index in self._prev:
+            self._free(index, sample)
+            return False
+        self._bufs.setdefault(index, []).append(sample)
+        self._prev[index] = (when, sample)
+        return True
 
     def _free(self, index: int, sample: Any) -> None:
         try:
