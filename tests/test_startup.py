@@ -160,3 +160,25 @@ def test_the_full_parser_has_every_command_s_options():
 
     argv = ["--demo", "idle", "diagnose", "--seconds", "5", "--json", "--sanitize"]
     assert vars(build_parser(full=True).parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+def test_snapshot_takes_its_first_gpm_samples_before_the_model_loads():
+    """The GPM pair's 0.1 s wait overlaps the model's dataclasses and the collectors loading
+    (`collect/nvml/head.py`): when the head start samples this machine's NVML (here without a
+    driver: it fails quietly, and the collector says why), none of them is loaded yet. (The
+    simulator, `--demo`, loads the model itself.)"""
+    modules, printed = loaded_after(
+        "import gputop_diag.collect.nvml.head as head\n"
+        "begin = head.GpmHeadStart.begin\n"
+        "def spy(self):\n"
+        "    spy.loaded = sorted(sys.modules)\n"
+        "    return begin(self)\n"
+        "head.GpmHeadStart.begin = spy\n"
+        "main(['snapshot', '--json'])\n"
+        "print(json.dumps(spy.loaded))"
+    )
+    at_head = json.loads(printed.splitlines()[-1])
+    assert "pynvml" in at_head and "gputop_diag.commands.snapshot" in at_head
+    assert [m for m in at_head if m.startswith("gputop_diag.model")] == []
+    assert "gputop_diag.monitor.sampler" not in at_head
+    assert "gputop_diag.model.codec" in modules  # then everything the snapshot needs

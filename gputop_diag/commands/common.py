@@ -248,7 +248,11 @@ def sample_once(feed: Sources, fast: bool, head: GpmHeadStart | None = None) -> 
         if head is not None and head.last_at is not None:
             due = head.last_at + GPM_MIN_INTERVAL_S + HEAD_MARGIN_S
 
-            def second(_first: Snapshot) -> float:  # the wait after the first reading
+            def second(first: Snapshot) -> float:  # the wait after the first reading
+                if any(g.gpm is not None for g in first.gpus):
+                    # the imports outlasted NVML's gap: the first reading closed the head's pair
+                    # and opened another, which the second needs whole
+                    return max(0.0, first.timestamp + WARMUP_S - feed.clock.now())
                 return max(RATE_MIN_S, due - feed.clock.now())
 
             def keep(snap: Snapshot) -> None:

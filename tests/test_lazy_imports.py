@@ -1,0 +1,97 @@
+"""`snapshot`'s head start (`collect/nvml/head.py`): the GPM pair's first samples, taken before
+the model loads, become the NVML collector's own, so the second reading waits only for what is
+left of NVML's 0.1 s. On the simulator, whose clock jumps on `sleep`: the gaps read are the
+waits the code asked for. Which modules are loaded when is `tests/test_startup.py`'s."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop_diag import sim
+from gputop_diag.collect.nvml.head import GPM_MIN_INTERVAL_S, GpmHeadStart
+from gputop_diag.commands.common import HEAD_MARGIN_S, RATE_MIN_S, WARMUP_S, sample_once
+
+
+def _uninitialized(nvml) -> bool:
+    """NVML's init references are all given back: a call now fails as uninitialized."""
+    try:
+        nvml.nvmlDeviceGetCount()
+    except nvml.NVMLError as e:
+        return e.value == nvml.NVML_ERROR_UNINITIALIZED
+    return False
+
+
+def test_the_head_start_samples_every_gpm_gpu_and_the_collector_takes_them_over():
+    feed = sim.build("compute-bound")
+    head = GpmHeadStart(feed.nvml, feed.clock).begin()
+    assert sorted(head.samples) == list(range(8)) and head.last_at is not None
+    t0 = head.last_at
+    snap = sample_once(feed, fast=False, head=head)
+    # the second reading: NVML's minimum after the head's samples (the first reading took no
+    # simulated time), not the whole warm-up after the first reading
+    assert snap.timestamp - t0 == pytest.approx(GPM_MIN_INTERVAL_S + HEAD_MARGIN_S, abs=1e-6)
+    assert snap.timestamp - t0 < WARMUP_S
+    assert all(g.gpm is not None and g.gpm.sm_util_pct > 0 for g in snap.gpus)
+    assert all(g.nvlink_tx_kib_s is not None for g in snap.gpus)  # the other rates, too
+    assert all(p.cpu_pct is not None for p in snap.processes)
+    assert head.samples == {}  # handed over: freed by the collector, not twice
+    assert _uninitialized(feed.nvml)
+
+
+@pytest.mark.parametrize(
+    ("loading", "second_after"),
+    [
+        # the GPM wait ends 0.05 s into the rest: the other rates still get RATE_MIN_S
+        (0.06, RATE_MIN_S),
+        # the imports outlast NVML's gap: the first reading closes the head's GPM pair and
+        # opens another, and the second reading waits the whole warm-up for it
+        (0.3, WARMUP_S),
+    ],
+)
+def test_after_slow_imports_every_rate_still_gets_its_gap(loading, second_after):
+    feed = sim.build("compute-bound")
+    head = GpmHeadStart(feed.nvml, feed.clock).begin()
+    feed.clock.sleep(loading)  # the model and the collectors loading
+    first = feed.clock.now()
+    snap = sample_once(feed, fast=False, head=head)
+    assert snap.timestamp - first == pytest.approx(second_after, abs=1e-6)
+    assert all(g.gpm is not None for g in snap.gpus)
+    assert all(p.cpu_pct is not None for p in snap.processes)
+
+
+def test_without_gpm_the_warm_up_is_as_before():
+    """A100s (the `mig` scenario's) have no GPM: nothing to take ahead, and the two readings
+    are `WARMUP_S` apart, as without a head start."""
+    feed = sim.build("mig")
+    head = GpmHeadStart(feed.nvml, feed.clock).begin()
+    assert head.samples == {} and head.last_at is None
+    first = feed.clock.now()
+    snap = sample_once(feed, fast=False, head=head)
+    assert snap.gpus and all(g.gpm is None for g in snap.gpus)
+    assert snap.timestamp - first == pytest.approx(WARMUP_S, abs=1e-6)
+    assert _uninitialized(feed.nvml)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_no_driver_the_head_start_fails_quietly_and_gives_nvml_back(fast):
+    feed = sim.build("no-gpu")
+    head = None if fast else GpmHeadStart(feed.nvml, feed.clock).begin()
+    assert head is None or (head.samples == {} and head.last_at is None)
+    snap = sample_once(feed, fast=fast, head=head)
+    assert [e.source for e in snap.errors if e.gpu_index is None] == ["nvml"]
+    assert snap.host is not None
+
+
+def test_a_head_never_adopted_is_closed_with_the_sampler():
+    """NVML fails in the collector after the head's init (a driver going away): the head's
+    reference and samples are still given back when the sampler closes."""
+    from gputop_diag.monitor.sampler import Sampler
+
+    feed = sim.build("compute-bound")
+    head = GpmHeadStart(feed.nvml, feed.clock).begin()
+    assert head.samples
+    sampler = Sampler(feed)
+    sampler.nvml.take_head(head)
+    sampler.close()
+    assert head.samples == {}
+    assert _uninitialized(feed.nvml)
