@@ -37,6 +37,10 @@ import pytest
 # them.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+# The fleet's nodes judged in this process: a worker process costs a fresh interpreter (about
+# 0.3 s) per fleet read, and the suite reads small fleets hundreds of times. The worker
+# processes themselves are tested in tests/test_fleet_workers.py.
+os.environ.setdefault("GPUTOP_DIAG_FLEET_WORKERS", "1")
 
 E2E = [
     "test_ranks_watch.py",  # watch --probe on four-rank jobs (torchrun), about 20 s each
@@ -44,6 +48,7 @@ E2E = [
     "test_fleet_prometheus.py",  # a real Prometheus (and node-exporter) scraping the exporter
     "test_fleet_tls.py",  # Prometheus behind TLS, openssl
     "test_fleet_triage.py",  # a real Prometheus over a TSDB imported with promtool (~1 s)
+    "test_fleet_workers.py",  # the same, read by worker processes (a fresh interpreter each)
     "test_fleet_ranks.py::test_fleet_names_the_straggler_rank_and_its_node_across_two_exporters",  # noqa: E501
     "test_fleet_ranks.py::test_promtool_accepts_the_rank_series",
     "test_fleet_rules.py::test_the_shipped_rules_pass_promtool_check_and_test",

@@ -54,6 +54,7 @@ from .read import (
     time_warnings,
 )
 from .triage import Triage, run_triage
+from .workers import BatchContext, Workers, default_workers
 
 # Ours: 64 nodes of 8 GPUs a batch: each range query answers 512 GPUs' series (about 0.4 MB of
 # JSON at 25 steps), small enough that two batches in flight stay near 100 MB, large enough
@@ -164,10 +165,14 @@ def stream_fleet(
     batch_nodes: int = BATCH_NODES,
     on_batch: Progress | None = None,
     triage: bool = True,
+    workers: int | None = None,
 ) -> FleetVerdict:
     """The fleet judged as `judge_fleet(read_fleet(...))` judges it, a batch of nodes at a
     time; `on_batch(the nodes judged so far, how many, the nodes in all)` after each batch
-    (the Fleet pane shows them as they come). The verdicts keep no snapshots."""
+    (the Fleet pane shows them as they come). The verdicts keep no snapshots. `workers`:
+    the processes that read and judge the raw batches (`fleet/workers.py`; default one per
+    CPU, up to four; 1: all in this process)."""
+    count = default_workers() if workers is None else max(1, workers)
     plan = plan_fleet(
         prom, window_s=window_s, step_s=step_s, match=match, at=at, batch_nodes=batch_nodes
     )
@@ -193,15 +198,33 @@ def stream_fleet(
             plan.queries += sorted_out.queries
             plan.raw_because = dict(sorted_out.reasons())
             plan.batch(sorted_out.raw)
-            for data in _clear_batches(sorted_out, plan, node_exporter, group_by):
-                judged = judge_nodes(data, drop=True, steady=True)
-                verdicts += [replace(v, read="aggregate") for v in judged]
-                del data
-                shown()
-        for data in read_batches(prom, plan, node_exporter, match=match, group_by=group_by):
-            verdicts += judge_nodes(data, drop=True)
-            del data
-            shown()
+        pool = None
+        if count >= 2 and len(plan.batches) >= 2:
+            context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
+            pool = Workers(context, min(count, len(plan.batches)))
+            pool.start()  # the workers start while the clear nodes are judged here
+        try:
+            if triage:
+                for data in _clear_batches(sorted_out, plan, node_exporter, group_by):
+                    judged = judge_nodes(data, drop=True, steady=True)
+                    verdicts += [replace(v, read="aggregate") for v in judged]
+                    del data
+                    shown()
+            if pool is not None:
+                for judged, queries in pool.judge(plan.batches):
+                    plan.queries += queries
+                    verdicts += judged
+                    shown()
+            else:
+                for data in read_batches(prom, plan, node_exporter, match=match, group_by=group_by):
+                    verdicts += judge_nodes(data, drop=True)
+                    del data
+                    shown()
+        finally:
+            if pool is not None:
+                pool.close()
+                if pool.failed:
+                    plan.warnings.append(pool.failed)
     finally:
         if collecting:
             gc.enable()

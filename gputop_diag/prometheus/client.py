@@ -37,6 +37,9 @@ class PrometheusError(Exception):
         self.next_step = next_step
         self.kind = kind  # "unreachable", "timeout", "tls", "http", "query", "bad_answer"
 
+    def __reduce__(self):  # raised in a worker process, re-raised in the one that asked
+        return (type(self), (self.message, self.next_step, self.kind))
+
 
 @dataclass(frozen=True, slots=True)
 class Series:
@@ -108,6 +111,7 @@ class Prometheus:
         self, url: str, timeout: float = DEFAULT_TIMEOUT_S, access: Access | None = None
     ) -> None:
         access = access or Access()
+        self._given = (url, timeout, access)  # what a worker process rebuilds it from
         url = url.strip()
         if "://" not in url:
             url = "http://" + url
@@ -136,6 +140,10 @@ class Prometheus:
         self.access = access
         self.url = urllib.parse.urlunsplit(parts).rstrip("/")
         self.timeout = timeout
+
+    def __reduce__(self):
+        # a worker process (`fleet/workers.py`) builds its own: an SSL context does not pickle
+        return (type(self), self._given)
 
     def _get(self, path: str, params: dict[str, Any]) -> Any:
         query = urllib.parse.urlencode(params)

@@ -1,0 +1,295 @@
+"""The nodes read raw, judged in worker processes: one per CPU, up to `MAX_WORKERS`.
+
+A raw batch (`stream.read_batches`) costs the reader its own CPU: the answers' JSON, the
+columns, each node's snapshots and its judgement, about 15 ms a node in all, which one Python
+process does one node at a time. The batches are independent, so each worker process takes
+one batch after another: it reads the batch's series from Prometheus, builds the nodes'
+snapshots and judges them exactly as one process does (`judge_batch`: `judge_nodes(data,
+drop=True)`), and sends back only the verdicts (no snapshots). What a verdict rests on is
+unchanged; only where it is computed.
+
+A worker is a fresh interpreter running this module (`python -m gputop_diag.fleet.workers`),
+not a `multiprocessing` child: those re-run the asking program's main script where it has no
+`if __name__ == "__main__"` guard, and `fork` would copy the live view's threads half-held.
+The parent and a worker speak in pickled frames over the worker's stdin and stdout (a 4-byte
+length, then the pickle): the batch context once, then a batch at a time, each answered with
+its verdicts or the error it raised. The workers start as soon as the raw batches are known,
+while the parent judges the triage's clear nodes; each imports the judge once (about 0.2 s).
+Where a worker cannot start or stops, the batches left are judged in this process and the
+fleet's warnings say why.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..prometheus.client import Prometheus
+from .judge import NodeVerdict, judge_nodes
+from .query import Column, Grid, fetch
+from .read import assemble_columns
+
+# Ours: past four processes the reads queue at Prometheus (its query engine answers the
+# batches' range queries a few at a time) and each worker's memory (one batch's answers and
+# snapshots, about 60 MB) adds up for little.
+MAX_WORKERS = 4
+ENV = "GPUTOP_DIAG_FLEET_WORKERS"  # the default where --workers is not given
+_HEADER = struct.Struct("!I")
+COMMAND = [sys.executable, "-m", "gputop_diag.fleet.workers"]  # a worker process
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (its affinity, where the system says)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_workers() -> int:
+    """`GPUTOP_DIAG_FLEET_WORKERS` where set to a whole number >= 1, else one per CPU, up to
+    MAX_WORKERS."""
+    given = os.environ.get(ENV, "").strip()
+    if given.isdigit() and int(given) >= 1:
+        return int(given)
+    return max(1, min(MAX_WORKERS, cpus()))
+
+
+@dataclass
+class BatchContext:
+    """What every batch's read needs, sent once to each worker."""
+
+    prom: Prometheus
+    grid: Grid
+    match: str
+    keys: dict[tuple[str, str], str]
+    node_exporter: dict[str, list[Column]]
+    group_by: str
+
+
+def judge_batch(context: BatchContext, instances: list[str]) -> tuple[list[NodeVerdict], int]:
+    """One batch of exporters read and its nodes judged: (verdicts without snapshots, queries
+    made)."""
+    columns, _, queries = fetch(
+        context.prom, context.grid, context.match, instances, node_exporter=False
+    )
+    if not columns:
+        return [], queries  # the batch's exporters stopped between the plan and the read
+    data = assemble_columns(
+        columns, context.node_exporter, context.grid, context.group_by, keys=context.keys
+    )
+    del columns
+    return judge_nodes(data, drop=True), queries
+
+
+def send(out: IO[bytes], obj: Any) -> None:
+    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_HEADER.pack(len(body)) + body)
+    out.flush()
+
+
+def receive(inp: IO[bytes]) -> Any:
+    """The next frame's object; EOFError where the other side closed."""
+    head = inp.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError("closed")
+    size = _HEADER.unpack(head)[0]
+    body = inp.read(size)
+    if len(body) < size:
+        raise EOFError("cut short")
+    return pickle.loads(body)
+
+
+def serve(inp: IO[bytes], out: IO[bytes]) -> None:
+    """A worker's loop: the context, then batches until the parent closes stdin."""
+    # Many small objects and no cycles among them (as `stream.stream_fleet`): the cyclic
+    # collector would walk the growing heap again and again for nothing.
+    gc.disable()
+    context = receive(inp)
+    send(out, "ready")
+    while True:
+        try:
+            instances = receive(inp)
+        except EOFError:
+            return
+        try:
+            send(out, ("ok", *judge_batch(context, instances)))
+        except Exception as e:  # PrometheusError and the rest: raised again in the parent
+            try:
+                send(out, ("error", e))
+            except (pickle.PicklingError, TypeError, AttributeError):
+                send(out, ("error", RuntimeError(f"{type(e).__name__}: {e}")))
+
+
+class WorkerFailed(Exception):
+    """A worker could not start, or stopped: the batches left are judged in this process."""
+
+
+class _Worker:
+    def __init__(self, context: BatchContext) -> None:
+        self.stderr = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])  # where `gputop_diag` is importable
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            COMMAND,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.inp, self.out = self.proc.stdout, self.proc.stdin
+        send(self.out, context)
+
+    def why(self) -> str:
+        """The last line the worker wrote to stderr, where it wrote one."""
+        try:
+            self.stderr.seek(0)
+            lines = self.stderr.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
+        except (OSError, ValueError):
+            lines = []
+        if lines:
+            return lines[-1]
+        try:
+            return f"exit status {self.proc.wait(timeout=2)}"  # its stdout closed: it is ending
+        except subprocess.TimeoutExpired:
+            return "its pipe closed"
+
+    def ask(self, instances: list[str] | None) -> Any:
+        """Send a batch (None: only wait for "ready") and wait for its answer."""
+        try:
+            if instances is not None:
+                send(self.out, instances)
+            return receive(self.inp)
+        except (EOFError, OSError, pickle.UnpicklingError) as e:
+            raise WorkerFailed(f"a worker process stopped ({self.why() or e})") from None
+
+    def close(self) -> None:
+        for f in (self.out, self.inp):
+            try:
+                f.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+class Workers:
+    """`count` worker processes for one fleet read: `start()` as soon as the context is
+    known, `judge(batches)` yields each batch's (verdicts, queries) as it is done, `close()`
+    at the end. `failed` says why batches were judged in this process instead."""
+
+    def __init__(self, context: BatchContext, count: int) -> None:
+        self.context = context
+        self.count = count
+        self.workers: list[_Worker] = []
+        self.failed: str | None = None
+
+    def start(self) -> None:
+        if self.count < 2:
+            return
+        try:
+            for _ in range(self.count):
+                self.workers.append(_Worker(self.context))
+        except (OSError, ValueError, pickle.PicklingError) as e:
+            self.failed = f"worker processes could not start ({e}); the nodes judged here"
+            self.close()
+
+    def judge(self, batches: list[list[str]]) -> Iterator[tuple[list[NodeVerdict], int]]:
+        """Each batch's verdicts and queries, in the batches' order (the Fleet pane's rows
+        come in natural order). An error a batch raised (Prometheus' own) is raised here."""
+        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for k in range(len(batches)):
+            todo.put(k)
+        done: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def feed(w: _Worker) -> None:
+            k = None
+            try:
+                if w.ask(None) != "ready":
+                    raise WorkerFailed("a worker process answered out of turn")
+                while not stop.is_set():
+                    try:
+                        k = todo.get_nowait()
+                    except queue.Empty:
+                        break
+                    done.put((k, w.ask(batches[k])))
+                    k = None
+            except WorkerFailed as e:
+                if k is not None:
+                    todo.put(k)  # judged by another worker, or here
+                done.put((None, ("failed", str(e))))
+            finally:
+                done.put((None, ("finished",)))
+
+        threads = [threading.Thread(target=feed, args=(w,), daemon=True) for w in self.workers]
+        for t in threads:
+            t.start()
+        running = len(threads)
+        answers: dict[int, tuple] = {}
+        after = 0  # the next batch to hand over
+        try:
+            while True:
+                while after in answers:
+                    answer = answers.pop(after)
+                    after += 1
+                    if answer[0] == "error":
+                        raise answer[1]
+                    yield answer[1], answer[2]
+                if not running:
+                    break
+                k, answer = done.get()
+                if k is not None:
+                    answers[k] = answer
+                elif answer[0] == "finished":
+                    running -= 1
+                else:
+                    self.failed = answer[1] + "; the rest judged here"
+            # no workers, or what a stopped one left: judged here, in order
+            for k in range(after, len(batches)):
+                answer = answers.pop(k, None)
+                if answer is None:
+                    yield judge_batch(self.context, batches[k])
+                elif answer[0] == "error":
+                    raise answer[1]
+                else:
+                    yield answer[1], answer[2]
+        finally:
+            stop.set()
+            self.close()
+            for t in threads:
+                t.join(timeout=5)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
+        self.workers = []
+
+
+def main() -> None:
+    """A worker: frames on the stdout it was given; anything else printed goes to stderr."""
+    frames = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin.buffer, frames)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The fleet's raw batches judged in worker processes (`fleet/workers.py`), over the real
+Prometheus TSDB of tests/test_fleet_triage.py: every verdict the same as judged in one process,
+a worker that cannot start or stops midway costs nothing but time (the batches left are judged
+in the asking process, and the fleet's warnings say so), and Prometheus' own errors reach the
+caller as they would from one process.
+
+Skipped where the `prometheus` or `promtool` binary is missing.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+
+import pytest
+
+from gputop_diag.fleet import workers
+from gputop_diag.fleet.judge import to_fleet_json
+from gputop_diag.fleet.query import Grid
+from gputop_diag.fleet.stream import stream_fleet
+from gputop_diag.prometheus.client import Access, Prometheus, PrometheusError
+from tests import test_fleet_triage as tsdb
+
+pytestmark = tsdb.pytestmark
+WINDOW = tsdb.WINDOW
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    yield from tsdb.triage_prometheus.__wrapped__(tmp_path_factory)
+
+
+# a worker that answers "ready", takes one batch and exits without answering it
+DIES_ON_ITS_FIRST_BATCH = """
+import sys
+from gputop_diag.fleet.workers import receive, send
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+receive(inp)
+send(out, "ready")
+receive(inp)
+sys.stderr.write("worker: out of memory\\n")
+sys.exit(137)
+"""
+
+
+def _judged(prom, end, count: int, **kw) -> dict:
+    fv = stream_fleet(prom, window_s=WINDOW, at=end, triage=False, batch_nodes=2, workers=count)
+    return to_fleet_json(fv, prometheus=None, match=None, group_by="hpc_job") | kw
+
+
+def test_workers_judge_every_node_as_one_process_does(prometheus):
+    prom, end = prometheus
+    alone = _judged(prom, end, 1)
+    shared = _judged(prom, end, 3)
+    assert len(alone["nodes"]) >= 10
+    assert shared == alone  # the same verdicts, evidence, jobs and query count
+
+
+def test_batches_come_in_natural_order_as_each_is_judged(prometheus):
+    prom, end = prometheus
+    seen = []
+    stream_fleet(
+        prom, window_s=WINDOW, at=end, triage=False, batch_nodes=2, workers=3,
+        on_batch=lambda fv, done, total: seen.append([v.node.key for v in fv.nodes]),
+    )  # fmt: skip
+    assert len(seen) >= 5
+    for before, after in zip(seen, seen[1:], strict=False):
+        assert after[: len(before)] == before  # each batch adds the next nodes, in order
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["/nonexistent/python"], "worker processes could not start"),
+        ([sys.executable, "-c", "import sys; sys.exit(3)"], "exit status 3"),
+        ([sys.executable, "-c", DIES_ON_ITS_FIRST_BATCH], "worker: out of memory"),
+    ],
+    ids=["cannot-start", "exits-at-once", "dies-midway"],
+)
+def test_a_worker_that_fails_leaves_its_batches_to_this_process(
+    prometheus, monkeypatch, command, said
+):
+    prom, end = prometheus
+    alone = _judged(prom, end, 1)
+    monkeypatch.setattr(workers, "COMMAND", command)
+    fv = stream_fleet(prom, window_s=WINDOW, at=end, triage=False, batch_nodes=2, workers=2)
+    assert any(said in w for w in fv.data.warnings), fv.data.warnings
+    got = to_fleet_json(fv, prometheus=None, match=None, group_by="hpc_job")
+    assert [w for w in got.pop("warnings") if said not in w] == alone.pop("warnings")
+    assert got == alone
+
+
+def test_prometheus_errors_in_a_worker_reach_the_caller():
+    grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
+    context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "job")
+    pool = workers.Workers(context, 2)
+    pool.start()
+    with pytest.raises(PrometheusError) as err:
+        list(pool.judge([["a:9400"], ["b:9400"], ["c:9400"]]))
+    assert err.value.kind == "unreachable" and "cannot reach Prometheus" in err.value.message
+    assert pool.failed is None and not pool.workers  # closed, not broken
+
+
+def test_the_client_pickles_as_what_it_was_built_from(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    prom = Prometheus(
+        "https://user:pw@prom.example:9090/", timeout=7.5,
+        access=Access(bearer_token_file=None, insecure_skip_verify=True),
+    )  # fmt: skip
+    copy = pickle.loads(pickle.dumps(prom))
+    assert (copy.url, copy.timeout, copy.headers) == (prom.url, prom.timeout, prom.headers)
+    assert copy.context is not None and copy.context is not prom.context
+    bearer = Prometheus("http://prom:9090", access=Access(bearer_token_file=str(token)))
+    assert pickle.loads(pickle.dumps(bearer)).headers["Authorization"] == "Bearer s3cret"
+    e = pickle.loads(pickle.dumps(PrometheusError("said", "next", "timeout")))
+    assert (e.message, e.next_step, e.kind) == ("said", "next", "timeout")
+
+
+def test_default_workers_follow_the_environment_then_the_cpus(monkeypatch):
+    monkeypatch.setenv(workers.ENV, "3")
+    assert workers.default_workers() == 3
+    for bad in ("0", "-2", "many", ""):
+        monkeypatch.setenv(workers.ENV, bad)
+        assert workers.default_workers() == max(1, min(workers.MAX_WORKERS, workers.cpus()))
