@@ -1,7 +1,7 @@
 """Start-up cost: whole-process wall time of the quick commands, hyperfine-style.
 
     python bench/startup.py [--runs N] [--venv PATH] [--nvitop-venv PATH]
-    python bench/startup.py --mock-nvml DIR [--mock-config YAML] [--runs N]
+    python bench/startup.py --mock-nvml DIR [--mock-config YAML] [--runs N] [--before-venv PATH]
 
 Runs, from the virtual environment PATH (default: the one running this script; give a venv
 where gputop-diag is pip-installed, not editable, to leave out the editable finder's cost),
@@ -37,6 +37,10 @@ With `--mock-nvml DIR`, both programs run on NVIDIA's mock NVML library
 gets `LD_LIBRARY_PATH=DIR` and `MOCK_NVML_CONFIG=YAML` (`--mock-config`, default the library's
 H100 configuration beside DIR when it is there), so `gputop-diag snapshot --json` and
 `nvitop --once` both read its 8 H100s, and the ratio compares two samples of the same GPUs.
+
+With `--before-venv PATH` (another installed copy, e.g. the previous commit's, `pip install`ed
+into PATH), its `snapshot --json` (and `--demo idle snapshot --json`) run in the same interleave,
+named `before: ...`, and the table ends with each one's change.
 
 Figures only: nothing here passes or fails (the targets: `--help` at most 0.15 s, the snapshot at
 most 1.2x `nvitop --once`; printed beside the ratios).
@@ -134,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="YAML",
         help="the mock library's GPUs (default: its H100 configuration beside DIR)",
     )
+    p.add_argument(
+        "--before-venv",
+        type=Path,
+        metavar="PATH",
+        help="another installed copy whose snapshot runs in the same interleave (before/after)",
+    )
     args = p.parse_args(argv)
 
     gputop = _bin(args.venv, "gputop-diag")
@@ -149,7 +159,19 @@ def main(argv: list[str] | None = None) -> int:
         "gputop-diag snapshot --json": [gputop, "snapshot", "--json"],
         # the same without the warm-up (a second reading 0.11 s later, for the rates)
         "gputop-diag snapshot --json --fast": [gputop, "snapshot", "--json", "--fast"],
+        # the floor of any GPM figure: the interpreter, pynvml and nvmlInit, then 0.1 s
+        "python -c 'import pynvml; nvmlInit()'": [
+            _bin(args.venv, "python"),
+            "-c",
+            "import pynvml; pynvml.nvmlInit()",
+        ],
     }
+    before = {}
+    if args.before_venv is not None:
+        old = _bin(args.before_venv, "gputop-diag")
+        for name in ("gputop-diag --demo idle snapshot --json", "gputop-diag snapshot --json"):
+            before[name] = f"before: {name}"
+            cases[before[name]] = [old, *cases[name][1:]]
     if args.nvitop_venv is not None:
         cases['nvitop: python -c "import nvitop"'] = [
             _bin(args.nvitop_venv, "python"),
@@ -191,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             f"  {max(times) * 1e3:>7.1f}  {','.join(str(c) for c in sorted(rcs))}"
         )
 
+    for name, old in before.items():
+        now, then = statistics.median(results[name][0]), statistics.median(results[old][0])
+        print(f"{name}: {then * 1e3:.1f} -> {now * 1e3:.1f} ms (medians, {now / then:.2f}x)")
     if args.nvitop_venv is not None:
         print()
         for ours in (
@@ -208,11 +233,19 @@ def main(argv: list[str] | None = None) -> int:
         waits = statistics.median(results["gputop-diag snapshot --json"][0]) - statistics.median(
             results["gputop-diag snapshot --json --fast"][0]
         )
+        floor = statistics.median(results["python -c 'import pynvml; nvmlInit()'"][0]) + 0.1
+        nvitop = statistics.median(results["nvitop --once"][0])
         print(
             f"the second reading costs {waits * 1e3:.0f} ms (medians): NVML's GPM figures (SM "
             "activity, DRAM bandwidth, tensor pipes) need two samples more than 100 ms apart "
-            "(https://docs.nvidia.com/deploy/nvml-api/group__nvmlGpmFunctions.html), the CPU, "
-            "disk and NVLink rates the same two readings; nvitop --once reads no GPM"
+            "(https://docs.nvidia.com/deploy/nvml-api/group__nvmlGpmFunctions.html); the first "
+            "are taken right after nvmlInit (collect/nvml/head.py), so the wait overlaps the "
+            "imports and the first reading of the CPU, disk, NVLink and process rates (at least "
+            "0.05 s before the second); nvitop --once reads no GPM"
+        )
+        print(
+            f"no program can give a GPM figure before the interpreter, pynvml, nvmlInit and "
+            f"0.1 s: {floor * 1e3:.0f} ms here, {floor / nvitop:.2f}x nvitop --once"
         )
         if results["nvitop --once"][1] != {0}:
             print(
