@@ -5,6 +5,10 @@ waits the code asked for. Which modules are loaded when is `tests/test_startup.p
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from gputop_diag import sim
@@ -95,3 +99,20 @@ def test_a_head_never_adopted_is_closed_with_the_sampler():
     sampler.close()
     assert head.samples == {}
     assert _uninitialized(feed.nvml)
+
+
+def test_the_live_view_loads_the_report_only_when_one_is_saved():
+    """The sanitized report's modules (`report/`) arrive with the first `s` or `S`
+    (`tui/saver.py`), not with the live view's start; a fresh interpreter reads `sys.modules`."""
+    code = (
+        "import json, sys\n"
+        "import gputop_diag.tui\n"
+        "from gputop_diag.tui.saver import Saver\n"
+        "before = sorted(sys.modules)\n"
+        "Saver(None, None, None, None)._saves()\n"
+        "print(json.dumps([before, sorted(sys.modules)]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = json.loads(r.stdout)
+    assert [m for m in before if m.startswith("gputop_diag.report")] == []
+    assert "gputop_diag.report.live" in after

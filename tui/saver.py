@@ -10,7 +10,7 @@ import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.css.query import NoMatches
@@ -19,9 +19,11 @@ from textual.timer import Timer
 from gputop_diag.monitor.core import Monitor, TickStuck
 from gputop_diag.monitor.view import Sources, Update
 from gputop_diag.recording.store import Recording
-from gputop_diag.report.live import LiveSaves, NotSafe
-from gputop_diag.report.saving import Saved
 from gputop_diag.tui.messages import ReportWritten
+
+if TYPE_CHECKING:  # the report's modules load with the first `s` or `S`, not with the view
+    from gputop_diag.report.live import LiveSaves
+    from gputop_diag.report.saving import Saved
 
 SAVED_SHOWN_S = 30.0  # the toast says the full path; the header keeps the name this long
 TOAST_CHROME = 4  # columns of a toast that hold no text: its left border, its padding, one spare
@@ -66,6 +68,8 @@ class Saver:
 
     def _saves(self) -> LiveSaves:
         """What writes the files (the key as it is now: a node of the fleet sets its own)."""
+        from gputop_diag.report.live import LiveSaves
+
         return LiveSaves(self.sources, self.replay, self.key, self.save_dir)
 
     def save_report(self, latest: Update | None, monitor: Monitor) -> None:
@@ -123,6 +127,8 @@ class Saver:
         if latest is None:
             self.app.notify("nothing sampled yet", severity="warning")
             return
+        from gputop_diag.report.live import NotSafe
+
         try:
             saved = self._saves().snapshot(latest)
         except NotSafe as e:
