@@ -1,7 +1,8 @@
 """Fleet reader at scale: 256 nodes × 8 GPUs × 30 minutes in a real Prometheus TSDB.
 
     python bench/fleet.py [--nodes 256] [--minutes 30] [--interval 15] [--window 6m]
-                          [--phase 6] [--idle-share 0] [--workdir DIR] [--keep] [--reuse]
+                          [--phase 6] [--idle-share 0] [--workers N] [--workdir DIR]
+                          [--keep] [--reuse]
 
 1. Ten simulator scenarios run for the whole span at one sample per --interval seconds
    through the exporter's own collector (`TickMetrics`): the series are exactly what
@@ -13,7 +14,8 @@
    `promtool tsdb create-blocks-from openmetrics` into a fresh TSDB.
 3. A Prometheus on loopback serves that TSDB, and `gputop-diag fleet --window 6m --json` (the
    default window: at 15 s scrapes, the span a memory leak needs) is timed as a whole process
-   (wall time, and its peak memory from getrusage).
+   (wall time; peak memory: the command and its worker processes (`fleet/workers.py`; one per
+   CPU up to four, or --workers N) summed every 20 ms; the CPU seconds of them all).
 
 Prints the size of the fleet, the import, the fleet command's wall time and peak RSS (medians
 of 3) against the targets (10 s, 1 GB), per node, how many nodes the triage judged from
@@ -195,16 +197,43 @@ def build_tsdb(args, promtool: str, work: Path, tsdb: Path) -> float:
     return end
 
 
-# Runs the fleet command as a child and reports its wall time and peak RSS (getrusage sees
-# only waited-for children: this wrapper has exactly one).
+# Runs the fleet command as a child and reports its wall time, its peak RSS (the command and
+# its worker processes together: their resident sets summed every 20 ms, the largest sum; and
+# getrusage's figure, the largest single process, as a check) and the CPU seconds of all of them.
 MEASURE = """
 import json, resource, subprocess, sys, time
+import psutil
 t0 = time.perf_counter()
-r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+me = psutil.Process(p.pid)
+peak = 0
+import threading
+out = {}
+def drain(name, f):
+    out[name] = f.read()
+ts = [threading.Thread(target=drain, args=(n, f)) for n, f in (("o", p.stdout), ("e", p.stderr))]
+for t in ts:
+    t.start()
+while p.poll() is None:
+    total = 0
+    try:
+        procs = [me, *me.children(recursive=True)]
+    except psutil.Error:
+        procs = []
+    for q in procs:
+        try:
+            total += q.memory_info().rss
+        except psutil.Error:
+            pass
+    peak = max(peak, total)
+    time.sleep(0.02)
+for t in ts:
+    t.join()
 wall = time.perf_counter() - t0
-rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(json.dumps({"rc": r.returncode, "wall_s": wall, "rss_kb": rss_kb,
-                  "stdout": r.stdout, "stderr": r.stderr}))
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": p.returncode, "wall_s": wall, "rss_kb": peak / 1024,
+                  "rss_one_kb": ru.ru_maxrss, "cpu_s": ru.ru_utime + ru.ru_stime,
+                  "stdout": out["o"], "stderr": out["e"]}))
 """
 
 
@@ -237,6 +266,12 @@ def main() -> int:
         type=float,
         default=0.0,
         help="the share of the nodes that are idle (0: node i runs scenario i mod 10)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="the fleet command's --workers (default: its own, one per CPU up to four)",
     )
     ap.add_argument("--workdir", default=None, help="where the OpenMetrics file and TSDB go")
     ap.add_argument("--keep", action="store_true", help="keep the workdir")
@@ -280,6 +315,11 @@ def main() -> int:
         entry = ["-m", "gputop_diag"]
         argv = [sys.executable, *entry, "fleet", "--prometheus", url, "--window", args.window]
         argv += ["--at", f"{end:.0f}", "--json", "--timeout", "60"]
+        if args.workers is not None:
+            argv += ["--workers", str(args.workers)]
+        workers = (
+            f"{args.workers} worker processes" if args.workers else "its default worker processes"
+        )
         runs = []
         for _ in range(3):
             before = query_seconds(url)
@@ -296,6 +336,8 @@ def main() -> int:
         rss = sorted(r["rss_kb"] / 1024 for r in runs)
         rss_mb = rss[1]
         prom_s = sorted(r["prom_s"] for r in runs)[1]
+        cpu_s = sorted(r["cpu_s"] for r in runs)[1]
+        one_mb = sorted(r["rss_one_kb"] / 1024 for r in runs)[1]
         idle_share = args.idle_share
         expected = {s.name: s.expected_class for s in sim.list_scenarios()}
         right = Counter()
@@ -309,11 +351,13 @@ def main() -> int:
             f"fleet --window {args.window} (step {doc['step_s']:g} s, {doc['queries']} queries, "
             f"{len(doc['nodes'])} nodes, {len(doc['jobs'])} jobs): wall {wall[1]:.1f} s median "
             f"of 3 (min {wall[0]:.1f}, target < {TARGET_S:g}), peak RSS {rss_mb:.0f} MB median "
-            f"of 3 (max {rss[2]:.0f}, target < {TARGET_MB:g})"
+            f"of 3 (max {rss[2]:.0f}, target < {TARGET_MB:g}; the command and its workers "
+            f"together, the largest one alone {one_mb:.0f} MB)"
         )
         print(
             f"  per node: {1000 * wall[1] / len(doc['nodes']):.1f} ms, "
-            f"{1024 * rss_mb / len(doc['nodes']):.0f} KB peak RSS; Prometheus' query engine "
+            f"{1024 * rss_mb / len(doc['nodes']):.0f} KB peak RSS; CPU {cpu_s:.1f} s in all "
+            f"({workers}); Prometheus' query engine "
             f"{prom_s:.1f} s a run (its own prometheus_engine_query_duration_seconds)"
         )
         print(

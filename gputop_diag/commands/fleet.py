@@ -71,6 +71,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"seconds to wait for each answer from Prometheus (default {DEFAULT_TIMEOUT_S:g})",
     )
     p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes that read and judge the nodes (default: one per CPU, up to 4; "
+        "1: this process alone)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print one JSON document (schema gputop-diag.fleet/1, see docs/fleet.md)",
@@ -155,6 +163,8 @@ def run(args: argparse.Namespace, sources=None) -> int:
         at = parse_time(args.at) if args.at else None
         if args.timeout <= 0:
             raise ValueError("--timeout must be positive")
+        if args.workers is not None and args.workers < 1:
+            raise ValueError("--workers must be 1 or more (1: this process alone)")
         if step is not None and step > window:
             raise ValueError("--step must not exceed --window")
         prom = Prometheus(args.prometheus, timeout=args.timeout, access=access_of(args))
@@ -170,7 +180,13 @@ def run(args: argparse.Namespace, sources=None) -> int:
         if least is not None and window < MIN_WINDOW_STEPS * least:
             return _window_too_short(args, least)
         verdict = stream_fleet(
-            prom, window_s=window, step_s=step, match=args.match, at=at, group_by=group_by
+            prom,
+            window_s=window,
+            step_s=step,
+            match=args.match,
+            at=at,
+            group_by=group_by,
+            workers=args.workers,
         )
     except PrometheusError as e:
         say(f"{e.message}; next: {e.next_step}")

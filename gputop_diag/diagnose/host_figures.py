@@ -48,6 +48,46 @@ def _runtime(name: str | None) -> bool:
     return got
 
 
+# (id, snapshot, its rows): each snapshot's helpers, main threads and the job's cores, read
+# once. A window slides one snapshot a tick and the host window holds HOST_RECENT_S of them, so
+# without it each snapshot's processes would be walked again at every tick it stays in the
+# window (and the fleet's reader judges three windows ending a step apart). Bounded: the
+# oldest entries go first; a snapshot is frozen, so its rows never change.
+_ROWS: dict[int, tuple[Snapshot, tuple]] = {}
+ROWS_MAX = 4096
+
+
+def _rows(s: Snapshot) -> tuple:
+    """(helpers, mains, job cores) of one snapshot: helpers as (key, CPU, name, child pid or
+    None), in the order the processes list them (children, then threads, per process); mains
+    as (pid, CPU, name)."""
+    got = _ROWS.get(id(s))
+    if got is not None and got[0] is s:
+        return got[1]
+    helpers: list[tuple[tuple[str, int], float, str, int | None]] = []
+    mains: list[tuple[int, float, str]] = []
+    for p in s.processes:
+        for c in p.children:
+            if c.cpu_pct is not None:
+                helpers.append((("p", c.pid), c.cpu_pct, c.name or "", c.pid))
+        main_tid = _main_tid(p)
+        for t in p.busiest_threads:
+            if t.cpu_pct is not None and t.tid != main_tid and not _runtime(t.name):
+                helpers.append((("t", t.tid), t.cpu_pct, t.name or "", None))
+        main = _main_thread(p)
+        if main is not None:
+            name = next((t.name for t in p.busiest_threads if t.tid == main_tid), "")
+            mains.append((p.pid, main, name))
+    rows = (tuple(helpers), tuple(mains), _job_cores(s) if s.host is not None else None)
+    while len(_ROWS) >= ROWS_MAX:
+        try:
+            del _ROWS[next(iter(_ROWS))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+            break
+    _ROWS[id(s)] = (s, rows)
+    return rows
+
+
 def host_figures(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
     """Host CPU, iowait and the job's helpers over the host window.
 
@@ -60,30 +100,25 @@ def host_figures(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
     names: dict[tuple[str, int], str] = {}
     mains: dict[int, list[float]] = {}
     main_names: dict[int, str] = {}
+    cores = []
     for s in snaps:
-        for p in s.processes:
-            for c in p.children:
-                if c.cpu_pct is not None and c.pid not in gpu_pids:
-                    helpers.setdefault(("p", c.pid), []).append(c.cpu_pct)
-                    names[("p", c.pid)] = c.name or ""
-            main_tid = _main_tid(p)
-            for t in p.busiest_threads:
-                if t.cpu_pct is not None and t.tid != main_tid and not _runtime(t.name):
-                    helpers.setdefault(("t", t.tid), []).append(t.cpu_pct)
-                    names[("t", t.tid)] = t.name or ""
-            main = _main_thread(p)
-            if main is not None:
-                mains.setdefault(p.pid, []).append(main)
-                main_names[p.pid] = next(
-                    (t.name for t in p.busiest_threads if t.tid == main_tid), ""
-                )
+        rows, main_rows, job_cores = _rows(s)
+        for key, cpu, name, child in rows:
+            if child is None or child not in gpu_pids:
+                helpers.setdefault(key, []).append(cpu)
+                names[key] = name
+        for pid, cpu, name in main_rows:
+            mains.setdefault(pid, []).append(cpu)
+            main_names[pid] = name
+        if s.host is not None:
+            cores.append(job_cores)
     # A helper seen in one tick only (a thread that just entered the busiest list) is noise.
     seen = {k: median(v) for k, v in helpers.items() if len(v) >= 2}
     busy = {k: v for k, v in seen.items() if v >= T.HELPER_ACTIVE_PCT}
     named = sorted({_loader_name(names[k]) for k in busy if _loader_name(names[k]) is not None})
     m = {pid: median(v) for pid, v in mains.items() if len(v) >= 2}
     cpu_count = host[-1].cpu_count if host else 0
-    job_cores = median([_job_cores(s) for s in snaps if s.host is not None])
+    job_cores = median(cores)
     return dict(
         cpu_count=cpu_count,
         host_cpu_median=median([h.cpu_pct for h in host]),

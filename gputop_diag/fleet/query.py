@@ -14,6 +14,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from operator import itemgetter
 
 from ..prometheus.client import Prometheus, PrometheusError, Series
 from ..prometheus.dcgm_fields import BY_NAME, CLOCK_REASONS_ALIASES, HOST_LABELS, XID_FIELD
@@ -94,6 +95,9 @@ def literal_regex(values) -> str:
     return '"' + alts.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+_VALUE = itemgetter(1)  # a range query's [time, "value"] pair: its value
+
+
 class NoFleetData(Exception):
     """Prometheus answers, but no GPU series match."""
 
@@ -133,7 +137,7 @@ class Grid:
         start, step, n = self.start, self.step, self.n
         if len(values) == n and abs(values[0][0] - start) < 1e-3 * step:
             # a series present at every point (most of them): no index arithmetic
-            texts = [v for _, v in values]
+            texts = list(map(_VALUE, values))
             if "NaN" not in texts:
                 return Column(entry["metric"], list(map(float, texts)))
             return Column(entry["metric"], [None if v == "NaN" else float(v) for v in texts])

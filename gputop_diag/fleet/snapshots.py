@@ -299,22 +299,34 @@ def _busiest(cols: dict[tuple[int, int, str], list], n: int, make) -> dict[int, 
     by_pid: dict[int, list[tuple[int, str, list]]] = defaultdict(list)
     for (pid, tid, name), col in cols.items():
         by_pid[pid].append((tid, name, col))
-    made: dict[tuple[int, str, float], object] = {}
     out: dict[int, list[tuple]] = {}
     for pid, items in by_pid.items():
+        values = [col for _, _, col in items]
+        infos = [_infos(tid, name, col, make) for tid, name, col in items]
         rows = []
-        for k in range(n):
-            row = []
-            for tid, name, col in items:
-                v = col[k]
-                if v is not None:
-                    info = made.get((tid, name, v))
-                    if info is None:
-                        info = made[(tid, name, v)] = make(tid, name, v)
-                    row.append((-(v or 0), info))
-            row.sort(key=_first)
-            rows.append(tuple(info for _, info in row))
+        # every column holds a value (or None) at each of the n points
+        points = zip(zip(*values, strict=True), zip(*infos, strict=True), strict=True)
+        for vals, made in points:
+            row = [pair for pair in zip(vals, made, strict=True) if pair[0] is not None]
+            # busiest first; a stable sort keeps the columns' order among equal figures
+            row.sort(key=_first, reverse=True)
+            rows.append(tuple([info for _, info in row]))
         out[pid] = rows
+    return out
+
+
+def _infos(tid: int, name: str, col: list, make) -> list:
+    """A thread's info at each point (None where it did not report): one object per figure."""
+    made: dict[float, object] = {}
+    out = []
+    for v in col:
+        if v is None:
+            out.append(None)
+            continue
+        info = made.get(v)
+        if info is None:
+            info = made[v] = make(tid, name, v)
+        out.append(info)
     return out
 
 
