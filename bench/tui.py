@@ -40,6 +40,18 @@ skeleton, drawn before the first tick, does not count), the steady CPU as a shar
 (the commands a program runs included), the peak RSS; then the ratios and the targets (CPU
 <= 0.8x nvitop's at ~100 processes, <= 1.0x at 2,000; RSS <= the bare app's + 20 MiB; first
 frame <= 1 s). `--before-venv` runs a second installed copy in the same interleave.
+
+    python bench/tui.py --headless 60 [--mock-nvml DIR] [--size 80x24] [--runs 3]
+                        [--before-path DIR]
+
+The live view's own cost per tick, without a terminal: the app runs headless (Textual's
+`run_test`, which lays out and renders every frame but writes no bytes) at its own defaults, on
+the mock library (`--mock-nvml`) or else the `compute-bound` demo, and after 5 ticks the next N
+are measured: CPU milliseconds per tick of the whole process, of which the sampling thread's
+tick (collect, judge, the view model), the main thread's (drawing, Textual) and the other
+threads' (the slow sources: `squeue`, the driver chain, the kernel log).
+`--before-path` runs another checkout of the package (say, a `git worktree` of the code before a
+change) in the same interleave. Less noisy than the tmux figures: no terminal, no pane.
 """
 
 from __future__ import annotations
@@ -431,6 +443,119 @@ def beside_nvitop(args: argparse.Namespace) -> int:
     return 0
 
 
+def headless_child(ticks: int, size: str, demo: bool) -> int:
+    """Inside the child process: run the app headless and print one line of figures."""
+    import asyncio
+    import threading
+
+    from gputop_diag.sources import Sources
+    from gputop_diag.tui.app import GpuTopApp
+
+    if demo:
+        from gputop_diag import sim
+
+        sources = sim.build("compute-bound", realtime=True)
+    else:
+        sources = Sources.real()
+    app = GpuTopApp(sources)
+    spent = {"tick": 0.0}
+    tick = app.feeder.tick
+
+    def timed():
+        t0 = time.thread_time()
+        try:
+            return tick()
+        finally:
+            spent["tick"] += time.thread_time() - t0
+
+    app.feeder.tick = timed
+    width, height = (int(x) for x in size.split("x"))
+    warm = 5
+
+    def by_thread() -> dict[str, float]:
+        """CPU seconds of each live thread, by its name (threads that ended are not listed)."""
+        hz = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for t in threading.enumerate():
+            try:
+                with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[t.name] = out.get(t.name, 0.0) + (int(fields[11]) + int(fields[12])) / hz
+        return out
+
+    async def run() -> tuple[float, float, float, dict]:
+        async with app.run_test(size=(width, height)):
+            while app.sampling.collector is None or app.sampling.collector.ticks < warm:
+                await asyncio.sleep(0.2)
+            c0, k0, w0, t0 = time.process_time(), spent["tick"], time.monotonic(), by_thread()
+            while app.sampling.collector.ticks < warm + ticks:
+                await asyncio.sleep(0.2)
+            c1, k1, w1, t1 = time.process_time(), spent["tick"], time.monotonic(), by_thread()
+            threads = {k: v - t0.get(k, 0.0) for k, v in t1.items()}
+            return c1 - c0, k1 - k0, w1 - w0, threads
+
+    cpu, tick_cpu, wall, threads = asyncio.run(run())
+    main = threads.get("MainThread", 0.0)
+    print(f"HEADLESS {cpu / ticks * 1000:.3f} {tick_cpu / ticks * 1000:.3f} "
+          f"{main / ticks * 1000:.3f} {wall:.1f}")  # fmt: skip
+    for name, v in sorted(threads.items(), key=lambda kv: -kv[1]):
+        print(f"  thread {name}: {v / ticks * 1000:.2f} ms/tick")
+    return 0
+
+
+def headless(args: argparse.Namespace) -> int:
+    """`--headless N`: CPU ms per tick of the live view run headless, `--runs` interleaved."""
+    env = dict(os.environ)
+    where = "the compute-bound demo"
+    if args.mock_nvml:
+        from startup import mock_environment
+
+        env.update(mock_environment(args.mock_nvml, args.mock_config))
+        where = f"NVIDIA's mock NVML ({env['LD_LIBRARY_PATH']})"
+    copies = {"this checkout": None}
+    if args.before_path:
+        copies["before"] = args.before_path
+    print(
+        f"headless live view on {where}, {args.size}, its default 1 s interval; {args.headless} "
+        f"ticks after 5, {args.runs} runs interleaved, medians; CPU ms per tick of the whole "
+        f"process; {os.cpu_count()} CPUs"
+    )
+    got: dict[str, list[tuple[float, float, float]]] = {k: [] for k in copies}
+    loads = [os.getloadavg()[0]]
+    for _ in range(args.runs):
+        for name, path in copies.items():
+            e = dict(env)
+            if path:
+                e["PYTHONPATH"] = path
+            argv = [sys.executable, os.path.abspath(__file__), "--headless-child",
+                    str(args.headless), "--size", args.size]  # fmt: skip
+            if not args.mock_nvml:
+                argv.append("--demo-child")
+            r = subprocess.run(argv, env=e, capture_output=True, text=True, check=False)
+            line = next((x for x in r.stdout.splitlines() if x.startswith("HEADLESS")), None)
+            if line is None:
+                print(f"  {name}: no figures\n{r.stderr[-2000:]}", file=sys.stderr)
+                continue
+            cpu, tick, main = (float(x) for x in line.split()[1:4])
+            got[name].append((cpu, tick, main))
+            loads.append(os.getloadavg()[0])
+    print(f"  load average {min(loads):.2f}-{max(loads):.2f} over the runs")
+    for name, rs in got.items():
+        if not rs:
+            continue
+        cpu = statistics.median(r[0] for r in rs)
+        tick = statistics.median(r[1] for r in rs)
+        main = statistics.median(r[2] for r in rs)
+        each = " ".join(f"{r[0]:.2f}" for r in rs)
+        print(
+            f"  {name:<14} {cpu:6.2f} ms/tick: sampling tick {tick:5.2f}, main thread (drawing, "
+            f"Textual) {main:5.2f}, other threads {cpu - tick - main:5.2f}   (each run: {each})"
+        )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -501,8 +626,24 @@ def main() -> int:
         help="with --mock-nvml: also run the gputop-diag installed here (say, the code before a "
         "change) in the same interleave",
     )
+    ap.add_argument(
+        "--headless",
+        type=int,
+        metavar="N",
+        help="CPU ms per tick of the live view run headless over N ticks (no tmux)",
+    )
+    ap.add_argument(
+        "--before-path",
+        help="with --headless: also run the package found under this directory (PYTHONPATH)",
+    )
     ap.add_argument("--serve-ranks", help=argparse.SUPPRESS)  # inside the pane: the live view
+    ap.add_argument("--headless-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--demo-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.headless_child:
+        return headless_child(args.headless_child, args.size, args.demo_child)
+    if args.headless:
+        return headless(args)
     if args.serve_ranks:
         return serve_ranks(args.serve_ranks, not args.no_children_files)
     if shutil.which("tmux") is None:

@@ -80,10 +80,14 @@ class MainScreen(Screen):
 
     def show(self, u: Update, view: View, sizing: Layout, interval: float) -> None:
         """The visible pane (unless the whole panel covers it) and the bottleneck panel."""
+        # the panes are the switcher's children: a query of the whole screen for them walked
+        # every widget of every pane each tick (half of the tick's drawing on the Memory pane)
+        switcher = self.query_one("#panes", ContentSwitcher)
+        current = switcher.current or "memory"
         if not sizing.pane_covered:
-            self.query_one(f"#{self.current}", Pane).show(u, view)
-        for pane in self.query(Pane):
-            if pane.id != self.current:
+            self.query_one(f"#{current}", Pane).show(u, view)
+        for pane in switcher.children:
+            if isinstance(pane, Pane) and pane.id != current:
                 pane.prepare(u)
         self.query_one(SidePanel).show(
             u.diagnosis,

@@ -73,8 +73,11 @@ class DiffCells:
     cuts: tuple[int, ...] = ()
     """Where widgets behind the line (a `CutGrid`) cut its row, in its own cells."""
 
+    _given: tuple = ()  # the runs last given to `set_runs`, and whether ASCII only
+
     def _set_cells(self, runs: Sequence[Run]) -> None:
         self._runs = _clean(runs)
+        self._given = ()
 
     @property
     def _cell_count(self) -> int:
@@ -91,7 +94,12 @@ class DiffCells:
         return inside_ascii(self)
 
     def set_runs(self, runs: Sequence[Run]) -> None:
-        if self.ascii_only:
+        ascii_only = self.ascii_only
+        given = (ascii_only, tuple(runs))
+        if given == self._given:  # the same runs as last time: nothing to clean or compare
+            return
+        self._given = given
+        if ascii_only:
             runs = [(to_ascii(text), comp) for text, comp in runs]
         runs = _clean(runs)
         if runs == self._runs:
