@@ -125,6 +125,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(200, {"status": "success", "data": {"resultType": "matrix",
                                                               "result": result}})  # fmt: skip
             return
+        m = re.fullmatch(r"last_over_time\((\{.*\})\[(\d+)s\]\)", q)
+        if m and self.path.endswith("/query"):  # a static figure's newest sample
+            at, w = float(form["time"][0]), float(m.group(2))
+            result = []
+            for s in self.server.select(m.group(1)):
+                got = [(t, v) for t, v in zip(s.times, s.values, strict=True) if at - w < t <= at]
+                if got:
+                    labels = {k: v for k, v in s.labels.items() if k != "__name__"}
+                    result.append({"metric": labels, "value": [at, repr(got[-1][1])]})
+            self._answer(200, {"status": "success", "data": {"resultType": "vector",
+                                                              "result": result}})  # fmt: skip
+            return
         m = re.fullmatch(r"max\(count_over_time\((\{.*\})\[(\d+)s\]\)\)", q)
         if m and self.path.endswith("/query"):
             at, w = float(form["time"][0]), float(m.group(2))

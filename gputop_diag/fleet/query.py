@@ -95,6 +95,9 @@ def literal_regex(values) -> str:
     return '"' + alts.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# Prometheus' lookback (`--query.lookback-delta`, 5 minutes unless its operator changed it):
+# how far before a step an instant selector finds a sample
+LOOKBACK_S = 300.0
 _VALUE = itemgetter(1)  # a range query's [time, "value"] pair: its value
 
 
@@ -238,15 +241,20 @@ def node_exporter_queries(r: str) -> dict[str, str]:
 def _queries(
     grid: Grid, match: str, instances=None, node_exporter: bool = True
 ) -> dict[str, tuple[str, str]]:
-    """key -> (kind, PromQL): "series" answers name themselves (__name__), "node" answers are
-    node-exporter figures by key. `instances`: only those exporters' series (a batch of
-    nodes); `node_exporter`: with node-exporter's figures (read once for the whole fleet)."""
+    """key -> (kind, PromQL): "series" answers name themselves (__name__), "last" ones are read
+    for their newest sample only (an instant query: the column holds it at its last point),
+    "node" answers are node-exporter figures by key. `instances`: only those exporters' series
+    (a batch of nodes); `node_exporter`: with node-exporter's figures (read once for the whole
+    fleet)."""
     inner = match.strip().strip("{}").strip()
     if instances is not None:
         inner = ", ".join(p for p in (inner, f"instance=~{literal_regex(instances)}") if p)
     jobs: dict[str, tuple[str, str]] = {}
     for name in READ_FIELDS:
-        jobs[name] = ("series", selector(name, inner))
+        # a static figure (the power limit, the top clock) is read for its last value only
+        # (`snapshots._static`): one sample a GPU, not one a step
+        kind = "last" if BY_NAME[name].target.startswith("static.") else "series"
+        jobs[name] = (kind, selector(name, inner))
     clock = "|".join(CLOCK_REASONS_ALIASES)
     jobs["clock_reasons"] = (
         "series",
@@ -283,11 +291,21 @@ def run_jobs(
         raw = prom.query_range_raw(promql, grid.start, grid.end, grid.step)
         return [grid.from_raw(e) for e in raw]
 
+    def last(name: str, sel: str) -> list[Column]:
+        # the newest sample a range query on the grid would show: in (start - lookback, end]
+        span = f"{int(math.ceil(grid.end - grid.start + LOOKBACK_S))}s"
+        answer = prom.query(f"last_over_time({sel}[{span}])", at=grid.end)
+        none = [None] * (grid.n - 1)
+        return [Column(labels | {"__name__": name}, [*none, v]) for labels, v in answer]
+
     columns: list[Column] = []
     node: dict[str, list[Column]] = {}
     errors: list[PrometheusError] = []
     with ThreadPoolExecutor(QUERY_THREADS) as pool:
-        futures = {key: (kind, pool.submit(one, q)) for key, (kind, q) in jobs.items()}
+        futures = {
+            key: (kind, pool.submit(last, key, q) if kind == "last" else pool.submit(one, q))
+            for key, (kind, q) in jobs.items()
+        }
         for key, (kind, fut) in futures.items():
             try:
                 answer = fut.result()
