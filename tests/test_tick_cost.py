@@ -146,3 +146,42 @@ def test_a_headless_monitors_first_tick_holds_the_slow_sources():
         assert [j.job_id for j in first.snapshot.scheduler_jobs]
     finally:
         monitor.close()
+
+
+def test_the_driver_chains_minutely_rescan_reads_statm_of_a_process_without_cuda_libraries():
+    """Once a minute the driver chain reads each process's maps again, unless the process had
+    no CUDA library and its virtual memory size (statm) is the same: with 2,000 idle processes
+    that is most of the scan's cost. A process that grew, or holds CUDA libraries (an upgrade
+    marks them deleted), is read again."""
+    from gputop_diag.collect.cuda_libs import ChainMemo, read_chain
+
+    src = sim.build("compute-bound")
+    maps: list[int] = []
+    sizes: dict[int, int] = {}
+    original = src.procfs.read_text
+
+    def read_text(path: str) -> str:
+        pid = int(path.split("/")[2]) if path.split("/")[2].isdigit() else 0
+        if path.endswith("/statm"):
+            return f"{sizes.get(pid, 1000)} 200 100 10 0 300 0\n"
+        if path.endswith("/maps"):
+            maps.append(pid)
+        return original(path)
+
+    src.procfs.read_text = read_text
+    memo = ChainMemo(rescan_s=60.0)
+    first = read_chain(src, memo=memo)
+    cuda = {p.pid for p in first.processes}
+    others = [pid for pid in dict.fromkeys(maps) if pid not in cuda]
+    assert cuda and others
+    sizes[others[0]] = 2000  # it mapped something since
+    del maps[:]
+    src.clock.sleep(61.0)
+    again = read_chain(src, memo=memo)
+    assert sorted(maps) == sorted(cuda | {others[0]})
+    assert [p.pid for p in again.processes] == [p.pid for p in first.processes]
+    assert (again.scanned, again.unreadable) == (first.scanned, first.unreadable)
+    del maps[:]
+    src.clock.sleep(11.0)
+    read_chain(src, memo=memo)
+    assert maps == []  # renewed: not due again for a minute

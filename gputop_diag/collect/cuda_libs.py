@@ -340,8 +340,12 @@ def scan_processes(
         alive.add(pid)
         if memo is not None:
             seen = memo.seen.get(pid)
+            if seen is not None and not 0 <= now - seen[0] < memo.rescan_s:
+                seen = _unchanged(sources, pid, seen, now)
+                if seen is not None:
+                    memo.seen[pid] = seen
             if seen is not None and 0 <= now - seen[0] < memo.rescan_s:
-                _, state, found = seen
+                _, state, found, _ = seen
                 if state == "unreadable":
                     scan.unreadable += 1
                     continue
@@ -349,9 +353,10 @@ def scan_processes(
                 if found is not None:
                     scan.processes.append(found)
                 continue
+        size = _vm_size(sources, pid) if memo is not None else None  # before its maps
         state, found = _read_process(sources, pid, cache)
         if memo is not None and state != "gone":
-            memo.seen[pid] = (now, state, found)
+            memo.seen[pid] = (now, state, found, size)
         if state == "unreadable":
             scan.unreadable += 1
         elif state == "read":
@@ -362,6 +367,27 @@ def scan_processes(
         for pid in list(memo.seen):
             if pid not in alive:
                 del memo.seen[pid]
+
+
+def _vm_size(sources: Sources, pid: int) -> str | None:
+    """The process's virtual memory size, /proc/<pid>/statm's first field (proc(5)); None
+    where it cannot be read."""
+    try:
+        return sources.procfs.read_text(f"/proc/{pid}/statm").split(" ", 1)[0] or None
+    except (OSError, ValueError):
+        return None
+
+
+def _unchanged(sources: Sources, pid: int, seen: tuple, now: float) -> tuple | None:
+    """A process read without a CUDA library, due to be read again: `seen` renewed at `now`
+    when its virtual memory size is the one it had then (mapping a library grows it, so its
+    maps cannot hold a new one; statm is a fraction of the cost of its maps, which a process
+    with hundreds of libraries has by the hundred KB); else None (its maps are read again).
+    A process with CUDA libraries is always read again: an upgrade marks them deleted."""
+    _, state, found, size = seen
+    if state != "read" or found is not None or size is None:
+        return None
+    return (now, state, found, size) if _vm_size(sources, pid) == size else None
 
 
 def unreadable_why(euid: int | None) -> str:
@@ -418,10 +444,12 @@ def _read_process(sources: Sources, pid: int, cache: _SiteCache):
 class ChainMemo:
     """What the last scans found per pid, for a reader that scans again every few seconds (the
     Monitor): each process's maps are read when it is new, then every `rescan_s` (a framework
-    loads its CUDA libraries after the process starts; an upgrade marks them deleted)."""
+    loads its CUDA libraries after the process starts; an upgrade marks them deleted), or,
+    for a process without any, only its statm while its virtual memory size stays the same."""
 
     rescan_s: float = 60.0
-    seen: dict[int, tuple] = field(default_factory=dict)  # pid -> (when, state, FoundProcess)
+    # pid -> (when, state, FoundProcess, virtual memory size when its maps were read)
+    seen: dict[int, tuple] = field(default_factory=dict)
     # (path, size, mtime) -> a libtorch_cuda.so's architectures, read once per file version
     archs: dict[tuple, FatbinArchs] = field(default_factory=dict)
 
