@@ -156,6 +156,12 @@ def test_the_driver_chains_minutely_rescan_reads_statm_of_a_process_without_cuda
     from gputop_diag.collect.cuda_libs import ChainMemo, read_chain
 
     src = sim.build("compute-bound")
+    m = src.sim
+    for pid in range(700000, 700005):  # idle processes without a CUDA library
+        m.procs[pid] = SimProc(
+            pid, 1, "carol", "sleep", ("sleep", "600"), "host",
+            create_time=m.boot_time + 60, cpu_fixed=0.0, threads=[SimThread(pid, "sleep", "other")],
+        )  # fmt: skip
     maps: list[int] = []
     sizes: dict[int, int] = {}
     original = src.procfs.read_text
@@ -166,6 +172,8 @@ def test_the_driver_chains_minutely_rescan_reads_statm_of_a_process_without_cuda
             return f"{sizes.get(pid, 1000)} 200 100 10 0 300 0\n"
         if path.endswith("/maps"):
             maps.append(pid)
+            if pid >= 700000:  # the idle ones: libc only
+                return "7f3a00000000-7f3a00200000 r-xp 00000000 103:02 9000 /usr/lib/libc.so.6\n"
         return original(path)
 
     src.procfs.read_text = read_text
@@ -173,7 +181,7 @@ def test_the_driver_chains_minutely_rescan_reads_statm_of_a_process_without_cuda
     first = read_chain(src, memo=memo)
     cuda = {p.pid for p in first.processes}
     others = [pid for pid in dict.fromkeys(maps) if pid not in cuda]
-    assert cuda and others
+    assert cuda and len(others) >= 5
     sizes[others[0]] = 2000  # it mapped something since
     del maps[:]
     src.clock.sleep(61.0)
