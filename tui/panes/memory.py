@@ -238,6 +238,7 @@ class MemoryPane(Pane):
         self.model_config: ModelConfig | None = None
         self._plan: JobPlan | None = None
         self._plan_key: tuple | None = None
+        self._drawn: dict[str, tuple] = {}  # what each bar was last given: not given again
 
     def settle(self) -> None:
         self._holds.forget()
@@ -262,6 +263,7 @@ class MemoryPane(Pane):
             box = self.query_one("#mem-bars", Vertical)
             box.remove_children()
             self._bars = {k: MemoryBar(id=k) for k in keys}
+            self._drawn = {}
             box.mount(*self._bars.values())
         return self._bars
 
@@ -312,25 +314,26 @@ class MemoryPane(Pane):
             label = f"{mark}GPU{g.index:<2} "
             bar = bars[f"mem-gpu{g.index}"]
             bar.set_class(g.lost, "-lost")
+            key = f"mem-gpu{g.index}"
             if g.lost:
-                bar.show_message(label, "LOST: no memory figures", alarm=True)
+                self._draw(key, label, "LOST: no memory figures", alarm=True)
             elif g.index not in figs:
-                bar.show_message(label, "memory: n/a")
+                self._draw(key, label, "memory: n/a")
             else:
                 # `used` leaves the driver's reserve out (NVML v2); under v1 it holds it
                 reserved = g.mem_reserved_bytes or 0
                 used = g.mem_used_bytes or 0
                 text, flag = figs[g.index]
-                bar.show(
-                    label, used, reserved, g.mem_total_bytes, bar_width, text, flag=flag,
+                self._draw(
+                    key, label, used, reserved, g.mem_total_bytes, bar_width, text, flag=flag,
                     plain=view.plain,
                 )  # fmt: skip
             for m in g.mig_instances:
                 mt, mu = m.memory_total_bytes or 0, m.memory_used_bytes or 0
                 profile = (m.name or "").split()[-1] if m.name else ""
-                bars[f"mem-gpu{g.index}-mig{m.mig_index}"].show(
-                    f" MIG{m.mig_index:<2} ", mu, 0, mt, bar_width,
-                    f"{gib(mu):>5}/{gib(mt)} GiB  {profile}", plain=view.plain,
+                self._draw(
+                    f"mem-gpu{g.index}-mig{m.mig_index}", f" MIG{m.mig_index:<2} ", mu, 0, mt,
+                    bar_width, f"{gib(mu):>5}/{gib(mt)} GiB  {profile}", plain=view.plain,
                 )  # fmt: skip
         legend = self.query_one("#mem-legend", DiffLine)
         legend.display = not view.short
@@ -357,6 +360,20 @@ class MemoryPane(Pane):
             host.set_text(host_text(shown, width, view.plain))
         self._show_plan(u.sampled or snap, view, width)
         self._show_processes(snap, view, width)
+
+    def _draw(self, key: str, label: str, *args, **kw) -> None:
+        """Bar `key` with a message (`label`, a message) or its figures (`label`, used,
+        reserved, total, width, text): given again only when they changed (a bar's runs are
+        worked out from them, most ticks the same)."""
+        given = (label, args, tuple(sorted(kw.items())))
+        if self._drawn.get(key) == given:
+            return
+        self._drawn[key] = given
+        bar = self._bars[key]
+        if len(args) == 1:
+            bar.show_message(label, *args, **kw)
+        else:
+            bar.show(label, *args, **kw)
 
     def _show_plan(self, snap: Snapshot, view: View, width: int) -> None:
         """The planner's prediction for the job on the selected GPU beside what it holds."""
