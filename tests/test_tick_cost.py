@@ -148,6 +148,37 @@ def test_a_headless_monitors_first_tick_holds_the_slow_sources():
         monitor.close()
 
 
+def test_a_headless_run_that_ticks_on_waits_for_no_slow_command_after_its_first(monkeypatch):
+    """`watch --no-tui` and the exporter (`threaded_slow`): the first tick holds Slurm's answer
+    as every headless command's does; the reads after it run in their thread, so a `squeue`
+    that hangs stops no tick (status lines, scrapes), and the ticks carry the last answer."""
+    from gputop_diag.monitor import core
+
+    monkeypatch.setattr(core, "SLOW_SOURCES_EVERY_S", 0.0)  # a read due at every tick
+    sources, gate = _held_squeue("scheduler-wait")
+    gate.set()
+    monitor = Monitor(sources, threaded_slow=True)
+    try:
+        first = monitor.tick()
+        assert first.snapshot.slow_sources_at == first.snapshot.timestamp
+        jobs = [j.job_id for j in first.snapshot.scheduler_jobs]
+        assert jobs  # the scenario's pending job
+        gate.clear()  # from now on squeue hangs (up to 10 s)
+        t0 = time.monotonic()
+        later = [monitor.tick() for _ in range(3)]
+        assert time.monotonic() - t0 < 5.0
+        for t in later:  # the first read's answer, carried
+            assert [j.job_id for j in t.snapshot.scheduler_jobs] == jobs
+            assert t.snapshot.slow_sources_at == first.snapshot.timestamp
+        assert monitor._slow_read.running
+        gate.set()
+        assert monitor._slow_read.join(10.0)
+        assert monitor.tick().snapshot.slow_sources_at > first.snapshot.timestamp
+    finally:
+        gate.set()
+        monitor.close()
+
+
 def test_the_driver_chains_minutely_rescan_reads_statm_of_a_process_without_cuda_libraries():
     """Once a minute the driver chain reads each process's maps again, unless the process had
     no CUDA library and its virtual memory size (statm) is the same: with 2,000 idle processes

@@ -125,7 +125,7 @@ def run(args: argparse.Namespace, feed: Sources) -> int:
     if problem is not None:
         say(problem)
         return EXIT_USAGE
-    monitor = Monitor(feed, interval=args.interval)
+    monitor = Monitor(feed, interval=args.interval, threaded_slow=True)
     stack = contextlib.ExitStack()  # the stop signals, once the server may be scraped
     try:
         tick = monitor.tick()

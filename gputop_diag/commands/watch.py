@@ -373,7 +373,7 @@ def headless(
         if note is not None:
             say(note)
         args.seconds = seconds
-    monitor = Monitor(feed, interval=args.interval, job=watch, plan=plan)
+    monitor = Monitor(feed, interval=args.interval, job=watch, plan=plan, threaded_slow=True)
     model = plan.shape if plan is not None else None
     sanitize = getattr(args, "sanitize", False)
     # under --sanitize one key for what this command prints: the status lines and the summary

@@ -112,6 +112,9 @@ class Monitor:
     thread of their own (`monitor/slow.py`): `squeue` against a controller that does not answer
     holds its 5 s timeout, and no tick, the first included, waits for it; each tick attaches
     the latest answers, and the kernel log's new Xid lines join the first tick after their read.
+    `threaded_slow`: so does a headless run that ticks on (`watch --no-tui`, the exporter),
+    whose status lines and scrapes must not stop for a hung `squeue`, after its first read,
+    which its first tick holds as every headless command's does (default: `live`).
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class Monitor:
         tick_s: float = 1.0,
         live: bool = False,
         plan: ReadConfig | None = None,
+        threaded_slow: bool | None = None,
     ) -> None:
         self.tick_s = tick_s
         self.plan = plan
@@ -151,7 +155,9 @@ class Monitor:
         self._klog = KernelLogWatch(self.sources) if self.slow_sources else None
         # a live view on a wall clock: the slow sources in their own thread (class docstring)
         realtime = getattr(getattr(sources, "clock", None), "realtime", False)
-        self._slow_read = SlowRead() if self.slow_sources and live and realtime else None
+        threaded = live if threaded_slow is None else threaded_slow
+        self._live = live  # the first read in the thread too (else in the first tick)
+        self._slow_read = SlowRead() if self.slow_sources and threaded and realtime else None
         self._slow_fresh = False  # this tick brings the slow sources' new answers
         self._klog_found: tuple = ()  # the kernel log's health findings, last computed
         # node and job health, every HEALTH_EVERY_S (its static parts every 5 min)
@@ -266,7 +272,7 @@ class Monitor:
         self._slow_fresh = False
         if not self.slow_sources:
             return snap
-        if self._slow_read is not None:
+        if self._slow_read is not None and (self._live or self._slow_at is not None):
             return self._attach_read(snap)
         at = self._slow_at
         if at is None or not 0 <= snap.timestamp - at < SLOW_SOURCES_EVERY_S:
@@ -275,6 +281,8 @@ class Monitor:
             kernel_xids = self._read_slow(snap, self._run_xids())
             if kernel_xids:
                 snap = dataclasses.replace(snap, xid_events=snap.xid_events + kernel_xids)
+            if self._slow_read is not None:  # the ticks after it carry it until a read ends
+                self._slow_read.seed(self._published(snap, ())[1])
         return dataclasses.replace(
             snap,
             scheduler_jobs=self._jobs,

@@ -42,6 +42,11 @@ class SlowRead:
         self._thread = threading.Thread(target=run, name="slow-sources", daemon=True)
         self._thread.start()
 
+    def seed(self, fields: dict) -> None:
+        """The fields of a read made outside the thread (a headless run's first, in its tick)."""
+        with self._lock:
+            self.published = fields
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait at most `timeout` for the read in flight: True when none runs."""
         t = self._thread
