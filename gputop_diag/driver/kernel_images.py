@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 CC = tuple[int, int]
 _ARCH = re.compile(r"(sm|compute)_(\d+)(\d)([af]?)")
@@ -52,6 +53,7 @@ class KernelImages:
         return None
 
 
+@lru_cache(maxsize=1024)  # the same few names, judged at every tick of a live view
 def parse_arch(arch: str) -> tuple[str, CC, str] | None:
     """("sm" or "compute", (major, minor), "" or "a" or "f") of "sm_86", "compute_90",
     "sm_90a", "sm_100f"; None for anything else."""

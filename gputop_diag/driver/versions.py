@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .wording import ERR_PTX
 
@@ -67,6 +68,7 @@ TOOLKIT_MIN_DRIVER: tuple[tuple[str, str], ...] = (
 MVC_FLOOR = {11: "450.80.02", 12: "525.60.13", 13: "580"}
 
 
+@lru_cache(maxsize=1024)  # the same few versions, judged at every tick of a live view
 def version_tuple(v: str | None) -> tuple[int, ...] | None:
     """ "570.124.06" -> (570, 124, 6); None when not a version."""
     if not v:
