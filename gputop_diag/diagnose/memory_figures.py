@@ -4,6 +4,7 @@ growth towards full."""
 from __future__ import annotations
 
 import statistics
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -58,12 +59,9 @@ def memory_figures(last: Snapshot, window: Sequence[Snapshot]) -> dict:
     growing: list[int] = []
     if len(window) >= T.MIN_SAMPLES:
         times = [s.timestamp for s in window]
+        used = [_used_mib(s) for s in window]
         for g in live:
-            vals = []
-            for s in window:
-                x = s.gpu(g.index)
-                ok = x is not None and not x.lost and x.mem_used_bytes is not None
-                vals.append(x.mem_used_bytes / MIB if ok else None)
+            vals = [u.get(g.index) for u in used]
             slope = slope_per_s(times, vals) if _steady_rise(vals) else None
             if slope is not None and slope * 60.0 >= T.GROWTH_MIB_PER_MIN:
                 growing.append(g.index)
@@ -85,6 +83,32 @@ def memory_figures(last: Snapshot, window: Sequence[Snapshot]) -> dict:
         minutes_to_full=to_full,
         growing_gpus=tuple(growing),
     )
+
+
+# (id, snapshot, its GPUs' used MiB): a window slides one snapshot a tick, so each snapshot's
+# figures are read once, not at every tick it stays in the window. Bounded, oldest first; a
+# snapshot is frozen, so its figures never change.
+_USED: OrderedDict[int, tuple[Snapshot, dict[int, float | None]]] = OrderedDict()
+USED_MAX = 1024
+
+
+def _used_mib(s: Snapshot) -> dict[int, float | None]:
+    """Each GPU's used memory in MiB (None where lost or not read), by index."""
+    got = _USED.get(id(s))
+    if got is not None and got[0] is s:
+        return got[1]
+    used: dict[int, float | None] = {}
+    for x in s.gpus:
+        if x.index not in used:  # the first of an index, as Snapshot.gpu() finds it
+            ok = not x.lost and x.mem_used_bytes is not None
+            used[x.index] = x.mem_used_bytes / MIB if ok else None
+    while len(_USED) >= USED_MAX:
+        try:
+            _USED.popitem(last=False)
+        except KeyError:  # another thread emptied it first
+            break
+    _USED[id(s)] = (s, used)
+    return used
 
 
 def _steady_rise(vals: Sequence[float | None]) -> bool:
