@@ -425,3 +425,25 @@ def test_a_chain_read_before_the_driver_changed_is_not_judged():
     )
     assert current_chain(other) is None and facts_from_snapshot(other) is None
     assert driver_chain_alerts(other) == ()
+
+
+def test_the_chain_judged_once_is_judged_again_when_what_it_reads_changes():
+    """A live view's ticks carry one chain for seconds: its alerts are remembered between them,
+    and judged again when anything the judgement reads differs (another chain, another
+    driver answering, another GPU)."""
+    _, broken = _snap("driver-mismatch")
+    [a] = driver_chain_alerts(broken)
+    later = dataclasses.replace(broken, timestamp=broken.timestamp + 1.0)
+    assert driver_chain_alerts(later) == (a,)  # the same chain a tick later
+    moved = dataclasses.replace(
+        broken, system=dataclasses.replace(broken.system, driver_version="999.1.2")
+    )
+    assert driver_chain_alerts(moved) == ()  # a chain read before the driver changed
+    _, fine = _snap("compute-bound")
+    assert driver_chain_alerts(fine) == ()
+    fine_gpus = tuple(
+        dataclasses.replace(g, static=dataclasses.replace(g.static, compute_capability=(7, 0)))
+        for g in fine.gpus
+    )
+    assert driver_chain_alerts(dataclasses.replace(broken, gpus=fine_gpus)) != ()
+    assert driver_chain_alerts(broken) == (a,)

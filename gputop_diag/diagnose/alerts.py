@@ -308,6 +308,27 @@ def driver_chain_alerts(snap) -> tuple[Alert, ...]:
     NVSwitch systems a fabric manager that is stopped, not the driver's version or has not
     registered the GPUs (from the health findings the snapshot carries: CUDA error 802); each
     with the error text the user sees and the next step."""
+    chain, health = snap.driver_chain, getattr(snap, "health", None)
+    key = (
+        snap.system,
+        snap.nvml_available,
+        tuple((e.code, e.gpu_index) for e in snap.errors if e.source == "nvml"),
+        tuple((p.pid, p.arch_list) for p in snap.probes or () if p.arch_list),
+        tuple((g.static.name, g.static.compute_capability) for g in snap.gpus),
+    )
+    memo = _CHAIN_MEMO
+    if memo is not None and memo[0] is chain and memo[1] is health and memo[2] == key:
+        return memo[3]  # the chain is read every few seconds; a tick judges it again for nothing
+    out = _chain_alerts(snap)
+    globals()["_CHAIN_MEMO"] = (chain, health, key, out)
+    return out
+
+
+# (the chain, the health report, the rest the judgement reads, its alerts): the last judged
+_CHAIN_MEMO: tuple | None = None
+
+
+def _chain_alerts(snap) -> tuple[Alert, ...]:
     facts = facts_from_snapshot(snap)
     if facts is None:
         return ()
