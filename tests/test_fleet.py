@@ -135,6 +135,8 @@ def test_usage_errors_are_exit_2(capsys):
         ("--step", "10m", "--window", "5m"),
         ("--at", "yesterday"),
         ("--timeout", "0"),
+        ("--workers", "0"),
+        ("--workers", "two"),
     ):
         code, err = main_in_process(capsys, "fleet", "--prometheus", "http://127.0.0.1:9", *args)
         assert code == 2, (args, err)
