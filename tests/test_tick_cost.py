@@ -224,3 +224,25 @@ def test_the_driver_chains_minutely_rescan_reads_statm_of_a_process_without_cuda
     src.clock.sleep(11.0)
     read_chain(src, memo=memo)
     assert maps == []  # renewed: not due again for a minute
+
+
+def test_the_mapping_is_made_again_only_when_what_it_reads_changed():
+    """The Mapping pane's content is the last tick's while the GPUs, their processes, the host
+    and this shell's environment are the same; a changed CUDA_VISIBLE_DEVICES makes it anew."""
+    from gputop_diag.collect.mapping import collect_mapping
+    from gputop_diag.monitor.view import Feeder, mapping_view
+
+    src = sim.build("idle", noise=0)
+    feeder = Feeder(Monitor(src), find_configs=False)
+    first = feeder.tick()
+    src.clock.sleep(1.0)
+    second = feeder.tick()
+    assert second.snapshot.timestamp > first.snapshot.timestamp
+    assert second.mapping is first.mapping
+    fresh = mapping_view(collect_mapping(second.snapshot, None, dict(src.environ)))
+    assert second.mapping == fresh
+    src.environ["CUDA_VISIBLE_DEVICES"] = "1"
+    src.clock.sleep(1.0)
+    third = feeder.tick()
+    assert third.mapping is not second.mapping and third.mapping.cvd == "1"
+    assert third.mapping == mapping_view(collect_mapping(third.snapshot, None, dict(src.environ)))

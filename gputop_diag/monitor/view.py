@@ -114,6 +114,7 @@ class Feeder:
         self._xids: tuple[tuple[XidEvent, ...], tuple[XidEvent, ...]] = ((), ())
         sources = monitor.sources
         self._finder = ConfigFinder(sources) if find_configs and sources is not None else None
+        self._mapped: tuple[tuple, MappingView] | None = None  # what the last mapping read
         if sanitizer is not None and sources is not None:
             sanitizer.seed_machine(read_machine_names(sources))  # the machine's names, this shell
 
@@ -199,13 +200,27 @@ class Feeder:
         return out
 
     def _mapping(self, snap: Snapshot) -> MappingView:
+        """The Mapping pane's content: made again only when what it is made of changed (the
+        GPUs' identities and MIG instances, the GPU processes and what was read of them, the
+        host's name, this shell's environment); most ticks it is the last tick's."""
         sources = self.monitor.sources  # this shell's environment, as the sources hold it now
         environ = dict(sources.environ) if sources is not None else {}
+        read = (
+            tuple((g.index, g.static, g.lost, g.mig_instances) for g in snap.gpus),
+            snap.gpu_processes,
+            snap.processes,
+            snap.system.hostname,
+            environ,
+        )
+        if self._mapped is not None and self._mapped[0] == read:
+            return self._mapped[1]
         try:
             m = collect_mapping(snap, None, environ)
         except Exception as e:  # noqa: BLE001 - said in the pane; the other panes go on
             return MappingView((), {}, "", "", (), (), failure=f"{type(e).__name__}: {e}")
-        return mapping_view(m, self.sanitizer)
+        view = mapping_view(m, self.sanitizer)
+        self._mapped = (read, view)
+        return view
 
 
 def mapping_view(m: DeviceMapping, sanitizer: Sanitizer | None = None) -> MappingView:
