@@ -246,3 +246,36 @@ def test_the_mapping_is_made_again_only_when_what_it_reads_changed():
     third = feeder.tick()
     assert third.mapping is not second.mapping and third.mapping.cvd == "1"
     assert third.mapping == mapping_view(collect_mapping(third.snapshot, None, dict(src.environ)))
+
+
+def test_a_slurm_controller_out_of_reach_is_asked_once_a_minute_not_every_10_s():
+    """`squeue` that runs into its timeout (a controller out of reach: each ask holds a process
+    for 5 s) is run again a minute later; once it answers, every 10 s again."""
+    import subprocess
+
+    from gputop_diag.monitor.core import SLOW_SOURCES_EVERY_S, SQUEUE_RETRY_S
+
+    src = sim.build("scheduler-wait")
+    asked: list[float] = []
+    down = [True]
+    inner = src.run_command
+
+    def run_command(argv, timeout):
+        if argv[0] == "squeue":
+            asked.append(src.clock.now())
+            if down[0]:
+                raise subprocess.TimeoutExpired(argv, timeout)
+        return inner(argv, timeout)
+
+    src.run_command = run_command
+    m = Monitor(src, interval=1.0)
+    t0 = src.clock.now()
+    m.run_for(130)
+    assert [round(t - t0) for t in asked] == [0, 60, 120]
+    assert m.last.snapshot.scheduler_jobs == ()
+    down[0] = False
+    del asked[:]
+    m.run_for(SQUEUE_RETRY_S + 30)
+    gaps = [round(b - a) for a, b in zip(asked, asked[1:], strict=False)]
+    assert asked and set(gaps) == {SLOW_SOURCES_EVERY_S}
+    assert [j.job_id for j in m.last.snapshot.scheduler_jobs]  # the scenario's pending job

@@ -28,6 +28,7 @@ No Textual here: each Tick becomes what the live view shows in `monitor/view.py`
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -71,6 +72,9 @@ if TYPE_CHECKING:
 WINDOW_S = 60.0  # what classify() reads: the last minute
 # squeue is a round trip to the controller and journalctl reads the journal: every 10 s.
 SLOW_SOURCES_EVERY_S = 10.0
+# A Slurm controller that let `squeue` run into its timeout (out of reach) is asked again after
+# this, not every SLOW_SOURCES_EVERY_S: each ask held a process for the whole timeout (5 s).
+SQUEUE_RETRY_S = 60.0
 HISTORY_S = 600.0  # what the history keeps (the views draw from it)
 MAX_XID_EVENTS = 500  # the Xid events of this run the triage keeps (the newest)
 
@@ -148,6 +152,7 @@ class Monitor:
         self._series = SeriesCutter()  # the live view's histories, carried tick to tick
         self._slow_at: float | None = None
         self._jobs: tuple[SchedulerEvidence, ...] | None = None
+        self._squeue_timed_out_at: float | None = None  # when squeue last ran out of time
         self._chain: DriverChain | None = None
         self._chain_memo = ChainMemo()  # each process's maps: when new, then once a minute
         self._ooms: tuple[OomKill, ...] | None = None
@@ -296,12 +301,32 @@ class Monitor:
         """Ask Slurm, read the driver chain and the kernel log: their answers replace the last
         ones; the kernel log's Xid lines that are new are returned."""
         if self.job is not None and self.job.slurm_id is not None:
-            query = self.job.scheduler_evidence  # the watched job, whoever's it is
+            # the watched job, whoever's it is
+            self._jobs = self._ask("slurm", self.job.scheduler_evidence, self._jobs)
         else:
-            query = lambda: collect_scheduler_evidence(self.sources)  # noqa: E731
-        self._jobs = self._ask("slurm", query, self._jobs)
+            self._ask_squeue(snap.timestamp)
         self._chain = self._driver_chain()
         return self._kernel_log(snap, run_xids)
+
+    def _ask_squeue(self, now: float) -> None:
+        """This user's Slurm jobs; a controller that let the last `squeue` time out is asked
+        again only `SQUEUE_RETRY_S` later (its last answer stands until then)."""
+        at = self._squeue_timed_out_at
+        if at is not None and 0 <= now - at < SQUEUE_RETRY_S:
+            return
+        timed_out = []
+
+        def run(argv, timeout):
+            try:
+                return self.sources.run_command(argv, timeout)
+            except subprocess.TimeoutExpired:
+                timed_out.append(argv[0])
+                raise
+
+        sources = dataclasses.replace(self.sources, run_command=run)
+        query = lambda: collect_scheduler_evidence(sources)  # noqa: E731
+        self._jobs = self._ask("slurm", query, self._jobs)
+        self._squeue_timed_out_at = now if timed_out else None
 
     def _attach_read(self, snap: Snapshot) -> Snapshot:
         """The live view's ticks: start a read of the slow sources in its thread when one is
