@@ -95,7 +95,8 @@ class DiffCells:
 
     def set_runs(self, runs: Sequence[Run]) -> None:
         ascii_only = self.ascii_only
-        given = (ascii_only, tuple(runs))
+        runs = tuple(runs)
+        given = (ascii_only, runs)
         if given == self._given:  # the same runs as last time: nothing to clean or compare
             return
         self._given = given
