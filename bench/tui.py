@@ -50,8 +50,9 @@ the mock library (`--mock-nvml`) or else the `compute-bound` demo, and after 5 t
 are measured: CPU milliseconds per tick of the whole process, of which the sampling thread's
 tick (collect, judge, the view model), the main thread's (drawing, Textual) and the other
 threads' (the slow sources: `squeue`, the driver chain, the kernel log).
-`--before-path` runs another checkout of the package (say, a `git worktree` of the code before a
-change) in the same interleave. Less noisy than the tmux figures: no terminal, no pane.
+`--before-path` (repeatable) runs another checkout of the package (say, a `git worktree` of the
+code before a change) in the same interleave. Less noisy than the tmux figures: no terminal, no
+pane.
 """
 
 from __future__ import annotations
@@ -514,9 +515,9 @@ def headless(args: argparse.Namespace) -> int:
 
         env.update(mock_environment(args.mock_nvml, args.mock_config))
         where = f"NVIDIA's mock NVML ({env['LD_LIBRARY_PATH']})"
-    copies = {"this checkout": None}
-    if args.before_path:
-        copies["before"] = args.before_path
+    copies: dict[str, str | None] = {"this checkout": None}
+    for path in args.before_path or ():
+        copies[os.path.basename(path.rstrip("/")) or path] = path
     print(
         f"headless live view on {where}, {args.size}, its default 1 s interval; {args.headless} "
         f"ticks after 5, {args.runs} runs interleaved, medians; CPU ms per tick of the whole "
@@ -634,7 +635,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--before-path",
-        help="with --headless: also run the package found under this directory (PYTHONPATH)",
+        action="append",
+        help="with --headless: also run the package found under this directory (PYTHONPATH); "
+        "repeat for several",
     )
     ap.add_argument("--serve-ranks", help=argparse.SUPPRESS)  # inside the pane: the live view
     ap.add_argument("--headless-child", type=int, help=argparse.SUPPRESS)
