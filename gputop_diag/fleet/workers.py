@@ -93,8 +93,10 @@ def judge_batch(context: BatchContext, instances: list[str]) -> tuple[list[NodeV
     return judge_nodes(data, drop=True), queries
 
 
-def send(out: IO[bytes], obj: Any) -> None:
-    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+def send(out: IO[bytes], obj: Any, body: bytes | None = None) -> None:
+    """One frame: `obj` pickled (or `body`, pickled already)."""
+    if body is None:
+        body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     out.write(_HEADER.pack(len(body)) + body)
     out.flush()
 
@@ -137,7 +139,12 @@ class WorkerFailed(Exception):
 
 
 class _Worker:
-    def __init__(self, context: BatchContext) -> None:
+    """A worker process, started at once; its context (`body`, pickled once for all of them)
+    is sent by the first `ask`, from the thread that feeds it, so that starting the workers
+    never waits for one to have imported the judge and read its pipe."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
         self.stderr = tempfile.TemporaryFile()
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])  # where `gputop_diag` is importable
@@ -151,7 +158,6 @@ class _Worker:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.inp, self.out = self.proc.stdout, self.proc.stdin
-        send(self.out, context)
 
     def why(self) -> str:
         """The last line the worker wrote to stderr, where it wrote one."""
@@ -168,9 +174,11 @@ class _Worker:
             return "its pipe closed"
 
     def ask(self, instances: list[str] | None) -> Any:
-        """Send a batch (None: only wait for "ready") and wait for its answer."""
+        """Send a batch (None: the context, answered "ready") and wait for its answer."""
         try:
-            if instances is not None:
+            if instances is None:
+                send(self.out, None, self.body)
+            else:
                 send(self.out, instances)
             return receive(self.inp)
         except (EOFError, OSError, pickle.UnpicklingError) as e:
@@ -205,9 +213,10 @@ class Workers:
         if self.count < 2:
             return
         try:
+            body = pickle.dumps(self.context, protocol=pickle.HIGHEST_PROTOCOL)
             for _ in range(self.count):
-                self.workers.append(_Worker(self.context))
-        except (OSError, ValueError, pickle.PicklingError) as e:
+                self.workers.append(_Worker(body))
+        except (OSError, ValueError, TypeError, pickle.PicklingError) as e:
             self.failed = f"worker processes could not start ({e}); the nodes judged here"
             self.close()
 
