@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import pickle
 import sys
+import time
 
 import pytest
 
+from gputop_diag.diagnose import host_figures, memory_figures
 from gputop_diag.fleet import workers
 from gputop_diag.fleet.judge import to_fleet_json
 from gputop_diag.fleet.query import Grid
@@ -43,6 +45,42 @@ sys.exit(137)
 """
 
 
+# a worker whose error pickles but does not unpickle in the parent (unpickling it calls
+# int("not a number"), as an exception class whose __init__ takes other arguments would fail)
+ANSWERS_AN_ERROR_THAT_DOES_NOT_TRAVEL = """
+import sys
+from gputop_diag.fleet.workers import receive, send
+class Odd(Exception):
+    def __reduce__(self):
+        return (int, ("not a number",))
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+receive(inp)
+send(out, "ready")
+while True:
+    receive(inp)
+    send(out, ("error", Odd()))
+"""
+# a worker that writes to its stdout before its first frame (a noisy start-up hook)
+TALKS_ON_ITS_STDOUT = """
+import sys
+sys.stdout.write("Hello from a start-up hook\\n"); sys.stdout.flush()
+from gputop_diag.fleet.workers import main
+main()
+"""
+# a worker that answers every batch but the exporter "c:9400"'s, on which it hangs
+HANGS_ON_ONE_BATCH = """
+import sys, time
+from gputop_diag.fleet.workers import receive, send
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+receive(inp)
+send(out, "ready")
+while True:
+    if receive(inp) == ["c:9400"]:
+        time.sleep(120)
+    send(out, ("ok", [], 0))
+"""
+
+
 def _judged(prom, end, count: int, **kw) -> dict:
     fv = stream_fleet(prom, window_s=WINDOW, at=end, triage=False, batch_nodes=2, workers=count)
     return to_fleet_json(fv, prometheus=None, match=None, group_by="hpc_job") | kw
@@ -51,6 +89,8 @@ def _judged(prom, end, count: int, **kw) -> dict:
 def test_workers_judge_every_node_as_one_process_does(prometheus):
     prom, end = prometheus
     alone = _judged(prom, end, 1)
+    # the diagnosis' memos let go of the judged windows' snapshots (`judge_nodes(drop=True)`)
+    assert not host_figures._ROWS and not memory_figures._USED
     shared = _judged(prom, end, 3)
     assert len(alone["nodes"]) >= 10
     assert shared == alone  # the same verdicts, evidence, jobs and query count
@@ -74,8 +114,10 @@ def test_batches_come_in_natural_order_as_each_is_judged(prometheus):
         (["/nonexistent/python"], "worker processes could not start"),
         ([sys.executable, "-c", "import sys; sys.exit(3)"], "exit status 3"),
         ([sys.executable, "-c", DIES_ON_ITS_FIRST_BATCH], "worker: out of memory"),
+        ([sys.executable, "-c", ANSWERS_AN_ERROR_THAT_DOES_NOT_TRAVEL], "could not be read"),
+        ([sys.executable, "-c", TALKS_ON_ITS_STDOUT], "not a frame of ours"),
     ],
-    ids=["cannot-start", "exits-at-once", "dies-midway"],
+    ids=["cannot-start", "exits-at-once", "dies-midway", "error-not-unpickled", "stdout-noise"],
 )
 def test_a_worker_that_fails_leaves_its_batches_to_this_process(
     prometheus, monkeypatch, command, said
@@ -88,6 +130,23 @@ def test_a_worker_that_fails_leaves_its_batches_to_this_process(
     got = to_fleet_json(fv, prometheus=None, match=None, group_by="hpc_job")
     assert [w for w in got.pop("warnings") if said not in w] == alone.pop("warnings")
     assert got == alone
+
+
+def test_a_read_given_up_waits_for_no_batch_in_flight(monkeypatch):
+    """The caller stops reading (the live view's Fleet pane cancelled, an error raised): the
+    workers are stopped, not waited for, even one that hangs on its batch."""
+    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", HANGS_ON_ONE_BATCH])
+    grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
+    context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "job")
+    pool = workers.Workers(context, 2)
+    pool.start()
+    procs = [w.proc for w in pool.workers]
+    answers = pool.judge([["a:9400"], ["b:9400"], ["c:9400"]])
+    assert next(answers) == ([], 0) and next(answers) == ([], 0)
+    t0 = time.monotonic()
+    answers.close()  # the third batch hangs in its worker
+    assert time.monotonic() - t0 < 10.0
+    assert all(p.poll() is not None for p in procs)  # none left behind
 
 
 def test_prometheus_errors_in_a_worker_reach_the_caller():

@@ -91,6 +91,12 @@ def _rows(s: Snapshot) -> tuple:
     return rows
 
 
+def forget() -> None:
+    """Let go of the snapshots remembered (a reader that judged a node's window and drops it:
+    `fleet.judge.judge_nodes(drop=True)`)."""
+    _ROWS.clear()
+
+
 def host_figures(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:
     """Host CPU, iowait and the job's helpers over the host window.
 

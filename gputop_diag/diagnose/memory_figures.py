@@ -111,6 +111,12 @@ def _used_mib(s: Snapshot) -> dict[int, float | None]:
     return used
 
 
+def forget() -> None:
+    """Let go of the snapshots remembered (a reader that judged a node's window and drops it:
+    `fleet.judge.judge_nodes(drop=True)`)."""
+    _USED.clear()
+
+
 def _steady_rise(vals: Sequence[float | None]) -> bool:
     """Memory that rises through the window, not in one step (a job starting, a phase change).
 

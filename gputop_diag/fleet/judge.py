@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..diagnose import host_figures, memory_figures
 from ..diagnose import thresholds as T
 from ..diagnose.render import to_json
 from ..diagnose.types import Diagnosis
@@ -141,6 +142,9 @@ def judge_nodes(data: FleetData, *, drop: bool = False, steady: bool = False) ->
                 activity=tuple((s.timestamp, _activity(s, sm_ok)) for s in snaps),
             )
         )
+    if drop:  # the diagnosis' memos would keep the last windows' snapshots alive
+        host_figures.forget()
+        memory_figures.forget()
     return out
 
 

@@ -33,12 +33,13 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from ..prometheus.client import Prometheus
-from .judge import NodeVerdict, judge_nodes
-from .query import Column, Grid, fetch
-from .read import assemble_columns
+if TYPE_CHECKING:  # imported by the functions that use them: a worker's first lines run
+    # before any of ours (`main`), so nothing printed while they import reaches its frames
+    from ..prometheus.client import Prometheus
+    from .judge import NodeVerdict
+    from .query import Column, Grid
 
 # Ours: past four processes the reads queue at Prometheus (its query engine answers the
 # batches' range queries a few at a time) and each worker's memory (one batch's answers and
@@ -46,6 +47,10 @@ from .read import assemble_columns
 MAX_WORKERS = 4
 ENV = "GPUTOP_DIAG_FLEET_WORKERS"  # the default where --workers is not given
 _HEADER = struct.Struct("!I")
+# Ours: the largest frame either side sends is the context (node-exporter's columns for the
+# whole fleet: a few MB at 2,048 nodes). A larger length is no frame of ours (a stray write
+# to the worker's stdout read as a header): the worker is dropped, not waited for.
+MAX_FRAME = 256 << 20
 COMMAND = [sys.executable, "-m", "gputop_diag.fleet.workers"]  # a worker process
 
 
@@ -81,6 +86,10 @@ class BatchContext:
 def judge_batch(context: BatchContext, instances: list[str]) -> tuple[list[NodeVerdict], int]:
     """One batch of exporters read and its nodes judged: (verdicts without snapshots, queries
     made)."""
+    from .judge import judge_nodes
+    from .query import fetch
+    from .read import assemble_columns
+
     columns, _, queries = fetch(
         context.prom, context.grid, context.match, instances, node_exporter=False
     )
@@ -91,6 +100,10 @@ def judge_batch(context: BatchContext, instances: list[str]) -> tuple[list[NodeV
     )
     del columns
     return judge_nodes(data, drop=True), queries
+
+
+class NotAFrame(EOFError):
+    """What came is no frame of ours (a stray write to the worker's stdout)."""
 
 
 def send(out: IO[bytes], obj: Any, body: bytes | None = None) -> None:
@@ -107,6 +120,8 @@ def receive(inp: IO[bytes]) -> Any:
     if len(head) < _HEADER.size:
         raise EOFError("closed")
     size = _HEADER.unpack(head)[0]
+    if size > MAX_FRAME:
+        raise NotAFrame(f"{head!r}…: not a frame of ours ({size} bytes announced)")
     body = inp.read(size)
     if len(body) < size:
         raise EOFError("cut short")
@@ -128,10 +143,17 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
         try:
             send(out, ("ok", *judge_batch(context, instances)))
         except Exception as e:  # PrometheusError and the rest: raised again in the parent
-            try:
-                send(out, ("error", e))
-            except (pickle.PicklingError, TypeError, AttributeError):
-                send(out, ("error", RuntimeError(f"{type(e).__name__}: {e}")))
+            send(out, ("error", _portable(e)))
+
+
+def _portable(e: Exception) -> Exception:
+    """`e` where it survives pickling both ways (PrometheusError does), else a RuntimeError
+    that says what it was."""
+    try:
+        pickle.loads(pickle.dumps(e, protocol=pickle.HIGHEST_PROTOCOL))
+        return e
+    except Exception:  # noqa: BLE001 - whatever an exception's pickling raises
+        return RuntimeError(f"{type(e).__name__}: {e}")
 
 
 class WorkerFailed(Exception):
@@ -181,10 +203,22 @@ class _Worker:
             else:
                 send(self.out, instances)
             return receive(self.inp)
+        except NotAFrame as e:
+            self.proc.kill()  # alive, and out of step with us for good
+            raise WorkerFailed(f"a worker process wrote to its stdout ({e})") from None
         except (EOFError, OSError, pickle.UnpicklingError) as e:
             raise WorkerFailed(f"a worker process stopped ({self.why() or e})") from None
+        except Exception as e:  # noqa: BLE001 - a frame that does not unpickle
+            raise WorkerFailed(f"a worker process answered what could not be read ({e})") from None
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Close its pipes (an idle worker then ends); `kill`: stop it first (a batch in
+        flight, or a worker that hangs, is not waited for)."""
+        if kill:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
         for f in (self.out, self.inp):
             try:
                 f.close()
@@ -207,7 +241,19 @@ class Workers:
         self.context = context
         self.count = count
         self.workers: list[_Worker] = []
-        self.failed: str | None = None
+        self.failures: list[str] = []  # why each worker that stopped stopped
+
+    @property
+    def failed(self) -> str | None:
+        """What the fleet's warnings say of the workers that failed (None: none did)."""
+        if not self.failures:
+            return None
+        if len(self.failures) == 1:
+            return f"{self.failures[0]}; its batches judged by the other workers or here"
+        return (
+            f"{len(self.failures)} worker processes stopped (the last: {self.failures[-1]}); "
+            "their batches judged by the other workers or here"
+        )
 
     def start(self) -> None:
         if self.count < 2:
@@ -217,8 +263,8 @@ class Workers:
             for _ in range(self.count):
                 self.workers.append(_Worker(body))
         except (OSError, ValueError, TypeError, pickle.PicklingError) as e:
-            self.failed = f"worker processes could not start ({e}); the nodes judged here"
-            self.close()
+            self.failures = [f"worker processes could not start ({e})"]
+            self.close(kill=True)
 
     def judge(self, batches: list[list[str]]) -> Iterator[tuple[list[NodeVerdict], int]]:
         """Each batch's verdicts and queries, in the batches' order (the Fleet pane's rows
@@ -254,6 +300,7 @@ class Workers:
         running = len(threads)
         answers: dict[int, tuple] = {}
         after = 0  # the next batch to hand over
+        complete = False
         try:
             while True:
                 while after in answers:
@@ -270,7 +317,7 @@ class Workers:
                 elif answer[0] == "finished":
                     running -= 1
                 else:
-                    self.failed = answer[1] + "; the rest judged here"
+                    self.failures.append(answer[1])
             # no workers, or what a stopped one left: judged here, in order
             for k in range(after, len(batches)):
                 answer = answers.pop(k, None)
@@ -280,23 +327,27 @@ class Workers:
                     raise answer[1]
                 else:
                     yield answer[1], answer[2]
+            complete = True
         finally:
             stop.set()
-            self.close()
+            self.close(kill=not complete)  # an error or a cancel waits for no batch in flight
             for t in threads:
                 t.join(timeout=5)
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         for w in self.workers:
-            w.close()
+            w.close(kill)
         self.workers = []
 
 
 def main() -> None:
-    """A worker: frames on the stdout it was given; anything else printed goes to stderr."""
+    """A worker: frames on the stdout it was given; anything else printed goes to stderr,
+    from before the judge is imported (the context's unpickling imports it)."""
     frames = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    from . import judge  # noqa: F401 - imported here, after the swap, not by the first batch
+
     serve(sys.stdin.buffer, frames)
 
 
