@@ -273,9 +273,15 @@ def test_a_slurm_controller_out_of_reach_is_asked_once_a_minute_not_every_10_s()
     m.run_for(130)
     assert [round(t - t0) for t in asked] == [0, 60, 120]
     assert m.last.snapshot.scheduler_jobs == ()
+    # said as no answer, not as no job queued
+    [said] = [e for e in m.last.snapshot.errors if e.source == "slurm"]
+    assert "did not answer" in said.message and "scontrol ping" in said.next_step
+    [why] = [r for r in m.diagnosis.ruled_out if r.cls == "scheduler"]
+    assert "Slurm did not answer" in why.evidence.text and "no Slurm job" not in why.evidence.text
     down[0] = False
     del asked[:]
     m.run_for(SQUEUE_RETRY_S + 30)
     gaps = [round(b - a) for a, b in zip(asked, asked[1:], strict=False)]
     assert asked and set(gaps) == {SLOW_SOURCES_EVERY_S}
     assert [j.job_id for j in m.last.snapshot.scheduler_jobs]  # the scenario's pending job
+    assert not [e for e in m.last.snapshot.errors if e.source == "slurm"]

@@ -47,6 +47,7 @@ class Features:
     recent_s: float = 0.0
     timestamp: float = 0.0
     nvml_ok: bool = False
+    slurm_unanswered: bool = False  # the last `squeue` ran into its timeout (no answer)
     nvml_problem: str | None = None  # the collector's message when NVML is unusable
     nvml_next_step: str | None = None
     gpu_count: int = 0
@@ -200,6 +201,10 @@ def _since(window: Sequence[Snapshot], seconds: float) -> list[Snapshot]:
     return [s for s in window if s.timestamp >= cutoff]
 
 
+# CollectorError.code of a `squeue` that ran into its timeout (`monitor/core.py`)
+SLURM_TIMEOUT = "SqueueTimeout"
+
+
 def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
     """The window's features; `tick_s`: the seconds between its samples when they are coarser
     than the one a second the windows are sized for (each window then keeps its sample count)."""
@@ -285,6 +290,7 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         recent_s=recent[-1].timestamp - recent[0].timestamp,
         timestamp=newest.timestamp,
         nvml_ok=nvml_err is None,
+        slurm_unanswered=any(e.source == "slurm" and e.code == SLURM_TIMEOUT for e in last.errors),
         nvml_problem=nvml_err.message if nvml_err else None,
         nvml_next_step=nvml_err.next_step if nvml_err else None,
         gpu_count=len(last.gpus),

@@ -122,7 +122,9 @@ def scheduler(f: Features, jobs: Sequence[SchedulerEvidence]) -> Verdict:
             )
         )
     fires = idle and bool(pending)  # a job near its time limit is an alert, not the limit here
-    if not jobs:
+    if not jobs and f.slurm_unanswered:
+        text = "Slurm did not answer (squeue timed out): its queue is not known"
+    elif not jobs:
         text = "no Slurm job of this user is queued (or Slurm is not installed)"
     elif not pending:
         text = f"{formats.count(len(jobs), 'Slurm job')} of this user, none pending"

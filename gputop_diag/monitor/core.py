@@ -40,8 +40,9 @@ from ..collect.kernlog.files import TUI_BUDGET
 from ..collect.kernlog.scan import XidScan, scan
 from ..collect.kernlog.watch import KernelLogWatch
 from ..collect.probe import ProbeReader
-from ..collect.slurm import collect_scheduler_evidence
+from ..collect.slurm import SQUEUE_TIMEOUT_S, collect_scheduler_evidence
 from ..diagnose.classify import classify, with_plan
+from ..diagnose.features import SLURM_TIMEOUT
 from ..diagnose.history import History
 from ..diagnose.types import Diagnosis
 from ..health import with_findings
@@ -327,6 +328,14 @@ class Monitor:
         query = lambda: collect_scheduler_evidence(sources)  # noqa: E731
         self._jobs = self._ask("slurm", query, self._jobs)
         self._squeue_timed_out_at = now if timed_out else None
+        if timed_out:  # not "no job queued": no answer (the last one stands, if any)
+            self._slow_errors["slurm"] = CollectorError(
+                source="slurm",
+                message=f"squeue did not answer within {SQUEUE_TIMEOUT_S:g} s: the Slurm "
+                "controller is out of reach",
+                next_step="check `scontrol ping`; Slurm is asked again in a minute",
+                code=SLURM_TIMEOUT,
+            )
 
     def _attach_read(self, snap: Snapshot) -> Snapshot:
         """The live view's ticks: start a read of the slow sources in its thread when one is
