@@ -169,8 +169,12 @@ class _Worker:
         self.body = body
         self.stderr = tempfile.TemporaryFile()
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])  # where `gputop_diag` is importable
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        root = Path(__file__).resolve().parents[2]  # where `gputop_diag` is importable
+        if root.name not in ("site-packages", "dist-packages"):  # a source tree: say where;
+            # an installed one is found as it is (on PYTHONPATH it would come before the
+            # standard library, and a backport installed there would shadow it)
+            parts = (str(root), env.get("PYTHONPATH"))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
         self.proc = subprocess.Popen(
             COMMAND,
             stdin=subprocess.PIPE,
