@@ -90,7 +90,7 @@ def test_workers_judge_every_node_as_one_process_does(prometheus):
     prom, end = prometheus
     alone = _judged(prom, end, 1)
     # the diagnosis' memos let go of the judged windows' snapshots (`judge_nodes(drop=True)`)
-    assert not host_figures._ROWS and not memory_figures._USED
+    assert not len(host_figures._rows) and not len(memory_figures._used_mib)
     shared = _judged(prom, end, 3)
     assert len(alone["nodes"]) >= 10
     assert shared == alone  # the same verdicts, evidence, jobs and query count

@@ -55,13 +55,13 @@ def _snapshots(seed: int, n: int = 12) -> list[Snapshot]:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_remembered_rows_give_the_figures_read_fresh(seed):
     snaps = _snapshots(seed)
-    H._ROWS.clear()
+    H.forget()
     windows = [snaps[max(0, k - 7) : k + 1] for k in range(len(snaps))]
     fresh = []
     for w in windows:
-        H._ROWS.clear()
+        H.forget()
         fresh.append([H.host_figures(w, pids) for pids in ({100, 200}, {100})])
-    H._ROWS.clear()
+    H.forget()
     warm = [[H.host_figures(w, pids) for pids in ({100, 200}, {100})] for w in windows]
     assert warm == fresh
     # the GPU processes of the window decide after the rows are read: pid 200 as pid 100's
@@ -70,10 +70,10 @@ def test_remembered_rows_give_the_figures_read_fresh(seed):
 
 
 def test_the_rows_remembered_are_bounded(monkeypatch):
-    monkeypatch.setattr(H, "ROWS_MAX", 5)
-    H._ROWS.clear()
+    monkeypatch.setattr(H._rows, "most", 5)
+    H.forget()
     snaps = _snapshots(4, n=20)
     for k in range(len(snaps)):
         H.host_figures(snaps[max(0, k - 7) : k + 1], {100, 200})
-        assert len(H._ROWS) <= 5
-    assert [v[0] for v in H._ROWS.values()] == snaps[-5:]  # the newest kept
+        assert len(H._rows) <= 5
+    assert H._rows.held() == snaps[-5:]  # the newest kept

@@ -37,18 +37,18 @@ def test_remembered_figures_equal_the_figures_read_fresh(seed):
     windows = [snaps[max(0, k - 29) : k + 1] for k in range(len(snaps))]
     fresh = []
     for w in windows:
-        M._USED.clear()
+        M.forget()
         fresh.append(M.memory_figures(w[-1], w))
-    M._USED.clear()
+    M.forget()
     warm = [M.memory_figures(w[-1], w) for w in windows]
     assert warm == fresh
     assert any(f["mem_growth_mib_per_min"] for f in warm)  # the growth is seen
 
 
 def test_the_figures_remembered_are_bounded(monkeypatch):
-    monkeypatch.setattr(M, "USED_MAX", 4)
-    M._USED.clear()
+    monkeypatch.setattr(M._used_mib, "most", 4)
+    M.forget()
     snaps = _snapshots(7)
     for k in range(len(snaps)):
         M.memory_figures(snaps[k], snaps[max(0, k - 9) : k + 1])
-        assert len(M._USED) <= 4
+        assert len(M._used_mib) <= 4

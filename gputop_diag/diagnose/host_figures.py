@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import statistics
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from ..model import Snapshot
 from ..model.stats import median
 from . import thresholds as T
+from .memo import SnapshotMemo
 
 MAIN_THREAD = "pt_main_thread"  # torch/csrc/Module.cpp names the main thread so
 # Names input pipelines give their workers (prefixes of /proc/<pid>/comm, 15 characters at
@@ -49,24 +49,10 @@ def _runtime(name: str | None) -> bool:
     return got
 
 
-# (id, snapshot, its rows): each snapshot's helpers, main threads and the job's cores, read
-# once. A window slides one snapshot a tick and the host window holds HOST_RECENT_S of them, so
-# without it each snapshot's processes would be walked again at every tick it stays in the
-# window (and the fleet's reader judges three windows ending a step apart). Bounded: the
-# oldest entries go first; a snapshot is frozen, so its rows never change.
-# (An OrderedDict: a plain dict's oldest key, after many deletions at its front, is found by
-# walking the deleted slots.) Ours: 1,024 holds the host windows of many Monitors at 1 s ticks.
-_ROWS: OrderedDict[int, tuple[Snapshot, tuple]] = OrderedDict()
-ROWS_MAX = 1024
-
-
-def _rows(s: Snapshot) -> tuple:
+def _read_rows(s: Snapshot) -> tuple:
     """(helpers, mains, job cores) of one snapshot: helpers as (key, CPU, name, child pid or
     None), in the order the processes list them (children, then threads, per process); mains
     as (pid, CPU, name)."""
-    got = _ROWS.get(id(s))
-    if got is not None and got[0] is s:
-        return got[1]
     helpers: list[tuple[tuple[str, int], float, str, int | None]] = []
     mains: list[tuple[int, float, str]] = []
     for p in s.processes:
@@ -81,20 +67,12 @@ def _rows(s: Snapshot) -> tuple:
         if main is not None:
             name = next((t.name for t in p.busiest_threads if t.tid == main_tid), "")
             mains.append((p.pid, main, name))
-    rows = (tuple(helpers), tuple(mains), _job_cores(s) if s.host is not None else None)
-    while len(_ROWS) >= ROWS_MAX:
-        try:
-            _ROWS.popitem(last=False)
-        except KeyError:  # another thread emptied it first
-            break
-    _ROWS[id(s)] = (s, rows)
-    return rows
+    return (tuple(helpers), tuple(mains), _job_cores(s) if s.host is not None else None)
 
 
-def forget() -> None:
-    """Let go of the snapshots remembered (a reader that judged a node's window and drops it:
-    `fleet.judge.judge_nodes(drop=True)`)."""
-    _ROWS.clear()
+# each snapshot's rows, read once however many host windows it stays in (`memo.py`)
+_rows = SnapshotMemo(_read_rows)
+forget = _rows.forget
 
 
 def host_figures(snaps: Sequence[Snapshot], gpu_pids: set[int]) -> dict:

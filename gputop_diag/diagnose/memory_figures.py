@@ -4,13 +4,13 @@ growth towards full."""
 from __future__ import annotations
 
 import statistics
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..model import MIB, GpuState, Snapshot
 from ..model.stats import slope_per_s
 from . import thresholds as T
+from .memo import SnapshotMemo
 
 
 class _MemoryUnit(NamedTuple):
@@ -85,36 +85,19 @@ def memory_figures(last: Snapshot, window: Sequence[Snapshot]) -> dict:
     )
 
 
-# (id, snapshot, its GPUs' used MiB): a window slides one snapshot a tick, so each snapshot's
-# figures are read once, not at every tick it stays in the window. Bounded, oldest first; a
-# snapshot is frozen, so its figures never change.
-_USED: OrderedDict[int, tuple[Snapshot, dict[int, float | None]]] = OrderedDict()
-USED_MAX = 1024
-
-
-def _used_mib(s: Snapshot) -> dict[int, float | None]:
+def _read_used_mib(s: Snapshot) -> dict[int, float | None]:
     """Each GPU's used memory in MiB (None where lost or not read), by index."""
-    got = _USED.get(id(s))
-    if got is not None and got[0] is s:
-        return got[1]
     used: dict[int, float | None] = {}
     for x in s.gpus:
         if x.index not in used:  # the first of an index, as Snapshot.gpu() finds it
             ok = not x.lost and x.mem_used_bytes is not None
             used[x.index] = x.mem_used_bytes / MIB if ok else None
-    while len(_USED) >= USED_MAX:
-        try:
-            _USED.popitem(last=False)
-        except KeyError:  # another thread emptied it first
-            break
-    _USED[id(s)] = (s, used)
     return used
 
 
-def forget() -> None:
-    """Let go of the snapshots remembered (a reader that judged a node's window and drops it:
-    `fleet.judge.judge_nodes(drop=True)`)."""
-    _USED.clear()
+# each snapshot's figures, read once however many windows it stays in (`memo.py`)
+_used_mib = SnapshotMemo(_read_used_mib)
+forget = _used_mib.forget
 
 
 def _steady_rise(vals: Sequence[float | None]) -> bool:
