@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import App, ComposeResult
@@ -40,8 +41,6 @@ from gputop_diag.monitor.view import (
     first_host,
     read_model_config,
 )
-from gputop_diag.recording.store import Recording
-from gputop_diag.sanitize.sanitizer import Sanitizer
 from gputop_diag.tui.actions import LOW_BANDWIDTH_MIN_INTERVAL, KeyActions
 from gputop_diag.tui.collector import Sampling
 from gputop_diag.tui.filter_screen import sanitized_filter
@@ -62,6 +61,9 @@ from gputop_diag.tui.saver import Saver
 from gputop_diag.tui.screen import MainScreen
 from gputop_diag.tui.terminal import ascii_terminal, no_colour
 from gputop_diag.widgets import ASCII_CLASS, to_ascii
+
+if TYPE_CHECKING:  # recordings load with a replay or a recording, not with the live view
+    from gputop_diag.recording.store import Recording
 
 
 class AsciiScrollBarRender(ScrollBarRender):
@@ -111,7 +113,11 @@ class GpuTopApp(KeyActions, App):
         # pseudonym on screen, in every report and snapshot written, and on stderr (`watch`)
         given = getattr(job_watch, "sanitize_key", None)
         key = (given or session_key()) if sanitize else None
-        self.sanitizer = Sanitizer(key) if key else None
+        self.sanitizer = None
+        if key:  # the sanitizer's rules load under --sanitize (or with the first `s`)
+            from gputop_diag.sanitize.sanitizer import Sanitizer
+
+            self.sanitizer = Sanitizer(key)
         self.start_collectors = start_collectors  # False: the caller posts the ticks
         interval = max(interval, LOW_BANDWIDTH_MIN_INTERVAL) if low_bandwidth else interval
         self.feeder = Feeder(

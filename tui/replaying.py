@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.message import Message
@@ -19,9 +20,11 @@ from textual.worker import get_current_worker
 from gputop_diag.model import Snapshot
 from gputop_diag.monitor.run import Done, Run
 from gputop_diag.monitor.view import Feeder
-from gputop_diag.recording.store import Recording, RecordingError
 from gputop_diag.tui.messages import CollectorFailed, SnapshotReady
 from gputop_diag.tui.panes.base import Pane
+
+if TYPE_CHECKING:  # recordings load with a replay, not with the live view
+    from gputop_diag.recording.store import Recording
 
 REPLAY_SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 REPLAY_MAX_GAP_S = 60.0  # a longer gap in a recording (a suspended machine) plays as this
@@ -123,6 +126,8 @@ class Player:
         """The recording through the one paced loop (`monitor/run.py`), at its own pace: each
         snapshot shown, then the recorded gap to the next waited out at the current speed
         (`ReplayClock`: the pause and single steps hold the wait)."""
+        from gputop_diag.recording.store import RecordingError
+
         cancel = get_current_worker().cancelled_event
         post = self.app.post_message
         monitor = feeder.monitor

@@ -18,10 +18,10 @@ from textual.timer import Timer
 
 from gputop_diag.monitor.core import Monitor, TickStuck
 from gputop_diag.monitor.view import Sources, Update
-from gputop_diag.recording.store import Recording
 from gputop_diag.tui.messages import ReportWritten
 
 if TYPE_CHECKING:  # the report's modules load with the first `s` or `S`, not with the view
+    from gputop_diag.recording.store import Recording
     from gputop_diag.report.live import LiveSaves
     from gputop_diag.report.saving import Saved
 

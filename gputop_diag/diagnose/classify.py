@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..model import OomKill, SchedulerEvidence, Snapshot, formats
-from ..planner.configs import ReadConfig
-from ..planner.live import job_plan
 from . import limits, measured_rules, rules
 from . import thresholds as T
 from .alerts import alerts_for, driver_chain_alerts, faults_of, job_alerts
@@ -26,6 +25,9 @@ from .job_kind import job_argv
 from .rules import Verdict, ev
 from .types import BOTTLENECK_CLASSES, Diagnosis, RuledOut
 from .work_evidence import with_work
+
+if TYPE_CHECKING:  # the planner loads only where a job's model config is read (`with_plan`)
+    from ..planner.configs import ReadConfig
 
 # The GPU classes in order of precedence (the scheduler and idle are decided before them).
 # Compute and bandwidth come last and between the two the unit nearer its own roof leads.
@@ -414,6 +416,8 @@ def with_plan(
     advice read from the job's command line. Other classes' checks do not depend on the plan."""
     if d.primary != "capacity" or not window:
         return d
+    from ..planner.live import job_plan
+
     f = extract(window, tick_s)
     last = window[-1]
     pid = story_pid("capacity", f)

@@ -707,6 +707,20 @@ class Snapshot:
     def probe(self, pid: int) -> ProbeState | None:
         return next((p for p in self.probes or () if p.pid == pid), None)
 
+    def job_process(
+        self, gpu_index: int | None = None, pids: tuple[int, ...] = ()
+    ) -> GpuProcess | None:
+        """The job's process: the one holding most memory (on `gpu_index`, among `pids` where
+        given)."""
+        procs = [
+            p
+            for p in self.gpu_processes
+            if p.used_memory_bytes
+            and (gpu_index is None or p.gpu_index == gpu_index)
+            and (not pids or p.pid in pids)
+        ]
+        return max(procs, key=lambda p: p.used_memory_bytes or 0) if procs else None
+
     @property
     def nvml_available(self) -> bool:
         return not any(e.source == "nvml" and e.gpu_index is None for e in self.errors)

@@ -55,8 +55,6 @@ from ..model import (
     Snapshot,
     XidEvent,
 )
-from ..planner.configs import ReadConfig
-from ..recording.store import Recording
 from ..sources import Sources
 from ..xid.types import XidTriage, gpu_refs
 from .health import HealthWatch
@@ -67,8 +65,10 @@ from .share import shared
 from .slow import SlowRead
 from .xid_live import HISTORY_SINCE_S, kernel_xid_events, live_triage, unreadable_error
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the planner and recordings load only where used
     from ..collect.job import JobWatch
+    from ..planner.configs import ReadConfig
+    from ..recording.store import Recording
 
 WINDOW_S = 60.0  # what classify() reads: the last minute
 # squeue is a round trip to the controller and journalctl reads the journal: every 10 s.
@@ -587,7 +587,7 @@ def run(
     (`interrupted`, and how in `ending`); before the first tick a Ctrl-C propagates. An
     `on_tick` raising `StopSampling` ends it after that tick. The Monitor's `last` is the final
     tick (None: a recording without snapshots)."""
-    if isinstance(feed, Recording):
+    if not isinstance(feed, Sources):  # a Recording
         monitor = Monitor(None)
         monitor.replay(feed.snapshots(), seconds, on_tick)
     else:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..collect.cuda_libs import unreadable_why
 from ..collect.identity import read_machine_names
@@ -38,12 +38,13 @@ from ..diagnose.types import Diagnosis
 from ..mapping.owners import shown_name
 from ..model import Snapshot, XidEvent
 from ..model.formats import size
-from ..planner.live import job_process
-from ..sanitize.sanitizer import Sanitizer
 from ..sources import Sources
 from ..xid.types import XidTriage
 from .core import Monitor, Tick
 from .series import GpuSeries, Series
+
+if TYPE_CHECKING:  # the sanitizer loads under --sanitize only
+    from ..sanitize.sanitizer import Sanitizer
 
 # The names the live view uses from the layers below, as the view model's vocabulary.
 __all__ = [
@@ -190,7 +191,7 @@ class Feeder:
             return {}
         out: dict[int | None, ModelConfig] = {}
         for gpu in (None, *(g.index for g in snap.gpus)):
-            proc = job_process(snap, gpu)
+            proc = snap.job_process(gpu)
             info = snap.process(proc.pid) if proc is not None else None
             if info is None:
                 continue

@@ -59,19 +59,6 @@ class JobPlan:
     said: tuple[str, ...]  # what it did say, and where
 
 
-def job_process(
-    snap: Snapshot, gpu_index: int | None = None, pids: tuple[int, ...] = ()
-) -> GpuProcess | None:
-    """The process holding most memory (on `gpu_index`, among `pids` where given)."""
-    procs = [
-        p
-        for p in snap.gpu_processes
-        if (gpu_index is None or p.gpu_index == gpu_index) and (not pids or p.pid in pids)
-    ]
-    procs = [p for p in procs if p.used_memory_bytes]
-    return max(procs, key=lambda p: p.used_memory_bytes or 0) if procs else None
-
-
 def _without_rank(argv: tuple[str, ...] | None) -> tuple[str, ...] | None:
     """A command line less its rank arguments (--local-rank=3, --local_rank 3)."""
     if not argv:
@@ -213,7 +200,7 @@ def job_plan(
 ) -> JobPlan | None:
     """The plan of the job holding most memory (on `gpu_index`), beside what it holds; None
     when no process holds GPU memory."""
-    proc = job_process(snap, gpu_index, pids)
+    proc = snap.job_process(gpu_index, pids)
     if proc is None:
         return None
     measured = measured_of(snap, proc)

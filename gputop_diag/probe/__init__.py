@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import TYPE_CHECKING
 
-from .core import Probe
+if TYPE_CHECKING:  # loaded by `start`: a reader of `schema` alone (the live view) needs none of it
+    from .core import Probe
 
 __all__ = ["start", "step"]
 
@@ -50,6 +52,8 @@ def _start(by_hand: bool) -> Probe | None:
     global _probe, _fork_hook_registered
     try:
         with _lock:
+            from .core import Probe
+
             if _probe is not None:
                 if by_hand:
                     _probe.earned = _probe.earned or not _probe.disabled

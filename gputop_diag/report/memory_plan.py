@@ -12,7 +12,7 @@ from typing import Any
 from ..collect.model_config import ConfigFinder, ModelConfig
 from ..model import Snapshot
 from ..planner.configs import FAMILIES
-from ..planner.live import job_plan, job_process
+from ..planner.live import job_plan
 
 GIB = 2**30
 
@@ -25,7 +25,7 @@ def plan_section(
     last: Snapshot, model_config: ModelConfig | None, sources: Any = None
 ) -> dict[str, Any] | None:
     """The plan beside the job, or None without a config (given or named by the job)."""
-    proc = job_process(last)
+    proc = last.job_process()
     config, how = model_config, "given (--model-config)"
     if config is None and sources is not None and proc is not None:
         info = last.process(proc.pid)

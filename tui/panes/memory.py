@@ -5,6 +5,7 @@ holds (with a model's config); the GPU process table."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
@@ -15,14 +16,6 @@ from textual.widgets import DataTable
 from gputop_diag.model import GpuState, HostState, Snapshot
 from gputop_diag.monitor.series import GpuSeries
 from gputop_diag.monitor.view import ModelConfig, Update
-from gputop_diag.planner.live import (
-    JobPlan,
-    compare,
-    job_plan,
-    job_process,
-    measured_of,
-    plan_lines,
-)
 from gputop_diag.tui.filter_screen import shown_filter_text
 from gputop_diag.tui.holds import CELSIUS, LOAD, PERCENT, WATTS, Holds, Step
 from gputop_diag.tui.panes.base import Pane, View, gib, pane_width, sync_rows
@@ -52,6 +45,9 @@ from gputop_diag.tui.procs import (
     tree_rows,
 )
 from gputop_diag.widgets import DiffLine, DiffText, MemoryBar
+
+if TYPE_CHECKING:
+    from gputop_diag.planner.live import JobPlan
 
 LABEL_WIDTH = 7  # "▶GPU12 "
 # The bar's middle part is what NVML's memory info (v2) reports as reserved: the driver's and
@@ -379,11 +375,14 @@ class MemoryPane(Pane):
         """The planner's prediction for the job on the selected GPU beside what it holds."""
         box = self.query_one("#mem-plan", DiffText)
         config = self.model_config
-        proc = job_process(snap, view.selected_gpu) if config is not None else None
+        proc = snap.job_process(view.selected_gpu) if config is not None else None
         if config is None or proc is None:
             box.display = False
             self._plan = self._plan_key = None
             return
+        # the planner loads with the first model config found, not with the live view
+        from gputop_diag.planner.live import compare, job_plan, measured_of, plan_lines
+
         info = snap.process(proc.pid)
         key = (proc.pid, info.cmdline if info else None, proc.gpu_index, config.path)
         try:
