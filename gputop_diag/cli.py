@@ -357,6 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--demo alone runs tour"
         )
 
+    head = _gpm_head_start(args)
     try:
         if args.command == "demo":
             if args.replay is not None:
@@ -445,6 +446,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as e:  # noqa: BLE001 - never a raw traceback without a message
         return _unexpected(e, args.debug)
+    finally:
+        if head is not None:  # what no collector took over (a usage error came first): freed
+            head.close()
+
+
+def _gpm_head_start(args: argparse.Namespace):
+    """`snapshot` of this machine (not `--fast`, `--demo` or `--replay`): NVML's first GPM
+    samples, taken now, before anything else loads (`collect/nvml/head.py`); `snapshot` finds
+    them as `args.gpm_head`. None for every other command."""
+    if args.command != "snapshot" or args.demo or args.replay is not None or args.fast:
+        return None
+    from .collect.nvml.head import GpmHeadStart
+
+    args.gpm_head = GpmHeadStart.here()
+    return args.gpm_head
 
 
 def _exit_usage() -> int:

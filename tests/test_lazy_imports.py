@@ -116,3 +116,48 @@ def test_the_live_view_loads_the_report_only_when_one_is_saved():
     before, after = json.loads(r.stdout)
     assert [m for m in before if m.startswith("gputop_diag.report")] == []
     assert "gputop_diag.report.live" in after
+
+
+def test_the_live_view_starts_without_the_sanitizer_recordings_the_plan_or_the_probe():
+    """What only an action needs loads with it: the sanitizer (`--sanitize`, `s`), recordings
+    (`--replay`, `S`), the memory plan (a model config found) and the probe's own code (it runs
+    inside the job; the view reads only its file format, `probe/schema.py`)."""
+    code = "import json, sys\nimport gputop_diag.tui.app\nprint(json.dumps(sorted(sys.modules)))\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(r.stdout)
+    assert "gputop_diag.monitor.core" in loaded and "gputop_diag.probe.schema" in loaded
+    late = ("gputop_diag.sanitize", "gputop_diag.recording", "gputop_diag.planner.live",
+            "gputop_diag.probe.core", "gputop_diag.report")  # fmt: skip
+    assert [m for m in loaded if m.startswith(late)] == []
+
+
+def test_snapshot_takes_its_first_gpm_samples_before_the_model_and_the_collectors_load():
+    """`cli.main` begins the head start as soon as the command line says `snapshot` (here NVML
+    is the simulator's, given as `pynvml`): what was loaded then is the command line alone."""
+    code = (
+        "import json, sys\n"
+        "from gputop_diag import sim\n"
+        "feed = sim.build('compute-bound')\n"
+        "sys.modules['pynvml'] = feed.nvml\n"
+        "for name in [m for m in sys.modules if m.startswith('gputop_diag')\n"
+        "             or m in ('dataclasses', 'psutil')]:\n"
+        "    del sys.modules[name]\n"
+        "from gputop_diag.collect.nvml import head\n"
+        "begin, seen = head.GpmHeadStart.begin, []\n"
+        "def spy(self):\n"
+        "    seen.append(sorted(sys.modules))\n"
+        "    return begin(self)\n"
+        "head.GpmHeadStart.begin = spy\n"
+        "from gputop_diag.cli import main\n"
+        "try:\n"
+        "    main(['snapshot', '--json'])\n"
+        "except BaseException:\n"
+        "    pass\n"
+        "print(json.dumps(seen), file=sys.stderr)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    seen = json.loads(r.stderr.strip().splitlines()[-1])
+    assert len(seen) == 1  # begun once, by the command line, not again by `snapshot`
+    early = [m for m in seen[0] if m in ("dataclasses", "psutil") or m.startswith(
+        ("gputop_diag.model", "gputop_diag.monitor", "gputop_diag.sources"))]  # fmt: skip
+    assert early == []

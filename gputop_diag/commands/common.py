@@ -5,8 +5,10 @@ text.
 Start-up: `snapshot`, `mapping` and `driver` import this module. The warm-up needs only the
 collectors (the Sampler), not the Monitor's classifier, Xid triage, kernel log and Slurm, so
 `monitor.core` is not imported here. Nor, at import, the model (its package builds every
-snapshot dataclass) or the collectors: `snapshot` takes its first GPM samples before they load
-(`collect/nvml/head.py`), and the functions here import them when called."""
+snapshot dataclass), `dataclasses`, the paced loop or the collectors: every command's module is
+loaded to build the command line's parser, and `snapshot` takes its first GPM samples right after
+(`collect/nvml/head.py`, `cli.main`), before they load; the functions here import them when
+called."""
 
 from __future__ import annotations
 
@@ -17,16 +19,14 @@ import re
 import stat
 import sys
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..collect.nvml.head import GPM_MIN_INTERVAL_S
-from ..monitor.run import Done, Run, Stopped, session_key
-from ..sources import Sources
 
 if TYPE_CHECKING:
     from ..collect.nvml.head import GpmHeadStart
     from ..model import Snapshot
+    from ..sources import Sources
 
 # Rates (CPU %, NVLink, GPM) need two readings; GPM needs them at least 0.1 s apart.
 WARMUP_S = GPM_MIN_INTERVAL_S + 0.01
@@ -79,6 +79,13 @@ def say(message: object, flush: bool = False) -> None:
 
 
 _session: dict[str, object] = {}  # this run of the program: its path namer (`session_key`)
+
+
+def session_key() -> bytes:
+    """This run's sanitizer key (`monitor.run.session_key`; the paced loop loads when asked)."""
+    from ..monitor.run import session_key as key
+
+    return key()
 
 
 def shown_path(path: str) -> str:
@@ -236,6 +243,9 @@ def sample_once(feed: Sources, fast: bool, head: GpmHeadStart | None = None) -> 
     second reading then comes NVML's minimum gap after them, and at least `RATE_MIN_S` after the
     first reading of the rest: the GPM wait overlaps the imports and the first reading instead of
     following them."""
+    from dataclasses import replace
+
+    from ..monitor.run import Done, Run, Stopped
     from ..monitor.sampler import Sampler
 
     sampler = Sampler(feed, interval=WARMUP_S)

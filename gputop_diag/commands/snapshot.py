@@ -48,8 +48,8 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
             return EXIT_USAGE
     else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
         fast = getattr(args, "fast", False)
-        head = None
-        if not fast:  # first, before the model loads (the module's docstring)
+        head = getattr(args, "gpm_head", None)  # begun by `cli.main` on this machine
+        if head is None and not fast:  # first, before the model loads (the module's docstring)
             from ..collect.nvml.head import GpmHeadStart
 
             head = GpmHeadStart(feed.nvml, feed.clock).begin()

@@ -15,11 +15,21 @@ from the collector.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from .query import GpuLost, Query
 
 GPM_MIN_INTERVAL_S = 0.1  # NVML needs the two samples at least 100 ms apart
+
+
+class _WallClock:
+    """This machine's clock as the real sources read it (`sources.RealClock`: `time.time`), for a
+    head start begun before the sources are loaded (`GpmHeadStart.here`)."""
+
+    @staticmethod
+    def now() -> float:
+        return time.time()
 
 
 class GpmHeadStart:
@@ -64,6 +74,15 @@ class GpmHeadStart:
             self.samples[i] = (now, s)
             self.last_at = now
         return self
+
+    @classmethod
+    def here(cls) -> GpmHeadStart:
+        """Begun on this machine's NVML (`pynvml`) as soon as the command line is read
+        (`cli.main`, for `snapshot`): before the sources, the model and the collectors load, so
+        that NVML's 0.1 s between two samples overlaps all of their loading."""
+        import pynvml
+
+        return cls(pynvml, _WallClock()).begin()
 
     def take(self, index: int) -> tuple[float, Any] | None:
         """GPU `index`'s sample, handed over: its buffer is the taker's to free."""
