@@ -155,6 +155,9 @@ def read_module(sources: Sources, scan: ChainScan) -> None:
     scan.module_source = "/sys/module/nvidia/version"
 
 
+_NVML_LIB = re.compile(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)*)")
+
+
 def read_library(sources: Sources, scan: ChainScan) -> None:
     """The newest `libnvidia-ml.so.<version>` in the library directories."""
     found: list[tuple[tuple, str, str]] = []
@@ -163,8 +166,8 @@ def read_library(sources: Sources, scan: ChainScan) -> None:
             names = sources.procfs.listdir(d)
         except OSError:
             continue
-        for n in names:
-            m = re.fullmatch(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)*)", n)
+        for n in names:  # a system library directory holds thousands of names: few are NVML's
+            m = _NVML_LIB.fullmatch(n) if n.startswith("libnvidia-ml.so.") else None
             if m:
                 ver = m.group(1)
                 found.append((tuple(int(x) for x in ver.split(".")), ver, f"{d}/{n}"))
