@@ -52,8 +52,12 @@ class DriverSamples:
         """The driver's sample k of GPU gi: `figure` ("util", "memctl" in %, "power_w",
         "sm_mhz") over the ~1/6 s before it; None where the device does not report it."""
         t1 = sample_time_us(k) / 1e6
-        prof = self.profile_at(t1)
-        f = self._busy_share(prof, sample_time_us(k - 1) / 1e6, t1, gi)
+        prof = self.profiles[self.phase_at(t1)[0]]
+        since = self.idle_after.get(gi)  # `_busy_share`, written out: one call less per sample
+        if since is not None and t1 > since:
+            f = 0.0
+        else:
+            f = busy_share(prof, sample_time_us(k - 1) / 1e6, t1, gi)
         busy, idle, m = prof["busy"], prof["idle"], self.model
         if figure in ("util", "memctl"):
             b, i = busy.get(figure), idle.get(figure)

@@ -99,6 +99,10 @@ class NvmlBase:
 
     @staticmethod
     def _addr(h) -> int | None:
+        """The address `h` holds, as `ctypes.cast(h, c_void_p).value` gives it (None: NULL or
+        not a pointer); a ctypes pointer, the usual case, is read without cast's cost."""
+        if isinstance(h, ctypes._Pointer):
+            return ctypes.addressof(h.contents) if h else None
         try:
             return ctypes.cast(h, ctypes.c_void_p).value
         except (TypeError, ctypes.ArgumentError):

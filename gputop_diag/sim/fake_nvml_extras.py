@@ -85,6 +85,29 @@ _FABRIC_STATES = {
 }
 
 
+# The same layouts as pynvml's structs without `_PrintableStructure`'s Python attribute hooks, which
+# cost a Python call per field read or written: the fakes fill these and hand back (or write into
+# the caller's memory) the very bytes the pynvml struct would hold.
+class _FieldValue(ctypes.Structure):
+    _fields_ = _real.c_nvmlFieldValue_t._fields_
+
+
+class _GpmMetric(ctypes.Structure):
+    _fields_ = _real.c_nvmlGpmMetric_t._fields_
+
+
+class _UintSample(ctypes.Structure):
+    """c_nvmlSample_t whose value is the union's `uiVal` (at the union's offset 0, the union's
+    other bytes zero, as `c_nvmlValue_t(uiVal=v)` leaves them)."""
+
+    _fields_ = [("timeStamp", ctypes.c_ulong), ("uiVal", ctypes.c_uint)]
+
+
+assert ctypes.sizeof(_UintSample) == ctypes.sizeof(_real.c_nvmlSample_t)
+_METRICS_AT = _real.c_nvmlGpmMetricsGet_t.metrics.offset
+_METRICS_LEN = _real.c_nvmlGpmMetricsGet_t.metrics.size // ctypes.sizeof(_GpmMetric)
+
+
 def _deref(arg):
     """The struct behind `byref(x)` (or `x` itself)."""
     return getattr(arg, "_obj", arg)
@@ -98,7 +121,8 @@ class NvmlExtras(NvmlBase):
         gi = self._index(handle)
         g, gs = self._m.gpus[gi], st["gpus"][gi]
         links = g.model["nvlinks"]
-        out = (_real.c_nvmlFieldValue_t * len(fieldIds))()
+        out = (_FieldValue * len(fieldIds))()
+        stamp = int(st["t"] * 1e6)
         for k, fid in enumerate(fieldIds):
             v = out[k]
             try:
@@ -106,7 +130,7 @@ class NvmlExtras(NvmlBase):
             except TypeError:
                 v.fieldId = fid
             fid, scope = v.fieldId, v.scopeId
-            v.timestamp = int(st["t"] * 1e6)
+            v.timestamp = stamp
             v.latencyUsec = 0
             v.nvmlReturn = _real.NVML_SUCCESS
             if fid in _NVLINK_DATA or fid in _NVLINK_RAW:
@@ -134,7 +158,7 @@ class NvmlExtras(NvmlBase):
                 v.value.ullVal = 0
             else:
                 v.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
-        return out
+        return (_real.c_nvmlFieldValue_t * len(fieldIds)).from_buffer_copy(out)
 
     # -- driver samples ----------------------------------------------------------------------
     @nvml_api
@@ -166,7 +190,6 @@ class NvmlExtras(NvmlBase):
         else:
             fixed = None
         scale = 1000 if figure == "power_w" else 1
-        value_t = _real.c_nvmlValue_t
         rows = []
         for k in ks:
             v = fixed
@@ -174,10 +197,10 @@ class NvmlExtras(NvmlBase):
                 v = m.driver_sample(gi, k, figure)
                 if v is None:
                     raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
-            rows.append((sample_time_us(k), value_t(uiVal=round(v * scale))))
-        # Built whole from (timeStamp, sampleValue) rows: filling each struct field by field
-        # goes through pynvml's attribute hooks several times per sample.
-        arr = (_real.c_nvmlSample_t * len(ks))(*rows)
+            rows.append((sample_time_us(k), round(v * scale)))
+        # Built whole, without pynvml's attribute hooks (`_UintSample`), then copied.
+        raw = (_UintSample * len(ks))(*rows)
+        arr = (_real.c_nvmlSample_t * len(ks)).from_buffer_copy(raw)
         return (_real.NVML_VALUE_TYPE_UNSIGNED_INT, arr[0 : len(ks)])
 
     # -- health ------------------------------------------------------------------------------
@@ -296,8 +319,11 @@ class NvmlExtras(NvmlBase):
         if a is None or b is None or a[0] != b[0]:
             raise ERR(_real.NVML_ERROR_INVALID_ARGUMENT)
         avg = self._m.gpu_average(b[0], min(a[1], b[1]), max(a[1], b[1]))
+        # The caller's metrics array, read and written without pynvml's attribute hooks.
+        address = ctypes.addressof(metricsGet) + _METRICS_AT
+        metrics = (_GpmMetric * _METRICS_LEN).from_address(address)
         for k in range(metricsGet.numMetrics):
-            m = metricsGet.metrics[k]
+            m = metrics[k]
             if m.metricId not in _GPM_KEYS:
                 m.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
                 continue

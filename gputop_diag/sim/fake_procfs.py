@@ -120,17 +120,18 @@ class FakeProcFS:
             parts = path[1:].split("/")
         else:
             parts = [p for p in path.split("/") if p]
-        if len(parts) >= 2 and parts[0] == "proc" and parts[1].isdigit():
+        n = len(parts)
+        if n >= 2 and parts[0] == "proc" and parts[1].isdigit():
             p = m.alive(int(parts[1]))
             if p is None:
                 text = self.owners.read(path)  # the kernel's kthreadd, PID 2
                 if text is not None:
                     return text
                 raise _missing(path)
-            if len(parts) == 2:
-                raise _directory(path)
-            if parts[2] == "task" and len(parts) == 5:
+            if n == 5 and parts[2] == "task":
                 return self._task_file(p, parts[3], parts[4], path)
+            if n == 2:
+                raise _directory(path)
             return self._pid_file(p, parts[2:], path)
         health = self._health()
         if health is not None and parts[:1] in (["sys"], ["proc"]):
@@ -175,14 +176,14 @@ class FakeProcFS:
 
     # -- processes ---------------------------------------------------------------------------
     def _pid_file(self, p: SimProc, rest: list[str], path: str) -> str:
+        if rest == ["stat"]:
+            return self._stat(p)
         if rest == ["comm"]:
             return p.name[:15] + "\n"
         if rest == ["cmdline"]:
             return "\0".join(p.cmdline) + "\0"
         if rest == ["status"]:
             return self._status(p)
-        if rest == ["stat"]:
-            return self._stat(p)
         if rest == ["cgroup"]:  # world-readable, as the kernel makes it
             return self.owners.cgroup(p)
         if rest[0] == "task":
@@ -209,14 +210,17 @@ class FakeProcFS:
         th = self._thread(p, tid)
         if th is None:
             raise _missing(path)
-        if name == "comm":
-            return th.name[:15] + "\n"
-        if p.denied and name in ("stat", "children"):
-            raise _denied(path)
-        if name == "stat":
+        if name == "children":
+            if p.denied:
+                raise _denied(path)
+            if self.children_files:
+                return self._children(p, th) if p.children else ""
+        elif name == "stat":
+            if p.denied:
+                raise _denied(path)
             return self._stat(p, th)
-        if name == "children" and self.children_files:
-            return self._children(p, th)
+        elif name == "comm":
+            return th.name[:15] + "\n"
         raise _missing(path)
 
     def _status(self, p: SimProc) -> str:
@@ -241,7 +245,7 @@ class FakeProcFS:
         system = int(cpu_s * CLOCK_TICKS) - user
         start = int((p.create_time - m.boot_time) * CLOCK_TICKS)
         tid, name = (p.pid, p.name) if th is None else (th.tid, th.name)
-        health = self._health()
+        health = getattr(m, "health", None)
         state = "S" if health is None else health.state(tid)
         return (
             f"{tid} ({name[:15]}) {state} {p.ppid} {p.pid} {p.pid} 0 -1 4194560 0 0 0 0 {user} "
@@ -260,9 +264,10 @@ class FakeProcFS:
         if not p.children:
             return ""
         main = p.threads[0].tid if p.threads else p.pid
-        by = self.forked_by
-        mine = [c for c in p.children if by.get(c, main) == th.tid]
-        return "".join(f"{c} " for c in mine if self._m.alive(c) is not None)
+        by, alive = self.forked_by, self._m.alive
+        return "".join(
+            [f"{c} " for c in p.children if by.get(c, main) == th.tid and alive(c) is not None]
+        )
 
     def _maps(self, p: SimProc) -> str:
         rt = p.cuda_runtime or "12"

@@ -49,6 +49,10 @@ STEP_S = 0.1
 _KEYS = {k: n for n, k in enumerate(NOISE_SD)}
 _NOISE_N = 4099
 _PSI_TAU = (10.0, 60.0, 300.0)
+# (figure, its offset into the noise table, its standard deviation): `SimMachine.noises`
+_NOISE_OFFSETS = tuple((key, n * 31, NOISE_SD[key]) for key, n in _KEYS.items())
+_NO_NOISE = dict.fromkeys(NOISE_SD, 0.0)
+_GPU_MEMO_MAX = 4096
 
 
 # Noise tables by seed string: drawing 4099 Gaussians costs more than the rest of building a
@@ -149,6 +153,8 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
         # done, so that `state()` can answer a repeated time without taking the lock.
         self._current: tuple[float, dict] | None = None
         self._avg_cache: dict[tuple, dict] = {}
+        # (GPU, time) -> (when its last rank was signalled away, its figures): `_gpu_state`
+        self._gpu_memo: dict[tuple[int, float], tuple[float | None, dict]] = {}
         self.disk_read = self.disk_write = 0.0
         self.host_busy_pct_s = self.host_iowait_pct_s = 0.0
         self.nvlink = [[0.0, 0.0] for _ in self.gpus]  # cumulative KiB tx, rx
@@ -198,6 +204,16 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
             return 0.0
         i = (int(t * 4) * 7919 + k * 104729 + _KEYS[key] * 31) % _NOISE_N
         return self._noise[i] * NOISE_SD[key] * self.noise
+
+    def noises(self, k: int, t: float) -> dict[str, float]:
+        """`n(key, k, t)` of every figure at once: the same numbers, one table index each."""
+        if not self.noise:
+            return _NO_NOISE
+        table, scale, base = self._noise, self.noise, int(t * 4) * 7919 + k * 104729
+        return {
+            key: table[(base + offset) % _NOISE_N] * sd * scale
+            for key, offset, sd in _NOISE_OFFSETS
+        }
 
     def profile_at(self, t: float) -> dict:
         return self.profiles[self.phase_at(t)[0]]
@@ -271,7 +287,16 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
         )
 
     def _gpu_state(self, g: SimGpu, prof: dict, since: float, t: float) -> dict:
-        f = self.busy(t, g.index)
+        """GPU g's figures at time t (`prof` and `since` are `phase_at(t)`'s). The state of a
+        tick and GPM's average over the second before it both ask for the GPU at the tick's
+        time: the answer is kept (`_gpu_memo`) while the GPU's ranks are where they were."""
+        gi = g.index
+        idle_since = self.idle_after.get(gi)
+        hit = self._gpu_memo.get((gi, t))
+        if hit is not None and hit[0] == idle_since:
+            return hit[1]
+        f = self.busy(t, gi)
+        noise = self.noises(gi, t)
         busy, idle, m = prof["busy"], prof["idle"], self.model
         vals: dict = {}
         for key in GPU_KEYS:
@@ -279,10 +304,10 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
             if b is None:
                 vals[key] = None
                 continue
-            v = i + f * (b - i) + (self.n(key, g.index, t) if b or i else 0.0)
+            v = i + f * (b - i) + (noise[key] if b or i else 0.0)
             vals[key] = min(100.0, max(0.0, v)) if key != "temp" else v
-        pw = idle["power"] + f * (busy["power"] - idle["power"]) + self.n("power", g.index, t)
-        clk = idle["clock"] + f * (busy["clock"] - idle["clock"]) + self.n("clock", g.index, t)
+        pw = idle["power"] + f * (busy["power"] - idle["power"]) + noise["power"]
+        clk = idle["clock"] + f * (busy["clock"] - idle["clock"]) + noise["clock"]
         mem_frac = prof["mem_frac"] + prof.get("mem_growth_per_min", 0.0) * since / 60.0
         reasons: set[str] = set()
         if vals["util"] is not None and vals["util"] < 5:
@@ -290,7 +315,7 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
         elif f > 0.5:
             reasons.update(prof.get("reasons", ()))
         nv_rate = prof.get("nvlink_busy", 0.0) * f + prof.get("nvlink_idle", 0.0) * (1 - f)
-        return dict(
+        gs = dict(
             f=f,
             **vals,
             power_w=max(m["idle_w"], pw * m["power_limit_w"]),
@@ -302,6 +327,10 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
             pcie=prof.get("pcie_kbps", 0) * max(f, 0.05),
             nvlink=nv_rate if m["nvlinks"] else 0.0,
         )
+        if len(self._gpu_memo) >= _GPU_MEMO_MAX:
+            self._gpu_memo.clear()
+        self._gpu_memo[gi, t] = (idle_since, gs)
+        return gs
 
     def _thread_cpu(self, p: SimProc, host: dict, gpus: list, t: float, on: bool) -> dict:
         k = p.pid % 97

@@ -97,7 +97,7 @@ class SimProc:
 
     @property
     def cpu_s(self) -> float:
-        return sum(th.cum_s for th in self.threads)
+        return sum([th.cum_s for th in self.threads])
 
 
 def build_gpus(name: str, spec: dict, model: dict, n: int) -> list[SimGpu]:
