@@ -357,8 +357,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--demo alone runs tour"
         )
 
-    head = _gpm_head_start(args)
-    try:
+    head = None
+    try:  # a Ctrl-C or a failure in the head start is answered as anywhere else in the run
+        head = _gpm_head_start(args)
         if args.command == "demo":
             if args.replay is not None:
                 parser.error(

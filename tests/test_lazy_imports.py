@@ -161,3 +161,40 @@ def test_snapshot_takes_its_first_gpm_samples_before_the_model_and_the_collector
     early = [m for m in seen[0] if m in ("dataclasses", "psutil") or m.startswith(
         ("gputop_diag.model", "gputop_diag.monitor", "gputop_diag.sources"))]  # fmt: skip
     assert early == []
+
+
+def test_a_usage_error_after_the_head_start_gives_nvml_and_the_samples_back(monkeypatch, capsys):
+    """`--interval 0.01 snapshot`: the head start has begun when the interval is judged; the
+    one line and exit 2, and NVML's reference and the samples are given back (`cli.main`)."""
+    from gputop_diag.cli import main
+
+    feed = sim.build("compute-bound")
+    monkeypatch.setitem(sys.modules, "pynvml", feed.nvml)  # this machine's NVML
+    assert main(["--interval", "0.01", "snapshot"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert _uninitialized(feed.nvml) and feed.nvml._gpm == {}  # no sample left allocated
+
+
+def test_a_ctrl_c_in_the_head_start_exits_130_and_gives_nvml_back(monkeypatch, capsys):
+    """Ctrl-C while the head start samples the GPUs (a slow GPU, a driver without persistence
+    mode): 130 as anywhere else in the run, no traceback, and what it took is given back."""
+    from gputop_diag.cli import main
+
+    feed = sim.build("compute-bound")
+    sample_get, calls = feed.nvml.nvmlGpmSampleGet, []
+
+    def interrupted_at_the_fourth_gpu(device, sample):
+        calls.append(device)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return sample_get(device, sample)
+
+    monkeypatch.setattr(feed.nvml, "nvmlGpmSampleGet", interrupted_at_the_fourth_gpu)
+    monkeypatch.setitem(sys.modules, "pynvml", feed.nvml)
+    try:
+        status = main(["snapshot", "--json"])
+    except KeyboardInterrupt:  # not let through: it would end pytest's own run
+        pytest.fail("the Ctrl-C left main as a traceback")
+    assert status == 130
+    assert len(calls) == 4 and capsys.readouterr().out == ""
+    assert _uninitialized(feed.nvml) and feed.nvml._gpm == {}

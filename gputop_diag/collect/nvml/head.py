@@ -45,17 +45,28 @@ class GpmHeadStart:
         self._inited = False
 
     def begin(self) -> GpmHeadStart:
+        """The init, the handles and the first samples; what was taken is given back if this is
+        interrupted (a Ctrl-C while a GPU answers slowly): no caller holds the head yet."""
         n = self.nvml
         try:
             n.nvmlInit()
         except (n.NVMLError, OSError):  # no driver: the collector says why
             return self
         self._inited = True
+        try:
+            self._sample_all()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _sample_all(self) -> None:
+        n = self.nvml
         q = self._q = Query(n)
         try:
             count = int(n.nvmlDeviceGetCount())
         except n.NVMLError:
-            return self
+            return
         for i in range(count):
             try:
                 h = n.nvmlDeviceGetHandleByIndex(i)
@@ -73,7 +84,6 @@ class GpmHeadStart:
                 continue
             self.samples[i] = (now, s)
             self.last_at = now
-        return self
 
     @classmethod
     def here(cls) -> GpmHeadStart:
