@@ -1,8 +1,10 @@
 """`gputop-diag snapshot`: one sample of everything (or a recording's last), as text or JSON.
 
-Start-up: the GPM figures need two NVML samples 0.1 s apart, so `run` takes the first ones
-(`collect/nvml/head.py`) before it imports the model, the collectors and the JSON codec: the wait
-overlaps that work. Keep this module's own imports light (`tests/test_lazy_imports.py`)."""
+Start-up: the GPM figures need two NVML samples 0.1 s apart, so the first ones are taken
+(`collect/nvml/head.py`) before the model, the collectors and the JSON codec load: on this
+machine by `cli.main` as soon as the command line says `snapshot` (`args.gpm_head`), on another
+feed (`--demo`) by `run` itself. The wait overlaps that work. Keep this module's own imports
+light (`tests/test_lazy_imports.py`)."""
 
 from __future__ import annotations
 
