@@ -359,7 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     head = None
     try:  # a Ctrl-C or a failure in the head start is answered as anywhere else in the run
-        head = _gpm_head_start(args)
+        if args.command == "snapshot":  # its module is loaded: it gave the parser its options
+            from .commands.snapshot import head_start
+
+            head = head_start(args)
         if args.command == "demo":
             if args.replay is not None:
                 parser.error(
@@ -450,18 +453,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if head is not None:  # what no collector took over (a usage error came first): freed
             head.close()
-
-
-def _gpm_head_start(args: argparse.Namespace):
-    """`snapshot` of this machine (not `--fast`, `--demo` or `--replay`): NVML's first GPM
-    samples, taken now, before anything else loads (`collect/nvml/head.py`); `snapshot` finds
-    them as `args.gpm_head`. None for every other command."""
-    if args.command != "snapshot" or args.demo or args.replay is not None or args.fast:
-        return None
-    from .collect.nvml.head import GpmHeadStart
-
-    args.gpm_head = GpmHeadStart.here()
-    return args.gpm_head
 
 
 def _exit_usage() -> int:

@@ -5,8 +5,8 @@ text.
 Start-up: `snapshot`, `mapping` and `driver` import this module. The warm-up needs only the
 collectors (the Sampler), not the Monitor's classifier, Xid triage, kernel log and Slurm, so
 `monitor.core` is not imported here. Nor, at import, the model (its package builds every
-snapshot dataclass), `dataclasses`, the paced loop or the collectors: every command's module is
-loaded to build the command line's parser, and `snapshot` takes its first GPM samples right after
+snapshot dataclass), `dataclasses`, the paced loop or the collectors: the chosen command's module
+is loaded to parse its options, and `snapshot` takes its first GPM samples right after
 (`collect/nvml/head.py`, `cli.main`), before they load; the functions here import them when
 called."""
 

@@ -24,6 +24,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ..collect.nvml.head import GpmHeadStart
     from ..recording.store import Recording
     from ..sources import Sources
 
@@ -38,6 +39,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="one reading, no warm-up: rates (CPU %%, NVLink, GPM) are null",
     )
     add_sanitize(p)
+
+
+def head_start(args: argparse.Namespace) -> GpmHeadStart | None:
+    """On this machine (not `--fast`, `--demo` or `--replay`): NVML's first GPM samples, taken
+    by `cli.main` as soon as the command line is read, before anything else loads; `run` finds
+    them as `args.gpm_head`, and `cli.main` closes what no collector took over. None otherwise."""
+    if args.demo or args.replay is not None or args.fast:
+        return None
+    from ..collect.nvml.head import GpmHeadStart
+
+    args.gpm_head = GpmHeadStart.here()
+    return args.gpm_head
 
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
