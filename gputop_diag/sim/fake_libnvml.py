@@ -127,11 +127,21 @@ class FakeLib:
 
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
+        self._symbols: dict[str, tuple[Any, Any]] = {}  # name -> (driver, C function)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or not name.startswith("nvml"):
             raise AttributeError(name)
-        if not self._nvml._m.driver.exports(name):
+        driver = self._nvml._m.driver
+        hit = self._symbols.get(name)
+        if hit is not None and hit[0] is driver:  # looked up before, from the same library
+            return hit[1]
+        fn = self._symbol(name, driver)
+        self._symbols[name] = (driver, fn)
+        return fn
+
+    def _symbol(self, name: str, driver: Any) -> Any:
+        if not driver.exports(name):
             raise AttributeError(name)
         if name in _PROCESS_SYMBOLS:
             graphics, suffix = _PROCESS_SYMBOLS[name]

@@ -154,7 +154,10 @@ class NvmlBase:
                 )
             raise ERR(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
         first = args[0] if args else next(iter(kwargs.values()), None)
-        if name == "nvmlDeviceGetHandleByIndex":
+        own = self._by_id.get(id(first))
+        if own is not None and ctypes.addressof(first.contents) == own[1]:
+            gpu = own[2]  # the usual case, `_gpu_of` written out: a handle given out here
+        elif name == "nvmlDeviceGetHandleByIndex":
             gpu = first if isinstance(first, int) else None
         elif name == "nvmlGpmMetricsGet":
             gpu = self._gpm.get(self._addr(first.sample2), (None,))[0]

@@ -129,7 +129,10 @@ class FakeProcFS:
                     return text
                 raise _missing(path)
             if n == 5 and parts[2] == "task":
-                return self._task_file(p, parts[3], parts[4], path)
+                th = self._thread(p, parts[3])
+                if th is None:
+                    raise _missing(path)
+                return self._task_file(p, th, parts[4], path)
             if n == 2:
                 raise _directory(path)
             return self._pid_file(p, parts[2:], path)
@@ -205,11 +208,8 @@ class FakeProcFS:
                 return text
         raise _missing(path)
 
-    def _task_file(self, p: SimProc, tid: str, name: str, path: str) -> str:
+    def _task_file(self, p: SimProc, th: SimThread, name: str, path: str) -> str:
         """/proc/<pid>/task/<tid>/<name>: a thread's comm, stat and children."""
-        th = self._thread(p, tid)
-        if th is None:
-            raise _missing(path)
         if name == "children":
             if p.denied:
                 raise _denied(path)
@@ -265,6 +265,8 @@ class FakeProcFS:
             return ""
         main = p.threads[0].tid if p.threads else p.pid
         by, alive = self.forked_by, self._m.alive
+        if not by and th.tid != main:  # every child was started by the main thread
+            return ""
         return "".join(
             [f"{c} " for c in p.children if by.get(c, main) == th.tid and alive(c) is not None]
         )

@@ -213,8 +213,8 @@ class FakePsutil:
         busy, _ = self._since_last("percpu" if percpu else "cpu")
         if not percpu:
             return round(busy, 1)
-        t = self._m.state()["t"]
-        spread = [self._m.n("cpu", 200 + k, t) for k in range(HOST_CPUS)]
+        noise = self._m.noise_of("cpu", self._m.state()["t"])
+        spread = [noise(200 + k) for k in range(HOST_CPUS)]
         mean = sum(spread) / HOST_CPUS
         return [round(min(100.0, max(0.0, busy + d - mean)), 1) for d in spread]
 

@@ -55,6 +55,10 @@ _NO_NOISE = dict.fromkeys(NOISE_SD, 0.0)
 _GPU_MEMO_MAX = 4096
 
 
+def _no_noise(k: int) -> float:
+    return 0.0
+
+
 # Noise tables by seed string: drawing 4099 Gaussians costs more than the rest of building a
 # machine, and tests build thousands of machines from a few seeds. The tables are never written.
 _NOISE_TABLES: dict[str, list[float]] = {}
@@ -70,6 +74,25 @@ def _noise_table(seed: str) -> list[float]:
             _NOISE_TABLES.clear()
         _NOISE_TABLES[seed] = table
     return table
+
+
+# A profile's figures as `_gpu_state` blends them, by the profile's identity (profiles are never
+# written): (key, idle value, busy - idle or None where the device lacks the figure, noisy).
+_FIGURES: dict[int, tuple[dict, tuple]] = {}
+
+
+def _figures(prof: dict) -> tuple:
+    hit = _FIGURES.get(id(prof))
+    if hit is not None and hit[0] is prof:
+        return hit[1]
+    busy, idle, rows = prof["busy"], prof["idle"], []
+    for key in GPU_KEYS:
+        b, i = busy.get(key), idle.get(key)
+        rows.append((key, i, None if b is None else b - i, bool(b or i)))
+    if len(_FIGURES) >= _NOISE_TABLES_MAX:
+        _FIGURES.clear()
+    _FIGURES[id(prof)] = (prof, tuple(rows))
+    return tuple(rows)
 
 
 @dataclass(frozen=True)
@@ -215,6 +238,14 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
             for key, offset, sd in _NOISE_OFFSETS
         }
 
+    def noise_of(self, key: str, t: float):
+        """`n(key, k, t)` as a function of the item k alone, for many items at one time."""
+        if not self.noise:
+            return _no_noise
+        table, sd, scale = self._noise, NOISE_SD[key], self.noise
+        base = int(t * 4) * 7919 + _KEYS[key] * 31
+        return lambda k: table[(base + k * 104729) % _NOISE_N] * sd * scale
+
     def profile_at(self, t: float) -> dict:
         return self.profiles[self.phase_at(t)[0]]
 
@@ -299,12 +330,11 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
         noise = self.noises(gi, t)
         busy, idle, m = prof["busy"], prof["idle"], self.model
         vals: dict = {}
-        for key in GPU_KEYS:
-            b, i = busy.get(key), idle.get(key)
-            if b is None:
+        for key, i, span, noisy in _figures(prof):
+            if span is None:
                 vals[key] = None
                 continue
-            v = i + f * (b - i) + (noise[key] if b or i else 0.0)
+            v = i + f * span + (noise[key] if noisy else 0.0)
             vals[key] = min(100.0, max(0.0, v)) if key != "temp" else v
         pw = idle["power"] + f * (busy["power"] - idle["power"]) + noise["power"]
         clk = idle["clock"] + f * (busy["clock"] - idle["clock"]) + noise["clock"]
@@ -334,9 +364,10 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
 
     def _thread_cpu(self, p: SimProc, host: dict, gpus: list, t: float, on: bool) -> dict:
         k = p.pid % 97
+        noise = self.noise_of("cpu", t)
         if p.role in ("host", "cotenant", "small", "launcher"):
             c = p.cpu_fixed if p.cpu_fixed is not None else 30.0
-            share = max(0.0, c + (self.n("cpu", k, t) if c else 0.0)) / len(p.threads)
+            share = max(0.0, c + (noise(k) if c else 0.0)) / len(p.threads)
             return {th.tid: share for th in p.threads}
         if not on:
             return {th.tid: 0.0 for th in p.threads}
@@ -357,7 +388,7 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
                 continue
             else:
                 c = 1.5
-            out[th.tid] = min(100.0, max(0.0, c + self.n("cpu", k + th.tid % 7, t)))
+            out[th.tid] = min(100.0, max(0.0, c + noise(k + th.tid % 7)))
         return out
 
     def _integrate(self, st: dict, dt: float) -> None:
