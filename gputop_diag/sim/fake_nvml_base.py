@@ -18,6 +18,7 @@ from .machine import HANG_CAP_S, SimGpu, SimMachine
 
 ERR = _real.NVMLError
 NA = 0xFFFFFFFF  # NVML's "not applicable" for MIG ids outside MIG
+_NO_HANDLE = object()  # no call has resolved a handle yet
 _KEEP_FUNCTIONS = {"nvmlStructToFriendlyObject", "convertStrBytes", "throwOnVersionMismatch"}
 
 
@@ -86,6 +87,7 @@ class NvmlBase:
         # back nearly always, and checking that one still points where it did is much cheaper
         # than `ctypes.cast`; any other object is looked up by address.
         self._by_id: dict[int, tuple[object, int | None, int, int | None]] = {}
+        self._resolved: tuple[object, int] = (_NO_HANDLE, -1)  # see `_gate`
         for i, h in enumerate(self._handles):
             self._by_addr[self._addr(h)] = (i, None)
             self._by_id[id(h)] = (h, self._addr(h), i, None)
@@ -109,6 +111,9 @@ class NvmlBase:
             return None
 
     def _gpu_of(self, h) -> int | None:
+        resolved = self._resolved
+        if resolved[0] is h:
+            return resolved[1]  # the handle of the call in progress, resolved by `_gate`
         own = self._by_id.get(id(h))
         if own is not None and ctypes.addressof(h.contents) == own[1]:
             return own[2]  # a handle given out here, still pointing where it did
@@ -134,7 +139,9 @@ class NvmlBase:
         return self._m.gpus[self._index(h)]
 
     def _g(self, h) -> dict:
-        return self._m.state()["gpus"][self._index(h)]
+        resolved = self._resolved
+        gi = resolved[1] if resolved[0] is h else self._index(h)
+        return self._m.state()["gpus"][gi]
 
     def _gate(self, name: str, args: tuple, kwargs: dict, symbol: str | None = None) -> None:
         """What every call into the driver goes through: count it, refuse it before init or
@@ -156,7 +163,11 @@ class NvmlBase:
         first = args[0] if args else next(iter(kwargs.values()), None)
         own = self._by_id.get(id(first))
         if own is not None and ctypes.addressof(first.contents) == own[1]:
-            gpu = own[2]  # the usual case, `_gpu_of` written out: a handle given out here
+            # The usual case, `_gpu_of` written out: a handle given out here. The call's body
+            # asks again: `_resolved` answers it (one assignment, so a call in another thread
+            # sees either this pair or its own, and tells them apart by the handle).
+            gpu = own[2]
+            self._resolved = (first, gpu)
         elif name == "nvmlDeviceGetHandleByIndex":
             gpu = first if isinstance(first, int) else None
         elif name == "nvmlGpmMetricsGet":

@@ -51,6 +51,19 @@ def _directory(path: str) -> IsADirectoryError:
 
 
 _USER_SHARE = 0.85  # of a process's CPU time spent in user mode (as `fake_psutil` says)
+_PATHS_MAX = 8192
+
+
+def _parse(path: str) -> tuple[list[str], int | None, list[str]]:
+    """A path's parts; for /proc/<pid>/..., the pid and the parts after it (else None and []).
+    The readers ask for the same paths every tick: `FakeProcFS.read_text` keeps each parse."""
+    if path.startswith("/proc/") and "//" not in path:  # the most read: one process's
+        parts = path[1:].split("/")
+    else:
+        parts = [p for p in path.split("/") if p]
+    if len(parts) >= 2 and parts[0] == "proc" and parts[1].isdigit():
+        return parts, int(parts[1]), parts[2:]
+    return parts, None, []
 
 
 class FakeProcFS:
@@ -59,6 +72,7 @@ class FakeProcFS:
         self.children_files = children_files  # False: a kernel without CONFIG_PROC_CHILDREN
         self.forked_by: dict[int, int] = {}  # child pid -> the parent's thread that started it
         self._tids: dict[int, dict[str, SimThread]] = {}  # pid -> its threads by tid
+        self._paths: dict[str, tuple] = {}  # path -> `_parse(path)`
         self.owners = SimOwners(machine)  # cgroups, PID namespaces, pods' and containers' files
 
     def exists(self, path: str) -> bool:
@@ -116,26 +130,27 @@ class FakeProcFS:
 
     def read_text(self, path: str) -> str:
         m = self._m
-        if path.startswith("/proc/") and "//" not in path:  # the most read: one process's
-            parts = path[1:].split("/")
-        else:
-            parts = [p for p in path.split("/") if p]
-        n = len(parts)
-        if n >= 2 and parts[0] == "proc" and parts[1].isdigit():
-            p = m.alive(int(parts[1]))
+        parsed = self._paths.get(path)
+        if parsed is None:
+            if len(self._paths) >= _PATHS_MAX:
+                self._paths.clear()
+            parsed = self._paths[path] = _parse(path)
+        parts, pid, rest = parsed
+        if pid is not None:
+            p = m.alive(pid)
             if p is None:
                 text = self.owners.read(path)  # the kernel's kthreadd, PID 2
                 if text is not None:
                     return text
                 raise _missing(path)
-            if n == 5 and parts[2] == "task":
-                th = self._thread(p, parts[3])
+            if len(rest) == 3 and rest[0] == "task":
+                th = self._thread(p, rest[1])
                 if th is None:
                     raise _missing(path)
-                return self._task_file(p, th, parts[4], path)
-            if n == 2:
+                return self._task_file(p, th, rest[2], path)
+            if not rest:
                 raise _directory(path)
-            return self._pid_file(p, parts[2:], path)
+            return self._pid_file(p, list(rest), path)
         health = self._health()
         if health is not None and parts[:1] in (["sys"], ["proc"]):
             text = health.read(path)

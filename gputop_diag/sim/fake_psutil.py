@@ -69,9 +69,8 @@ class FakeProcess:
             raise _real.AccessDenied(self.pid, p.name)
         return p
 
-    @contextlib.contextmanager
     def oneshot(self):
-        yield
+        return contextlib.nullcontext()  # nothing to cache: every read is already one lookup
 
     def name(self) -> str:
         return self._proc().name
@@ -213,8 +212,7 @@ class FakePsutil:
         busy, _ = self._since_last("percpu" if percpu else "cpu")
         if not percpu:
             return round(busy, 1)
-        noise = self._m.noise_of("cpu", self._m.state()["t"])
-        spread = [noise(200 + k) for k in range(HOST_CPUS)]
+        spread = self._m.noise_series("cpu", range(200, 200 + HOST_CPUS), self._m.state()["t"])
         mean = sum(spread) / HOST_CPUS
         return [round(min(100.0, max(0.0, busy + d - mean)), 1) for d in spread]
 

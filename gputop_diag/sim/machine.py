@@ -246,6 +246,14 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
         base = int(t * 4) * 7919 + _KEYS[key] * 31
         return lambda k: table[(base + k * 104729) % _NOISE_N] * sd * scale
 
+    def noise_series(self, key: str, items: range, t: float) -> list[float]:
+        """`[n(key, k, t) for k in items]`, without a call per item."""
+        if not self.noise:
+            return [0.0] * len(items)
+        table, sd, scale = self._noise, NOISE_SD[key], self.noise
+        base = int(t * 4) * 7919 + _KEYS[key] * 31
+        return [table[(base + k * 104729) % _NOISE_N] * sd * scale for k in items]
+
     def profile_at(self, t: float) -> dict:
         return self.profiles[self.phase_at(t)[0]]
 
@@ -295,9 +303,10 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
         host = prof["host"]
         on = self.job_on(prof, t)
         cpu: dict[int, dict[int, float]] = {}
+        noise = self.noise_of("cpu", t)
         for p in self.procs.values():
             if self.alive(p.pid, t):
-                cpu[p.pid] = self._thread_cpu(p, host, gpus, t, on)
+                cpu[p.pid] = self._thread_cpu(p, host, gpus, noise, on)
         total = sum(sum(v.values()) for v in cpu.values()) + BACKGROUND_CPU_PCT * HOST_CPUS
         host_cpu = min(100.0, total / HOST_CPUS)
         iowait = min(max(0.0, host["iowait"] + self.n("iowait", 0, t)), 100.0 - host_cpu)
@@ -362,9 +371,9 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
         self._gpu_memo[gi, t] = (idle_since, gs)
         return gs
 
-    def _thread_cpu(self, p: SimProc, host: dict, gpus: list, t: float, on: bool) -> dict:
+    def _thread_cpu(self, p: SimProc, host: dict, gpus: list, noise, on: bool) -> dict:
+        """Each thread's CPU % (`noise`: `noise_of("cpu", t)`)."""
         k = p.pid % 97
-        noise = self.noise_of("cpu", t)
         if p.role in ("host", "cotenant", "small", "launcher"):
             c = p.cpu_fixed if p.cpu_fixed is not None else 30.0
             share = max(0.0, c + (noise(k) if c else 0.0)) / len(p.threads)
