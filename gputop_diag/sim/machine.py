@@ -172,9 +172,10 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
         self.slurm: list[dict] = spec.get("slurm", [])
         self._t: float | None = None
         self._state: dict | None = None
-        # (time, state) of the newest evaluation, set in one assignment once all its work is
-        # done, so that `state()` can answer a repeated time without taking the lock.
-        self._current: tuple[float, dict] | None = None
+        # (time, state, the clock's reading) of the newest evaluation, set in one assignment
+        # once all its work is done, so that `state()` can answer a repeated time without
+        # taking the lock (and an unmoved clock without rounding its reading).
+        self._current: tuple[float, dict, float] | None = None
         self._avg_cache: dict[tuple, dict] = {}
         # (GPU, time) -> (when its last rank was signalled away, its figures): `_gpu_state`
         self._gpu_memo: dict[tuple[int, float], tuple[float | None, dict]] = {}
@@ -280,8 +281,11 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
     # -- evaluation --------------------------------------------------------------------------
     def state(self) -> dict:
         """The machine at the clock's now; computed once per 0.1 s."""
-        t = round(self.clock.now() / STEP_S) * STEP_S
+        now = self.clock.now()
         current = self._current
+        if current is not None and current[2] == now:  # the clock has not moved
+            return current[1]
+        t = round(now / STEP_S) * STEP_S
         if current is not None and current[0] == t:
             return current[1]
         with self.lock:
@@ -293,7 +297,7 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
                 self._t, self._state = t, st
                 if self.spec.get("probe") and st["job_on"]:
                     self._write_probes(st)
-                self._current = (t, st)
+                self._current = (t, st, now)
             return st
 
     def _evaluate(self, t: float) -> dict:

@@ -376,12 +376,19 @@ def _busy_seconds(prof: dict, x: float, gpu: int) -> float:
 
 def busy_share(prof: dict, t0: float, t1: float, gpu: int) -> float:
     """Share of (t0, t1] that GPU `gpu` is busy under profile `prof` (exact, 0..1)."""
-    if prof["shape"] == "steady":
+    shape = prof["shape"]
+    if shape == "steady":
         return 1.0
     if t1 <= t0:  # an instant: busy or not
         return float(_busy_seconds(prof, t1 + 1e-6, gpu) > _busy_seconds(prof, t1, gpu))
-    share = (_busy_seconds(prof, t1, gpu) - _busy_seconds(prof, t0, gpu)) / (t1 - t0)
-    return min(1.0, max(0.0, share))
+    # `_busy_seconds` at t1 and t0, written out (the driver's samples ask this most)
+    period, busy_s = prof["period"], prof["busy_s"]
+    offset = 0.0 if shape == "dips" else 0.37 * gpu
+    laps = math.floor((t1 - offset) / period)
+    busy1 = laps * busy_s + min(t1 - offset - laps * period, busy_s)
+    laps = math.floor((t0 - offset) / period)
+    busy0 = laps * busy_s + min(t0 - offset - laps * period, busy_s)
+    return min(1.0, max(0.0, (busy1 - busy0) / (t1 - t0)))
 
 
 def profiles_of(spec: dict) -> dict[str, dict]:
