@@ -96,14 +96,20 @@ class _GpmMetric(ctypes.Structure):
     _fields_ = _real.c_nvmlGpmMetric_t._fields_
 
 
+class _UintValue(ctypes.Union):
+    """c_nvmlValue_t's members with `uiVal` first, so that `(v,)` fills `uiVal` (the rest zero,
+    as `c_nvmlValue_t(uiVal=v)` leaves it)."""
+
+    _fields_ = sorted(_real.c_nvmlValue_t._fields_, key=lambda f: f[0] != "uiVal")
+
+
 class _UintSample(ctypes.Structure):
-    """c_nvmlSample_t whose value is the union's `uiVal` (at the union's offset 0, the union's
-    other bytes zero, as `c_nvmlValue_t(uiVal=v)` leaves them)."""
+    _fields_ = [
+        (name, _UintValue if kind is _real.c_nvmlValue_t else kind)
+        for name, kind in _real.c_nvmlSample_t._fields_
+    ]
 
-    _fields_ = [("timeStamp", ctypes.c_ulong), ("uiVal", ctypes.c_uint)]
 
-
-assert ctypes.sizeof(_UintSample) == ctypes.sizeof(_real.c_nvmlSample_t)
 _METRICS_AT = _real.c_nvmlGpmMetricsGet_t.metrics.offset
 _METRICS_LEN = _real.c_nvmlGpmMetricsGet_t.metrics.size // ctypes.sizeof(_GpmMetric)
 
@@ -197,7 +203,7 @@ class NvmlExtras(NvmlBase):
                 v = m.driver_sample(gi, k, figure)
                 if v is None:
                     raise ERR(_real.NVML_ERROR_NOT_SUPPORTED)
-            rows.append((sample_time_us(k), round(v * scale)))
+            rows.append((sample_time_us(k), (round(v * scale),)))
         # Built whole, without pynvml's attribute hooks (`_UintSample`), then copied.
         raw = (_UintSample * len(ks))(*rows)
         arr = (_real.c_nvmlSample_t * len(ks)).from_buffer_copy(raw)
