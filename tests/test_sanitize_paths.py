@@ -64,7 +64,8 @@ async def test_the_watch_view_names_the_log_as_stderr_does(tmp_path):
 
     from gputop_diag import sim
     from gputop_diag.collect.job import JobWatch
-    from gputop_diag.commands.common import session_key, shown_path
+    from gputop_diag.commands.common import shown_path
+    from gputop_diag.monitor.run import session_key
     from gputop_diag.tui import GpuTopApp
     from gputop_diag.tui.job_quit import QuitJobScreen
 

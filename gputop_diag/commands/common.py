@@ -81,13 +81,6 @@ def say(message: object, flush: bool = False) -> None:
 _session: dict[str, object] = {}  # this run of the program: its path namer (`session_key`)
 
 
-def session_key() -> bytes:
-    """This run's sanitizer key (`monitor.run.session_key`; the paced loop loads when asked)."""
-    from ..monitor.run import session_key as key
-
-    return key()
-
-
 def shown_path(path: str) -> str:
     """`path` as a sanitized surface prints it: its pseudonym under `session_key()`, the same
     wherever it is printed in this run (the summary's `seeded_sanitizer(…, key=session_key())`
@@ -97,6 +90,7 @@ def shown_path(path: str) -> str:
 
 def shown_text(text: str, path: bool = False) -> str:
     """Free text (an error that names a file) through the session's sanitizer."""
+    from ..monitor.run import session_key
     from ..sanitize.sanitizer import Sanitizer
 
     namer = _session.get("namer")

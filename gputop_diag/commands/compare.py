@@ -15,6 +15,7 @@ from ..compare.judge import compare
 from ..compare.load import CompareError, load
 from ..compare.render import SCHEMA, render_text, to_json
 from ..model.exits import EXIT_USAGE
+from ..monitor.run import session_key
 from ..sources import Sources
 from .common import (
     add_sanitize,
@@ -22,7 +23,6 @@ from .common import (
     is_recording,
     sanitized_output,
     say,
-    session_key,
     stopped_early,
 )
 

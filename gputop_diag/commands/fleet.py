@@ -225,7 +225,8 @@ def _print_sanitized(verdict, args: argparse.Namespace, group_by: str, url: str)
     Prometheus address or selector; nothing at all where a leak check still finds a name."""
     from ..fleet.judge import render_fleet_text, to_fleet_json
     from ..fleet.sanitize import FleetNames
-    from .common import sanitized_output, session_key
+    from ..monitor.run import session_key
+    from .common import sanitized_output
 
     names = FleetNames(session_key())  # the run's key, as every sanitized surface of it
     shown = names.verdict(verdict)

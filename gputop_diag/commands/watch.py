@@ -51,7 +51,7 @@ from ..model.codec import rounded
 from ..model.exits import EXIT_USAGE
 from ..model.formats import count
 from ..monitor.core import Monitor
-from ..monitor.run import Done, Run
+from ..monitor.run import Done, Run, session_key
 from ..planner.configs import ReadConfig
 from ..sources import Sources
 from .common import (
@@ -62,7 +62,6 @@ from .common import (
     sanitized_output,
     say,
     seeded_sanitizer,
-    session_key,
     shown_path,
 )
 from .options import add_time_options, capped, time_problem, with_progress
