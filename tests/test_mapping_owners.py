@@ -234,7 +234,9 @@ def test_sanitized_summary_names_no_owner(scenario, capsys):
         assert main(["--demo", scenario, "mapping", "--sanitize", *extra]) == 0
         out = capsys.readouterr().out
         for s in secrets:
-            assert s not in out, s
+            # whole: a pseudonym drawn from the run's random key may hold the letters of a
+            # short name by chance (`container-bobi`), which names no one
+            assert not re.search(rf"(?<![0-9A-Za-z]){re.escape(s)}(?![0-9A-Za-z])", out), s
     doc = json.loads(out)
     assert len(doc["owners"]) == len(m.owners)
     assert all("pids" not in o and "owner" not in o and "users" not in o for o in doc["owners"])
