@@ -308,19 +308,18 @@ XDIST_GROUPS = {
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: -n auto
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` is two workers more than the CPUs this process may use (xdist's default is the
-    physical cores). Much of the suite's time is waiting (on a subprocess, a pty, a timer, a
-    real job's steps), not computing: with two workers on 2 cores a core sat idle for 95 s of a
-    4 m 45 s run; later, on a quiet 2-core machine, three workers took 390 s and four 359 s
-    (about 620 s of CPU either way). PYTEST_XDIST_AUTO_NUM_WORKERS, and `-n logical`, still
-    decide where given."""
+    """`-n auto` is one worker more than the CPUs this process may use (xdist's default is the
+    physical cores). About a fifth of the suite's time is waiting (on a subprocess, a pty, a
+    timer), not computing; with two workers on 2 cores a core sat idle for 95 s of a 4 m 45 s
+    run, with three the whole run took 4 m 10 s to 4 m 30 s. PYTEST_XDIST_AUTO_NUM_WORKERS, and
+    `-n logical`, still decide where given."""
     if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return cpus + 2
+    return cpus + 1
 
 
 def _index(entries: list[str]) -> tuple[set[str], set[str]]:
