@@ -9,6 +9,7 @@ so the raw JSON of 60 queries over a 2,000-GPU fleet is never held at once.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -99,6 +100,7 @@ def literal_regex(values) -> str:
 # how far before a step an instant selector finds a sample
 LOOKBACK_S = 300.0
 _VALUE = itemgetter(1)  # a range query's [time, "value"] pair: its value
+_VALUE_TEXTS = re.compile(r',"([^"]*)"\]')  # each value of a values array's text
 
 
 class NoFleetData(Exception):
@@ -150,6 +152,21 @@ class Grid:
             if 0 <= k < n and v != "NaN":
                 col[k] = float(v)
         return Column(entry["metric"], col)
+
+    def from_text(self, labels: dict[str, str], text: str, floats: dict[str, float]) -> Column:
+        """A series from `Prometheus.query_range_texts`: its values array's text. `floats`:
+        the texts already read (a field's values repeat across GPUs and steps)."""
+        texts = _VALUE_TEXTS.findall(text)
+        start, step, n = self.start, self.step, self.n
+        if len(texts) == n and abs(float(text[1 : text.index(",")]) - start) < 1e-3 * step:
+            # present at every point (most series): the texts in order are the column
+            values = list(map(floats.get, texts))
+            if None in values:
+                for k, v in enumerate(values):
+                    if v is None and (t := texts[k]) != "NaN":
+                        values[k] = floats[t] = float(t)
+            return Column(labels, values)
+        return self.from_raw({"metric": labels, "values": json.loads("[" + text + "]")})
 
     def from_series(self, s: Series) -> Column:
         col: list[float | None] = [None] * self.n
@@ -288,8 +305,17 @@ def run_jobs(
     """Each query on the grid, a few at a time; node-exporter's refused ones left empty."""
 
     def one(promql: str) -> list[Column]:
-        raw = prom.query_range_raw(promql, grid.start, grid.end, grid.step)
-        return [grid.from_raw(e) for e in raw]
+        series = prom.query_range_texts(promql, grid.start, grid.end, grid.step)
+        floats: dict[str, float] = {}
+        try:
+            return [grid.from_text(labels, text, floats) for labels, text in series]
+        except (ValueError, TypeError, IndexError):
+            raise PrometheusError(
+                f"Prometheus at {prom.url} answered {promql!r} with values that are not "
+                "[time, \"value\"] pairs",
+                "check the URL points at Prometheus' HTTP API (port 9090 by default)",
+                "bad_answer",
+            ) from None
 
     def last(name: str, sel: str) -> list[Column]:
         # the newest sample a range query on the grid would show: in (start - lookback, end]

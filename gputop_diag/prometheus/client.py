@@ -146,6 +146,10 @@ class Prometheus:
         return (type(self), self._given)
 
     def _get(self, path: str, params: dict[str, Any]) -> Any:
+        return self._data(self._body(path, params))
+
+    def _body(self, path: str, params: dict[str, Any]) -> bytes:
+        """The answer's bytes; PrometheusError where there is none to read."""
         query = urllib.parse.urlencode(params)
         # POST keeps long selectors out of the URL (the API takes form-encoded POSTs).
         req = urllib.request.Request(
@@ -243,6 +247,10 @@ class Prometheus:
                 "check the address and that Prometheus runs (`curl URL/-/ready`)",
                 "unreachable",
             ) from None
+        return body
+
+    def _data(self, body: bytes) -> Any:
+        """The `data` of a successful answer; PrometheusError for any other."""
         try:
             doc = json.loads(body)
         except ValueError:
@@ -276,19 +284,19 @@ class Prometheus:
             return [({}, float(data["result"][1]))]
         return [(r["metric"], float(r["value"][1])) for r in data["result"]]
 
+    def _range_params(self, promql: str, start: float, end: float, step: float) -> dict:
+        return {
+            "query": promql,
+            "start": f"{start:.3f}",
+            "end": f"{end:.3f}",
+            "step": f"{step:g}",
+            "timeout": api_duration(self.timeout),
+        }
+
     def query_range_raw(self, promql: str, start: float, end: float, step: float) -> list[dict]:
         """A range query's result as Prometheus sends it: `{"metric": {labels}, "values":
         [[unix_time, "value"], ...]}` per series."""
-        data = self._get(
-            "query_range",
-            {
-                "query": promql,
-                "start": f"{start:.3f}",
-                "end": f"{end:.3f}",
-                "step": f"{step:g}",
-                "timeout": api_duration(self.timeout),
-            },
-        )
+        data = self._get("query_range", self._range_params(promql, start, end, step))
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise PrometheusError(
                 f"unexpected answer to {promql!r}",
@@ -296,6 +304,30 @@ class Prometheus:
                 "bad_answer",
             )
         return data["result"]
+
+    def query_range_texts(
+        self, promql: str, start: float, end: float, step: float
+    ) -> list[tuple[dict[str, str], str]]:
+        """A range query's series as (labels, the text of its values array inside its
+        brackets: `[t,"v"],[t,"v"]`), the values left for the caller to read: the fleet reads
+        ~20,000 series a batch, where building every [time, "value"] pair costs more than
+        reading the values it needs from the text (`split_matrix`). An answer that is not in
+        Prometheus' own layout is read as JSON, and its values written back as that text."""
+        body = self._body("query_range", self._range_params(promql, start, end, step))
+        split = split_matrix(body)
+        if split is not None:
+            return split
+        data = self._data(body)
+        if not isinstance(data, dict) or data.get("resultType") != "matrix":
+            raise PrometheusError(
+                f"unexpected answer to {promql!r}",
+                "report this with the Prometheus version",
+                "bad_answer",
+            )
+        return [
+            (r["metric"], json.dumps(r.get("values", []), separators=(",", ":"))[1:-1])
+            for r in data["result"]
+        ]
 
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[Series]:
         """A range query: one Series per result, NaN samples dropped."""
@@ -309,6 +341,54 @@ class Prometheus:
                     values.append(x)
             out.append(Series(r["metric"], tuple(times), tuple(values)))
         return out
+
+
+# A successful range query as Prometheus writes it (its API's JSON, keys in this order, no
+# spaces): https://github.com/prometheus/prometheus/blob/main/web/api/v1/json_codec.go
+_MATRIX_HEAD = b'{"status":"success","data":{"resultType":"matrix","result":['
+_SERIES_OPEN = '{"metric":'
+_VALUES_OPEN = '},"values":['
+
+
+def split_matrix(body: bytes) -> list[tuple[dict[str, str], str]] | None:
+    """(labels, values text) per series of a successful range query written in Prometheus'
+    own layout; None for any other answer (an error, warnings the layout does not expect,
+    native histograms, another server's spacing), which is then read as JSON.
+
+    A JSON string escapes its quotes, so `{"metric":` and `},"values":[` can only be the
+    layout's own keys, and a values array of [number,"text"] pairs ends at its first `]]}`.
+    Each series must end where the next begins, and the last where the result ends."""
+    if not body.startswith(_MATRIX_HEAD) or b'"histograms"' in body:
+        return None
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        return None
+    parts = text.split(_SERIES_OPEN)
+    if len(parts) == 1:
+        return [] if text.startswith("]", len(_MATRIX_HEAD)) else None
+    if len(parts[0]) != len(_MATRIX_HEAD):
+        return None
+    metrics: list[str] = []
+    values: list[str] = []
+    last = len(parts) - 1
+    for k, part in enumerate(parts[1:], 1):
+        i = part.find(_VALUES_OPEN)
+        j = part.find("]]}", i)
+        if i < 0 or j < 0:
+            return None
+        tail = part[j + 3 :]
+        if tail != "," and not (k == last and tail.startswith("]")):
+            return None
+        metrics.append(part[: i + 1])
+        values.append(part[i + len(_VALUES_OPEN) : j + 1])
+    try:
+        labels = json.loads("[" + ",".join(metrics) + "]")
+    except ValueError:
+        return None
+    if not all(isinstance(x, dict) for x in labels):
+        return None
+    return list(zip(labels, values))
 
 
 def api_duration(seconds: float) -> str:
