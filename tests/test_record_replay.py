@@ -380,8 +380,14 @@ def every_field_snapshot() -> Snapshot:
                     dtype_flops=(("float32", 2**39),),
                     shapes=(
                         model.ProbeShape(
-                            "mm", "float32", (8192, 50257, 4096), "MNK", 2, 2**38,
-                            ("N",), "/home/alice/llm/train.py:61",
+                            "mm",
+                            "float32",
+                            (8192, 50257, 4096),
+                            "MNK",
+                            2,
+                            2**38,
+                            ("N",),
+                            "/home/alice/llm/train.py:61",
                         ),
                     ),
                     h2d=model.ProbeTransfer(4, 2**26, 0.0125, 2**25, 2),

@@ -28,4 +28,3 @@ def test_xid_triage_counts_in_words():
     rc, out, _ = run(["--demo", "xid-79", "xid"])
     assert rc == 0 and "(s)" not in out, out
     assert re.search(r"Xid triage: \d+ events? on \d+ devices?", out), out
-

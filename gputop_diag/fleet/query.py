@@ -197,15 +197,21 @@ def detect_step(prom: Prometheus, match: str, window_s: float, end: float) -> fl
     """The scrape interval, from how many samples the densest GPU series has in the window
     and in its last two minutes and 30 s (the finest)."""
     spans = step_spans(window_s)
-    steps = []
-    for span in spans:
+
+    def densest(name: str, span: float) -> float:
         w = int(math.ceil(span))
-        n = 0.0
-        for name in PRESENCE:  # one at a time: count_over_time drops the name, labels collide
-            res = prom.query(f"max(count_over_time({selector(name, match)}[{w}s]))", at=end)
-            n = max(n, res[0][1] if res else 0.0)
-        if n:
-            steps.append(_step_of(span, n))
+        res = prom.query(f"max(count_over_time({selector(name, match)}[{w}s]))", at=end)
+        return res[0][1] if res else 0.0
+
+    # one query a field and span (count_over_time drops the name: two fields' labels would
+    # collide), asked together
+    with ThreadPoolExecutor(QUERY_THREADS) as pool:
+        counts = {span: [pool.submit(densest, name, span) for name in PRESENCE] for span in spans}
+        steps = []
+        for span, futures in counts.items():
+            n = max(f.result() for f in futures)
+            if n:
+                steps.append(_step_of(span, n))
     if not steps:
         raise NoFleetData(
             f"no dcgm-exporter series ({' or '.join(PRESENCE)}) "
@@ -312,7 +318,7 @@ def run_jobs(
         except (ValueError, TypeError, IndexError):
             raise PrometheusError(
                 f"Prometheus at {prom.url} answered {promql!r} with values that are not "
-                "[time, \"value\"] pairs",
+                '[time, "value"] pairs',
                 "check the URL points at Prometheus' HTTP API (port 9090 by default)",
                 "bad_answer",
             ) from None

@@ -9,7 +9,9 @@ figures, else node-exporter's), the GPU processes with their threads and helpers
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
+from itertools import islice, repeat
+from operator import attrgetter
 
 from ..model import (
     MIB,
@@ -97,6 +99,24 @@ _FLOAT_ATTRS = (
     "memory_temperature_c", "nvlink_tx_kib_s", "nvlink_rx_kib_s",
 )  # fmt: skip
 _BOOL_ATTRS = ("retired_pages_pending", "remap_failure", "remap_pending")
+_MEMORY_ATTRS = ("mem_total_bytes", "mem_reserved_bytes", "mem_used_bytes", "mem_free_bytes")
+
+
+def _defaults(cls) -> tuple[tuple[str, object], ...]:
+    """(name, default) of each field, in the order the class takes them positionally (None
+    for a field without a default: always given)."""
+    return tuple(
+        (
+            f.name,
+            f.default
+            if f.default is not MISSING
+            else (None if f.default_factory is MISSING else f.default_factory()),
+        )
+        for f in fields(cls)
+    )
+
+
+_GPU_FIELDS = _defaults(GpuState)
 
 
 def _memory_columns(c: dict, n: int) -> tuple[list, list, list, list]:
@@ -149,58 +169,48 @@ def _mig_columns(idx: int, static: GpuStatic, mig: dict, n: int) -> list[tuple]:
 
 
 def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int, mig: dict | None = None) -> list:
-    """The GPU's state at each grid point (None where it did not report). Only the fields
-    with a column are passed: the rest keep their default (None)."""
-    names: list[str] = []
-    cols: list[list] = []
+    """The GPU's state at each grid point after the baseline (None where it did not report,
+    and at point 0). Each state is built from its fields in order, positionally: a batch of
+    64 nodes makes ~13,000 of them."""
+    cols: dict[str, list | repeat] = {"index": repeat(idx, n), "static": repeat(static, n)}
     for a in _FLOAT_ATTRS:
         if a in c:
-            names.append(a)
-            cols.append(c[a])
+            cols[a] = c[a]
     for a in _INT_ATTRS:
         if a in c:
-            names.append(a)
-            cols.append([None if v is None else int(round(v)) for v in c[a]])
+            cols[a] = [None if v is None else int(round(v)) for v in c[a]]
     for a in _BOOL_ATTRS:
         if a in c:
-            names.append(a)
-            cols.append([None if v is None else bool(v) for v in c[a]])
+            cols[a] = [None if v is None else bool(v) for v in c[a]]
     total, reserved, used, free = _memory_columns(c, n)
-    names += ["mem_total_bytes", "mem_reserved_bytes", "mem_used_bytes", "mem_free_bytes"]
-    cols += [[None if v is None else int(round(v)) for v in col] for col in (total, reserved,
-             used, free)]  # fmt: skip
+    for a, col in zip(_MEMORY_ATTRS, (total, reserved, used, free), strict=True):
+        cols[a] = [None if v is None else int(round(v)) for v in col]
     if "clock_reasons" in c:
-        names.append("clock_event_reasons")
-        cols.append([_reasons(v) for v in c["clock_reasons"]])
-    gpm_names = [a for a in _GPM_ATTRS if "gpm." + a in c]
-    if gpm_names:
-        names.append("gpm")
-        gpm_cols = [c["gpm." + a] for a in gpm_names]
+        cols["clock_event_reasons"] = [_reasons(v) for v in c["clock_reasons"]]
+    if any("gpm." + a in c for a in _GPM_ATTRS):  # GpmMetrics' first fields, in order
         gpm: list[GpmMetrics | None] = []
         last_row, last = None, None
-        for row in zip(*gpm_cols, strict=True):
+        for row in zip(*(c.get("gpm." + a) or repeat(None, n) for a in _GPM_ATTRS), strict=False):
             if row != last_row:  # a GPU's figures often hold from step to step: one object
                 last_row = row
-                last = (
-                    GpmMetrics(**dict(zip(gpm_names, row, strict=True)))
-                    if any(v is not None for v in row)
-                    else None
-                )
+                last = GpmMetrics(*row) if any(v is not None for v in row) else None
             gpm.append(last)
-        cols.append(gpm)
+        cols["gpm"] = gpm
     if mig:
-        names.append("mig_instances")
-        cols.append(_mig_columns(idx, static, mig, n))
-    util = c.get("util_gpu_pct", [None] * n)
-    out: list[GpuState | None] = []
+        cols["mig_instances"] = _mig_columns(idx, static, mig, n)
+    columns = [cols.get(a) or repeat(d, n) for a, d in _GPU_FIELDS]
+    util = c.get("util_gpu_pct") or repeat(None, n)
+    out: list[GpuState | None] = [None]
     last_row, last = None, None
-    for k, row in enumerate(zip(*cols, strict=True)):
-        if used[k] is None and util[k] is None and total[k] is None:
+    rows = zip(*columns, strict=False)
+    next(rows, None)  # point 0, the baseline before the window
+    for k, (row, u) in enumerate(zip(rows, islice(util, 1, None), strict=False), 1):
+        if used[k] is None and u is None and total[k] is None:
             out.append(None)
         else:
             if row != last_row:  # the same figures as the step before: the same (frozen) state
                 last_row = row
-                last = GpuState(index=idx, static=static, **dict(zip(names, row, strict=True)))
+                last = GpuState(*row)
             out.append(last)
     return out
 
@@ -276,8 +286,8 @@ def _process_states(d: NodeColumns, n: int) -> list[tuple[tuple, tuple]]:
     threads = _busiest(d.threads, n, ThreadInfo)
     children = _busiest(d.children, n, ChildInfo)
     empty: tuple = ()
-    out = []
-    for k in range(n):
+    out: list[tuple[tuple, tuple]] = [(empty, empty)]  # point 0, the baseline: not a snapshot
+    for k in range(1, n):
         pids = {p.pid for p in gpu_procs[k]}
         pids.update(pid for pid, rows in threads.items() if rows[k])
         pids.update(pid for pid, rows in children.items() if rows[k])
@@ -301,16 +311,14 @@ def _busiest(cols: dict[tuple[int, int, str], list], n: int, make) -> dict[int, 
         by_pid[pid].append((tid, name, col))
     out: dict[int, list[tuple]] = {}
     for pid, items in by_pid.items():
-        values = [col for _, _, col in items]
         infos = [_infos(tid, name, col, make) for tid, name, col in items]
         rows = []
-        # every column holds a value (or None) at each of the n points
-        points = zip(zip(*values, strict=True), zip(*infos, strict=True), strict=True)
-        for vals, made in points:
-            row = [pair for pair in zip(vals, made, strict=True) if pair[0] is not None]
+        # every column holds an info (or None where it has no value) at each of the n points
+        for made in zip(*infos, strict=True):
+            row = [info for info in made if info is not None]
             # busiest first; a stable sort keeps the columns' order among equal figures
-            row.sort(key=_first, reverse=True)
-            rows.append(tuple([info for _, info in row]))
+            row.sort(key=_CPU, reverse=True)
+            rows.append(tuple(row))
         out[pid] = rows
     return out
 
@@ -330,8 +338,7 @@ def _infos(tid: int, name: str, col: list, make) -> list:
     return out
 
 
-def _first(pair: tuple) -> float:
-    return pair[0]
+_CPU = attrgetter("cpu_pct")
 
 
 @dataclass

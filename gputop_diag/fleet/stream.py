@@ -176,6 +176,28 @@ def stream_fleet(
     plan = plan_fleet(
         prom, window_s=window_s, step_s=step_s, match=match, at=at, batch_nodes=batch_nodes
     )
+    pool = None
+    if count >= 2 and len(plan.batches) >= 2:
+        # started now, the workers import the judge while the fleet-wide figures and the
+        # triage are read (the triage may leave fewer raw batches: the workers are then idle)
+        pool = Workers(None, min(count, len(plan.batches)))
+        pool.start()
+    try:
+        return _stream(prom, plan, pool, match, group_by, on_batch, triage)
+    finally:
+        if pool is not None:
+            pool.close(kill=True)
+
+
+def _stream(
+    prom: Prometheus,
+    plan: FleetPlan,
+    pool: Workers | None,
+    match: str,
+    group_by: str,
+    on_batch: Progress | None,
+    triage: bool,
+) -> FleetVerdict:
     grid = plan.grid
     _, node_exporter, n = run_jobs(prom, grid, node_exporter_jobs(grid))
     plan.queries += n
@@ -198,11 +220,12 @@ def stream_fleet(
             plan.queries += sorted_out.queries
             plan.raw_because = dict(sorted_out.reasons())
             plan.batch(sorted_out.raw)
-        pool = None
-        if count >= 2 and len(plan.batches) >= 2:
-            context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
-            pool = Workers(context, min(count, len(plan.batches)))
-            pool.start()  # the workers start while the clear nodes are judged here
+        if pool is not None and len(plan.batches) >= 2:
+            pool.context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
+        else:
+            if pool is not None:
+                pool.close(kill=True)
+            pool = None
         try:
             if triage:
                 for data in _clear_batches(sorted_out, plan, node_exporter, group_by):

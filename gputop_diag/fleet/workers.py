@@ -161,12 +161,13 @@ class WorkerFailed(Exception):
 
 
 class _Worker:
-    """A worker process, started at once; its context (`body`, pickled once for all of them)
-    is sent by the first `ask`, from the thread that feeds it, so that starting the workers
-    never waits for one to have imported the judge and read its pipe."""
+    """A worker process, started at once; its context (`body`, pickled once for all of them
+    and given before the first batch) is sent by the first `ask`, from the thread that feeds
+    it, so that starting the workers never waits for one to have imported the judge and read
+    its pipe."""
 
-    def __init__(self, body: bytes) -> None:
-        self.body = body
+    def __init__(self) -> None:
+        self.body = b""
         self.stderr = tempfile.TemporaryFile()
         env = dict(os.environ)
         root = Path(__file__).resolve().parents[2]  # where `gputop_diag` is importable
@@ -237,11 +238,12 @@ class _Worker:
 
 
 class Workers:
-    """`count` worker processes for one fleet read: `start()` as soon as the context is
-    known, `judge(batches)` yields each batch's (verdicts, queries) as it is done, `close()`
-    at the end. `failed` says why batches were judged in this process instead."""
+    """`count` worker processes for one fleet read: `start()` as soon as raw batches are
+    likely (the context may be given later, the processes import the judge meanwhile),
+    `judge(batches)` yields each batch's (verdicts, queries) as it is done, `close()` at the
+    end. `failed` says why batches were judged in this process instead."""
 
-    def __init__(self, context: BatchContext, count: int) -> None:
+    def __init__(self, context: BatchContext | None, count: int) -> None:
         self.context = context
         self.count = count
         self.workers: list[_Worker] = []
@@ -263,16 +265,31 @@ class Workers:
         if self.count < 2:
             return
         try:
-            body = pickle.dumps(self.context, protocol=pickle.HIGHEST_PROTOCOL)
             for _ in range(self.count):
-                self.workers.append(_Worker(body))
-        except (OSError, ValueError, TypeError, pickle.PicklingError) as e:
+                self.workers.append(_Worker())
+        except (OSError, ValueError, TypeError) as e:
             self.failures = [f"worker processes could not start ({e})"]
             self.close(kill=True)
+
+    def _give_context(self) -> None:
+        """The context, pickled once, for each worker's first `ask`."""
+        if self.context is None:
+            raise ValueError("no batch context given")
+        if not self.workers:
+            return
+        try:
+            body = pickle.dumps(self.context, protocol=pickle.HIGHEST_PROTOCOL)
+        except (TypeError, ValueError, AttributeError, pickle.PicklingError) as e:
+            self.failures.append(f"the batches' context could not be sent to the workers ({e})")
+            self.close(kill=True)
+            return
+        for w in self.workers:
+            w.body = body
 
     def judge(self, batches: list[list[str]]) -> Iterator[tuple[list[NodeVerdict], int]]:
         """Each batch's verdicts and queries, in the batches' order (the Fleet pane's rows
         come in natural order). An error a batch raised (Prometheus' own) is raised here."""
+        self._give_context()
         todo: queue.SimpleQueue[int] = queue.SimpleQueue()
         for k in range(len(batches)):
             todo.put(k)

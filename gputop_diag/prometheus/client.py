@@ -386,9 +386,9 @@ def split_matrix(body: bytes) -> list[tuple[dict[str, str], str]] | None:
         labels = json.loads("[" + ",".join(metrics) + "]")
     except ValueError:
         return None
-    if not all(isinstance(x, dict) for x in labels):
-        return None
-    return list(zip(labels, values))
+    if len(labels) != len(values) or not all(isinstance(x, dict) for x in labels):
+        return None  # a series' labels were not one object
+    return list(zip(labels, values, strict=True))
 
 
 def api_duration(seconds: float) -> str:
