@@ -23,6 +23,8 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
+from operator import mul
 
 from ..diagnose import thresholds as T
 from ..model import Snapshot
@@ -204,7 +206,9 @@ def assemble_columns(
             gpu = c.labels.get("gpu", "")
             if node is None or not gpu.isdigit():
                 continue  # another node's stale series
-            g = gpus.setdefault((node, int(gpu)), GpuColumns(c.labels))
+            g = gpus.get((node, int(gpu)))
+            if g is None:
+                g = gpus[(node, int(gpu))] = GpuColumns(c.labels)
             gi = c.labels.get(MIG_ID_LABEL)
             if gi is not None:  # a MIG instance's series: its memory is read, the rest left
                 if name in MIG_FIELDS and gi.isdigit():
@@ -217,7 +221,10 @@ def assemble_columns(
                 vals = c.values
                 if f.scale != 1.0:
                     sc = f.scale
-                    vals = [None if v is None else v * sc for v in vals]
+                    if None in vals:
+                        vals = [None if v is None else v * sc for v in vals]
+                    else:  # most series: a value at every point
+                        vals = list(map(partial(mul, sc), vals))
                 g.cols[f.target] = vals
     instances: dict[str, set[str]] = defaultdict(set)
     for (_, inst), k in keys.items():
