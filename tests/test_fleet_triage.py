@@ -26,6 +26,7 @@ import pytest
 
 from gputop_diag.diagnose import thresholds as T
 from gputop_diag.fleet.judge import render_fleet_text, to_fleet_json
+from gputop_diag.fleet.query import PRESENCE, find_step, step_spans
 from gputop_diag.fleet.stream import stream_fleet
 from gputop_diag.prometheus.client import Prometheus
 
@@ -279,3 +280,14 @@ def test_the_triage_clears_only_the_nodes_the_aggregates_decide(triage_prometheu
     text = render_fleet_text(fv)
     raw = len(NODES) + 1 - len(aggregate)
     assert f"aggregates (idle throughout): {len(aggregate)} nodes; read raw: {raw}" in text
+
+
+@pytest.mark.parametrize("stopped_s", [0, 100, 200])
+def test_the_scrape_interval_is_counted_back_from_the_newest_sample(triage_prometheus, stopped_s):
+    """Exporters that stopped before the window's end (the live Fleet pane reading a fleet
+    whose scrapes ended minutes ago) still read as scraped every 15 s, not as sparser."""
+    prom, end = triage_prometheus
+    step, asked = find_step(prom, "", WINDOW, end + stopped_s)
+    assert step == STEP
+    spans = len(step_spans(WINDOW)) * len(PRESENCE)
+    assert asked == spans + len(PRESENCE) + (spans if stopped_s else 0)

@@ -147,6 +147,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(200, {"status": "success", "data": {"resultType": "vector",
                                                               "result": result}})  # fmt: skip
             return
+        m = re.fullmatch(r"max\(timestamp\((\{.*\})\)\)", q)
+        if m and self.path.endswith("/query"):  # the newest sample within the lookback
+            at = float(form["time"][0])
+            seen = [
+                t
+                for s in self.server.select(m.group(1))
+                for t in s.times
+                if t <= at + 1e-9 and at - t <= LOOKBACK_S[0]
+            ]
+            result = [{"metric": {}, "value": [at, repr(max(seen))]}] if seen else []
+            self._answer(200, {"status": "success", "data": {"resultType": "vector",
+                                                              "result": result}})  # fmt: skip
+            return
         self._answer(400, {"status": "error", "error": "not served by the stand-in"})
 
 

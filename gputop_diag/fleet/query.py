@@ -194,31 +194,54 @@ RECENT_STEP_SPANS_S = (120.0, 30.0)
 
 
 def detect_step(prom: Prometheus, match: str, window_s: float, end: float) -> float:
-    """The scrape interval, from how many samples the densest GPU series has in the window
-    and in its last two minutes and 30 s (the finest)."""
+    """The scrape interval (`find_step`)."""
+    return find_step(prom, match, window_s, end)[0]
+
+
+def find_step(prom: Prometheus, match: str, window_s: float, end: float) -> tuple[float, int]:
+    """(The scrape interval, the queries asked for it): from how many samples the densest GPU
+    series has in the window and in its last two minutes and 30 s (the finest), counted back
+    from the newest sample where the exporters stopped before `end` (else the recent spans
+    would hold none, and the window's whole span too few: a coarser step than the scrapes)."""
     spans = step_spans(window_s)
 
-    def densest(name: str, span: float) -> float:
+    def densest(name: str, span: float, at: float) -> float:
         w = int(math.ceil(span))
-        res = prom.query(f"max(count_over_time({selector(name, match)}[{w}s]))", at=end)
+        res = prom.query(f"max(count_over_time({selector(name, match)}[{w}s]))", at=at)
         return res[0][1] if res else 0.0
 
-    # one query a field and span (count_over_time drops the name: two fields' labels would
-    # collide), asked together
-    with ThreadPoolExecutor(QUERY_THREADS) as pool:
-        counts = {span: [pool.submit(densest, name, span) for name in PRESENCE] for span in spans}
-        steps = []
+    def newest(name: str) -> float | None:
+        res = prom.query(f"max(timestamp({selector(name, match)}))", at=end)
+        return res[0][1] if res else None
+
+    def steps_at(pool: ThreadPoolExecutor, at: float) -> list[float]:
+        # one query a field and span (count_over_time drops the name: two fields' labels
+        # would collide), asked together
+        counts = {
+            span: [pool.submit(densest, name, span, at) for name in PRESENCE] for span in spans
+        }
+        out = []
         for span, futures in counts.items():
             n = max(f.result() for f in futures)
             if n:
-                steps.append(_step_of(span, n))
+                out.append(_step_of(span, n))
+        return out
+
+    with ThreadPoolExecutor(QUERY_THREADS) as pool:
+        last = [pool.submit(newest, name) for name in PRESENCE]
+        steps = steps_at(pool, end)
+        asked = len(PRESENCE) * (len(spans) + 1)
+        times = [t for t in (f.result() for f in last) if t is not None]
+        if times and max(times) < end - min(spans):  # the last 30 s hold no sample
+            steps = steps_at(pool, max(times)) or steps
+            asked += len(PRESENCE) * len(spans)
     if not steps:
         raise NoFleetData(
             f"no dcgm-exporter series ({' or '.join(PRESENCE)}) "
             + (f"match {match!r} " if match.strip() else "")
             + f"in the {window_s:g} s before {time.strftime('%H:%M:%S', time.localtime(end))}"
         )
-    return min(steps)
+    return min(steps), asked
 
 
 def step_spans(window_s: float) -> list[float]:

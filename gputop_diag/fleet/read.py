@@ -43,11 +43,10 @@ from .query import (
     Column,
     Grid,
     NoFleetData,
-    detect_step,
     fetch,
+    find_step,
     host_label_of,
     host_of,
-    step_spans,
 )
 from .ranks import RankFigures, fetch_ranks, parse_ranks
 from .snapshots import GpuColumns, NodeColumns, node_snapshots
@@ -100,7 +99,7 @@ def read_fleet(
     group_by: str = JOB_LABEL,
 ) -> FleetData:
     end = time.time() if at is None else at
-    step = step_s or detect_step(prom, match, window_s, end)
+    step, detect = (step_s, 0) if step_s else find_step(prom, match, window_s, end)
     grid = Grid.for_window(end, window_s, step)
     # Millions of small objects (the JSON answers, then the snapshots) and no cycles among
     # them: the cyclic collector would walk the growing heap again and again for nothing.
@@ -113,7 +112,7 @@ def read_fleet(
     finally:
         if collecting:
             gc.enable()
-    data.queries = queries + 1 + (0 if step_s else len(step_spans(window_s)) * len(PRESENCE))
+    data.queries = queries + 1 + detect
     return data
 
 

@@ -32,17 +32,15 @@ from ..prometheus.client import Prometheus
 from ..prometheus.dcgm_fields import JOB_LABEL
 from .judge import FleetVerdict, NodeVerdict, judge_jobs, judge_nodes, natural_key
 from .query import (
-    PRESENCE,
     Column,
     Grid,
     NoFleetData,
-    detect_step,
     fetch,
+    find_step,
     host_of,
     node_exporter_jobs,
     presence,
     run_jobs,
-    step_spans,
 )
 from .ranks import fetch_ranks, parse_ranks
 from .read import (
@@ -104,7 +102,7 @@ def plan_fleet(
     """The nodes present in the window ending `at` (now), batched in natural order. Raises
     NoFleetData where none reports, PrometheusError where Prometheus cannot answer."""
     end = time.time() if at is None else at
-    step = step_s or detect_step(prom, match, window_s, end)
+    step, detect = (step_s, 0) if step_s else find_step(prom, match, window_s, end)
     grid = Grid.for_window(end, window_s, step)
     columns, recorded = presence(prom, grid, match)
     keys = node_keys(presence_spans(columns))
@@ -114,7 +112,6 @@ def plan_fleet(
     for (_, inst), key in keys.items():
         by_node[key].add(inst)
     tick_s = 1.0 if step <= REALTIME_MAX_STEP_S else step
-    detect = 0 if step_s else len(step_spans(window_s)) * len(PRESENCE)
     asked = 1 if match.strip() else (1 if recorded else 2)
     plan = FleetPlan(
         grid, step, tick_s, keys, [], len(by_node), asked + detect,
