@@ -12,6 +12,7 @@ import pytest
 
 from gputop_diag import sim
 from gputop_diag.collect.cuda_libs import (
+    LIB_DIRS,
     ChainScan,
     origin_of,
     parse_maps,
@@ -19,6 +20,7 @@ from gputop_diag.collect.cuda_libs import (
     parse_nvcc,
     probe_python,
     read_chain,
+    read_library,
     scan_processes,
 )
 from gputop_diag.commands.common import sample_once
@@ -447,3 +449,41 @@ def test_the_chain_judged_once_is_judged_again_when_what_it_reads_changes():
     )
     assert driver_chain_alerts(dataclasses.replace(broken, gpus=fine_gpus)) != ()
     assert driver_chain_alerts(broken) == (a,)
+
+
+def _nvml_dir(root: Path, name: str, version: str | None, loader_name: bool = True) -> Path:
+    """A library directory holding `libnvidia-ml.so.<version>` (and the loader's
+    `libnvidia-ml.so.1` link to it), as a container image or a mock library lays it out."""
+    d = root / name
+    d.mkdir()
+    (d / "libc.so.6").write_bytes(b"")
+    if version is not None:
+        (d / f"libnvidia-ml.so.{version}").write_bytes(b"\x7fELF")
+        if loader_name:
+            (d / "libnvidia-ml.so.1").symlink_to(f"libnvidia-ml.so.{version}")
+    return d
+
+
+def test_nvml_is_read_where_ld_library_path_makes_the_loader_find_it(tmp_path):
+    empty = _nvml_dir(tmp_path, "empty", None)
+    unlinked = _nvml_dir(tmp_path, "unlinked", "560.35.03", loader_name=False)
+    loaded = _nvml_dir(tmp_path, "lib64", "550.163.01")
+    later = _nvml_dir(tmp_path, "later", "570.124.06")
+    path = f"relative/lib:{empty}:{unlinked}/:{loaded}:{later}"
+    src = dataclasses.replace(Sources.real(), environ={"LD_LIBRARY_PATH": path})
+    scan = ChainScan()
+    read_library(src, scan)
+    # the first directory the loader would take libnvidia-ml.so.1 from, not the newest version
+    assert (scan.library_version, scan.library_path) == (
+        "550.163.01",
+        f"{loaded}/libnvidia-ml.so.550.163.01",
+    )
+
+
+def test_without_ld_library_path_nvml_is_read_from_the_system_directories(tmp_path):
+    unlinked = _nvml_dir(tmp_path, "unlinked", "560.35.03", loader_name=False)
+    for environ in ({}, {"LD_LIBRARY_PATH": f"{unlinked}"}, {"LD_LIBRARY_PATH": ":."}):
+        scan = ChainScan()
+        read_library(dataclasses.replace(Sources.real(), environ=environ), scan)
+        # whatever this machine's system directories hold, never the directory the loader skips
+        assert scan.library_path is None or scan.library_path.startswith(LIB_DIRS), scan

@@ -3,7 +3,8 @@ it was read:
 
 - kernel module: `/proc/driver/nvidia/version` (version, open or proprietary), else
   `/sys/module/nvidia/version`;
-- user-space library: `libnvidia-ml.so.<version>` in the library directories;
+- user-space library: `libnvidia-ml.so.<version>` where the loader finds it (`LD_LIBRARY_PATH`
+  first, then the system's library directories);
 - CUDA runtimes: `/proc/<pid>/maps` of every process we may read (all of them as root), for
   libcudart, libcuda, libtorch_cuda, libnccl and libcudnn, with versions from the file names,
   pip's `nvidia_*_cu1X-<version>.dist-info` and the framework's own `torch/version.py` (read as
@@ -159,20 +160,43 @@ _NVML_LIB = re.compile(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)*)")
 
 
 def read_library(sources: Sources, scan: ChainScan) -> None:
-    """The newest `libnvidia-ml.so.<version>` in the library directories."""
-    found: list[tuple[tuple, str, str]] = []
-    for d in LIB_DIRS:
-        try:
-            names = sources.procfs.listdir(d)
-        except OSError:
-            continue
-        for n in names:  # a system library directory holds thousands of names: few are NVML's
-            m = _NVML_LIB.fullmatch(n) if n.startswith("libnvidia-ml.so.") else None
-            if m:
-                ver = m.group(1)
-                found.append((tuple(int(x) for x in ver.split(".")), ver, f"{d}/{n}"))
+    """The `libnvidia-ml.so.<version>` NVML is loaded from: the first `LD_LIBRARY_PATH`
+    directory that holds `libnvidia-ml.so.1` (the dynamic loader looks there before its cache:
+    a container's /usr/local/nvidia/lib64, a mock or a copy of the library), else the newest in
+    the system's library directories."""
+    for d in _ld_library_path(sources):
+        found = _nvml_files(sources, d, loadable=True)
+        if found:
+            _, scan.library_version, scan.library_path = max(found)
+            return
+    found = [f for d in LIB_DIRS for f in _nvml_files(sources, d)]
     if found:
         _, scan.library_version, scan.library_path = max(found)
+
+
+def _ld_library_path(sources: Sources) -> list[str]:
+    """The absolute directories of this process's LD_LIBRARY_PATH, in order (an empty or
+    relative entry means the working directory: not read)."""
+    value = sources.environ.get("LD_LIBRARY_PATH", "")
+    return [d.rstrip("/") or "/" for d in value.split(":") if d.startswith("/")]
+
+
+def _nvml_files(sources: Sources, d: str, loadable: bool = False) -> list[tuple[tuple, str, str]]:
+    """(version as numbers, version, path) of each `libnvidia-ml.so.<version>` in `d`;
+    `loadable`: none unless `libnvidia-ml.so.1`, the name the loader asks for, is there too."""
+    try:
+        names = sources.procfs.listdir(d)
+    except OSError:
+        return []
+    found = []
+    for n in names:  # a system library directory holds thousands of names: few are NVML's
+        m = _NVML_LIB.fullmatch(n) if n.startswith("libnvidia-ml.so.") else None
+        if m:
+            ver = m.group(1)
+            found.append((tuple(int(x) for x in ver.split(".")), ver, f"{d}/{n}"))
+    if loadable and "libnvidia-ml.so.1" not in names:
+        return []
+    return found
 
 
 # -- processes -----------------------------------------------------------------------------------
