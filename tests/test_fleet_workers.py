@@ -160,6 +160,22 @@ def test_prometheus_errors_in_a_worker_reach_the_caller():
     assert pool.failed is None and not pool.workers  # closed, not broken
 
 
+def test_workers_started_before_the_context_serve_it_and_the_surplus_are_stopped():
+    """Started before the triage (no context yet); the triage leaves two raw batches: the
+    third worker is stopped at once, the other two judge with the context given later."""
+    pool = workers.Workers(None, 3)
+    pool.start()
+    procs = [w.proc for w in pool.workers]
+    pool.keep(2)
+    assert len(pool.workers) == 2 and procs[2].poll() is not None
+    grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
+    pool.context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "j")
+    with pytest.raises(PrometheusError) as err:  # answered by a worker: nothing listens on 9
+        list(pool.judge([["a:9400"], ["b:9400"]]))
+    assert err.value.kind == "unreachable" and pool.failed is None
+    assert all(p.poll() is not None for p in procs)
+
+
 def test_the_client_pickles_as_what_it_was_built_from(tmp_path):
     token = tmp_path / "token"
     token.write_text("s3cret\n")

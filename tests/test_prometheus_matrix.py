@@ -82,9 +82,19 @@ def test_an_empty_result_is_no_series():
     assert split_matrix(_answer([], extra={"warnings": ["w"]})) == []
 
 
+_TWO = _answer([_series(random.Random(3), 0), _series(random.Random(4), 1)])
+_ONE_PAIR = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":'
+
+
 @pytest.mark.parametrize(
     "body",
     [
+        _TWO[:-2],  # cut before the answer closes
+        _TWO + b"XYZ not json",
+        _TWO + b'{"status":"error"}',
+        _TWO[:-1] + b',"status":"error"}',  # JSON whose last word is an error
+        _answer([])[:-1] + b',"status":"error"}',
+        _ONE_PAIR + b'[[1,"1"]],"x":[[1,"2"]]}]}}',  # another array of pairs after the values
         _answer([_series(random.Random(1), 0)], compact=False),  # another server's spacing
         _answer([_series(random.Random(2), 0) | {"histograms": [[1, {"count": "1"}]]}]),
         b'{"status":"error","errorType":"bad_data","error":"parse error"}',
@@ -156,3 +166,12 @@ def test_values_that_are_not_pairs_are_a_bad_answer_not_a_traceback(answers):
     with pytest.raises(PrometheusError) as e:
         run_jobs(prom, GRID, {"q": ("series", "q")})
     assert e.value.kind == "bad_answer" and "not [time" in e.value.message
+
+
+def test_infinities_and_nan_read_as_missing_samples():
+    values = [[GRID.start + k * GRID.step, v] for k, v in enumerate(["+Inf", "-Inf", "NaN", "1"])]
+    values += [[GRID.start + k * GRID.step, "2"] for k in range(4, GRID.n)]
+    body = _answer([{"metric": {"gpu": "0"}, "values": values}])
+    ((_, col),) = _by_text(split_matrix(body))
+    assert col[:4] == [None, None, None, 1.0] and col[4:] == [2.0] * (GRID.n - 4)
+    assert _by_json(body) == [({"gpu": "0"}, col)]

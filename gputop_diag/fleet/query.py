@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import json
 import math
+import queue
 import re
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import TypeVar
 
 from ..prometheus.client import Prometheus, PrometheusError, Series
 from ..prometheus.dcgm_fields import BY_NAME, CLOCK_REASONS_ALIASES, HOST_LABELS, XID_FIELD
 
 OWN = "gputop_diag_"
 QUERY_THREADS = 4
+T_ = TypeVar("T_")
 
 USUAL_SCRAPE_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300)
 # The series that say a GPU reports at all (MIG mode has no GPU_UTIL; FB_USED is always there).
@@ -100,6 +106,14 @@ def literal_regex(values) -> str:
 # how far before a step an instant selector finds a sample
 LOOKBACK_S = 300.0
 _VALUE = itemgetter(1)  # a range query's [time, "value"] pair: its value
+
+
+def _finite(v: float) -> float | None:
+    """A sample's value; None for NaN and the infinities (a missing sample: no figure of a
+    GPU or a host is infinite, and none can be rounded or compared as one)."""
+    return v if math.isfinite(v) else None
+
+
 _VALUE_TEXTS = re.compile(r',"([^"]*)"\]')  # each value of a values array's text
 
 
@@ -142,15 +156,12 @@ class Grid:
         start, step, n = self.start, self.step, self.n
         if len(values) == n and abs(values[0][0] - start) < 1e-3 * step:
             # a series present at every point (most of them): no index arithmetic
-            texts = list(map(_VALUE, values))
-            if "NaN" not in texts:
-                return Column(entry["metric"], list(map(float, texts)))
-            return Column(entry["metric"], [None if v == "NaN" else float(v) for v in texts])
+            return Column(entry["metric"], [_finite(float(v)) for v in map(_VALUE, values)])
         col: list[float | None] = [None] * n
         for t, v in values:
             k = int((t - start) / step + 0.5)
-            if 0 <= k < n and v != "NaN":
-                col[k] = float(v)
+            if 0 <= k < n:
+                col[k] = _finite(float(v))
         return Column(entry["metric"], col)
 
     def from_text(self, labels: dict[str, str], text: str, floats: dict[str, float]) -> Column:
@@ -163,8 +174,10 @@ class Grid:
             values = list(map(floats.get, texts))
             if None in values:
                 for k, v in enumerate(values):
-                    if v is None and (t := texts[k]) != "NaN":
-                        values[k] = floats[t] = float(t)
+                    if v is None:  # a text not read yet (or NaN, an infinity: None again)
+                        t = texts[k]
+                        got = floats[t] if t in floats else _finite(float(t))
+                        values[k] = floats[t] = got
             return Column(labels, values)
         return self.from_raw({"metric": labels, "values": json.loads("[" + text + "]")})
 
@@ -214,7 +227,7 @@ def find_step(prom: Prometheus, match: str, window_s: float, end: float) -> tupl
         res = prom.query(f"max(timestamp({selector(name, match)}))", at=end)
         return res[0][1] if res else None
 
-    def steps_at(pool: ThreadPoolExecutor, at: float) -> list[float]:
+    def steps_at(pool: QueryPool, at: float) -> list[float]:
         # one query a field and span (count_over_time drops the name: two fields' labels
         # would collide), asked together
         counts = {
@@ -227,7 +240,7 @@ def find_step(prom: Prometheus, match: str, window_s: float, end: float) -> tupl
                 out.append(_step_of(span, n))
         return out
 
-    with ThreadPoolExecutor(QUERY_THREADS) as pool:
+    with query_pool() as pool:
         last = [pool.submit(newest, name) for name in PRESENCE]
         steps = steps_at(pool, end)
         asked = len(PRESENCE) * (len(spans) + 1)
@@ -328,35 +341,95 @@ def fetch(
     return run_jobs(prom, grid, _queries(grid, match, instances, node_exporter))
 
 
+def range_columns(prom: Prometheus, promql: str, grid: Grid) -> list[Column]:
+    """A range query on the grid, a column per series; PrometheusError where its values are
+    not [time, "value"] pairs."""
+    series = prom.query_range_texts(promql, grid.start, grid.end, grid.step)
+    floats: dict[str, float | None] = {}
+    try:
+        return [grid.from_text(labels, text, floats) for labels, text in series]
+    except (ValueError, TypeError, IndexError, OverflowError):
+        raise PrometheusError(
+            f"Prometheus at {prom.url} answered {promql!r} with values that are not "
+            '[time, "value"] pairs',
+            "check the URL points at Prometheus' HTTP API (port 9090 by default)",
+            "bad_answer",
+        ) from None
+
+
+class QueryPool:
+    """Up to QUERY_THREADS queries under way at once, on daemon threads: where the asking
+    thread stops (an error, a Ctrl-C) the queries not started are dropped, and those under
+    way end on their own within --timeout while the program exits without waiting for them
+    (`concurrent.futures`' pools join their threads at exit)."""
+
+    def __init__(self, threads: int = QUERY_THREADS) -> None:
+        self._todo: queue.SimpleQueue[tuple[Future, Callable, tuple] | None] = queue.SimpleQueue()
+        self._count = threads
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[..., T_], *args) -> Future[T_]:
+        future: Future[T_] = Future()
+        self._todo.put((future, fn, args))
+        if len(self._threads) < self._count:
+            t = threading.Thread(target=self._work, name="prometheus-query", daemon=True)
+            self._threads.append(t)
+            t.start()
+        return future
+
+    def _work(self) -> None:
+        while (item := self._todo.get()) is not None:
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the asking thread
+                future.set_exception(e)
+
+    def close(self) -> None:
+        """Drop what has not started; the threads end after the query they are in."""
+        while True:
+            try:
+                item = self._todo.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._todo.put(None)
+
+
+@contextmanager
+def query_pool() -> Iterator[QueryPool]:
+    """A QueryPool for queries asked together, closed when the block ends (its futures are
+    all done there unless it ended with an error)."""
+    pool = QueryPool()
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
 def run_jobs(
     prom: Prometheus, grid: Grid, jobs: dict[str, tuple[str, str]]
 ) -> tuple[list[Column], dict[str, list[Column]], int]:
     """Each query on the grid, a few at a time; node-exporter's refused ones left empty."""
 
     def one(promql: str) -> list[Column]:
-        series = prom.query_range_texts(promql, grid.start, grid.end, grid.step)
-        floats: dict[str, float] = {}
-        try:
-            return [grid.from_text(labels, text, floats) for labels, text in series]
-        except (ValueError, TypeError, IndexError):
-            raise PrometheusError(
-                f"Prometheus at {prom.url} answered {promql!r} with values that are not "
-                '[time, "value"] pairs',
-                "check the URL points at Prometheus' HTTP API (port 9090 by default)",
-                "bad_answer",
-            ) from None
+        return range_columns(prom, promql, grid)
 
     def last(name: str, sel: str) -> list[Column]:
         # the newest sample a range query on the grid would show: in (start - lookback, end]
         span = f"{int(math.ceil(grid.end - grid.start + LOOKBACK_S))}s"
         answer = prom.query(f"last_over_time({sel}[{span}])", at=grid.end)
         none = [None] * (grid.n - 1)
-        return [Column(labels | {"__name__": name}, [*none, v]) for labels, v in answer]
+        return [Column(labels | {"__name__": name}, [*none, _finite(v)]) for labels, v in answer]
 
     columns: list[Column] = []
     node: dict[str, list[Column]] = {}
     errors: list[PrometheusError] = []
-    with ThreadPoolExecutor(QUERY_THREADS) as pool:
+    with query_pool() as pool:
         futures = {
             key: (kind, pool.submit(last, key, q) if kind == "last" else pool.submit(one, q))
             for key, (kind, q) in jobs.items()
@@ -397,13 +470,11 @@ def presence(prom: Prometheus, grid: Grid, match: str) -> tuple[list[Column], bo
     (and no --match narrows the fleet: the rule keeps no other label), else counted now."""
     if not match.strip():
         try:
-            raw = prom.query_range_raw(NODES_RULE, grid.start, grid.end, grid.step)
+            cols = range_columns(prom, NODES_RULE, grid)
         except PrometheusError as e:
             if e.kind != "query":
                 raise
-            raw = []  # a Prometheus that refuses the name: counted now
-        cols = [grid.from_raw(e) for e in raw]
+            cols = []  # a Prometheus that refuses the name: counted now
         if any(c.values[0] is not None or c.values[1] is not None for c in cols):
             return cols, True
-    raw = prom.query_range_raw(presence_query(match), grid.start, grid.end, grid.step)
-    return [grid.from_raw(e) for e in raw], False
+    return range_columns(prom, presence_query(match), grid), False

@@ -176,7 +176,7 @@ def stream_fleet(
     pool = None
     if count >= 2 and len(plan.batches) >= 2:
         # started now, the workers import the judge while the fleet-wide figures and the
-        # triage are read (the triage may leave fewer raw batches: the workers are then idle)
+        # triage are read (those past the raw batches the triage leaves are then stopped)
         pool = Workers(None, min(count, len(plan.batches)))
         pool.start()
     try:
@@ -218,6 +218,7 @@ def _stream(
             plan.raw_because = dict(sorted_out.reasons())
             plan.batch(sorted_out.raw)
         if pool is not None and len(plan.batches) >= 2:
+            pool.keep(len(plan.batches))
             pool.context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
         else:
             if pool is not None:

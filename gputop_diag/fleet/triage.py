@@ -28,13 +28,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..diagnose import thresholds as T
 from ..prometheus.client import Prometheus, PrometheusError
 from ..prometheus.dcgm_fields import HOST_LABELS, MIG_ID_LABEL, XID_FIELD
-from .query import OWN, QUERY_THREADS, Column, Grid, host_of, literal_regex
+from .query import OWN, Column, Grid, host_of, literal_regex, query_pool
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 SM = "DCGM_FI_PROF_SM_ACTIVE"  # a ratio, 0-1
@@ -142,7 +141,7 @@ def _range(grid: Grid) -> str:
 
 
 def _ask(prom: Prometheus, at: float, queries: dict[str, str]) -> dict[str, list]:
-    with ThreadPoolExecutor(QUERY_THREADS) as pool:
+    with query_pool() as pool:
         futures = {k: pool.submit(prom.query, q, at) for k, q in queries.items()}
         answers: dict[str, list[tuple[dict[str, str], float]]] = {}
         for k, fut in futures.items():

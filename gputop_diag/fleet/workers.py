@@ -271,6 +271,13 @@ class Workers:
             self.failures = [f"worker processes could not start ({e})"]
             self.close(kill=True)
 
+    def keep(self, count: int) -> None:
+        """Close the workers past `count` (the triage left fewer raw batches than started
+        them): unused, they are stopped, not waited for."""
+        for w in self.workers[count:]:
+            w.close(kill=True)
+        self.workers = self.workers[:count]
+
     def _give_context(self) -> None:
         """The context, pickled once, for each worker's first `ask`."""
         if self.context is None:

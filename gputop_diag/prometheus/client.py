@@ -348,16 +348,18 @@ class Prometheus:
 _MATRIX_HEAD = b'{"status":"success","data":{"resultType":"matrix","result":['
 _SERIES_OPEN = '{"metric":'
 _VALUES_OPEN = '},"values":['
+_END_HEAD = '{"status":"success","data":{"result":['  # the answer's head, for reading its end
 
 
 def split_matrix(body: bytes) -> list[tuple[dict[str, str], str]] | None:
     """(labels, values text) per series of a successful range query written in Prometheus'
-    own layout; None for any other answer (an error, warnings the layout does not expect,
-    native histograms, another server's spacing), which is then read as JSON.
+    own layout; None for any other answer (an error, native histograms, another server's
+    spacing, a cut or trailing text), which is then read as JSON.
 
     A JSON string escapes its quotes, so `{"metric":` and `},"values":[` can only be the
     layout's own keys, and a values array of [number,"text"] pairs ends at its first `]]}`.
-    Each series must end where the next begins, and the last where the result ends."""
+    Each series must end where the next begins, and what follows the last must close the
+    result and the answer as JSON (warnings and infos may come between)."""
     if not body.startswith(_MATRIX_HEAD) or b'"histograms"' in body:
         return None
     try:
@@ -365,27 +367,31 @@ def split_matrix(body: bytes) -> list[tuple[dict[str, str], str]] | None:
     except UnicodeDecodeError:
         return None
     parts = text.split(_SERIES_OPEN)
-    if len(parts) == 1:
-        return [] if text.startswith("]", len(_MATRIX_HEAD)) else None
-    if len(parts[0]) != len(_MATRIX_HEAD):
+    if len(parts) > 1 and len(parts[0]) != len(_MATRIX_HEAD):
         return None
     metrics: list[str] = []
     values: list[str] = []
-    last = len(parts) - 1
+    tail = text[len(_MATRIX_HEAD) :]  # after the last series: the result's end
     for k, part in enumerate(parts[1:], 1):
         i = part.find(_VALUES_OPEN)
         j = part.find("]]}", i)
         if i < 0 or j < 0:
             return None
         tail = part[j + 3 :]
-        if tail != "," and not (k == last and tail.startswith("]")):
+        if tail != "," and k != len(parts) - 1:
+            return None
+        pairs = part[i + len(_VALUES_OPEN) : j + 1]
+        if "]]" in pairs:  # another key's array of pairs after the values: not the layout
             return None
         metrics.append(part[: i + 1])
-        values.append(part[i + len(_VALUES_OPEN) : j + 1])
+        values.append(pairs)
     try:
         labels = json.loads("[" + ",".join(metrics) + "]")
+        end = json.loads(_END_HEAD + tail)
     except ValueError:
         return None
+    if not isinstance(end, dict) or end.get("status") != "success":
+        return None  # trailing keys that say otherwise
     if len(labels) != len(values) or not all(isinstance(x, dict) for x in labels):
         return None  # a series' labels were not one object
     return list(zip(labels, values, strict=True))
