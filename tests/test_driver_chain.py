@@ -469,7 +469,7 @@ def test_nvml_is_read_where_ld_library_path_makes_the_loader_find_it(tmp_path):
     unlinked = _nvml_dir(tmp_path, "unlinked", "560.35.03", loader_name=False)
     loaded = _nvml_dir(tmp_path, "lib64", "550.163.01")
     later = _nvml_dir(tmp_path, "later", "570.124.06")
-    path = f"relative/lib:{empty}:{unlinked}/:{loaded}:{later}"
+    path = f"relative/lib:{empty};{unlinked}/:{loaded}:{later}"  # ld.so takes ';' too
     src = dataclasses.replace(Sources.real(), environ={"LD_LIBRARY_PATH": path})
     scan = ChainScan()
     read_library(src, scan)

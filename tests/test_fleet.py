@@ -279,3 +279,30 @@ def test_nodes_sort_in_natural_order():
     rows = [replace(row, key=n, node=n) for n in ("gpu10", "gpu2", "gpu1")]
     for by in ("node", "alerts", "class"):
         assert [r.node for r in sort_rows(rows, by)] == ["gpu1", "gpu2", "gpu10"], by
+
+
+def test_a_query_pool_hands_back_results_and_errors_and_drops_what_has_not_started():
+    from gputop_diag.fleet.query import QueryPool
+
+    gate = threading.Event()
+    pool = QueryPool(threads=2)
+    ok = pool.submit(lambda x: x * 2, 21)
+    bad = pool.submit(lambda: 1 / 0)
+    assert ok.result(timeout=5) == 42
+    with pytest.raises(ZeroDivisionError):
+        bad.result(timeout=5)
+    started = threading.Semaphore(0)
+
+    def hold() -> bool:
+        started.release()
+        return gate.wait(5)
+
+    held = [pool.submit(hold) for _ in range(2)]
+    assert started.acquire(timeout=5) and started.acquire(timeout=5)  # both threads busy
+    queued = pool.submit(lambda: "never")
+    pool.close()
+    assert queued.cancelled()
+    gate.set()
+    assert all(f.result(timeout=5) is True for f in held)
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: None)

@@ -28,7 +28,7 @@ from gputop_diag.diagnose import thresholds as T
 from gputop_diag.fleet.judge import render_fleet_text, to_fleet_json
 from gputop_diag.fleet.query import PRESENCE, find_step, step_spans
 from gputop_diag.fleet.stream import stream_fleet
-from gputop_diag.prometheus.client import Prometheus
+from gputop_diag.prometheus.client import Prometheus, PrometheusError
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -282,12 +282,35 @@ def test_the_triage_clears_only_the_nodes_the_aggregates_decide(triage_prometheu
     assert f"aggregates (idle throughout): {len(aggregate)} nodes; read raw: {raw}" in text
 
 
-@pytest.mark.parametrize("stopped_s", [0, 100, 200])
-def test_the_scrape_interval_is_counted_back_from_the_newest_sample(triage_prometheus, stopped_s):
+@pytest.mark.parametrize(("stopped_s", "window_s"), [(0, WINDOW), (100, WINDOW), (200, WINDOW),
+                                                     (400, 900.0)])  # fmt: skip
+def test_the_scrape_interval_is_counted_back_from_the_newest_sample(
+    triage_prometheus, stopped_s, window_s
+):
     """Exporters that stopped before the window's end (the live Fleet pane reading a fleet
-    whose scrapes ended minutes ago) still read as scraped every 15 s, not as sparser."""
+    whose scrapes ended minutes ago, beyond Prometheus' 5-minute lookback too) still read as
+    scraped every 15 s, not as sparser."""
     prom, end = triage_prometheus
-    step, asked = find_step(prom, "", WINDOW, end + stopped_s)
+    step, asked = find_step(prom, "", window_s, end + stopped_s)
     assert step == STEP
-    spans = len(step_spans(WINDOW)) * len(PRESENCE)
-    assert asked == spans + len(PRESENCE) + (spans if stopped_s else 0)
+    spans = len(step_spans(window_s)) * len(PRESENCE)
+    beyond = len(PRESENCE) if stopped_s > 300 else 0  # the newest sample, found in the window
+    assert asked == spans + len(PRESENCE) + beyond + (spans if stopped_s else 0)
+
+
+class _NoTimestamps:
+    """The fixture's Prometheus refusing `timestamp()` (a proxy that allows a list of
+    functions, an older server)."""
+
+    def __init__(self, prom) -> None:
+        self.prom = prom
+
+    def query(self, promql: str, at: float | None = None):
+        if "timestamp(" in promql:
+            raise PrometheusError("refused", "next", "query")
+        return self.prom.query(promql, at)
+
+
+def test_a_refused_newest_sample_query_leaves_the_counts_at_the_end(triage_prometheus):
+    prom, end = triage_prometheus
+    assert find_step(_NoTimestamps(prom), "", WINDOW, end)[0] == STEP

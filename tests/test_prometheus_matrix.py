@@ -95,6 +95,11 @@ _ONE_PAIR = b'{"status":"success","data":{"resultType":"matrix","result":[{"metr
         _TWO[:-1] + b',"status":"error"}',  # JSON whose last word is an error
         _answer([])[:-1] + b',"status":"error"}',
         _ONE_PAIR + b'[[1,"1"]],"x":[[1,"2"]]}]}}',  # another array of pairs after the values
+        _TWO[:-2] + b',"resultType":"vector"}}',  # keys after the series JSON reads otherwise
+        _TWO[:-2] + b',"result":[]}}',
+        _answer([])[:-2] + b"7]}}",  # entries that are not series
+        _answer([7]),
+        _answer([{"values": [[1, "2"]]}]),
         _answer([_series(random.Random(1), 0)], compact=False),  # another server's spacing
         _answer([_series(random.Random(2), 0) | {"histograms": [[1, {"count": "1"}]]}]),
         b'{"status":"error","errorType":"bad_data","error":"parse error"}',
@@ -175,3 +180,12 @@ def test_infinities_and_nan_read_as_missing_samples():
     ((_, col),) = _by_text(split_matrix(body))
     assert col[:4] == [None, None, None, 1.0] and col[4:] == [2.0] * (GRID.n - 4)
     assert _by_json(body) == [({"gpu": "0"}, col)]
+
+
+def test_a_result_that_is_not_series_is_a_bad_answer(answers):
+    _Answers.bodies = [_answer([7], compact=False), _answer([{"values": []}], compact=False)]
+    prom = Prometheus(f"http://127.0.0.1:{answers.server_port}")
+    for _ in range(2):
+        with pytest.raises(PrometheusError) as e:
+            prom.query_range_texts("q", GRID.start, GRID.end, GRID.step)
+        assert e.value.kind == "bad_answer" and "not a list of series" in e.value.message

@@ -178,7 +178,8 @@ def _ld_library_path(sources: Sources) -> list[str]:
     """The absolute directories of this process's LD_LIBRARY_PATH, in order (an empty or
     relative entry means the working directory: not read)."""
     value = sources.environ.get("LD_LIBRARY_PATH", "")
-    return [d.rstrip("/") or "/" for d in value.split(":") if d.startswith("/")]
+    # colons or semicolons (ld.so(8), LD_LIBRARY_PATH)
+    return [d.rstrip("/") or "/" for d in re.split("[:;]", value) if d.startswith("/")]
 
 
 def _nvml_files(sources: Sources, d: str, loadable: bool = False) -> list[tuple[tuple, str, str]]:

@@ -223,9 +223,22 @@ def find_step(prom: Prometheus, match: str, window_s: float, end: float) -> tupl
         res = prom.query(f"max(count_over_time({selector(name, match)}[{w}s]))", at=at)
         return res[0][1] if res else 0.0
 
-    def newest(name: str) -> float | None:
-        res = prom.query(f"max(timestamp({selector(name, match)}))", at=end)
-        return res[0][1] if res else None
+    def newest(name: str) -> tuple[float | None, int]:
+        """(The newest sample's time, the queries asked): within the lookback at `end`, else
+        anywhere in the window (a subquery a minute apart: each point sees the last sample of
+        the 5 minutes before it); None where Prometheus cannot say (the counts at `end` are
+        taken then)."""
+        sel = selector(name, match)
+        asked = 1
+        try:
+            res = prom.query(f"max(timestamp({sel}))", at=end)
+            if not res:
+                w = int(math.ceil(window_s))
+                asked += 1
+                res = prom.query(f"max(max_over_time(timestamp({sel})[{w}s:1m]))", at=end)
+        except PrometheusError:
+            return None, asked
+        return (res[0][1] if res and math.isfinite(res[0][1]) else None), asked
 
     def steps_at(pool: QueryPool, at: float) -> list[float]:
         # one query a field and span (count_over_time drops the name: two fields' labels
@@ -243,8 +256,10 @@ def find_step(prom: Prometheus, match: str, window_s: float, end: float) -> tupl
     with query_pool() as pool:
         last = [pool.submit(newest, name) for name in PRESENCE]
         steps = steps_at(pool, end)
-        asked = len(PRESENCE) * (len(spans) + 1)
-        times = [t for t in (f.result() for f in last) if t is not None]
+        asked = len(PRESENCE) * len(spans)
+        answers = [f.result() for f in last]
+        asked += sum(n for _, n in answers)
+        times = [t for t, _ in answers if t is not None]
         if times and max(times) < end - min(spans):  # the last 30 s hold no sample
             steps = steps_at(pool, max(times)) or steps
             asked += len(PRESENCE) * len(spans)
@@ -359,16 +374,20 @@ def range_columns(prom: Prometheus, promql: str, grid: Grid) -> list[Column]:
 
 class QueryPool:
     """Up to QUERY_THREADS queries under way at once, on daemon threads: where the asking
-    thread stops (an error, a Ctrl-C) the queries not started are dropped, and those under
-    way end on their own within --timeout while the program exits without waiting for them
-    (`concurrent.futures`' pools join their threads at exit)."""
+    thread leaves its block with an exception (a Ctrl-C, an error it does not collect) the
+    queries not started are dropped, and those under way end on their own within --timeout
+    while the program exits without waiting for them (`concurrent.futures`' pools join their
+    threads at exit)."""
 
     def __init__(self, threads: int = QUERY_THREADS) -> None:
         self._todo: queue.SimpleQueue[tuple[Future, Callable, tuple] | None] = queue.SimpleQueue()
         self._count = threads
         self._threads: list[threading.Thread] = []
+        self._closed = False
 
     def submit(self, fn: Callable[..., T_], *args) -> Future[T_]:
+        if self._closed:
+            raise RuntimeError("query pool closed")
         future: Future[T_] = Future()
         self._todo.put((future, fn, args))
         if len(self._threads) < self._count:
@@ -389,6 +408,7 @@ class QueryPool:
 
     def close(self) -> None:
         """Drop what has not started; the threads end after the query they are in."""
+        self._closed = True
         while True:
             try:
                 item = self._todo.get_nowait()

@@ -26,6 +26,7 @@ verdict says `read = "aggregate"`.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -146,7 +147,8 @@ def _ask(prom: Prometheus, at: float, queries: dict[str, str]) -> dict[str, list
         answers: dict[str, list[tuple[dict[str, str], float]]] = {}
         for k, fut in futures.items():
             try:
-                answers[k] = fut.result()
+                # NaN or infinite: no figure (the raw read leaves such samples out too)
+                answers[k] = [(lab, v) for lab, v in fut.result() if math.isfinite(v)]
             except PrometheusError as e:
                 if e.kind != "query":
                     raise

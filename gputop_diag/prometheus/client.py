@@ -324,10 +324,18 @@ class Prometheus:
                 "report this with the Prometheus version",
                 "bad_answer",
             )
-        return [
-            (r["metric"], json.dumps(r.get("values", []), separators=(",", ":"))[1:-1])
-            for r in data["result"]
-        ]
+        try:
+            return [
+                (dict(r["metric"]), json.dumps(r.get("values", []), separators=(",", ":"))[1:-1])
+                for r in data["result"]
+            ]
+        except (KeyError, TypeError, ValueError):
+            raise PrometheusError(
+                f"Prometheus at {self.url} answered {promql!r} with a result that is not a "
+                "list of series",
+                "check the URL points at Prometheus' HTTP API (port 9090 by default)",
+                "bad_answer",
+            ) from None
 
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[Series]:
         """A range query: one Series per result, NaN samples dropped."""
@@ -348,7 +356,15 @@ class Prometheus:
 _MATRIX_HEAD = b'{"status":"success","data":{"resultType":"matrix","result":['
 _SERIES_OPEN = '{"metric":'
 _VALUES_OPEN = '},"values":['
-_END_HEAD = '{"status":"success","data":{"result":['  # the answer's head, for reading its end
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (a repeated key would hide what the
+    series before it say: JSON readers keep the last)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("a key given twice")
+    return out
 
 
 def split_matrix(body: bytes) -> list[tuple[dict[str, str], str]] | None:
@@ -385,13 +401,21 @@ def split_matrix(body: bytes) -> list[tuple[dict[str, str], str]] | None:
             return None
         metrics.append(part[: i + 1])
         values.append(pairs)
+    if not metrics and not tail.startswith("]"):
+        return None  # entries that are not series of this layout
     try:
         labels = json.loads("[" + ",".join(metrics) + "]")
-        end = json.loads(_END_HEAD + tail)
+        end = json.loads(_MATRIX_HEAD.decode() + tail, object_pairs_hook=_no_duplicates)
     except ValueError:
         return None
-    if not isinstance(end, dict) or end.get("status") != "success":
-        return None  # trailing keys that say otherwise
+    data = end.get("data") if isinstance(end, dict) else None
+    if (
+        end.get("status") != "success"
+        or not isinstance(data, dict)
+        or data.get("resultType") != "matrix"
+        or data.get("result") != []
+    ):
+        return None  # what follows the series is not the end of a successful matrix
     if len(labels) != len(values) or not all(isinstance(x, dict) for x in labels):
         return None  # a series' labels were not one object
     return list(zip(labels, values, strict=True))
