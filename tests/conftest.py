@@ -22,9 +22,11 @@ To re-measure: `python -m pytest -q -n 2 --durations=0 -p no:randomly > /tmp/dur
 """
 
 import gc
+import http.server
 import os
 import subprocess
 import sys
+import threading
 import warnings
 
 import pytest
@@ -382,6 +384,34 @@ def run_cli(
 @pytest.fixture
 def cli():
     return run_cli
+
+
+class _Canned(http.server.BaseHTTPRequestHandler):
+    """Answers each POST with `server.answer(path)`: (status, content type, body)."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        status, content_type, body = self.server.answer(self.path)
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def canned_http():
+    """A local HTTP server whose answers the test gives: set `server.answer` to a function of
+    the request's path returning (status, content type, body). `server.url` is its address."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Canned)
+    srv.url = f"http://127.0.0.1:{srv.server_port}"
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
 
 
 def pytest_collection_finish(session):

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -60,35 +59,23 @@ def test_prometheus_too_slow_is_exit_4_within_the_timeout(hung_server):
     assert time.monotonic() - t0 < 15
 
 
-class _NotPrometheus(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 - http.server's name
-        status = 404 if self.path.startswith("/missing") else 200
-        body = b"<html>a login page</html>"
-        if self.path.startswith("/page"):  # a web server's own error page, many lines long
-            status = 404
-            body = (
-                b"<!DOCTYPE html>\n<html>\n<head>\n<title>404 Not Found</title>\n</head>\n"
-                b"<body>\n<h1>Not Found</h1>\n<p>The requested URL was not found.</p>\n"
-                b"</body>\n</html>\n"
-            )
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+def _not_prometheus(path: str) -> tuple[int, str, bytes]:
+    """A web server that is not Prometheus: a login page, a 404, its own error page."""
+    if path.startswith("/page"):  # a web server's own error page, many lines long
+        page = (
+            b"<!DOCTYPE html>\n<html>\n<head>\n<title>404 Not Found</title>\n</head>\n"
+            b"<body>\n<h1>Not Found</h1>\n<p>The requested URL was not found.</p>\n"
+            b"</body>\n</html>\n"
+        )
+        return 404, "text/html", page
+    status = 404 if path.startswith("/missing") else 200
+    return status, "text/html", b"<html>a login page</html>"
 
 
 @pytest.fixture
-def web_server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _NotPrometheus)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_port}"
-    srv.shutdown()
-    srv.server_close()
+def web_server(canned_http):
+    canned_http.answer = _not_prometheus
+    return canned_http.url
 
 
 def test_a_url_that_is_not_prometheus_is_said_so(web_server):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -115,47 +113,30 @@ def test_any_other_layout_is_left_to_json(body):
     assert split_matrix(body) is None
 
 
-class _Answers(BaseHTTPRequestHandler):
-    bodies: list[bytes] = []
-
-    def do_POST(self):  # noqa: N802 - http.server's name
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        body = self.bodies.pop(0)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
-def answers():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+def answers(canned_http):
+    """A server giving each request the next of `answers.bodies`, as JSON."""
+    canned_http.bodies = []
+    canned_http.answer = lambda path: (200, "application/json", canned_http.bodies.pop(0))
+    return canned_http
 
 
 def test_a_spaced_answer_through_the_client_gives_the_same_columns(answers):
     rng = random.Random(7)
     series = [_series(rng, k) for k in range(12)]
-    _Answers.bodies = [_answer(series, compact=False), _answer(series)]
-    prom = Prometheus(f"http://127.0.0.1:{answers.server_port}")
+    answers.bodies = [_answer(series, compact=False), _answer(series)]
+    prom = Prometheus(answers.url)
     spaced = prom.query_range_texts("q", GRID.start, GRID.end, GRID.step)
     plain = prom.query_range_texts("q", GRID.start, GRID.end, GRID.step)
     assert _by_text(spaced) == _by_text(plain) == _by_json(_answer(series))
 
 
 def test_an_error_or_another_result_type_is_a_prometheus_error(answers):
-    _Answers.bodies = [
+    answers.bodies = [
         b'{"status":"error","errorType":"bad_data","error":"parse error at char 3"}',
         b'{"status":"success","data":{"resultType":"vector","result":[]}}',
     ]
-    prom = Prometheus(f"http://127.0.0.1:{answers.server_port}")
+    prom = Prometheus(answers.url)
     with pytest.raises(PrometheusError) as e:
         prom.query_range_texts("q", GRID.start, GRID.end, GRID.step)
     assert e.value.kind == "query" and "parse error at char 3" in e.value.message
@@ -166,8 +147,8 @@ def test_an_error_or_another_result_type_is_a_prometheus_error(answers):
 
 def test_values_that_are_not_pairs_are_a_bad_answer_not_a_traceback(answers):
     bad = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":'
-    _Answers.bodies = [bad + b'[["x","1"],[2]]}]}}']
-    prom = Prometheus(f"http://127.0.0.1:{answers.server_port}")
+    answers.bodies = [bad + b'[["x","1"],[2]]}]}}']
+    prom = Prometheus(answers.url)
     with pytest.raises(PrometheusError) as e:
         run_jobs(prom, GRID, {"q": ("series", "q")})
     assert e.value.kind == "bad_answer" and "not [time" in e.value.message
@@ -183,8 +164,8 @@ def test_infinities_and_nan_read_as_missing_samples():
 
 
 def test_a_result_that_is_not_series_is_a_bad_answer(answers):
-    _Answers.bodies = [_answer([7], compact=False), _answer([{"values": []}], compact=False)]
-    prom = Prometheus(f"http://127.0.0.1:{answers.server_port}")
+    answers.bodies = [_answer([7], compact=False), _answer([{"values": []}], compact=False)]
+    prom = Prometheus(answers.url)
     for _ in range(2):
         with pytest.raises(PrometheusError) as e:
             prom.query_range_texts("q", GRID.start, GRID.end, GRID.step)

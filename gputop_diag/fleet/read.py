@@ -49,7 +49,7 @@ from .query import (
     host_of,
 )
 from .ranks import RankFigures, fetch_ranks, parse_ranks
-from .snapshots import GpuColumns, NodeColumns, node_snapshots
+from .snapshots import GpuColumns, NodeColumns, each_value, node_snapshots
 
 __all__ = ["FleetData", "NoFleetData", "NodeData", "assemble", "read_fleet"]
 
@@ -219,11 +219,7 @@ def assemble_columns(
             elif f is not None:
                 vals = c.values
                 if f.scale != 1.0:
-                    sc = f.scale
-                    if None in vals:
-                        vals = [None if v is None else v * sc for v in vals]
-                    else:  # most series: a value at every point
-                        vals = list(map(partial(mul, sc), vals))
+                    vals = each_value(partial(mul, f.scale), vals)
                 g.cols[f.target] = vals
     instances: dict[str, set[str]] = defaultdict(set)
     for (_, inst), k in keys.items():

@@ -178,13 +178,13 @@ def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int, mig: dict | None =
             cols[a] = c[a]
     for a in _INT_ATTRS:
         if a in c:
-            cols[a] = _each(round, c[a])
+            cols[a] = each_value(round, c[a])
     for a in _BOOL_ATTRS:
         if a in c:
-            cols[a] = _each(bool, c[a])
+            cols[a] = each_value(bool, c[a])
     total, reserved, used, free = _memory_columns(c, n)
     for a, col in zip(_MEMORY_ATTRS, (total, reserved, used, free), strict=True):
-        cols[a] = _each(round, col)
+        cols[a] = each_value(round, col)
     if "clock_reasons" in c:
         cols["clock_event_reasons"] = [_reasons(v) for v in c["clock_reasons"]]
     if any("gpm." + a in c for a in _GPM_ATTRS):  # GpmMetrics' first fields, in order
@@ -215,8 +215,9 @@ def _gpu_states(idx: int, static: GpuStatic, c: dict, n: int, mig: dict | None =
     return out
 
 
-def _each(convert, col: list) -> list:
-    """`convert` of each value, None kept (`round` of a float is the int nearest it)."""
+def each_value(convert, col: list) -> list:
+    """`convert` of each value, None kept (`round` of a float is the int nearest it); by
+    `map` where every point has one (most columns)."""
     if None in col:
         return [None if v is None else convert(v) for v in col]
     return list(map(convert, col))
