@@ -126,6 +126,18 @@ def test_holds_repaint_on_a_material_move_or_when_due():
     assert h.get("state", ("P2",), (PERCENT,), 1) == ("P2",)  # a state: any change
 
 
+def test_a_tick_drawn_again_counts_once_in_what_is_held():
+    """A resize or a pane switch draws the same tick again: what a group shows afterwards is
+    what it shows when each tick is drawn once."""
+    once, again = Holds(max_hold_s=15), Holds(max_hold_s=15)
+    for t, busy in [(0.0, 60.0), (1.0, 66.0), (2.0, 61.0)]:
+        shown = once.get("busy", (busy,), (PERCENT,), t)
+        for _ in range(3 if t == 1.0 else 1):
+            assert again.get("busy", (busy,), (PERCENT,), t) == shown, t
+        # 66 once: a mean of 63 with the 60 before it, not a move; three times, it was
+        assert shown == (60.0,)
+
+
 def ev(metric: str, value: float | None, unit: str = "%") -> Evidence:
     return Evidence(metric, value, None, f"{metric} {value}", unit)
 

@@ -60,6 +60,7 @@ class Holds:
         self.smooth = smooth
         self._held: dict[str, tuple[tuple, float]] = {}
         self._recent: dict[str, list[tuple]] = {}
+        self._last_at: dict[str, float] = {}  # when each group's figures were last given
 
     def get(
         self,
@@ -73,8 +74,12 @@ class Holds:
         ones on screen."""
         new = tuple(figures)
         recent = self._recent.setdefault(key, [])
-        recent.append(new)
-        del recent[: -self.smooth]
+        if recent and self._last_at.get(key) == now:
+            recent[-1] = new  # the same tick drawn again (a resize, a pane switch): one sample
+        else:
+            recent.append(new)
+            del recent[: -self.smooth]
+        self._last_at[key] = now
         held = self._held.get(key)
         if held is not None:
             old, at = held
@@ -95,3 +100,4 @@ class Holds:
         """Repaint everything with the next figures (a new GPU selected, a resize)."""
         self._held.clear()
         self._recent.clear()
+        self._last_at.clear()
