@@ -7,6 +7,11 @@ from collections.abc import Callable
 
 from ..model import GpuState, HostState, Snapshot
 
+# The Monitor's windows (`monitor/core.py`), here so that what replays them (the fleet's node
+# judgement) need not load the Monitor and its collectors.
+WINDOW_S = 60.0  # what classify() reads: the last minute
+HISTORY_S = 600.0  # what the history keeps (the views draw from it)
+
 GpuField = str | Callable[[GpuState], float | None]
 HostField = str | Callable[[HostState], float | None]
 

@@ -29,10 +29,9 @@ from dataclasses import replace
 
 from ..diagnose import thresholds as T
 from ..diagnose.classify import classify, judge
-from ..diagnose.history import History
+from ..diagnose.history import HISTORY_S, WINDOW_S, History
 from ..diagnose.types import Diagnosis
 from ..model import Snapshot
-from ..monitor.core import HISTORY_S, WINDOW_S
 
 INSUFFICIENT = "insufficient_data"  # the class nothing holds against (`classify`)
 STREAK_CAP = T.HYSTERESIS_TICKS  # the candidate's streak is counted up to this

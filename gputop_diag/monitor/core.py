@@ -43,7 +43,7 @@ from ..collect.probe import ProbeReader
 from ..collect.slurm import SQUEUE_TIMEOUT_S, collect_scheduler_evidence
 from ..diagnose.classify import classify, with_plan
 from ..diagnose.features import SLURM_TIMEOUT
-from ..diagnose.history import History
+from ..diagnose.history import HISTORY_S, WINDOW_S, History
 from ..diagnose.types import Diagnosis
 from ..health import with_findings
 from ..model import (
@@ -70,13 +70,11 @@ if TYPE_CHECKING:  # the planner and recordings load only where used
     from ..planner.configs import ReadConfig
     from ..recording.store import Recording
 
-WINDOW_S = 60.0  # what classify() reads: the last minute
 # squeue is a round trip to the controller and journalctl reads the journal: every 10 s.
 SLOW_SOURCES_EVERY_S = 10.0
 # A Slurm controller that let `squeue` run into its timeout (out of reach) is asked again after
 # this, not every SLOW_SOURCES_EVERY_S: each ask held a process for the whole timeout (5 s).
 SQUEUE_RETRY_S = 60.0
-HISTORY_S = 600.0  # what the history keeps (the views draw from it)
 MAX_XID_EVENTS = 500  # the Xid events of this run the triage keeps (the newest)
 
 
