@@ -521,3 +521,97 @@ def test_under_sanitize_a_named_log_file_is_a_label_not_its_path(tmp_path):
     assert rc == 0 and "corp.example" not in out and "worker4" not in out
     doc = json.loads(out)
     assert doc["sources"][0]["name"] == "file-1" and len(doc["events"]) == 1
+
+
+def _journal_machine(tmp_path, monkeypatch, simulated=False):
+    """A live view's kernel-log watch whose journal folder is `tmp_path/journal` (one active
+    file, one archived) and whose `journalctl` answers one Xid line; its calls are counted."""
+    from gputop_diag.collect.kernlog import watch as kernlog_watch
+
+    top = tmp_path / "journal"
+    (top / "machine").mkdir(parents=True)
+    (top / "machine" / "system.journal").write_bytes(b"LPKSHHRH" + bytes(300))
+    (top / "machine" / "system@0001-0002-0003.journal").write_bytes(b"LPKSHHRH" + bytes(300))
+    monkeypatch.setattr(kernlog_watch, "JOURNAL_DIRS", (str(top), str(tmp_path / "absent")))
+    calls = []
+    line = json.dumps({"__REALTIME_TIMESTAMP": str(int(T0 * 1e6)), "MESSAGE": XID})
+
+    def run(argv, timeout):
+        calls.append(argv[0])
+        return CommandResult(0, line + "\n")
+
+    machine = fake_machine()
+    machine.run_command, machine.simulated = run, simulated
+    return kernlog_watch.KernelLogWatch(machine), top / "machine", calls
+
+
+def test_the_live_view_asks_the_journal_again_only_once_a_journal_file_changed(
+    tmp_path, monkeypatch
+):
+    watch, folder, calls = _journal_machine(tmp_path, monkeypatch)
+    first = watch.poll(T0 - 60)
+    assert [e.code for e in first.events] == [31] and calls == ["journalctl"]
+    again = watch.poll(T0 - 30)  # no file changed: the last answer, no journalctl
+    assert [e.code for e in again.events] == [31] and calls == ["journalctl"]
+    assert [r.status for r in watch.reports] == ["ok"] and watch.journal_reads == 1
+    assert watch.poll(T0 + 1).events == []  # the answer's message is older than the window
+    active = folder / "system.journal"
+    with open(active, "r+b") as f:  # journald appended an entry: the header's counts moved
+        f.seek(160)
+        f.write((1).to_bytes(8, "little"))
+    assert [e.code for e in watch.poll(T0 - 30).events] == [31] and len(calls) == 2
+    watch.poll(T0 - 30)
+    assert len(calls) == 2
+    (folder / "user-1000.journal").write_bytes(b"LPKSHHRH")  # a new file
+    watch.poll(T0 - 30)
+    assert len(calls) == 3
+    # an archived file is never read: its bytes do not matter, its name does
+    (folder / "system@0001-0002-0003.journal").write_bytes(b"changed")
+    watch.poll(T0 - 30)
+    assert len(calls) == 3
+
+
+def test_the_journal_is_asked_each_poll_where_its_files_cannot_be_read_or_are_simulated(
+    tmp_path, monkeypatch
+):
+    from gputop_diag.collect.kernlog import watch as kernlog_watch
+
+    watch, folder, calls = _journal_machine(tmp_path, monkeypatch)
+    monkeypatch.setattr(kernlog_watch, "journal_state", lambda: None)
+    watch.poll(T0 - 60)
+    watch.poll(T0 - 60)
+    assert len(calls) == 2
+    monkeypatch.undo()
+    watch, folder, calls = _journal_machine(tmp_path / "sim", monkeypatch, simulated=True)
+    watch.poll(T0 - 60)
+    watch.poll(T0 - 60)
+    assert len(calls) == 2
+
+
+def test_an_unchanged_journal_is_asked_again_after_the_recheck_time(tmp_path, monkeypatch):
+    from gputop_diag.collect.kernlog import watch as kernlog_watch
+
+    watch, folder, calls = _journal_machine(tmp_path, monkeypatch)
+    watch.poll(T0 - 60)
+    monkeypatch.setattr(kernlog_watch, "JOURNAL_RECHECK_S", -1.0)
+    watch.poll(T0 - 60)
+    assert len(calls) == 2
+
+
+def test_journal_state_reads_only_the_files_journald_still_writes(tmp_path):
+    from gputop_diag.collect.kernlog.watch import journal_state
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "system.journal").write_bytes(b"A" * 400)
+    (tmp_path / "m" / "system@x.journal~").write_bytes(b"B")
+    (tmp_path / "m" / "notes.txt").write_bytes(b"C")
+    names, headers = journal_state((str(tmp_path), str(tmp_path / "none")))
+    assert [os.path.basename(n) for n in names] == ["system.journal", "system@x.journal~"]
+    assert len(headers) == 1 and headers[0][3] == b"A" * 256
+    os.chmod(tmp_path / "m", 0)
+    try:
+        if os.access(tmp_path / "m", os.R_OK):  # root reads it all the same
+            pytest.skip("running as root")
+        assert journal_state((str(tmp_path),)) is None
+    finally:
+        os.chmod(tmp_path / "m", 0o755)

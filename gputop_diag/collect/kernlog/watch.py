@@ -25,6 +25,51 @@ LIVE_BUDGET = Budget(
 )
 KEEP_S = RECENT_S  # how long the messages the health findings read are kept
 MAX_KEPT = 2000  # ... and how many of them, the newest
+# Where journald keeps its files (volatile, then persistent), each machine's in a folder of its
+# own: https://www.freedesktop.org/software/systemd/man/latest/systemd-journald.service.html
+JOURNAL_DIRS = ("/run/log/journal", "/var/log/journal")
+# A journal file's header, from its start: its counts of objects and entries and its tail
+# entry's sequence number and time change with each entry appended
+# (https://systemd.io/JOURNAL_FILE_FORMAT/, "Header")
+JOURNAL_HEADER_BYTES = 256
+JOURNAL_RECHECK_S = 300.0  # an unchanged journal is asked again after this long all the same
+
+
+def journal_state(dirs: tuple[str, ...] | None = None) -> tuple | None:
+    """What says whether journald wrote since the last look: the journal files' names, and the
+    inode, size and header of each file it still writes (an archived file, `name@…journal`,
+    never changes). journald appends through a shared mapping, so the header read here through
+    the page cache is the one it wrote, before any sync to disk. None where a folder cannot be
+    read: then the journal is asked each time."""
+    names: list[str] = []
+    state: list[tuple] = []
+    for top in JOURNAL_DIRS if dirs is None else dirs:
+        try:
+            entries = sorted(os.scandir(top), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        folders = [top] + [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        for folder in folders:
+            try:
+                files = sorted(e.name for e in os.scandir(folder) if e.is_file())
+            except OSError:
+                return None
+            for name in files:
+                if not name.endswith((".journal", ".journal~")):
+                    continue
+                path = os.path.join(folder, name)
+                names.append(path)
+                if "@" in name:
+                    continue
+                try:
+                    with open(path, "rb") as f:
+                        st = os.fstat(f.fileno())
+                        state.append((path, st.st_ino, st.st_size, f.read(JOURNAL_HEADER_BYTES)))
+                except OSError:
+                    return None
+    return tuple(names), tuple(state)
 
 
 class KernelLogWatch:
@@ -39,6 +84,9 @@ class KernelLogWatch:
         self._offsets: dict[str, tuple[int, int]] = {}  # path -> (inode, bytes read)
         self._kept: dict[tuple, KernelEvent] = {}  # the health findings' messages, by line
         self.gpus: tuple[GpuRef, ...] = ()  # NVML's at the last poll: a fallen GPU's index
+        # the journal's last answer, with its files' state then and when it was asked
+        self._journal: tuple[tuple, ParsedLog, SourceReport, float] | None = None
+        self.journal_reads = 0  # the times `journalctl` was run
 
     def _keep(self, events, now: float) -> None:
         for e in events:
@@ -103,9 +151,7 @@ class KernelLogWatch:
 
     def _read(self, kind: str, since: float, deadline: float):
         if kind == "journal":
-            return read_journal(
-                self.sources.run_command, since, LIVE_BUDGET, deadline, this_boot=True
-            )
+            return self._read_journal(since, deadline)
         if kind == "dmesg":
             return read_dmesg(self.sources.run_command, boot_time_of(self.sources), deadline)
         if self.sources.simulated:
@@ -123,6 +169,30 @@ class KernelLogWatch:
         if usable:
             return parsed, usable[0]
         return parsed, (next((r for r in reports if r.status == "denied"), reports[0]))
+
+    def _read_journal(self, since: float, deadline: float) -> tuple[ParsedLog, SourceReport]:
+        """This boot's kernel messages from the journal: its last answer again while no journal
+        file changed since (one `journalctl` less every poll on a quiet node; the answer's
+        messages older than `since` are left out by `poll` as they would have been by
+        `--since`), else `journalctl`, at least every `JOURNAL_RECHECK_S`."""
+        state = None if self.sources.simulated else journal_state()
+        now = time.monotonic()
+        last = self._journal
+        if (
+            state is not None
+            and last is not None
+            and last[0] == state
+            and 0 <= now - last[3] < JOURNAL_RECHECK_S
+        ):
+            parsed = last[1]
+            return ParsedLog(list(parsed.events), list(parsed.ooms), parsed.stats), last[2]
+        self.journal_reads += 1
+        parsed, report = read_journal(
+            self.sources.run_command, since, LIVE_BUDGET, deadline, this_boot=True
+        )
+        kept = ParsedLog(list(parsed.events), list(parsed.ooms), parsed.stats)
+        self._journal = (state, kept, report, now) if state is not None and report.usable else None
+        return parsed, report
 
     def _follow(self, path: str, since: float, deadline: float):
         """The lines appended to `path` since the last poll (a rotated file starts over)."""
