@@ -253,6 +253,31 @@ async def test_lost_gpu_mid_run_shows_the_banner_and_the_rest_goes_on():
         assert "Xid 79 FALLEN_OFF_BUS on GPU 3" in detail and f"next: {step[:30]}" in detail
 
 
+async def test_the_banner_is_wrapped_again_only_when_its_errors_or_width_change(monkeypatch):
+    from gputop_diag.tui import CollectorFailed
+    from gputop_diag.tui import banner as banner_module
+
+    app = FedApp("xid-79")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(100)  # GPU 3 falls off the bus after tick 30
+        await pilot.pause()
+        wrapped = []
+        real = banner_module.hang_text
+        monkeypatch.setattr(banner_module, "hang_text", lambda *a: wrapped.append(1) or real(*a))
+        app.feed(3)  # the same GPU lost each tick: the banner as it was
+        await pilot.pause()
+        assert wrapped == [] and "is lost" in text_of(app, "#banner")
+        await pilot.resize_terminal(100, 40)  # a new width: wrapped again, to it
+        await pilot.pause()
+        assert wrapped and "is lost" in text_of(app, "#banner")
+        app.post_message(CollectorFailed("sampler", "sampling failed: OSError: boom", "retry"))
+        await pilot.pause()
+        assert "boom" in text_of(app, "#banner") and "is lost" in text_of(app, "#banner")
+        app.feed(1)  # the failure cleared: the lost GPU alone again
+        await pilot.pause()
+        assert "boom" not in text_of(app, "#banner") and "is lost" in text_of(app, "#banner")
+
+
 async def test_missing_driver_banner_and_the_app_keeps_running(tmp_path):
     app = FedApp("no-gpu", save_dir=str(tmp_path))
     async with app.run_test(size=(80, 24)) as pilot:

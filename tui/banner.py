@@ -18,13 +18,21 @@ class Banner(DiffText):
     or a GPU) is involved or sampling itself failed, `-warning` for the other sources."""
 
     _shown: tuple | None = None
+    _drawn: tuple | None = None  # what the banner shows now, and at which width
 
     def on_resize(self) -> None:
         if self._shown is not None:
+            self._drawn = None
             self.show(*self._shown)
 
     def show(self, errors: Sequence[CollectorError], failure: tuple[str, str] | None) -> None:
         self._shown = (errors, failure)
+        # each tick repeats the last one's errors (a Slurm out of reach says so for a minute):
+        # the same errors at the same width are the same banner, wrapped once
+        drawn = (tuple(errors), failure, self.size.width or self.app.size.width - 2)
+        if drawn == self._drawn:
+            return
+        self._drawn = drawn
         lines = [failure] if failure is not None else []
         for e in errors:
             where = ""
