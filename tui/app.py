@@ -33,7 +33,6 @@ from gputop_diag.monitor.core import Monitor
 from gputop_diag.monitor.run import session_key
 from gputop_diag.monitor.view import (
     Feeder,
-    JobWatch,
     ModelConfig,
     ModelConfigError,
     Sources,
@@ -52,7 +51,6 @@ from gputop_diag.tui.layout import Layout
 from gputop_diag.tui.messages import CollectorFailed, ReportWritten, SnapshotReady, XidHistoryRead
 from gputop_diag.tui.panes.base import Pane, View
 from gputop_diag.tui.panes.memory import MemoryPane
-from gputop_diag.tui.panes.xid import XidPane
 from gputop_diag.tui.process_actions import ProcessActions
 from gputop_diag.tui.process_table import ProcessTable
 from gputop_diag.tui.procs import ProcessControls, ProcessFilter
@@ -62,7 +60,8 @@ from gputop_diag.tui.screen import MainScreen
 from gputop_diag.tui.terminal import ascii_terminal, no_colour
 from gputop_diag.widgets import ASCII_CLASS, to_ascii
 
-if TYPE_CHECKING:  # recordings load with a replay or a recording, not with the live view
+if TYPE_CHECKING:  # recordings load with a replay or a recording, a job's watch with a job
+    from gputop_diag.monitor.view import JobWatch
     from gputop_diag.recording.store import Recording
 
 
@@ -273,8 +272,8 @@ class GpuTopApp(KeyActions, App):
             if stuck is not None:
                 self._collector_failed(stuck)
 
-    @on(XidPane.HistoryWanted)
-    def _xid_history_wanted(self) -> None:
+    # `XidPane.HistoryWanted`, by its handler's name: the pane's module loads with the pane
+    def on_xid_pane_history_wanted(self) -> None:
         self.monitor.xid_history(on_read=lambda: self.post_message(XidHistoryRead()))
 
     @on(XidHistoryRead)

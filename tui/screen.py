@@ -20,12 +20,8 @@ from gputop_diag.tui.keys import PANES, SHORT_TITLES, TITLES
 from gputop_diag.tui.layout import Layout
 from gputop_diag.tui.messages import CollectorFailed
 from gputop_diag.tui.panes.base import Pane, View
-from gputop_diag.tui.panes.driver import DriverPane
-from gputop_diag.tui.panes.job import JobPane
-from gputop_diag.tui.panes.mapping import MappingPane
 from gputop_diag.tui.panes.memory import MemoryPane
 from gputop_diag.tui.panes.utilization import UtilizationPane
-from gputop_diag.tui.panes.xid import XidPane
 from gputop_diag.tui.side_panel import SidePanel
 from gputop_diag.tui.tabs import TabStrip
 
@@ -39,13 +35,12 @@ class MainScreen(Screen):
         yield TabStrip(id="tabs")
         yield Banner(id="banner")
         with Horizontal(id="body"):
+            # the Utilization pane mounts its rows while hidden (`prepare`), so that its first
+            # frame has them; the others are built when first shown (`switch`): each Textual
+            # widget costs some 30 KiB, and most runs never show most panes
             with ContentSwitcher(initial="memory", id="panes"):
                 yield MemoryPane(id="memory")
                 yield UtilizationPane(id="utilization")
-                yield MappingPane(id="mapping")
-                yield XidPane(id="xid")
-                yield DriverPane(id="driver")
-                yield JobPane(id="job")
             yield SidePanel(id="side")
         yield KeyBar(id="footer")
 
@@ -55,8 +50,18 @@ class MainScreen(Screen):
         return self.query_one("#panes", ContentSwitcher).current or "memory"
 
     def switch(self, pane: str) -> None:
-        """Show `pane`, its table (or itself) focused."""
-        self.query_one("#panes", ContentSwitcher).current = pane
+        """Show `pane` (built on its first show), its table (or itself) focused."""
+        switcher = self.query_one("#panes", ContentSwitcher)
+        if not switcher.query_children(f"#{pane}"):
+            switcher.mount(built(pane))
+            # its table is composed once it is mounted
+            self.call_after_refresh(self._focus, pane)
+        switcher.current = pane
+        self._focus(pane)
+
+    def _focus(self, pane: str) -> None:
+        if self.current != pane:
+            return
         table = self.query_one(f"#{pane}").query(DataTable)
         (table.first() if table else self.query_one(f"#{pane}")).focus(scroll_visible=False)
 
@@ -84,8 +89,9 @@ class MainScreen(Screen):
         # every widget of every pane each tick (half of the tick's drawing on the Memory pane)
         switcher = self.query_one("#panes", ContentSwitcher)
         current = switcher.current or "memory"
-        if not sizing.pane_covered:
-            self.query_one(f"#{current}", Pane).show(u, view)
+        shown = self.query_one(f"#{current}", Pane)
+        if not sizing.pane_covered and shown.is_mounted:  # a pane just built draws once laid out
+            shown.show(u, view)
         for pane in switcher.children:
             if isinstance(pane, Pane) and pane.id != current:
                 pane.prepare(u)
@@ -97,3 +103,24 @@ class MainScreen(Screen):
             lines=sizing.panel_lines,
             plain=view.plain,
         )
+
+
+def built(pane: str) -> Pane:
+    """A new pane `pane` (one of `keys.PANES`); its module loads with it."""
+    if pane == "mapping":
+        from gputop_diag.tui.panes.mapping import MappingPane
+
+        return MappingPane(id=pane)
+    if pane == "xid":
+        from gputop_diag.tui.panes.xid import XidPane
+
+        return XidPane(id=pane)
+    if pane == "driver":
+        from gputop_diag.tui.panes.driver import DriverPane
+
+        return DriverPane(id=pane)
+    if pane == "job":
+        from gputop_diag.tui.panes.job import JobPane
+
+        return JobPane(id=pane)
+    return MemoryPane(id=pane) if pane == "memory" else UtilizationPane(id=pane)

@@ -14,11 +14,13 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..planner.configs import ConfigError, ReadConfig, shape_from_config
 from ..planner.hints import JobHints, hints_from_argv
 from ..sources import Sources
+
+if TYPE_CHECKING:  # the planner's reader loads with a config found
+    from ..planner.configs import ReadConfig
 
 MAX_BYTES = 4 * 2**20  # a model's config.json is a few KiB; anything this large is not one
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -49,6 +51,8 @@ def _parse(path: str, text: str) -> dict[str, Any]:
 
 
 def _interpret(path: str, doc: dict[str, Any], found_in: str | None = None) -> ModelConfig:
+    from ..planner.configs import ConfigError, shape_from_config
+
     try:
         return ModelConfig(path, doc, shape_from_config(doc), found_in)
     except ConfigError as e:

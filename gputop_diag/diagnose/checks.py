@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import Snapshot, formats
-from ..planner.advice import capacity_checks
-from ..planner.hints import job_hints
 from . import thresholds as T
 from .features import Features
 from .job_kind import JOB_COMMAND, SERVING, job_kind
@@ -226,6 +224,9 @@ def checks_for(
         mine = findings.get(finding, FINDING_CHECKS.get(finding, mine))
     out = [c.format(main_pid=pid, job=jobid, cmd=JOB_COMMAND) for c in mine]
     if cls == "capacity":
+        from ..planner.advice import capacity_checks  # the planner loads with a capacity verdict
+        from ..planner.hints import job_hints
+
         gpu = newest.gpu(f.mem_used_pct_gpu) if newest and f.mem_used_pct_gpu is not None else None
         out = [
             *capacity_checks(
@@ -257,6 +258,9 @@ def planned_checks(
     """`checks` (a capacity verdict's, health's causes included) with the planner's lines from
     the job's command line replaced by those of `plan`, the plan of the job's own model
     (`--model-config`): its terms and the what-ifs that make it fit."""
+    from ..planner.advice import capacity_checks
+    from ..planner.hints import job_hints
+
     pid = story_pid("capacity", f)
     gpu = newest.gpu(f.mem_used_pct_gpu) if f.mem_used_pct_gpu is not None else None
     sizes = dict(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..driver.kernel_images import KernelImages
 from ..model import GpmMetrics, GpuState, Snapshot, XidEvent
@@ -25,7 +26,9 @@ from .measured import (
 )
 from .measured_work import MeasuredWork, devices_of, kernel_checks, measured_work
 from .memory_figures import memory_figures
-from .ranks import RanksView, judge_ranks
+
+if TYPE_CHECKING:  # the ranks are judged only where two ranks are probed
+    from .ranks import RanksView
 
 # The kinds of evidence a window may lack, in the order they are reported, with their names.
 EVIDENCE_NAMES = {
@@ -326,8 +329,14 @@ def extract(window: Sequence[Snapshot], tick_s: float = 1.0) -> Features:
         work=measured_work(probes, devices) if probes else None,
         kernel_images=kernel_checks(every_probe, devices),
         # every probe of the probed tick, recent or not: a hang's ranks stopped stepping
-        ranks=judge_ranks(probed.probes, newest) if probed and len(probed.probes) > 1 else None,
+        ranks=_ranks(probed.probes, newest) if probed and len(probed.probes) > 1 else None,
     )
+
+
+def _ranks(probes, newest: Snapshot | None) -> RanksView | None:
+    from .ranks import judge_ranks  # its module loads with a distributed job's probes
+
+    return judge_ranks(probes, newest)
 
 
 def _started(window: Sequence[Snapshot], recent: Sequence[Snapshot], active) -> set[int]:

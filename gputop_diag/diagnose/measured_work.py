@@ -21,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..driver.kernel_images import KernelImages
 from ..driver.kernel_images import check as kernel_check
 from ..model import ProbeSample, ProbeShape, ProbeState, ProbeTransfer
-from ..planner.flops import ModelFlops, flops_per_token
 from ..planner.precision import BF16, FP8, TF32
-from ..planner.shape import ModelShape
+
+if TYPE_CHECKING:  # the planner's FLOPs load with a model's shape (`_model_mfu`)
+    from ..planner.flops import ModelFlops
+    from ..planner.shape import ModelShape
 
 CC = tuple[int, int]
 # What to check when a model's config does not look like the running job's model (a plan far
@@ -286,6 +289,8 @@ def _model_mfu(
 ) -> dict[str, object]:
     """MFU from the model's FLOPs a token: each process's tokens a second (its sampled batch
     over its mean step) times the FLOPs a token in its context, summed, over `peak`."""
+    from ..planner.flops import flops_per_token
+
     tflops, first = 0.0, None
     for p in rows:
         s, wall = p.sample, p.steps.wall_s

@@ -9,7 +9,8 @@ time differs). In a replay (no sources) nothing is sent and nothing is read. No 
 
 from __future__ import annotations
 
-from ..collect.job import JobWatch
+from typing import TYPE_CHECKING
+
 from ..collect.procs import (
     DETAIL_ENV_PREFIXES,
     job_environment,
@@ -17,6 +18,9 @@ from ..collect.procs import (
     process_start_time,
 )
 from ..sources import Sources
+
+if TYPE_CHECKING:  # a job's watch loads with a job
+    from ..collect.job import JobWatch
 
 __all__ = ["DETAIL_ENV_PREFIXES", "JobControl", "ProcessControl"]
 

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..collect.cuda_libs import unreadable_why
 from ..collect.identity import read_machine_names
-from ..collect.job import JobWatch
 from ..collect.kernlog.scan import XidScan
 from ..collect.mapping import DeviceMapping, DeviceRow, collect_mapping
 from ..collect.model_config import ConfigFinder, ModelConfig, ModelConfigError, read_config_file
@@ -43,14 +42,14 @@ from ..xid.types import XidTriage
 from .core import Monitor, Tick
 from .series import GpuSeries, Series
 
-if TYPE_CHECKING:  # the sanitizer loads under --sanitize only
+if TYPE_CHECKING:  # the sanitizer loads under --sanitize only, a job's watch with a job
+    from ..collect.job import JobWatch as JobWatch  # the view's name for it
     from ..sanitize.sanitizer import Sanitizer
 
 # The names the live view uses from the layers below, as the view model's vocabulary.
 __all__ = [
     "DeviceMapping",
     "Feeder",
-    "JobWatch",
     "MappingView",
     "ModelConfig",
     "ModelConfigError",

@@ -27,8 +27,10 @@ needs, and what the common tools do without it:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .workload import Workload
+if TYPE_CHECKING:  # the constants load without the plan (the classifier reads them)
+    from .workload import Workload
 
 CC = tuple[int, int]
 BF16 = (8, 0)
