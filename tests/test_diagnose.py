@@ -24,6 +24,9 @@ SCENARIOS = {s.name: s for s in sim.list_scenarios()}
 DECLARED = [s for s in SCENARIOS.values() if s.name != "tour"]
 CHANGING = {"compute-then-input"}  # input starts at 60 s
 WINDOW_S = 60
+# The recordings are cached per process and most are read by several tests: on one worker each
+# scenario is sampled once (spread over three workers, a third of them were sampled again).
+pytestmark = pytest.mark.xdist_group("diagnose")
 
 
 @functools.cache
