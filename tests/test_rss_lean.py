@@ -5,7 +5,10 @@ chunks, so a cell that changes is written from at most CHUNK - 1 cells before it
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 from test_tui_support import FedApp
@@ -106,3 +109,63 @@ def test_sharing_keeps_every_value_exact():
     nan = float("nan")
     assert shared((nan, 2.0), (float("nan"), 2.0))[0] is nan
     assert shared((state(1.0, 1.0), old), (old,))[1] is old  # an item added: the rest shared
+
+
+# What the live view's first frames never need, so not loaded with it: the panes not shown (built
+# on their first show), the ranks' judge (two probed ranks), the planner's model reader and FLOPs
+# (a model config found, a probed model), a job's watch (`watch`), rich's emoji table (a markup
+# column label of a hidden pane's table).
+NOT_AT_START = (
+    "gputop_diag.tui.panes.mapping",
+    "gputop_diag.tui.panes.xid",
+    "gputop_diag.tui.panes.driver",
+    "gputop_diag.tui.panes.job",
+    "gputop_diag.diagnose.job_view",
+    "gputop_diag.diagnose.ranks",
+    "gputop_diag.planner.advice",
+    "gputop_diag.planner.configs",
+    "gputop_diag.planner.flops",
+    "gputop_diag.planner.shape",
+    "gputop_diag.planner.workload",
+    "gputop_diag.collect.job",
+    "gputop_diag.job.steps",
+    "rich._emoji_codes",
+)
+
+
+def test_the_live_view_loads_no_module_its_first_frames_do_not_need():
+    """Each module costs its code objects and its classes (a frozen dataclass some 20 KiB) for
+    the whole run; a fresh interpreter reads `sys.modules` after the live view's import."""
+    code = "import json, sys\nimport gputop_diag.tui.app\nprint(json.dumps(sorted(sys.modules)))\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(r.stdout))
+    assert {"gputop_diag.tui.panes.memory", "gputop_diag.tui.panes.utilization"} <= loaded
+    assert "gputop_diag.planner.precision" in loaded  # the classifier's compute capabilities
+    assert sorted(loaded.intersection(NOT_AT_START)) == []
+
+
+async def test_a_pane_is_built_on_its_first_show_its_table_focused():
+    """Only the Memory and Utilization panes (whose rows are mounted while hidden) are built at
+    the start; another is built when first shown, drawn at once, its table taking the keys."""
+    from textual.widgets import DataTable
+
+    from gputop_diag.tui.screen import MainScreen
+
+    app = FedApp("compute-bound")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.feed(3)
+        await pilot.pause()
+        panes = app.query_one("#panes")
+        assert [p.id for p in panes.children] == ["memory", "utilization"]
+        await pilot.press("4")
+        await pilot.pause()
+        await pilot.pause()
+        assert [p.id for p in panes.children] == ["memory", "utilization", "xid"]
+        table = app.query_one("#xid-table", DataTable)
+        assert app.focused is table
+        assert app.query_one("#xid-triage").plain.strip()  # drawn without waiting for a tick
+        await pilot.press("1")
+        await pilot.press("4")  # shown again: the same pane, not a second one
+        await pilot.pause()
+        assert len(panes.children) == 3 and app.focused is table
+        assert isinstance(app.screen, MainScreen) and app.screen.current == "xid"
