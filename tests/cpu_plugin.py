@@ -35,13 +35,13 @@ def _own() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
-def _live() -> dict[int, float]:
-    """CPU so far of each descendant still running (children not yet waited for included)."""
+def _live() -> dict[int, tuple[float, int]]:
+    """CPU so far of each descendant still running (or not yet waited for), and its parent."""
     out = {}
     for p in _ME.children(recursive=True):
         try:
             t = p.cpu_times()
-            out[p.pid] = t.user + t.system + t.children_user + t.children_system
+            out[p.pid] = (t.user + t.system + t.children_user + t.children_system, p.ppid())
         except psutil.Error:
             pass
     return out
@@ -59,12 +59,16 @@ class _Meter:
         wall = time.perf_counter() - self.wall0
         own = _own() - self.own0
         live1 = _live()
-        # a descendant alive at both ends: its growth; one that appeared: all of it; one that
-        # was alive at the start and has been waited for since is in RUSAGE_CHILDREN whole,
-        # so what was already counted of it is taken off
-        live = sum(v - self.live0.get(pid, 0.0) for pid, v in live1.items())
-        live -= sum(v for pid, v in self.live0.items() if pid not in live1)
-        return own, max(live, 0.0), wall
+        # a descendant alive at both ends: its growth; one that appeared: all of it. One alive
+        # at the start and waited for since by this process (RUSAGE_CHILDREN) or by a parent
+        # still here (its children's times) is counted there whole: what was already counted of
+        # it is taken off. One orphaned and reaped by init is counted nowhere after its start.
+        me = _ME.pid
+        live = sum(v - self.live0.get(pid, (0.0, 0))[0] for pid, (v, _) in live1.items())
+        for pid, (v, parent) in self.live0.items():
+            if pid not in live1 and (parent == me or parent in live1):
+                live -= v
+        return own, live, wall  # live < 0: taken off what RUSAGE_CHILDREN counted again
 
 
 def _out_dir(config) -> Path:
