@@ -305,6 +305,9 @@ XDIST_GROUPS = {
     "fleet": "fleet",
     "fleet_doc": "fleet",
     "tls_prometheus": "tls",
+    # tests/test_tui_fleet.py's stand-in (three nodes sampled for 40 s: ~2 s of CPU a build) and
+    # tests/test_fleet_workers.py's Prometheus over an imported TSDB
+    "prometheus": "prometheus",
 }
 
 
