@@ -80,6 +80,22 @@ while True:
     send(out, ("ok", [], 0))
 """
 
+# a worker that answers each batch with no verdicts and, as its query count, the number its
+# first exporter names
+ECHOES = """
+import sys
+from gputop_diag.fleet.workers import receive, send
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+receive(inp)
+send(out, "ready")
+while True:
+    try:
+        batch = receive(inp)
+    except EOFError:
+        break
+    send(out, ("ok", [], int(batch[0])))
+"""
+
 
 def _judged(prom, end, count: int, **kw) -> dict:
     fv = stream_fleet(prom, window_s=WINDOW, at=end, triage=False, batch_nodes=2, workers=count)
@@ -94,6 +110,53 @@ def test_workers_judge_every_node_as_one_process_does(prometheus):
     shared = _judged(prom, end, 3)
     assert len(alone["nodes"]) >= 10
     assert shared == alone  # the same verdicts, evidence, jobs and query count
+
+
+def test_with_the_triage_the_busy_nodes_go_to_the_workers_first_and_nothing_changes(prometheus):
+    """The workers take the busy nodes' batches after the triage's first pass, the nodes its
+    second pass sends to the raw read after it: the same document as one process gives."""
+    prom, end = prometheus
+
+    def judged(count: int) -> dict:
+        fv = stream_fleet(prom, window_s=WINDOW, at=end, batch_nodes=2, workers=count)
+        return to_fleet_json(fv, prometheus=None, match=None, group_by="hpc_job")
+
+    alone = judged(1)
+    assert alone["reads"]["raw_because"].get("busy", 0) >= 3  # two batches or more, early
+    assert set(alone["reads"]["raw_because"]) - {"busy"}  # and nodes read raw after
+    assert judged(2) == alone
+
+
+def test_batches_added_while_the_workers_run_come_back_in_the_order_added(monkeypatch):
+    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", ECHOES])
+    grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
+    context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "job")
+    pool = workers.Workers(context, 2)
+    pool.start()
+    pool.open()
+    pool.add([["1"], ["2"], ["3"]])
+    time.sleep(0.2)  # the workers take those, then wait for more
+    pool.add([["4"], ["5"]])
+    assert [q for _, q in pool.results()] == [1, 2, 3, 4, 5]
+    assert not pool.workers and not any(t.is_alive() for t in pool._threads)
+
+
+def test_closing_before_the_results_ends_the_workers_waiting_for_batches(monkeypatch):
+    """An error between `open` and `results` (the triage's second pass refused): closing
+    stops the workers and wakes the threads waiting to feed them."""
+    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", ECHOES])
+    grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
+    context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "job")
+    pool = workers.Workers(context, 2)
+    pool.start()
+    procs = [w.proc for w in pool.workers]
+    pool.open()
+    pool.add([["1"]])
+    pool.close(kill=True)
+    for t in pool._threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in pool._threads)
+    assert all(p.poll() is not None for p in procs)
 
 
 def test_batches_come_in_natural_order_as_each_is_judged(prometheus):

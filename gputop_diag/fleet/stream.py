@@ -51,7 +51,7 @@ from .read import (
     presence_spans,
     time_warnings,
 )
-from .triage import Triage, run_triage
+from .triage import Triage, first_pass, second_pass
 from .workers import BatchContext, Workers, default_workers
 
 # Ours: 64 nodes of 8 GPUs a batch: each range query answers 512 GPUs' series (about 0.4 MB of
@@ -82,9 +82,13 @@ class FleetPlan:
 
     def batch(self, nodes) -> None:
         """Read only these nodes raw, `batch_nodes` at a time in natural order."""
+        self.batches = self.batches_of(nodes)
+
+    def batches_of(self, nodes) -> list[list[str]]:
+        """These nodes' exporters, `batch_nodes` nodes a batch in natural order."""
         order = sorted(nodes, key=natural_key)
         size = max(1, self.batch_nodes)
-        self.batches = [
+        return [
             sorted({i for key in order[k : k + size] for i in self.members[key]})
             for k in range(0, len(order), size)
         ]
@@ -212,17 +216,33 @@ def _stream(
     collecting = gc.isenabled()
     gc.disable()
     try:
+        opened = False  # the workers given batches before the triage's second pass
+        later: list[list[str]] = []
         if triage:
-            sorted_out = run_triage(prom, grid, match, plan.keys, plan.members)
+            first = first_pass(prom, grid, match, plan.keys)
+            early_nodes = set(first.triage.raw)  # busy, or no busy time: raw whatever else
+            early = plan.batches_of(early_nodes)
+            if pool is not None and len(early) >= 2:
+                # the workers read and judge these while the rest of the triage is asked and
+                # its clear nodes judged here
+                pool.keep(len(early))
+                pool.context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
+                pool.open()
+                pool.add(early)
+                opened = True
+            sorted_out = second_pass(prom, grid, match, first, plan.members)
             plan.queries += sorted_out.queries
             plan.raw_because = dict(sorted_out.reasons())
-            plan.batch(sorted_out.raw)
-        if pool is not None and len(plan.batches) >= 2:
+            if opened:
+                later = plan.batches_of(k for k in sorted_out.raw if k not in early_nodes)
+                plan.batches = early + later
+            else:
+                plan.batch(sorted_out.raw)
+        if not opened and pool is not None and len(plan.batches) >= 2:
             pool.keep(len(plan.batches))
             pool.context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
-        else:
-            if pool is not None:
-                pool.close(kill=True)
+        elif not opened and pool is not None:
+            pool.close(kill=True)
             pool = None
         try:
             if triage:
@@ -232,7 +252,12 @@ def _stream(
                     del data
                     shown()
             if pool is not None:
-                for judged, queries in pool.judge(plan.batches):
+                if opened:
+                    pool.add(later)
+                    answers = pool.results()
+                else:
+                    answers = pool.judge(plan.batches)
+                for judged, queries in answers:
                     plan.queries += queries
                     verdicts += judged
                     shown()

@@ -156,15 +156,22 @@ def _ask(prom: Prometheus, at: float, queries: dict[str, str]) -> dict[str, list
     return answers
 
 
-def run_triage(
-    prom: Prometheus,
-    grid: Grid,
-    match: str,
-    keys: dict[tuple[str, str], str],
-    members: dict[str, set[str]],
-) -> Triage:
-    """The fleet's nodes sorted into clear (with the columns they are judged from) and raw;
-    `members`: each node's exporters (`instance`)."""
+@dataclass
+class FirstPass:
+    """The triage's first pass: the nodes it already sends to the raw read (busy, or without
+    busy time) in `triage.raw`, and the idle ones the second pass asks about."""
+
+    triage: Triage
+    idle: set[str]
+    per_node: dict[str, dict[str, float]]
+    key_of: Callable[[dict[str, str]], str | None]
+
+
+def first_pass(
+    prom: Prometheus, grid: Grid, match: str, keys: dict[tuple[str, str], str]
+) -> FirstPass:
+    """Each node's highest busy time and SM activity: the busy nodes (read raw whatever the
+    rest says) are known from this alone."""
 
     def key_of(labels: dict[str, str]) -> str | None:
         return keys.get((host_of(labels), labels.get("instance", "")))
@@ -182,6 +189,14 @@ def run_triage(
             out.raw[node] = "busy"
         else:
             idle.add(node)
+    return FirstPass(out, idle, per_node, key_of)
+
+
+def second_pass(
+    prom: Prometheus, grid: Grid, match: str, first: FirstPass, members: dict[str, set[str]]
+) -> Triage:
+    """The idle nodes of the first pass asked the rest: each one clear or raw (and why)."""
+    out, idle, per_node, key_of = first.triage, first.idle, first.per_node, first.key_of
     if not idle:
         return out
     narrow = match

@@ -13,8 +13,10 @@ not a `multiprocessing` child: those re-run the asking program's main script whe
 `if __name__ == "__main__"` guard, and `fork` would copy the live view's threads half-held.
 The parent and a worker speak in pickled frames over the worker's stdin and stdout (a 4-byte
 length, then the pickle): the batch context once, then a batch at a time, each answered with
-its verdicts or the error it raised. The workers start as soon as the raw batches are known,
-while the parent judges the triage's clear nodes; each imports the judge once (about 0.2 s).
+its verdicts or the error it raised. The workers start as soon as the fleet's nodes are
+known and import the judge meanwhile (about 0.15 s); they are given the busy nodes' batches
+as soon as the triage's first pass names them, and the other raw nodes' after its second
+pass, while the parent asks that pass and judges the triage's clear nodes.
 Where a worker cannot start or stops, the batches left are judged in this process and the
 fleet's warnings say why.
 """
@@ -239,15 +241,24 @@ class _Worker:
 
 class Workers:
     """`count` worker processes for one fleet read: `start()` as soon as raw batches are
-    likely (the context may be given later, the processes import the judge meanwhile),
-    `judge(batches)` yields each batch's (verdicts, queries) as it is done, `close()` at the
-    end. `failed` says why batches were judged in this process instead."""
+    likely (the context may be given later, the processes import the judge meanwhile); then
+    `open()` once the context is given, `add(batches)` as the raw batches become known (the
+    workers take them at once), and `results()` yields each batch's (verdicts, queries) in the
+    order they were added; `judge(batches)` is the three at once. `close()` at the end.
+    `failed` says why batches were judged in this process instead."""
 
     def __init__(self, context: BatchContext | None, count: int) -> None:
         self.context = context
         self.count = count
         self.workers: list[_Worker] = []
         self.failures: list[str] = []  # why each worker that stopped stopped
+        self.batches: list[list[str]] = []  # every batch added, by its index
+        self._todo: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._opened = False
+        self._adding = True
 
     @property
     def failed(self) -> str | None:
@@ -293,39 +304,63 @@ class Workers:
         for w in self.workers:
             w.body = body
 
+    def open(self) -> None:
+        """The context given, each worker fed from its own thread: it takes the next batch
+        added as soon as it is free, until `done_adding`."""
+        if self._opened:
+            return
+        self._opened = True
+        self._give_context()
+        self._threads = [
+            threading.Thread(target=self._feed, args=(w,), daemon=True) for w in self.workers
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _feed(self, w: _Worker) -> None:
+        k = None
+        try:
+            if w.ask(None) != "ready":
+                raise WorkerFailed("a worker process answered out of turn")
+            while not self._stop.is_set():
+                k = self._todo.get()
+                if k is None:  # no more batches (or the read given up)
+                    break
+                self._done.put((k, w.ask(self.batches[k])))
+                k = None
+        except WorkerFailed as e:
+            if k is not None:
+                self._todo.put(k)  # judged by another worker, or here
+            self._done.put((None, ("failed", str(e))))
+        finally:
+            self._done.put((None, ("finished",)))
+
+    def add(self, batches: list[list[str]]) -> None:
+        """More batches, taken by the workers at once (`open` first)."""
+        for b in batches:
+            self.batches.append(b)
+            self._todo.put(len(self.batches) - 1)
+
+    def done_adding(self) -> None:
+        """No batch comes after those added: each worker ends once the queue is empty."""
+        if self._adding:
+            self._adding = False
+            for _ in self._threads:
+                self._todo.put(None)
+
     def judge(self, batches: list[list[str]]) -> Iterator[tuple[list[NodeVerdict], int]]:
         """Each batch's verdicts and queries, in the batches' order (the Fleet pane's rows
         come in natural order). An error a batch raised (Prometheus' own) is raised here."""
-        self._give_context()
-        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-        for k in range(len(batches)):
-            todo.put(k)
-        done: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        stop = threading.Event()
+        self.open()
+        self.add(batches)
+        yield from self.results()
 
-        def feed(w: _Worker) -> None:
-            k = None
-            try:
-                if w.ask(None) != "ready":
-                    raise WorkerFailed("a worker process answered out of turn")
-                while not stop.is_set():
-                    try:
-                        k = todo.get_nowait()
-                    except queue.Empty:
-                        break
-                    done.put((k, w.ask(batches[k])))
-                    k = None
-            except WorkerFailed as e:
-                if k is not None:
-                    todo.put(k)  # judged by another worker, or here
-                done.put((None, ("failed", str(e))))
-            finally:
-                done.put((None, ("finished",)))
-
-        threads = [threading.Thread(target=feed, args=(w,), daemon=True) for w in self.workers]
-        for t in threads:
-            t.start()
-        running = len(threads)
+    def results(self) -> Iterator[tuple[list[NodeVerdict], int]]:
+        """Each added batch's verdicts and queries, in the order added (no more are added
+        once this begins); an error a batch raised (Prometheus' own) is raised here."""
+        self.open()
+        self.done_adding()
+        running = len(self._threads)
         answers: dict[int, tuple] = {}
         after = 0  # the next batch to hand over
         complete = False
@@ -339,7 +374,7 @@ class Workers:
                     yield answer[1], answer[2]
                 if not running:
                     break
-                k, answer = done.get()
+                k, answer = self._done.get()
                 if k is not None:
                     answers[k] = answer
                 elif answer[0] == "finished":
@@ -347,22 +382,25 @@ class Workers:
                 else:
                     self.failures.append(answer[1])
             # no workers, or what a stopped one left: judged here, in order
-            for k in range(after, len(batches)):
+            for k in range(after, len(self.batches)):
                 answer = answers.pop(k, None)
                 if answer is None:
-                    yield judge_batch(self.context, batches[k])
+                    assert self.context is not None  # given before `open`
+                    yield judge_batch(self.context, self.batches[k])
                 elif answer[0] == "error":
                     raise answer[1]
                 else:
                     yield answer[1], answer[2]
             complete = True
         finally:
-            stop.set()
             self.close(kill=not complete)  # an error or a cancel waits for no batch in flight
-            for t in threads:
+            for t in self._threads:
                 t.join(timeout=5)
 
     def close(self, kill: bool = False) -> None:
+        self._stop.set()
+        for _ in self._threads:  # a feeder waiting for a batch wakes and ends
+            self._todo.put(None)
         for w in self.workers:
             w.close(kill)
         self.workers = []
