@@ -15,6 +15,7 @@ small packages written to a temporary folder, so the checks above cannot pass by
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import re
 from collections.abc import Collection, Iterable, Mapping
@@ -293,7 +294,17 @@ def read_package(modules: Mapping[str, Path]) -> tuple[dict[str, list[Import]], 
 
 
 MODULES = modules_on_disk(REPO, FOLDERS)
-IMPORTS, UNREADABLE = read_package(MODULES)
+
+
+@functools.cache
+def package_imports() -> tuple[dict[str, list[Import]], list[str]]:
+    """The package's imports (`read_package`): read when a check first asks, once per process,
+    not while every worker collects the tests (about 2 s of CPU each)."""
+    return read_package(MODULES)
+
+
+# the checks that read the package's imports, on one worker: the package is read once
+READS_IMPORTS = pytest.mark.xdist_group("architecture-imports")
 
 
 # --- the checks -----------------------------------------------------------------------------
@@ -390,11 +401,13 @@ def test_every_concept_is_on_disk_and_every_package_folder_is_a_concept():
     assert layout_problems(REPO, FOLDERS, RULE) == []
 
 
+@READS_IMPORTS
 def test_the_reader_read_every_concept():
     """A concept whose modules dropped out (a folder renamed, emptied, not mapped) is seen here."""
-    read = {concept(m) for m, imps in IMPORTS.items()}
+    imports, _ = package_imports()
+    read = {concept(m) for m, imps in imports.items()}
     assert sorted(set(RULE) - read) == []
-    assert sum(len(imps) for imps in IMPORTS.values()) > len(MODULES)
+    assert sum(len(imps) for imps in imports.values()) > len(MODULES)
 
 
 def test_every_module_lives_in_a_known_concept():
@@ -413,29 +426,35 @@ def test_no_loose_modules_at_the_package_root():
     }, loose
 
 
+@READS_IMPORTS
 def test_imports_point_one_way():
-    assert violations(IMPORTS, RULE, MODULES) == []
+    imports, _ = package_imports()
+    assert violations(imports, RULE, MODULES) == []
 
 
 def _described(loop: list[str]) -> str:
     """a -> b (type-only, line 3) -> a: how each step of a circle imports."""
+    imports, _ = package_imports()
     out = loop[0]
     for src, dst in zip(loop, loop[1:], strict=False):
-        how = sorted({(i.how, i.line) for i in IMPORTS[src] if i.target == dst})
+        how = sorted({(i.how, i.line) for i in imports[src] if i.target == dst})
         out += f" -> {dst} ({', '.join(f'{h}, line {n}' for h, n in how)})"
     return out
 
 
+@READS_IMPORTS
 def test_no_import_circles():
     """Counting every import: one inside a function or under TYPE_CHECKING still draws an arrow
     in every import-graph tool, and must not hide a circle."""
-    assert [_described(loop) for loop in circles(IMPORTS)] == []
+    imports, _ = package_imports()
+    assert [_described(loop) for loop in circles(imports)] == []
 
 
+@READS_IMPORTS
 def test_every_dynamic_import_names_what_it_imports():
     """`importlib.import_module(name)` with a name made at run time is an import the rule cannot
     see: the source must write the name, or at least its package (`f".commands.{name}"`)."""
-    assert UNREADABLE == []
+    assert package_imports()[1] == []
 
 
 def test_the_document_names_the_modules_commands_share():
