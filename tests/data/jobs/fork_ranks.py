@@ -12,18 +12,19 @@ import socket
 import sys
 
 import torch  # noqa: F401 - imported once, before the fork
-import torch._dynamo  # noqa: F401
 import torch.distributed  # noqa: F401
-
-# torch._dynamo (with sympy and mpmath, ~800 modules) is imported on a rank's first step, by
-# DistributedDataParallel or the optimizer: imported here, before the fork, it costs 1.5 s of CPU
-# once rather than in each rank (4 x 1.6 s; the ranks run the same code either way).
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RANKS = os.path.join(HERE, "..", "..", "..", "examples", "ranks.py")
 
 
 def main() -> None:
+    # torch._dynamo (with sympy and mpmath, ~800 modules) is imported on a rank's first step, by
+    # the optimizer: imported here, before the fork, it costs 1.5 s of CPU once rather than in
+    # each rank (4 x 1.6 s; the ranks run the same code either way). Not at the top: the tests
+    # import this module for free_port.
+    import torch._dynamo  # noqa: F401
+
     world, port = int(sys.argv[1]), int(sys.argv[2])
     args = sys.argv[sys.argv.index("--") + 1 :]
     children = []
