@@ -8,6 +8,7 @@ pipe and a full disk (/dev/full) are met by every command."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import pathlib
 import signal
@@ -288,16 +289,24 @@ def _waits(node) -> bool:
     return False
 
 
-def _our_modules():
+@functools.cache
+def _our_modules() -> tuple[tuple[str, ast.Module], ...]:
+    """Each module's path and syntax tree, parsed once for both checks below (on one worker)."""
     repo = pathlib.Path(__file__).resolve().parent.parent
+    out = []
     for root in ("gputop_diag", "tui", "widgets"):
         for path in (repo / root).rglob("*.py"):
             rel = path.relative_to(repo)
             if rel.parts[:2] == ("gputop_diag", "sim"):  # the simulated machine's own clock
                 continue
-            yield str(rel), ast.parse(path.read_text())
+            out.append((str(rel), ast.parse(path.read_text())))
+    return tuple(out)
 
 
+READS_THE_SOURCE = pytest.mark.xdist_group("stopping-source")
+
+
+@READS_THE_SOURCE
 def test_no_surface_paces_a_loop_of_its_own():
     found = {
         rel
@@ -308,6 +317,7 @@ def test_no_surface_paces_a_loop_of_its_own():
     assert found == set(WAITS_INSIDE_ONE_CALL), found ^ set(WAITS_INSIDE_ONE_CALL)
 
 
+@READS_THE_SOURCE
 def test_the_live_views_timers_are_screen_upkeep_only():
     found = {
         rel
