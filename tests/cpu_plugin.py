@@ -99,8 +99,9 @@ class CpuPlugin:
         yield
         own, live, wall = meter.stop()
         self.records.append(
-            {"id": item.nodeid, "when": when, "own": own, "live": live, "wall": wall}
-        )
+            {"id": item.nodeid, "when": when, "own": own, "live": live, "wall": wall,
+             "end": time.time()}
+        )  # fmt: skip
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item):
@@ -158,9 +159,14 @@ def _report(out: Path) -> str:
     tests: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     processes = 0.0
     fixtures: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    spans = {}  # worker -> (first start, last end, its last test)
     for path in sorted(out.glob("records-*.json")):
         data = json.loads(path.read_text())
         processes += data.get("process", 0.0)
+        if data["tests"]:
+            first, last = data["tests"][0], data["tests"][-1]
+            worker = path.stem.removeprefix("records-")
+            spans[worker] = (first["end"] - first["wall"], last["end"], last["id"])
         for r in data["tests"]:
             t = tests[r["id"]]
             t[r["when"]] += r["own"] + r["live"]
@@ -184,6 +190,14 @@ def _report(out: Path) -> str:
         f"CPU of {len(tests)} tests: {total:.1f} s (setup + call + teardown, children too)",
         f"CPU of the processes that ran them, whole (imports, collection too): {processes:.1f} s",
     ]
+    if spans:  # the tail: a worker done early while another still runs is a core left idle
+        t0, t1 = min(a for a, _, _ in spans.values()), max(b for _, b, _ in spans.values())
+        lines += [
+            "",
+            f"per worker ({t1 - t0:.1f} s of tests): first test began, last ended, idle at the end",
+        ]
+        for worker, (a, b, last) in sorted(spans.items()):
+            lines.append(f"{worker:>6}  {a - t0:7.1f}  {b - t0:7.1f}  {t1 - b:7.1f}  {last}")
     lines += ["", "per file: cpu s  (setup / call / teardown; live children)  wall s  tests"]
     for name, f in sorted(files.items(), key=lambda kv: -kv[1]["cpu"]):
         lines.append(
