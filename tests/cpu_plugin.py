@@ -11,6 +11,10 @@ module fixture), read with psutil (https://psutil.readthedocs.io/en/latest/#psut
 and counted by their CPU's growth over the phase. Each fixture's own set-up (its dependencies
 are set up before it, and counted on their own) and teardown are recorded the same way.
 
+Not counted: a descendant that starts and is orphaned within one phase (reaped by init, never
+by this process: the ranks a `watch` subprocess starts and leaves behind when it is killed).
+Where that matters, measure the test with the system's counters (/proc/stat) on an idle machine.
+
 Each worker writes its records to `$GPUTOP_CPU_DIR` (default: the session's pytest temporary
 base, `cpu/`); the controller (or the single process without xdist) sums them into
 `cpu-report.txt` there, sorted by CPU, and prints its path.
