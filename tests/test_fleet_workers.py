@@ -127,6 +127,25 @@ def test_with_the_triage_the_busy_nodes_go_to_the_workers_first_and_nothing_chan
     assert judged(2) == alone
 
 
+def test_batches_for_workers_come_in_whole_rounds_of_even_size():
+    from gputop_diag.fleet.stream import FleetPlan
+
+    grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
+    nodes = [f"n{k}" for k in range(922)]
+    members = {n: {f"{n}:9400"} for n in nodes}
+    plan = FleetPlan(grid, 15.0, 15.0, {}, [], len(nodes), members=members, batch_nodes=64)
+    alone = plan.batches_of(nodes)
+    assert [len(b) for b in alone] == [64] * 14 + [26]  # one process: 64 a batch
+    for parts, rounds in ((2, 8), (3, 5), (4, 4)):
+        shared = plan.batches_of(nodes, parts)
+        sizes = [len(b) for b in shared]
+        assert len(shared) == parts * rounds and max(sizes) <= 64
+        assert max(sizes[:-1]) - min(sizes[:-1]) == 0 and sizes[-1] <= sizes[0]
+        assert sorted(i for b in shared for i in b) == sorted(i for b in alone for i in b)
+        assert shared[0][0] == "n0:9400" and "n921:9400" in shared[-1]  # natural order kept
+    assert [len(b) for b in plan.batches_of(nodes[:3], 2)] == [2, 1]
+
+
 def test_batches_added_while_the_workers_run_come_back_in_the_order_added(monkeypatch):
     monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", ECHOES])
     grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)

@@ -84,10 +84,15 @@ class FleetPlan:
         """Read only these nodes raw, `batch_nodes` at a time in natural order."""
         self.batches = self.batches_of(nodes)
 
-    def batches_of(self, nodes) -> list[list[str]]:
-        """These nodes' exporters, `batch_nodes` nodes a batch in natural order."""
+    def batches_of(self, nodes, parts: int = 1) -> list[list[str]]:
+        """These nodes' exporters, up to `batch_nodes` nodes a batch in natural order; with
+        `parts` (the workers), as many batches as a whole number of rounds of them takes, of
+        even sizes, so that no worker is left judging a last batch while the others wait."""
         order = sorted(nodes, key=natural_key)
         size = max(1, self.batch_nodes)
+        count = -(-len(order) // size)
+        if parts > 1 and count:
+            size = -(-len(order) // (-(-count // parts) * parts))
         return [
             sorted({i for key in order[k : k + size] for i in self.members[key]})
             for k in range(0, len(order), size)
@@ -221,7 +226,8 @@ def _stream(
         if triage:
             first = first_pass(prom, grid, match, plan.keys)
             early_nodes = set(first.triage.raw)  # busy, or no busy time: raw whatever else
-            early = plan.batches_of(early_nodes)
+            parts = len(pool.workers) if pool is not None else 1
+            early = plan.batches_of(early_nodes, parts)
             if pool is not None and len(early) >= 2:
                 # the workers read and judge these while the rest of the triage is asked and
                 # its clear nodes judged here
@@ -234,7 +240,9 @@ def _stream(
             plan.queries += sorted_out.queries
             plan.raw_because = dict(sorted_out.reasons())
             if opened:
-                later = plan.batches_of(k for k in sorted_out.raw if k not in early_nodes)
+                later = plan.batches_of(
+                    [k for k in sorted_out.raw if k not in early_nodes], len(pool.workers)
+                )
                 plan.batches = early + later
             else:
                 plan.batch(sorted_out.raw)
