@@ -127,6 +127,33 @@ def test_with_the_triage_the_busy_nodes_go_to_the_workers_first_and_nothing_chan
     assert judged(2) == alone
 
 
+def test_the_triage_first_pass_is_asked_while_the_nodes_are_counted(prometheus, monkeypatch):
+    """The first pass needs only the grid: it is under way before the count of the nodes
+    answers (the count here waits for it: asked only after, it would never come)."""
+    import threading
+
+    from gputop_diag.fleet import stream
+
+    prom, end = prometheus
+    asked = threading.Event()
+    seen = []
+    real_ask, real_presence = stream.ask_first, stream.presence
+
+    def ask_first(*a):
+        asked.set()
+        return real_ask(*a)
+
+    def presence(*a):
+        seen.append(asked.wait(10))
+        return real_presence(*a)
+
+    monkeypatch.setattr(stream, "ask_first", ask_first)
+    monkeypatch.setattr(stream, "presence", presence)
+    fv = stream_fleet(prom, window_s=WINDOW, at=end, batch_nodes=2, workers=1)
+    assert seen == [True]
+    assert fv.data.raw_because  # the triage ran on those answers
+
+
 def test_batches_for_workers_come_in_whole_rounds_of_even_size():
     from gputop_diag.fleet.stream import FleetPlan
 

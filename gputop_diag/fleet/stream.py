@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..prometheus.client import Prometheus
 from ..prometheus.dcgm_fields import JOB_LABEL
@@ -35,6 +36,7 @@ from .query import (
     Column,
     Grid,
     NoFleetData,
+    QueryPool,
     fetch,
     find_step,
     host_of,
@@ -51,7 +53,7 @@ from .read import (
     presence_spans,
     time_warnings,
 )
-from .triage import Triage, first_pass, second_pass
+from .triage import Triage, ask_first, first_pass, second_pass
 from .workers import BatchContext, Workers, default_workers
 
 # Ours: 64 nodes of 8 GPUs a batch: each range query answers 512 GPUs' series (about 0.4 MB of
@@ -79,6 +81,7 @@ class FleetPlan:
     members: dict[str, set[str]] = field(default_factory=dict)  # node key -> its instances
     batch_nodes: int = BATCH_NODES
     raw_because: dict[str, int] = field(default_factory=dict)  # why nodes were read raw
+    ahead: Any = None  # what `plan_fleet(on_grid=...)` asked while the nodes were counted
 
     def batch(self, nodes) -> None:
         """Read only these nodes raw, `batch_nodes` at a time in natural order."""
@@ -107,12 +110,16 @@ def plan_fleet(
     match: str = "",
     at: float | None = None,
     batch_nodes: int = BATCH_NODES,
+    on_grid: Callable[[Grid], object] | None = None,
 ) -> FleetPlan:
     """The nodes present in the window ending `at` (now), batched in natural order. Raises
-    NoFleetData where none reports, PrometheusError where Prometheus cannot answer."""
+    NoFleetData where none reports, PrometheusError where Prometheus cannot answer.
+    `on_grid(grid)` is called once the grid is known, before the nodes are counted (what it
+    returns is `plan.ahead`: a query asked meanwhile)."""
     end = time.time() if at is None else at
     step, detect = (step_s, 0) if step_s else find_step(prom, match, window_s, end)
     grid = Grid.for_window(end, window_s, step)
+    ahead = on_grid(grid) if on_grid is not None else None
     columns, recorded = presence(prom, grid, match)
     keys = node_keys(presence_spans(columns))
     if not keys:
@@ -127,6 +134,7 @@ def plan_fleet(
         time_warnings(step, tick_s, grid), recorded, dict(by_node), batch_nodes,
     )  # fmt: skip
     plan.batch(by_node)
+    plan.ahead = ahead
     return plan
 
 
@@ -179,20 +187,27 @@ def stream_fleet(
     the processes that read and judge the raw batches (`fleet/workers.py`; default one per
     CPU, up to four; 1: all in this process)."""
     count = default_workers() if workers is None else max(1, workers)
-    plan = plan_fleet(
-        prom, window_s=window_s, step_s=step_s, match=match, at=at, batch_nodes=batch_nodes
-    )
-    pool = None
-    if count >= 2 and len(plan.batches) >= 2:
-        # started now, the workers import the judge while the fleet-wide figures and the
-        # triage are read (those past the raw batches the triage leaves are then stopped)
-        pool = Workers(None, min(count, len(plan.batches)))
-        pool.start()
+    # the triage's first pass needs only the grid: asked while Prometheus counts the nodes
+    ahead = QueryPool(1)
     try:
-        return _stream(prom, plan, pool, match, group_by, on_batch, triage)
+        plan = plan_fleet(
+            prom, window_s=window_s, step_s=step_s, match=match, at=at,
+            batch_nodes=batch_nodes,
+            on_grid=(lambda grid: ahead.submit(ask_first, prom, grid, match)) if triage else None,
+        )  # fmt: skip
+        pool = None
+        if count >= 2 and len(plan.batches) >= 2:
+            # started now, the workers import the judge while the fleet-wide figures and the
+            # triage are read (those past the raw batches the triage leaves are then stopped)
+            pool = Workers(None, min(count, len(plan.batches)))
+            pool.start()
+        try:
+            return _stream(prom, plan, pool, match, group_by, on_batch, triage)
+        finally:
+            if pool is not None:
+                pool.close(kill=True)
     finally:
-        if pool is not None:
-            pool.close(kill=True)
+        ahead.close()
 
 
 def _stream(
@@ -224,7 +239,8 @@ def _stream(
         opened = False  # the workers given batches before the triage's second pass
         later: list[list[str]] = []
         if triage:
-            first = first_pass(prom, grid, match, plan.keys)
+            asked = plan.ahead.result() if plan.ahead is not None else None
+            first = first_pass(prom, grid, match, plan.keys, asked)
             early_nodes = set(first.triage.raw)  # busy, or no busy time: raw whatever else
             parts = len(pool.workers) if pool is not None else 1
             early = plan.batches_of(early_nodes, parts)

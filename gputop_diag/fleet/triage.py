@@ -167,17 +167,28 @@ class FirstPass:
     key_of: Callable[[dict[str, str]], str | None]
 
 
+def ask_first(prom: Prometheus, grid: Grid, match: str) -> dict[str, list]:
+    """The first pass' answers: they need only the grid, not the fleet's nodes (asked while
+    the nodes are counted: `stream.stream_fleet`)."""
+    return _ask(prom, grid.end, idle_queries(grid, match))
+
+
 def first_pass(
-    prom: Prometheus, grid: Grid, match: str, keys: dict[tuple[str, str], str]
+    prom: Prometheus,
+    grid: Grid,
+    match: str,
+    keys: dict[tuple[str, str], str],
+    asked: dict[str, list] | None = None,
 ) -> FirstPass:
     """Each node's highest busy time and SM activity: the busy nodes (read raw whatever the
-    rest says) are known from this alone."""
+    rest says) are known from this alone. `asked`: `ask_first`'s answers, where asked
+    already."""
 
     def key_of(labels: dict[str, str]) -> str | None:
         return keys.get((host_of(labels), labels.get("instance", "")))
 
     out = Triage()
-    first = _ask(prom, grid.end, idle_queries(grid, match))
+    first = ask_first(prom, grid, match) if asked is None else asked
     out.queries += len(first)
     per_node = _per_node(first, key_of)
     idle = set()
