@@ -170,7 +170,10 @@ def test_batches_for_workers_come_in_whole_rounds_of_even_size():
         assert max(sizes[:-1]) - min(sizes[:-1]) == 0 and sizes[-1] <= sizes[0]
         assert sorted(i for b in shared for i in b) == sorted(i for b in alone for i in b)
         assert shared[0][0] == "n0:9400" and "n921:9400" in shared[-1]  # natural order kept
-    assert [len(b) for b in plan.batches_of(nodes[:3], 2)] == [2, 1]
+    assert [len(b) for b in plan.batches_of(nodes[:150], 2)] == [38, 38, 38, 36]
+    # a few nodes are not split into many small batches (each batch is ~36 queries)
+    assert [len(b) for b in plan.batches_of(nodes[:18], 2)] == [18]
+    assert [len(b) for b in plan.batches_of(nodes[:100], 4)] == [64, 36]
 
 
 def test_batches_added_while_the_workers_run_come_back_in_the_order_added(monkeypatch):
@@ -185,6 +188,84 @@ def test_batches_added_while_the_workers_run_come_back_in_the_order_added(monkey
     pool.add([["4"], ["5"]])
     assert [q for _, q in pool.results()] == [1, 2, 3, 4, 5]
     assert not pool.workers and not any(t.is_alive() for t in pool._threads)
+
+
+# a worker that stops on the batch of exporter "3" the first time any worker is given it
+# (the file named in DIES_ONCE says it was), and answers every other batch as ECHOES does
+DIES_ON_BATCH_3_ONCE = """
+import os, sys
+from gputop_diag.fleet.workers import receive, send
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+receive(inp)
+send(out, "ready")
+while True:
+    try:
+        batch = receive(inp)
+    except EOFError:
+        break
+    if batch == ["3"] and not os.path.exists(os.environ["DIES_ONCE"]):
+        open(os.environ["DIES_ONCE"], "w").close()
+        os._exit(5)
+    send(out, ("ok", [], int(batch[0])))
+"""
+
+
+def test_a_batch_whose_worker_stopped_goes_to_a_worker_still_running(monkeypatch, tmp_path):
+    """Not to this process: the batch goes first in line, before the end of the batches."""
+    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", DIES_ON_BATCH_3_ONCE])
+    monkeypatch.setenv("DIES_ONCE", str(tmp_path / "died"))
+    here = []
+    monkeypatch.setattr(workers, "judge_batch", lambda ctx, b: here.append(b) or ([], 0))
+    grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
+    context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "job")
+    pool = workers.Workers(context, 2)
+    pool.start()
+    pool.open()
+    pool.add([[str(k)] for k in range(1, 7)])
+    assert [q for _, q in pool.results()] == [1, 2, 3, 4, 5, 6]
+    assert here == [] and (tmp_path / "died").exists()
+    assert pool.failed is not None and "a worker process stopped" in pool.failed
+
+
+# a worker that takes its batches and never answers
+HANGS = """
+import sys, time
+from gputop_diag.fleet.workers import receive, send
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+receive(inp)
+send(out, "ready")
+receive(inp)
+time.sleep(120)
+"""
+
+
+def test_an_error_while_the_workers_judge_the_busy_nodes_waits_for_none(prometheus, monkeypatch):
+    """An error (a Ctrl-C) while the clear nodes are judged here and the workers hold the
+    busy nodes' batches: it comes at once and no worker is left (none is waited for)."""
+    from gputop_diag.fleet import stream
+
+    prom, end = prometheus
+    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", HANGS])
+
+    def refused(*a):
+        time.sleep(1.0)  # the workers have taken their first batches
+        raise PrometheusError("Prometheus at X did not answer", "retry", "timeout")
+        yield
+
+    monkeypatch.setattr(stream, "_clear_batches", refused)
+    procs = []
+    real_start = workers.Workers.start
+
+    def start(self):
+        real_start(self)
+        procs.extend(w.proc for w in self.workers)
+
+    monkeypatch.setattr(workers.Workers, "start", start)
+    t0 = time.monotonic()
+    with pytest.raises(PrometheusError):
+        stream_fleet(prom, window_s=WINDOW, at=end, batch_nodes=1, workers=2)
+    assert time.monotonic() - t0 < 4.0
+    assert procs and all(p.poll() is not None for p in procs)
 
 
 def test_closing_before_the_results_ends_the_workers_waiting_for_batches(monkeypatch):

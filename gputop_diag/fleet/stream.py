@@ -95,7 +95,9 @@ class FleetPlan:
         size = max(1, self.batch_nodes)
         count = -(-len(order) // size)
         if parts > 1 and count:
-            size = -(-len(order) // (-(-count // parts) * parts))
+            even = -(-len(order) // (-(-count // parts) * parts))
+            if 2 * even >= size:  # not a few nodes split into many queries
+                size = even
         return [
             sorted({i for key in order[k : k + size] for i in self.members[key]})
             for k in range(0, len(order), size)
@@ -261,13 +263,14 @@ def _stream(
                 )
                 plan.batches = early + later
             else:
-                plan.batch(sorted_out.raw)
+                plan.batches = plan.batches_of(sorted_out.raw, parts)
         if not opened and pool is not None and len(plan.batches) >= 2:
             pool.keep(len(plan.batches))
             pool.context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
         elif not opened and pool is not None:
             pool.close(kill=True)
             pool = None
+        complete = False
         try:
             if triage:
                 for data in _clear_batches(sorted_out, plan, node_exporter, group_by):
@@ -290,9 +293,10 @@ def _stream(
                     verdicts += judge_nodes(data, drop=True)
                     del data
                     shown()
+            complete = True
         finally:
             if pool is not None:
-                pool.close()
+                pool.close(kill=not complete)  # a cancel or an error waits for no batch
                 if pool.failed:
                     plan.warnings.append(pool.failed)
     finally:

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,9 +254,10 @@ class Workers:
         self.workers: list[_Worker] = []
         self.failures: list[str] = []  # why each worker that stopped stopped
         self.batches: list[list[str]] = []  # every batch added, by its index
-        self._todo: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._todo: deque[int] = deque()  # the batches no worker has taken, by index
+        self._ready = threading.Condition()  # guards _todo, _adding and _stopped
+        self._stopped = False
         self._done: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._opened = False
         self._adding = True
@@ -322,31 +324,41 @@ class Workers:
         try:
             if w.ask(None) != "ready":
                 raise WorkerFailed("a worker process answered out of turn")
-            while not self._stop.is_set():
-                k = self._todo.get()
-                if k is None:  # no more batches (or the read given up)
-                    break
+            while (k := self._take()) is not None:
                 self._done.put((k, w.ask(self.batches[k])))
                 k = None
         except WorkerFailed as e:
             if k is not None:
-                self._todo.put(k)  # judged by another worker, or here
+                with self._ready:  # first in line: judged by a worker still running, or here
+                    self._todo.appendleft(k)
+                    self._ready.notify()
             self._done.put((None, ("failed", str(e))))
         finally:
             self._done.put((None, ("finished",)))
 
     def add(self, batches: list[list[str]]) -> None:
         """More batches, taken by the workers at once (`open` first)."""
-        for b in batches:
-            self.batches.append(b)
-            self._todo.put(len(self.batches) - 1)
+        with self._ready:
+            for b in batches:
+                self.batches.append(b)
+                self._todo.append(len(self.batches) - 1)
+            self._ready.notify_all()
+
+    def _take(self) -> int | None:
+        """The next batch for a free worker; None once none is left and none will come, or
+        once the read is given up."""
+        with self._ready:
+            while not self._todo and self._adding and not self._stopped:
+                self._ready.wait()
+            if self._stopped or not self._todo:
+                return None
+            return self._todo.popleft()
 
     def done_adding(self) -> None:
         """No batch comes after those added: each worker ends once the queue is empty."""
-        if self._adding:
+        with self._ready:
             self._adding = False
-            for _ in self._threads:
-                self._todo.put(None)
+            self._ready.notify_all()
 
     def judge(self, batches: list[list[str]]) -> Iterator[tuple[list[NodeVerdict], int]]:
         """Each batch's verdicts and queries, in the batches' order (the Fleet pane's rows
@@ -398,9 +410,9 @@ class Workers:
                 t.join(timeout=5)
 
     def close(self, kill: bool = False) -> None:
-        self._stop.set()
-        for _ in self._threads:  # a feeder waiting for a batch wakes and ends
-            self._todo.put(None)
+        with self._ready:  # a feeder waiting for a batch wakes and ends
+            self._stopped = True
+            self._ready.notify_all()
         for w in self.workers:
             w.close(kill)
         self.workers = []
