@@ -348,8 +348,7 @@ class Workers:
         """The next batch for a free worker; None once none is left and none will come, or
         once the read is given up."""
         with self._ready:
-            while not self._todo and self._adding and not self._stopped:
-                self._ready.wait()
+            self._ready.wait_for(lambda: self._todo or not self._adding or self._stopped)
             if self._stopped or not self._todo:
                 return None
             return self._todo.popleft()
