@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 import sys
+import textwrap
 import time
 
 import pytest
@@ -67,23 +68,15 @@ sys.stdout.write("Hello from a start-up hook\\n"); sys.stdout.flush()
 from gputop_diag.fleet.workers import main
 main()
 """
-# a worker that answers every batch but the exporter "c:9400"'s, on which it hangs
-HANGS_ON_ONE_BATCH = """
-import sys, time
-from gputop_diag.fleet.workers import receive, send
-inp, out = sys.stdin.buffer, sys.stdout.buffer
-receive(inp)
-send(out, "ready")
-while True:
-    if receive(inp) == ["c:9400"]:
-        time.sleep(120)
-    send(out, ("ok", [], 0))
-"""
 
-# a worker that answers each batch with no verdicts and, as its query count, the number its
-# first exporter names
-ECHOES = """
-import sys
+
+def _worker(each_batch: str) -> list[str]:
+    """The command of a worker that takes the context, says it is ready, then runs
+    `each_batch` (Python, with `batch` the batch's exporters) for each batch until its stdin
+    closes."""
+    body = textwrap.indent(textwrap.dedent(each_batch).strip(), " " * 4)
+    script = f"""
+import os, sys, time
 from gputop_diag.fleet.workers import receive, send
 inp, out = sys.stdin.buffer, sys.stdout.buffer
 receive(inp)
@@ -93,8 +86,30 @@ while True:
         batch = receive(inp)
     except EOFError:
         break
-    send(out, ("ok", [], int(batch[0])))
+{body}
 """
+    return [sys.executable, "-c", script]
+
+
+# answers each batch with no verdicts and, as its query count, the number its first exporter
+# names
+ECHOES = _worker('send(out, ("ok", [], int(batch[0])))')
+# answers every batch but the exporter "c:9400"'s, on which it hangs
+HANGS_ON_ONE_BATCH = _worker("""
+    if batch == ["c:9400"]:
+        time.sleep(120)
+    send(out, ("ok", [], 0))
+""")
+# stops on the batch of exporter "3" the first time any worker is given it (the file named
+# in DIES_ONCE says it was), and answers every other batch as ECHOES does
+DIES_ON_BATCH_3_ONCE = _worker("""
+    if batch == ["3"] and not os.path.exists(os.environ["DIES_ONCE"]):
+        open(os.environ["DIES_ONCE"], "w").close()
+        os._exit(5)
+    send(out, ("ok", [], int(batch[0])))
+""")
+# takes its batches and never answers
+HANGS = _worker("time.sleep(120)")
 
 
 def _judged(prom, end, count: int, **kw) -> dict:
@@ -177,7 +192,7 @@ def test_batches_for_workers_come_in_whole_rounds_of_even_size():
 
 
 def test_batches_added_while_the_workers_run_come_back_in_the_order_added(monkeypatch):
-    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", ECHOES])
+    monkeypatch.setattr(workers, "COMMAND", ECHOES)
     grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
     context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "job")
     pool = workers.Workers(context, 2)
@@ -190,29 +205,9 @@ def test_batches_added_while_the_workers_run_come_back_in_the_order_added(monkey
     assert not pool.workers and not any(t.is_alive() for t in pool._threads)
 
 
-# a worker that stops on the batch of exporter "3" the first time any worker is given it
-# (the file named in DIES_ONCE says it was), and answers every other batch as ECHOES does
-DIES_ON_BATCH_3_ONCE = """
-import os, sys
-from gputop_diag.fleet.workers import receive, send
-inp, out = sys.stdin.buffer, sys.stdout.buffer
-receive(inp)
-send(out, "ready")
-while True:
-    try:
-        batch = receive(inp)
-    except EOFError:
-        break
-    if batch == ["3"] and not os.path.exists(os.environ["DIES_ONCE"]):
-        open(os.environ["DIES_ONCE"], "w").close()
-        os._exit(5)
-    send(out, ("ok", [], int(batch[0])))
-"""
-
-
 def test_a_batch_whose_worker_stopped_goes_to_a_worker_still_running(monkeypatch, tmp_path):
     """Not to this process: the batch goes first in line, before the end of the batches."""
-    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", DIES_ON_BATCH_3_ONCE])
+    monkeypatch.setattr(workers, "COMMAND", DIES_ON_BATCH_3_ONCE)
     monkeypatch.setenv("DIES_ONCE", str(tmp_path / "died"))
     here = []
     monkeypatch.setattr(workers, "judge_batch", lambda ctx, b: here.append(b) or ([], 0))
@@ -227,25 +222,13 @@ def test_a_batch_whose_worker_stopped_goes_to_a_worker_still_running(monkeypatch
     assert pool.failed is not None and "a worker process stopped" in pool.failed
 
 
-# a worker that takes its batches and never answers
-HANGS = """
-import sys, time
-from gputop_diag.fleet.workers import receive, send
-inp, out = sys.stdin.buffer, sys.stdout.buffer
-receive(inp)
-send(out, "ready")
-receive(inp)
-time.sleep(120)
-"""
-
-
 def test_an_error_while_the_workers_judge_the_busy_nodes_waits_for_none(prometheus, monkeypatch):
     """An error (a Ctrl-C) while the clear nodes are judged here and the workers hold the
     busy nodes' batches: it comes at once and no worker is left (none is waited for)."""
     from gputop_diag.fleet import stream
 
     prom, end = prometheus
-    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", HANGS])
+    monkeypatch.setattr(workers, "COMMAND", HANGS)
 
     def refused(*a):
         time.sleep(1.0)  # the workers have taken their first batches
@@ -271,7 +254,7 @@ def test_an_error_while_the_workers_judge_the_busy_nodes_waits_for_none(promethe
 def test_closing_before_the_results_ends_the_workers_waiting_for_batches(monkeypatch):
     """An error between `open` and `results` (the triage's second pass refused): closing
     stops the workers and wakes the threads waiting to feed them."""
-    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", ECHOES])
+    monkeypatch.setattr(workers, "COMMAND", ECHOES)
     grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
     context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "job")
     pool = workers.Workers(context, 2)
@@ -325,7 +308,7 @@ def test_a_worker_that_fails_leaves_its_batches_to_this_process(
 def test_a_read_given_up_waits_for_no_batch_in_flight(monkeypatch):
     """The caller stops reading (the live view's Fleet pane cancelled, an error raised): the
     workers are stopped, not waited for, even one that hangs on its batch."""
-    monkeypatch.setattr(workers, "COMMAND", [sys.executable, "-c", HANGS_ON_ONE_BATCH])
+    monkeypatch.setattr(workers, "COMMAND", HANGS_ON_ONE_BATCH)
     grid = Grid.for_window(1_800_000_000.0, 360.0, 15.0)
     context = workers.BatchContext(Prometheus("http://127.0.0.1:9"), grid, "", {}, {}, "job")
     pool = workers.Workers(context, 2)
