@@ -25,9 +25,8 @@ import gc
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ..prometheus.client import Prometheus
 from ..prometheus.dcgm_fields import JOB_LABEL
@@ -81,7 +80,6 @@ class FleetPlan:
     members: dict[str, set[str]] = field(default_factory=dict)  # node key -> its instances
     batch_nodes: int = BATCH_NODES
     raw_because: dict[str, int] = field(default_factory=dict)  # why nodes were read raw
-    ahead: Any = None  # what `plan_fleet(on_grid=...)` asked while the nodes were counted
 
     def batch(self, nodes) -> None:
         """Read only these nodes raw, `batch_nodes` at a time in natural order."""
@@ -112,16 +110,17 @@ def plan_fleet(
     match: str = "",
     at: float | None = None,
     batch_nodes: int = BATCH_NODES,
-    on_grid: Callable[[Grid], object] | None = None,
+    on_grid: Callable[[Grid], None] | None = None,
 ) -> FleetPlan:
     """The nodes present in the window ending `at` (now), batched in natural order. Raises
     NoFleetData where none reports, PrometheusError where Prometheus cannot answer.
-    `on_grid(grid)` is called once the grid is known, before the nodes are counted (what it
-    returns is `plan.ahead`: a query asked meanwhile)."""
+    `on_grid(grid)` is called once the grid is known, before the nodes are counted (to ask
+    what needs only the grid meanwhile)."""
     end = time.time() if at is None else at
     step, detect = (step_s, 0) if step_s else find_step(prom, match, window_s, end)
     grid = Grid.for_window(end, window_s, step)
-    ahead = on_grid(grid) if on_grid is not None else None
+    if on_grid is not None:
+        on_grid(grid)
     columns, recorded = presence(prom, grid, match)
     keys = node_keys(presence_spans(columns))
     if not keys:
@@ -136,7 +135,6 @@ def plan_fleet(
         time_warnings(step, tick_s, grid), recorded, dict(by_node), batch_nodes,
     )  # fmt: skip
     plan.batch(by_node)
-    plan.ahead = ahead
     return plan
 
 
@@ -191,11 +189,15 @@ def stream_fleet(
     count = default_workers() if workers is None else max(1, workers)
     # the triage's first pass needs only the grid: asked while Prometheus counts the nodes
     ahead = QueryPool(1)
+    first: list[Future] = []
+
+    def ask(grid: Grid) -> None:
+        first.append(ahead.submit(ask_first, prom, grid, match))
+
     try:
         plan = plan_fleet(
             prom, window_s=window_s, step_s=step_s, match=match, at=at,
-            batch_nodes=batch_nodes,
-            on_grid=(lambda grid: ahead.submit(ask_first, prom, grid, match)) if triage else None,
+            batch_nodes=batch_nodes, on_grid=ask if triage else None,
         )  # fmt: skip
         pool = None
         if count >= 2 and len(plan.batches) >= 2:
@@ -204,7 +206,8 @@ def stream_fleet(
             pool = Workers(None, min(count, len(plan.batches)))
             pool.start()
         try:
-            return _stream(prom, plan, pool, match, group_by, on_batch, triage)
+            asked = first[0] if first else None
+            return _stream(prom, plan, pool, match, group_by, on_batch, triage, asked)
         finally:
             if pool is not None:
                 pool.close(kill=True)
@@ -220,6 +223,7 @@ def _stream(
     group_by: str,
     on_batch: Progress | None,
     triage: bool,
+    first_asked: Future | None = None,
 ) -> FleetVerdict:
     grid = plan.grid
     _, node_exporter, n = run_jobs(prom, grid, node_exporter_jobs(grid))
@@ -238,38 +242,40 @@ def _stream(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        opened = False  # the workers given batches before the triage's second pass
-        later: list[list[str]] = []
+        later: list[list[str]] = []  # batches known after the workers began
+
+        def give(batches: list[list[str]]) -> None:  # the workers begin on these
+            assert pool is not None
+            pool.keep(len(batches))
+            pool.context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
+            pool.open()
+            pool.add(batches)
+
+        parts = len(pool.workers) if pool is not None else 1
         if triage:
-            asked = plan.ahead.result() if plan.ahead is not None else None
+            asked = first_asked.result() if first_asked is not None else None
             first = first_pass(prom, grid, match, plan.keys, asked)
             early_nodes = set(first.triage.raw)  # busy, or no busy time: raw whatever else
-            parts = len(pool.workers) if pool is not None else 1
             early = plan.batches_of(early_nodes, parts)
             if pool is not None and len(early) >= 2:
                 # the workers read and judge these while the rest of the triage is asked and
                 # its clear nodes judged here
-                pool.keep(len(early))
-                pool.context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
-                pool.open()
-                pool.add(early)
-                opened = True
+                give(early)
             sorted_out = second_pass(prom, grid, match, first, plan.members)
             plan.queries += sorted_out.queries
             plan.raw_because = dict(sorted_out.reasons())
-            if opened:
-                later = plan.batches_of(
-                    [k for k in sorted_out.raw if k not in early_nodes], len(pool.workers)
-                )
+            if pool is not None and pool.opened:
+                rest = [k for k in sorted_out.raw if k not in early_nodes]
+                later = plan.batches_of(rest, max(1, len(pool.workers)))
                 plan.batches = early + later
             else:
                 plan.batches = plan.batches_of(sorted_out.raw, parts)
-        if not opened and pool is not None and len(plan.batches) >= 2:
-            pool.keep(len(plan.batches))
-            pool.context = BatchContext(prom, grid, match, plan.keys, node_exporter, group_by)
-        elif not opened and pool is not None:
-            pool.close(kill=True)
-            pool = None
+        if pool is not None and not pool.opened:
+            if len(plan.batches) >= 2:
+                give(plan.batches)
+            else:
+                pool.close(kill=True)
+                pool = None
         complete = False
         try:
             if triage:
@@ -279,12 +285,8 @@ def _stream(
                     del data
                     shown()
             if pool is not None:
-                if opened:
-                    pool.add(later)
-                    answers = pool.results()
-                else:
-                    answers = pool.judge(plan.batches)
-                for judged, queries in answers:
+                pool.add(later)
+                for judged, queries in pool.results():
                     plan.queries += queries
                     verdicts += judged
                     shown()

@@ -306,6 +306,10 @@ class Workers:
         for w in self.workers:
             w.body = body
 
+    @property
+    def opened(self) -> bool:
+        return self._opened
+
     def open(self) -> None:
         """The context given, each worker fed from its own thread: it takes the next batch
         added as soon as it is free, until `done_adding`."""
