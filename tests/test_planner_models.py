@@ -11,16 +11,27 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from gputop_diag.planner.configs import shape_from_config
+from gputop_diag.planner.shape import parameter_count, tensor_count
+from gputop_diag.planner.terms import kv_cache_bytes, plan
+from gputop_diag.planner.workload import Workload
 
-from transformers import AutoConfig  # noqa: E402
-from transformers.optimization import Adafactor  # noqa: E402
+# The tests that import torch in this process share one worker (`-n auto --dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("torch")
+torch = transformers = AutoConfig = Adafactor = None  # imported by `_torch`
 
-from gputop_diag.planner.configs import shape_from_config  # noqa: E402
-from gputop_diag.planner.shape import parameter_count, tensor_count  # noqa: E402
-from gputop_diag.planner.terms import kv_cache_bytes, plan  # noqa: E402
-from gputop_diag.planner.workload import Workload  # noqa: E402
+
+@pytest.fixture(scope="module", autouse=True)
+def _torch():
+    """torch and transformers, imported when the first of these tests runs, not when the tests
+    are collected: every worker collects every test file, and the two imports cost ~2 CPU-s
+    (`python -X importtime -c "import transformers"`)."""
+    global torch, transformers, AutoConfig, Adafactor
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers import AutoConfig
+    from transformers.optimization import Adafactor
+
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 # Published counts, for the eye: Llama-3-8B 8,030,261,248; Mistral-7B 7,241,732,096; Mixtral-8x7B

@@ -14,16 +14,26 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-dist = pytest.importorskip("torch.distributed")
-from torch import nn  # noqa: E402
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
+from gputop_diag import probe
+from gputop_diag.probe import core
+from gputop_diag.probe.ddp import BUCKET_OP
+from gputop_diag.probe.schema import probe_dir
+from gputop_diag.probe.stacks import STACK_SIGNAL, Stacks
 
-from gputop_diag import probe  # noqa: E402
-from gputop_diag.probe import core  # noqa: E402
-from gputop_diag.probe.ddp import BUCKET_OP  # noqa: E402
-from gputop_diag.probe.schema import probe_dir  # noqa: E402
-from gputop_diag.probe.stacks import STACK_SIGNAL, Stacks  # noqa: E402
+# The tests that import torch in this process share one worker (`-n auto --dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("torch")
+torch = dist = nn = default_hooks = None  # imported by `_torch`
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _torch():
+    """torch, imported when the first of these tests runs, not when the tests are collected
+    (every worker collects every test file; the import costs ~1 CPU-s)."""
+    global torch, dist, nn, default_hooks
+    torch = pytest.importorskip("torch")
+    dist = pytest.importorskip("torch.distributed")
+    from torch import nn
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 
 @pytest.fixture

@@ -119,6 +119,7 @@ def _watch(cli, tmp_path, *args, timeout=90):
     )
 
 
+@pytest.mark.xdist_group("torch")  # imports torch here: the worker that has it
 def test_watch_probe_of_a_slow_loader_names_the_input_pipeline_measured(cli, tmp_path):
     pytest.importorskip("torch")
     r = _watch(
@@ -142,6 +143,7 @@ def test_watch_probe_of_a_slow_loader_names_the_input_pipeline_measured(cli, tmp
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
 
 
+@pytest.mark.xdist_group("torch")  # imports torch here: the worker that has it
 def test_watch_probe_with_a_sync_every_step_finds_the_call_site(cli, tmp_path):
     torch = pytest.importorskip("torch")
     r = _watch(

@@ -240,6 +240,7 @@ def test_a_shape_s_line_of_code_is_sanitized_like_a_sync_site():
 # -- a real CPU training loop, sampled in this process (torch) -----------------------------------
 
 
+@pytest.mark.xdist_group("torch")  # imports torch here: the worker that has it
 def test_a_sampled_step_of_a_real_loop_sees_its_batch_shapes_precision_and_loss(
     tmp_path, monkeypatch
 ):

@@ -11,16 +11,26 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import gputop_diag.probe as probe
+from gputop_diag.probe import sizes
+from gputop_diag.probe.accounts import Accounts
+from gputop_diag.probe.schema import probe_dir
 
-import torch.distributed as dist  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
+# The tests that import torch in this process share one worker (`-n auto --dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("torch")
+torch = dist = nn = DataLoader = Dataset = None  # imported by `_torch`
 
-import gputop_diag.probe as probe  # noqa: E402
-from gputop_diag.probe import sizes  # noqa: E402
-from gputop_diag.probe.accounts import Accounts  # noqa: E402
-from gputop_diag.probe.schema import probe_dir  # noqa: E402
+
+@pytest.fixture(scope="module", autouse=True)
+def _torch():
+    """torch, imported when the first of these tests runs, not when the tests are collected
+    (every worker collects every test file; the import costs ~1 CPU-s)."""
+    global torch, dist, nn, DataLoader, Dataset
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    from torch import nn
+    from torch.utils.data import DataLoader, Dataset
+
 
 HERE = Path(__file__).name
 
@@ -68,18 +78,17 @@ def _steps(tmp_path: Path) -> list[dict]:
     return [r for r in _records(tmp_path) if r["kind"] == "step"]
 
 
-class Traced(torch.Tensor):
-    """A subclass with its own __torch_function__: `.item()` goes through it, then ours."""
-
-    calls = 0
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
-        cls.calls += 1
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
 def test_wrapped_syncs_return_and_raise_exactly_what_torch_does(started, tmp_path):
+    class Traced(torch.Tensor):
+        """A subclass with its own __torch_function__: `.item()` goes through it, then ours."""
+
+        calls = 0
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
+            cls.calls += 1
+            return super().__torch_function__(func, types, args, kwargs or {})
+
     assert torch.Tensor.item.__name__ == "item" and "Python number" in torch.Tensor.item.__doc__
     parameter = nn.Parameter(torch.tensor(2.5))
     traced = torch.tensor(3.0).as_subclass(Traced)
@@ -128,17 +137,16 @@ def test_sync_sites_are_the_users_lines_and_torch_reading_its_cpu_counters_is_no
     ]
 
 
-class Slow(Dataset):
-    def __len__(self) -> int:
-        return 6
-
-    def __getitem__(self, index: int) -> torch.Tensor:
-        time.sleep(0.02)
-        torch.tensor(1.0).item()  # inside the loader's wait: input time, not a sync
-        return torch.tensor([float(index)])
-
-
 def test_input_time_and_sync_time_do_not_overlap(started, tmp_path):
+    class Slow(Dataset):
+        def __len__(self) -> int:
+            return 6
+
+        def __getitem__(self, index: int) -> torch.Tensor:
+            time.sleep(0.02)
+            torch.tensor(1.0).item()  # inside the loader's wait: input time, not a sync
+            return torch.tensor([float(index)])
+
     for _batch in DataLoader(Slow(), batch_size=2, num_workers=0):
         torch.tensor(2.0).item()
         probe.step()
