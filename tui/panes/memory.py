@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -426,8 +427,9 @@ class MemoryPane(Pane):
             if self._columns:
                 table.clear(columns=True)
             for key, label, _, _ in COLUMNS:
-                if key in columns:
-                    table.add_column(label, key=key, width=widths.get(key, cmd_width))
+                if key in columns:  # a Text: a str label is read as markup, which loads rich's
+                    # emoji table (0.6 MiB) for the whole run
+                    table.add_column(Text(label), key=key, width=widths.get(key, cmd_width))
             self._columns, self._widths, self._command_width = columns, widths, cmd_width
             self._order = ()
         shown = ordered([r for r in every if matches(r, view.filter)], view.sort, view.selected_gpu)
