@@ -194,9 +194,33 @@ def test_an_xid_nvml_reported_is_not_counted_again_from_the_kernel_log():
     m.run_for(120)
     events = [(x.xid, x.source) for s in m.history.snapshots() for x in s.xid_events]
     assert events == [(79, "nvml")]
+    # one event, and the triage says the journal logged it too
     assert [(e.code, e.sources) for e in m.xid_triage.events if e.kind == "xid"] == [
-        (79, ("nvml",))
+        (79, ("journal", "nvml"))
     ]
+
+
+@pytest.mark.parametrize("log_read", ["before the fall", "after the fall", "never"])
+def test_the_triage_names_every_source_of_an_xid_whenever_the_log_before_the_run_is_read(
+    log_read,
+):
+    """The live view reads the log before the run when the Xid pane is first shown: before
+    GPU 3 falls off the bus (the pane open from the start) or after. Either way, and without
+    that read, the fall is one event that NVML reported and the journal logged."""
+    m = Monitor(sim.build("xid-79"))
+    if log_read == "before the fall":
+        m.tick()
+        assert m.xid_history(wait=10) is not None
+    m.run_for(20 if log_read == "before the fall" else 10)
+    assert not [e for e in m.xid_triage.events if e.kind == "xid"]  # GPU 3 falls at ~90 s
+    m.run_for(110)
+    if log_read == "after the fall":
+        assert m.xid_history(wait=10) is not None
+    xids = [(e.code, e.gpu_index, e.sources) for e in m.xid_triage.events if e.kind == "xid"]
+    assert xids == [(79, 3, ("journal", "nvml"))]
+    assert [g.code for g in m.xid_triage.groups] == [79]
+    events = [(x.xid, x.source) for s in m.history.snapshots() for x in s.xid_events]
+    assert events == [(79, "nvml")]  # counted once
 
 
 def test_a_kernel_log_nobody_may_read_is_said_with_the_way_in():

@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # the planner and recordings load only where used
     from ..collect.job import JobWatch
     from ..planner.configs import ReadConfig
     from ..recording.store import Recording
+    from ..xid.events import KernelEvent
 
 # squeue is a round trip to the controller and journalctl reads the journal: every 10 s.
 SLOW_SOURCES_EVERY_S = 10.0
@@ -167,6 +168,9 @@ class Monitor:
         # node and job health, every HEALTH_EVERY_S (its static parts every 5 min)
         self._health = HealthWatch(self.sources, wait_first=not live) if self.slow_sources else None
         self._klog_seen: deque[tuple] = deque(maxlen=4 * MAX_XID_EVENTS)
+        # the kernel log's lines of Xids NVML reported first (the triage names both sources);
+        # replaced whole by the slow read, so a tick reads one tuple or the next
+        self._klog_also: tuple[KernelEvent, ...] = ()
         # every Xid event of this run (the newest MAX_XID_EVENTS), with the tick that brought it
         self._xids: deque[tuple[int, XidEvent]] = deque(maxlen=MAX_XID_EVENTS)
         self._xids_newest_first: tuple[XidEvent, ...] = ()
@@ -398,7 +402,7 @@ class Monitor:
         snapshot."""
         try:
             parsed = self._klog.poll(snap.timestamp - WINDOW_S, gpu_refs(snap))
-            new = kernel_xid_events(parsed.events, snap, run_xids, self._klog_seen)
+            new, also = kernel_xid_events(parsed.events, snap, run_xids, self._klog_seen)
         except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
             self._slow_errors["kernel-log"] = CollectorError(
                 source="kernel-log",
@@ -413,6 +417,8 @@ class Monitor:
         else:
             self._slow_errors["kernel-log"] = unreadable_error(self._klog.reports)
         self._ooms = tuple(parsed.ooms)
+        if also:
+            self._klog_also = (self._klog_also + also)[-MAX_XID_EVENTS:]
         return new
 
     def _ask(self, source: str, query: Callable[[], list], before: tuple | None) -> tuple:
@@ -453,7 +459,11 @@ class Monitor:
         self._slow_fresh = False
         if snap.xid_events or fresh or self.xid_triage is None:
             self.xid_triage = live_triage(
-                self._history_scan, self._run_xids(), self.history.snapshots(), snap
+                self._history_scan,
+                self._run_xids(),
+                self.history.snapshots(),
+                snap,
+                self._klog_also,
             )
         self.last = Tick(
             snap,
@@ -502,7 +512,7 @@ class Monitor:
             last = self.history.latest
             if last is not None:
                 self.xid_triage = live_triage(
-                    found, self._run_xids(), self.history.snapshots(), last
+                    found, self._run_xids(), self.history.snapshots(), last, self._klog_also
                 )
             on_read = self._on_xid_history
         if on_read is not None:

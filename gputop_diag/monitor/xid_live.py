@@ -1,6 +1,7 @@
 """The Xid triage as the Monitor keeps it for the live views: kernel-log Xid lines turned into
-the snapshot's `XidEvent`s (each once, and not when NVML already reported it), the triage of the
-run's events with the sampled history, and the error a kernel log nobody may read becomes."""
+the snapshot's `XidEvent`s (each once, and not when NVML already reported it: those lines are
+kept aside, so that the triage still says the kernel log saw them too), the triage of the run's
+events with the sampled history, and the error a kernel log nobody may read becomes."""
 
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ def kernel_xid_events(
     snap: Snapshot,
     recent: Sequence[XidEvent],
     seen: deque,
-) -> tuple[XidEvent, ...]:
+) -> tuple[tuple[XidEvent, ...], tuple[KernelEvent, ...]]:
     """The Xid lines among `events` not attached before (`seen` remembers them) and not
     already reported by NVML (in `recent` or this snapshot), as XidEvents; the driver's
-    "fallen off the bus" without an Xid 79 beside it counts as an Xid 79."""
+    "fallen off the bus" without an Xid 79 beside it counts as an Xid 79. Second, the new lines
+    NVML had already reported, as they are: not events again, but where the kernel log saw them
+    (`live_triage`'s `also`)."""
     mapped = map_gpus(events, gpu_refs(snap))
     nvml = [x for x in (*recent, *snap.xid_events) if x.source == "nvml"]
-    out = []
+    out, also = [], []
     for e in mapped:
         if e.timestamp is None or e.timestamp > snap.timestamp + FUTURE_SLACK_S:
             continue  # newer than the snapshot (a feed that lags the clock): a later tick's
@@ -53,6 +56,7 @@ def kernel_xid_events(
             and abs(x.timestamp - e.timestamp) <= NVML_MATCH_S
             for x in nvml
         ):
+            also.append(e)
             continue
         out.append(
             XidEvent(
@@ -66,7 +70,7 @@ def kernel_xid_events(
                 message=e.detail,
             )
         )
-    return tuple(out)
+    return tuple(out), tuple(also)
 
 
 def live_triage(
@@ -74,9 +78,13 @@ def live_triage(
     xids: Sequence[XidEvent],
     snapshots: Sequence[Snapshot],
     snap: Snapshot,
+    also: Sequence[KernelEvent] = (),
 ) -> XidTriage:
     """The triage of the run's Xid events (NVML's and the kernel log's) and, once read, of the
-    kernel log before the run, joined with the sampled history."""
+    kernel log before the run, joined with the sampled history. `also`: the kernel log's lines
+    of events NVML reported during the run (`kernel_xid_events`), each NVML event joined to its
+    line as when the log is read after the event; those the read of the log before the run
+    holds as well are taken once."""
     ctx = TriageContext(
         gpus=gpu_refs(snap),
         history=snapshots,
@@ -84,7 +92,16 @@ def live_triage(
         library_version=snap.system.driver_version,
         nvml_mismatch=any(e.code == NVML_MISMATCH for e in snap.errors),
     )
-    return triage(history_scan.events if history_scan else (), ctx, nvml_events=xids)
+    logged = history_scan.events if history_scan else ()
+    if also:
+        held = {_line(e) for e in logged}
+        logged = (*logged, *(e for e in also if _line(e) not in held))
+    return triage(logged, ctx, nvml_events=xids)
+
+
+def _line(e: KernelEvent) -> tuple:
+    """What tells one kernel-log line from another, whichever read brought it."""
+    return (e.timestamp, e.kind, e.code, e.pci, e.detail)
 
 
 def unreadable_error(reports: Sequence[SourceReport]) -> CollectorError:
