@@ -598,6 +598,26 @@ def test_an_unchanged_journal_is_asked_again_after_the_recheck_time(tmp_path, mo
     assert len(calls) == 2
 
 
+def test_a_journal_written_through_a_linked_machine_folder_changes_the_state(tmp_path):
+    """/var/log/journal/<machine-id> as a link to where journald writes: an entry appended
+    there is seen at the next look, not at the 5-minute recheck."""
+    from gputop_diag.collect.kernlog.watch import journal_state
+
+    real = tmp_path / "host-journal"
+    real.mkdir()
+    journal = real / "system.journal"
+    journal.write_bytes(b"A" * 300)
+    top = tmp_path / "journal"
+    top.mkdir()
+    (top / "0123456789abcdef").symlink_to(real, target_is_directory=True)
+    before = journal_state((str(top),))
+    assert before is not None and [os.path.basename(n) for n in before[0]] == ["system.journal"]
+    with open(journal, "r+b") as f:  # journald bumps the header's counts as it appends
+        f.seek(100)
+        f.write(b"B")
+    assert journal_state((str(top),)) != before
+
+
 def test_journal_state_reads_only_the_files_journald_still_writes(tmp_path):
     from gputop_diag.collect.kernlog.watch import journal_state
 

@@ -50,7 +50,9 @@ def journal_state(dirs: tuple[str, ...] | None = None) -> tuple | None:
             continue
         except OSError:
             return None
-        folders = [top] + [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        # a machine's folder may be a link (a container's /var/log/journal/<machine-id> to the
+        # host's): journalctl reads through it, so its files are watched through it too
+        folders = [top] + [e.path for e in entries if e.is_dir()]
         for folder in folders:
             try:
                 files = sorted(e.name for e in os.scandir(folder) if e.is_file())
