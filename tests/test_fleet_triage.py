@@ -311,6 +311,39 @@ class _NoTimestamps:
         return self.prom.query(promql, at)
 
 
+class _Asked:
+    """The fixture's Prometheus, keeping the PromQL it was asked."""
+
+    def __init__(self, prom) -> None:
+        self.prom, self.asked = prom, []
+
+    def query(self, promql: str, at: float | None = None):
+        self.asked.append(promql)
+        return self.prom.query(promql, at)
+
+
+@pytest.mark.parametrize(
+    ("match", "narrow"),
+    [("", True), ('{job="dcgm"}', True), ('gpu="3"', False), ('gpu=~"1|2"', False)],
+)
+def test_the_scrape_interval_is_counted_on_each_nodes_gpu_0_where_the_match_keeps_one(
+    triage_prometheus, match, narrow
+):
+    """Every GPU of a node is scraped at once, so one GPU's series a node counts the samples:
+    GPU 0's. A match that leaves no GPU 0 is counted on every GPU it keeps."""
+    prom, end = triage_prometheus
+    asking = _Asked(prom)
+    step, asked = find_step(asking, match, WINDOW, end)
+    assert step == STEP
+    once = len(step_spans(WINDOW)) * len(PRESENCE) + len(PRESENCE)
+    assert asked == len(asking.asked) == (once if narrow else 2 * once + len(PRESENCE))
+    on_gpu0 = [q for q in asking.asked if 'gpu="0"' in q]
+    assert len(on_gpu0) == (once if narrow else once + len(PRESENCE))  # + the subqueries
+    if not narrow:  # then asked again on the match alone
+        assert all(match in q for q in asking.asked)
+        assert sum('gpu="0"' not in q for q in asking.asked) == once
+
+
 def test_a_refused_newest_sample_query_leaves_the_counts_at_the_end(triage_prometheus):
     prom, end = triage_prometheus
     assert find_step(_NoTimestamps(prom), "", WINDOW, end)[0] == STEP
