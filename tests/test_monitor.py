@@ -187,6 +187,12 @@ def test_a_kernel_log_xid_nvml_did_not_report_joins_the_snapshot_and_the_alerts(
     assert events == [(95, 2, "kernel-log", start + 12.5)]  # once, at the 20 s query
     assert any(a.kind == "xid" and a.code == 95 for a in m.last.diagnosis.alerts)
     assert [g.code for g in m.xid_triage.groups] == [95]
+    # the triage names the log that held the line, before and after that log is read whole
+    for read in (False, True):
+        if read:
+            assert m.xid_history(wait=10) is not None
+        xids = [(e.code, e.gpu_index, e.sources) for e in m.xid_triage.events if e.kind == "xid"]
+        assert xids == [(95, 2, ("journal",))]
 
 
 def test_an_xid_nvml_reported_is_not_counted_again_from_the_kernel_log():

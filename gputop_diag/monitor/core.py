@@ -168,9 +168,9 @@ class Monitor:
         # node and job health, every HEALTH_EVERY_S (its static parts every 5 min)
         self._health = HealthWatch(self.sources, wait_first=not live) if self.slow_sources else None
         self._klog_seen: deque[tuple] = deque(maxlen=4 * MAX_XID_EVENTS)
-        # the kernel log's lines of Xids NVML reported first (the triage names both sources);
-        # replaced whole by the slow read, so a tick reads one tuple or the next
-        self._klog_also: tuple[KernelEvent, ...] = ()
+        # the kernel log's Xid lines of this run, for the triage (`live_triage`); replaced whole
+        # by the slow read, so a tick reads one tuple or the next
+        self._klog_lines: tuple[KernelEvent, ...] = ()
         # every Xid event of this run (the newest MAX_XID_EVENTS), with the tick that brought it
         self._xids: deque[tuple[int, XidEvent]] = deque(maxlen=MAX_XID_EVENTS)
         self._xids_newest_first: tuple[XidEvent, ...] = ()
@@ -402,7 +402,7 @@ class Monitor:
         snapshot."""
         try:
             parsed = self._klog.poll(snap.timestamp - WINDOW_S, gpu_refs(snap))
-            new, also = kernel_xid_events(parsed.events, snap, run_xids, self._klog_seen)
+            new, lines = kernel_xid_events(parsed.events, snap, run_xids, self._klog_seen)
         except Exception as e:  # noqa: BLE001 - a failing slow source must not stop ticks
             self._slow_errors["kernel-log"] = CollectorError(
                 source="kernel-log",
@@ -417,8 +417,8 @@ class Monitor:
         else:
             self._slow_errors["kernel-log"] = unreadable_error(self._klog.reports)
         self._ooms = tuple(parsed.ooms)
-        if also:
-            self._klog_also = (self._klog_also + also)[-MAX_XID_EVENTS:]
+        if lines:
+            self._klog_lines = (self._klog_lines + lines)[-MAX_XID_EVENTS:]
         return new
 
     def _ask(self, source: str, query: Callable[[], list], before: tuple | None) -> tuple:
@@ -463,7 +463,7 @@ class Monitor:
                 self._run_xids(),
                 self.history.snapshots(),
                 snap,
-                self._klog_also,
+                self._klog_lines,
             )
         self.last = Tick(
             snap,
@@ -512,7 +512,7 @@ class Monitor:
             last = self.history.latest
             if last is not None:
                 self.xid_triage = live_triage(
-                    found, self._run_xids(), self.history.snapshots(), last, self._klog_also
+                    found, self._run_xids(), self.history.snapshots(), last, self._klog_lines
                 )
             on_read = self._on_xid_history
         if on_read is not None:

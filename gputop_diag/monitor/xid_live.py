@@ -1,7 +1,8 @@
 """The Xid triage as the Monitor keeps it for the live views: kernel-log Xid lines turned into
-the snapshot's `XidEvent`s (each once, and not when NVML already reported it: those lines are
-kept aside, so that the triage still says the kernel log saw them too), the triage of the run's
-events with the sampled history, and the error a kernel log nobody may read becomes."""
+the snapshot's `XidEvent`s (each once, and not when NVML already reported it), the triage of the
+run's events with the sampled history (the lines themselves kept for it, so that it names the
+log that held each one, whenever it was read), and the error a kernel log nobody may read
+becomes."""
 
 from __future__ import annotations
 
@@ -28,12 +29,11 @@ def kernel_xid_events(
 ) -> tuple[tuple[XidEvent, ...], tuple[KernelEvent, ...]]:
     """The Xid lines among `events` not attached before (`seen` remembers them) and not
     already reported by NVML (in `recent` or this snapshot), as XidEvents; the driver's
-    "fallen off the bus" without an Xid 79 beside it counts as an Xid 79. Second, the new lines
-    NVML had already reported, as they are: not events again, but where the kernel log saw them
-    (`live_triage`'s `also`)."""
+    "fallen off the bus" without an Xid 79 beside it counts as an Xid 79. Second, every new
+    line of these, NVML's too, as it is (`live_triage`'s `lines`)."""
     mapped = map_gpus(events, gpu_refs(snap))
     nvml = [x for x in (*recent, *snap.xid_events) if x.source == "nvml"]
-    out, also = [], []
+    out, lines = [], []
     for e in mapped:
         if e.timestamp is None or e.timestamp > snap.timestamp + FUTURE_SLACK_S:
             continue  # newer than the snapshot (a feed that lags the clock): a later tick's
@@ -49,6 +49,7 @@ def kernel_xid_events(
         if key in seen:
             continue
         seen.append(key)
+        lines.append(e)
         if any(
             x.xid == code
             and x.gpu_index is not None
@@ -56,7 +57,6 @@ def kernel_xid_events(
             and abs(x.timestamp - e.timestamp) <= NVML_MATCH_S
             for x in nvml
         ):
-            also.append(e)
             continue
         out.append(
             XidEvent(
@@ -70,7 +70,7 @@ def kernel_xid_events(
                 message=e.detail,
             )
         )
-    return tuple(out), tuple(also)
+    return tuple(out), tuple(lines)
 
 
 def live_triage(
@@ -78,13 +78,14 @@ def live_triage(
     xids: Sequence[XidEvent],
     snapshots: Sequence[Snapshot],
     snap: Snapshot,
-    also: Sequence[KernelEvent] = (),
+    lines: Sequence[KernelEvent] = (),
 ) -> XidTriage:
     """The triage of the run's Xid events (NVML's and the kernel log's) and, once read, of the
-    kernel log before the run, joined with the sampled history. `also`: the kernel log's lines
-    of events NVML reported during the run (`kernel_xid_events`), each NVML event joined to its
-    line as when the log is read after the event; those the read of the log before the run
-    holds as well are taken once."""
+    kernel log before the run, joined with the sampled history. `lines`: the kernel log's Xid
+    lines read during the run (`kernel_xid_events`), triaged as the lines they are (named by
+    the log that held them, NVML's event joined to its line) as when the log is read after
+    the event: the events made of them are not taken again, and a line the read of the log
+    before the run holds as well is taken once."""
     ctx = TriageContext(
         gpus=gpu_refs(snap),
         history=snapshots,
@@ -93,9 +94,15 @@ def live_triage(
         nvml_mismatch=any(e.code == NVML_MISMATCH for e in snap.errors),
     )
     logged = history_scan.events if history_scan else ()
-    if also:
+    if lines:
         held = {_line(e) for e in logged}
-        logged = (*logged, *(e for e in also if _line(e) not in held))
+        logged = (*logged, *(e for e in lines if _line(e) not in held))
+        made = {(e.timestamp, e.pci, e.detail) for e in lines}
+        xids = [
+            x
+            for x in xids
+            if x.source != "kernel-log" or (x.timestamp, x.pci_bus_id, x.message) not in made
+        ]
     return triage(logged, ctx, nvml_events=xids)
 
 
