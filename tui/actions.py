@@ -41,7 +41,7 @@ class KeyActions:
     def action_pane(self, k: int) -> None:
         if PANES[k] == "job" and self.job is None:
             return
-        self.main.switch(PANES[k])
+        self.main.switch(PANES[k], self.latest, self.repaint_visible)
         if self.sizing.pane_switched():
             self._apply_size()
         self._render_tabs()

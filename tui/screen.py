@@ -4,11 +4,13 @@ and keeps no state of the run."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.widget import AwaitMount
 from textual.widgets import ContentSwitcher, DataTable
 
 from gputop_diag.model import CollectorError
@@ -21,7 +23,6 @@ from gputop_diag.tui.layout import Layout
 from gputop_diag.tui.messages import CollectorFailed
 from gputop_diag.tui.panes.base import Pane, View
 from gputop_diag.tui.panes.memory import MemoryPane
-from gputop_diag.tui.panes.utilization import UtilizationPane
 from gputop_diag.tui.side_panel import SidePanel
 from gputop_diag.tui.tabs import TabStrip
 
@@ -35,12 +36,10 @@ class MainScreen(Screen):
         yield TabStrip(id="tabs")
         yield Banner(id="banner")
         with Horizontal(id="body"):
-            # the Utilization pane mounts its rows while hidden (`prepare`), so that its first
-            # frame has them; the others are built when first shown (`switch`): each Textual
-            # widget costs some 30 KiB, and most runs never show most panes
+            # the panes but Memory are built when first shown (`switch`): each Textual widget
+            # costs some 30 KiB, and most runs never show most panes
             with ContentSwitcher(initial="memory", id="panes"):
                 yield MemoryPane(id="memory")
-                yield UtilizationPane(id="utilization")
             yield SidePanel(id="side")
         yield KeyBar(id="footer")
 
@@ -49,15 +48,31 @@ class MainScreen(Screen):
         """The pane shown."""
         return self.query_one("#panes", ContentSwitcher).current or "memory"
 
-    def switch(self, pane: str) -> None:
-        """Show `pane` (built on its first show), its table (or itself) focused."""
+    def switch(
+        self, pane: str, latest: Update | None = None, draw: Callable[[], None] | None = None
+    ) -> None:
+        """Show `pane` (built on its first show, with the rows `latest` needs: its first
+        frame has them), its table (or itself) focused."""
         switcher = self.query_one("#panes", ContentSwitcher)
         if not switcher.query_children(f"#{pane}"):
-            switcher.mount(built(pane))
+            new = built(pane)
+            if latest is not None:
+                new.prepare(latest)
+            # no frame until it is composed (one would show it empty), as Textual's
+            # `ContentSwitcher.add_content` holds them
+            AwaitComplete(self._drawn_when_mounted(switcher.mount(new), draw))
             # its table is composed once it is mounted
             self.call_after_refresh(self._focus, pane)
         switcher.current = pane
         self._focus(pane)
+
+    async def _drawn_when_mounted(
+        self, mounting: AwaitMount, draw: Callable[[], None] | None
+    ) -> None:
+        with self.app.batch_update():
+            await mounting
+            if draw is not None:
+                draw()
 
     def _focus(self, pane: str) -> None:
         if self.current != pane:
@@ -123,4 +138,8 @@ def built(pane: str) -> Pane:
         from gputop_diag.tui.panes.job import JobPane
 
         return JobPane(id=pane)
-    return MemoryPane(id=pane) if pane == "memory" else UtilizationPane(id=pane)
+    if pane == "utilization":
+        from gputop_diag.tui.panes.utilization import UtilizationPane
+
+        return UtilizationPane(id=pane)
+    return MemoryPane(id=pane)

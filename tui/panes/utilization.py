@@ -265,7 +265,8 @@ class UtilizationPane(Pane):
     def compose(self) -> ComposeResult:
         yield CutGrid(id="util-cuts")
         yield DiffLine(id="util-caption", classes="caption")
-        yield Vertical(id="util-gpus")
+        with Vertical(id="util-gpus"):  # the rows `prepare` made before the pane was mounted
+            yield from self._gpu_lines.values()
         yield DiffLine(id="util-ruler", classes="ruler")
         yield DiffLine(id="util-title", classes="section-title")
         for key in DETAIL_HISTORIES:
@@ -288,12 +289,14 @@ class UtilizationPane(Pane):
     def _ensure_gpu_lines(self, snap: Snapshot) -> dict[int, HistoryLine]:
         keys = tuple(g.index for g in snap.gpus)
         if tuple(self._gpu_lines) != keys:
-            box = self.query_one("#util-gpus", Vertical)
-            box.remove_children()
             self._gpu_lines = {i: self._history("", f"util-gpu{i}") for i in keys}
-            for line in self._gpu_lines.values():
-                line.cuts = self.query_one(CutGrid).cuts
-            box.mount(*self._gpu_lines.values())
+            boxes = self.query_children("#util-gpus")
+            if boxes:  # else the pane is not composed yet: its compose yields them
+                box = boxes.first(Vertical)
+                box.remove_children()
+                for line in self._gpu_lines.values():
+                    line.cuts = self.query_one(CutGrid).cuts
+                box.mount(*self._gpu_lines.values())
         return self._gpu_lines
 
     def show(self, u: Update, view: View) -> None:
