@@ -419,6 +419,26 @@ def canned_http():
     srv.server_close()
 
 
+def pytest_configure(config):
+    """The suite's signals as a terminal's foreground job has them. Started in the background
+    (`pytest ... &` in a script, `nohup`), it inherits SIGINT and SIGQUIT (the shell's doing
+    for background jobs, https://pubs.opengroup.org/onlinepubs/9799919799/utilities/V3_chap02.html#tag_19_12)
+    and SIGHUP (nohup) ignored, and the program keeps an ignored signal ignored as shells'
+    jobs do (`monitor/run.py`): the tests that send those signals, to this process or to the
+    program they start (which inherits them), would fail on a sound program. Each worker
+    restores them for itself and its children."""
+    import signal
+
+    defaults = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGQUIT: signal.SIG_DFL,
+        signal.SIGHUP: signal.SIG_DFL,
+    }
+    for sig, handler in defaults.items():
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, handler)
+
+
 def pytest_collection_finish(session):
     """Once the tests are collected (in each worker), the objects alive then (modules, test
     items, fixtures' definitions) are moved out of the collector's sight and its youngest
