@@ -114,9 +114,13 @@ def test_sharing_keeps_every_value_exact():
 # What the live view's first frames never need, so not loaded with it: the panes not shown (built
 # on their first show), the ranks' judge (two probed ranks), the planner's model reader and FLOPs
 # (a model config found, a probed model), a job's watch (`watch`), rich's emoji table (a markup
-# column label of a hidden pane's table), `ssl` (asyncio's TLS, with OpenSSL: about 4 MiB).
+# column label of a hidden pane's table), `ssl` (asyncio's TLS, with OpenSSL: about 4 MiB), the
+# help and process screens (their keys), the JSON codec (a diagnosis as JSON).
 NOT_AT_START = (
     "gputop_diag.tui.panes.utilization",
+    "gputop_diag.tui.help",
+    "gputop_diag.tui.process_screens",
+    "gputop_diag.model.codec",
     "gputop_diag.tui.panes.mapping",
     "gputop_diag.tui.panes.xid",
     "gputop_diag.tui.panes.driver",

@@ -7,7 +7,6 @@ for a repaint; nothing here draws.
 from __future__ import annotations
 
 from gputop_diag.tui.filter_screen import FilterScreen
-from gputop_diag.tui.help import HelpScreen
 from gputop_diag.tui.keys import JOB, PANES
 from gputop_diag.tui.panes.memory import MemoryPane
 from gputop_diag.tui.procs import ProcessFilter
@@ -142,6 +141,8 @@ class KeyActions:
             self.main.switch(self.main.current)  # the pane and its table have the keys again
 
     def action_help(self) -> None:
+        from gputop_diag.tui.help import HelpScreen  # loaded when first asked for
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 

@@ -20,7 +20,6 @@ from gputop_diag.model.formats import count
 from gputop_diag.monitor.control import DETAIL_ENV_PREFIXES
 from gputop_diag.monitor.view import process_memory
 from gputop_diag.tui.process_owner import owner_lines
-from gputop_diag.tui.process_screens import ProcessDetailScreen, SignalScreen
 from gputop_diag.tui.procs import command_text, elapsed_text, size_text
 from gputop_diag.widgets import history
 
@@ -71,6 +70,8 @@ class ProcessActions:
         if key.startswith(":"):  # the tree view's launcher row: not a GPU process
             self._parents.add(pid)
         if what == "detail":
+            from gputop_diag.tui.process_screens import ProcessDetailScreen  # when first asked
+
             self.app.push_screen(ProcessDetailScreen(lambda width: self.detail(pid, width)))
         elif what == "signal" and signal_name in SIGNALS:
             if tagged:
@@ -264,6 +265,8 @@ class ProcessActions:
             _, said = control.send_signal(pid, int(SIGNALS[name]), started)
             self.app.notify(self._shown(said), timeout=4)
 
+        from gputop_diag.tui.process_screens import SignalScreen  # loaded when first asked for
+
         self.app.push_screen(SignalScreen(t, why is None), answered)
 
     def ask_signal_tagged(self, pids: tuple[int, ...], name: str) -> None:
@@ -310,5 +313,7 @@ class ProcessActions:
             tagged = count(len(targets), "tagged process", "tagged processes")
             summary = f"sent {name} to {sent} of {tagged}"
             self.app.notify("; ".join([summary, *failed]), timeout=6 if failed else 4)
+
+        from gputop_diag.tui.process_screens import SignalScreen
 
         self.app.push_screen(SignalScreen(t, bool(targets)), answered)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model.codec import iso_time, rounded
 from ..model.formats import count
 from .job_kind import JOB_COMMAND, command_text
 from .lead import lead_of
@@ -40,10 +39,14 @@ def _alert(a: Alert) -> dict[str, Any]:
 
 def to_json(d: Diagnosis) -> dict[str, Any]:
     """The diagnosis as a JSON-ready dict; docs/diagnosis.md describes every field."""
+    from ..model.codec import rounded  # the JSON codec loads with a JSON document
+
     return rounded(_doc(d))
 
 
 def _doc(d: Diagnosis) -> dict[str, Any]:
+    from ..model.codec import iso_time
+
     return {
         "schema": DIAGNOSIS_SCHEMA,
         "timestamp": d.timestamp,
