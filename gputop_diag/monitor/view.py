@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..collect.cuda_libs import unreadable_why
-from ..collect.identity import read_machine_names
 from ..collect.kernlog.scan import XidScan
 from ..collect.mapping import DeviceMapping, DeviceRow, collect_mapping
 from ..collect.model_config import ConfigFinder, ModelConfig, ModelConfigError, read_config_file
@@ -116,6 +115,8 @@ class Feeder:
         self._finder = ConfigFinder(sources) if find_configs and sources is not None else None
         self._mapped: tuple[tuple, MappingView] | None = None  # what the last mapping read
         if sanitizer is not None and sources is not None:
+            from ..collect.identity import read_machine_names  # loaded with --sanitize
+
             sanitizer.seed_machine(read_machine_names(sources))  # the machine's names, this shell
 
     def tick(self) -> Update:
