@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -227,6 +228,45 @@ def test_the_triage_names_every_source_of_an_xid_whenever_the_log_before_the_run
     assert [g.code for g in m.xid_triage.groups] == [79]
     events = [(x.xid, x.source) for s in m.history.snapshots() for x in s.xid_events]
     assert events == [(79, "nvml")]  # counted once
+
+
+@pytest.mark.parametrize("journal_after_s", [0.0, 0.456, 1.9])
+def test_a_line_the_log_before_the_run_merged_from_two_sources_is_one_event_with_the_runs_read(
+    journal_after_s,
+):
+    """A machine with rsyslog: the read of the log before the run finds the Xid in kern.log
+    (stamped to the second) and in the journal (to the microsecond) and merges them into one
+    event stamped with kern.log's time; the 10-second reads brought the journal's line. One
+    event, every source named, no "repeated Xid" made of one line."""
+    import math
+    import types
+    from dataclasses import replace
+
+    from gputop_diag.collect.kernlog.scan import merge
+    from gputop_diag.monitor.xid_live import live_triage
+    from gputop_diag.xid.events import ParsedLog, parse_lines
+
+    m = Monitor(sim.build("xid-79"))
+    m.run_for(130)
+    xid_lines = [e for e in m._klog_lines if e.kind == "xid"]
+    assert [(e.code, e.source) for e in xid_lines] == [(79, "journal")]
+    line = xid_lines[0]
+    journal = replace(line, timestamp=math.floor(line.timestamp) + journal_after_s)
+    lines = tuple(journal if e is line else e for e in m._klog_lines)
+    stamp = time.strftime("%b %d %H:%M:%S", time.localtime(math.floor(line.timestamp)))
+    parsed = ParsedLog()
+    raw = line.raw.splitlines()[0]
+    parse_lines([f"{stamp} gpu-node-07 kernel: {raw}"], "/var/log/kern.log",
+                ref_time=line.timestamp + 5, parsed=parsed)  # fmt: skip
+    kern_log = [e for e in parsed.events if e.kind == "xid"]
+    assert len(kern_log) == 1
+    before_run = types.SimpleNamespace(events=tuple(merge([*kern_log, journal])),
+                                       module_version=None)  # fmt: skip
+    t = live_triage(before_run, m._run_xids(), m.history.snapshots(), m.history.latest, lines)
+    xids = [(e.code, e.gpu_index, e.sources) for e in t.events if e.kind == "xid"]
+    assert xids == [(79, 3, ("/var/log/kern.log", "journal", "nvml"))]
+    assert [(g.code, g.count) for g in t.groups] == [(79, 1)]
+    assert not [f for f in t.findings if "repeated" in f.evidence.lower()]
 
 
 def test_a_kernel_log_nobody_may_read_is_said_with_the_way_in():

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 
-from ..collect.kernlog.scan import XidScan
+from ..collect.kernlog.scan import XidScan, line_key, same_time
 from ..collect.kernlog.sources import SourceReport
 from ..model import CollectorError, Snapshot, XidEvent
 from ..xid.events import KernelEvent
@@ -95,8 +96,7 @@ def live_triage(
     )
     logged = history_scan.events if history_scan else ()
     if lines:
-        held = {_line(e) for e in logged}
-        logged = (*logged, *(e for e in lines if _line(e) not in held))
+        logged = _with_lines(logged, lines)
         made = {(e.timestamp, e.pci, e.detail) for e in lines}
         xids = [
             x
@@ -106,9 +106,35 @@ def live_triage(
     return triage(logged, ctx, nvml_events=xids)
 
 
-def _line(e: KernelEvent) -> tuple:
-    """What tells one kernel-log line from another, whichever read brought it."""
-    return (e.timestamp, e.kind, e.code, e.pci, e.detail)
+def _with_lines(
+    logged: Sequence[KernelEvent], lines: Sequence[KernelEvent]
+) -> tuple[KernelEvent, ...]:
+    """The read of the log before the run (`logged`, its sources merged: `scan.merge`) with
+    the run's lines: a line it holds too, the same message stamped within the merge window
+    (the journal's microseconds against kern.log's seconds, which the merged event keeps), is
+    that event, the line's source added to it where another source gave it; each event stands
+    for one line (a message repeated within the window is as many events in both reads)."""
+    out = list(logged)
+    claimed: set[int] = set()
+    by_key: dict[tuple, list[int]] = {}
+    for k, e in enumerate(out):
+        by_key.setdefault(line_key(e), []).append(k)
+    for line in lines:
+        hit = next(
+            (
+                k
+                for k in by_key.get(line_key(line), ())
+                if k not in claimed and same_time(line, out[k])
+            ),
+            None,
+        )
+        if hit is None:
+            out.append(line)
+            continue
+        claimed.add(hit)
+        if line.source not in out[hit].sources:
+            out[hit] = replace(out[hit], sources=(*out[hit].sources, line.source))
+    return tuple(out)
 
 
 def unreadable_error(reports: Sequence[SourceReport]) -> CollectorError:

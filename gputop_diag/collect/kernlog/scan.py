@@ -38,6 +38,20 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+def line_key(e: KernelEvent) -> tuple:
+    """What two sources' copies of one kernel message share: kind, code, bus id and text
+    (whitespace aside); their stamps may differ (`same_time`)."""
+    return (e.kind, e.code, e.pci, _norm(e.detail))
+
+
+def same_time(a: KernelEvent, b: KernelEvent) -> bool:
+    """Stamped as one message is in two sources: within MERGE_WINDOW_S (kern.log stamps to
+    the second, the journal to the microsecond), or, undated, at the same uptime."""
+    if a.timestamp is not None and b.timestamp is not None:
+        return abs(a.timestamp - b.timestamp) <= MERGE_WINDOW_S
+    return a.uptime_s is not None and a.uptime_s == b.uptime_s
+
+
 def merge(events: Sequence[KernelEvent]) -> list[KernelEvent]:
     """One event per line seen in several sources (the journal and kern.log hold the same
     kernel messages), with every source named; oldest first, undated ones last."""
@@ -47,17 +61,13 @@ def merge(events: Sequence[KernelEvent]) -> list[KernelEvent]:
     out: list[KernelEvent] = []
     recent: dict[tuple, list[int]] = {}
     for ev in ordered:
-        key = (ev.kind, ev.code, ev.pci, _norm(ev.detail))
+        key = line_key(ev)
         hit = None
         for k in recent.get(key, ()):
             other = out[k]
             if ev.source in other.sources:
                 continue
-            if ev.timestamp is not None and other.timestamp is not None:
-                if abs(ev.timestamp - other.timestamp) <= MERGE_WINDOW_S:
-                    hit = k
-                    break
-            elif ev.uptime_s is not None and ev.uptime_s == other.uptime_s:
+            if same_time(ev, other):
                 hit = k
                 break
         if hit is not None:
