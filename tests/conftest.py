@@ -420,20 +420,19 @@ def canned_http():
 
 
 def pytest_configure(config):
-    """The suite's signals as a terminal's foreground job has them. Started in the background
-    (`pytest ... &` in a script, `nohup`), it inherits SIGINT and SIGQUIT (the shell's doing
-    for background jobs, https://pubs.opengroup.org/onlinepubs/9799919799/utilities/V3_chap02.html#tag_19_12)
-    and SIGHUP (nohup) ignored, and the program keeps an ignored signal ignored as shells'
-    jobs do (`monitor/run.py`): the tests that send those signals, to this process or to the
-    program they start (which inherits them), would fail on a sound program. Each worker
-    restores them for itself and its children."""
+    """SIGINT and SIGQUIT as a terminal's foreground job has them. Started in the background
+    by a script (`pytest ... &` without job control), the suite inherits them ignored (the
+    shell's doing for background jobs,
+    https://pubs.opengroup.org/onlinepubs/9799919799/utilities/V3_chap02.html#tag_19_12), and
+    the program keeps an ignored signal ignored as shells' jobs do (`monitor/run.py`): the
+    tests that send them, to this process or to the program they start (which inherits them),
+    would fail on a sound program. A background job gets no Ctrl-C from a terminal, so nothing
+    is lost. SIGHUP is left as it came: under `nohup` it stays ignored, so that the run
+    survives the session's end (the tests of what a hang-up does then fail: run the suite in
+    tmux or with `setsid` instead of `nohup`)."""
     import signal
 
-    defaults = {
-        signal.SIGINT: signal.default_int_handler,
-        signal.SIGQUIT: signal.SIG_DFL,
-        signal.SIGHUP: signal.SIG_DFL,
-    }
+    defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGQUIT: signal.SIG_DFL}
     for sig, handler in defaults.items():
         if signal.getsignal(sig) == signal.SIG_IGN:
             signal.signal(sig, handler)

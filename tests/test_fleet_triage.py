@@ -324,7 +324,8 @@ class _Asked:
 
 @pytest.mark.parametrize(
     ("match", "narrow"),
-    [("", True), ('{job="dcgm"}', True), ('gpu="3"', False), ('gpu=~"1|2"', False)],
+    [("", True), ('{job="dcgm"}', True), ('job="dcgm", ', True), ('gpu="3"', False),
+     ('gpu=~"1|2"', False)],  # fmt: skip
 )
 def test_the_scrape_interval_is_counted_on_each_nodes_gpu_0_where_the_match_keeps_one(
     triage_prometheus, match, narrow

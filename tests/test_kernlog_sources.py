@@ -616,6 +616,13 @@ def test_a_journal_written_through_a_linked_machine_folder_changes_the_state(tmp
         f.seek(100)
         f.write(b"B")
     assert journal_state((str(top),)) != before
+    # a link back to the top, a second link to the same folder and a dangling one: each
+    # folder read once, nothing raised
+    (top / "loop").symlink_to(top, target_is_directory=True)
+    (top / "again").symlink_to(real, target_is_directory=True)
+    (top / "gone").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+    names, headers = journal_state((str(top),))
+    assert [os.path.basename(n) for n in names] == ["system.journal"] and len(headers) == 1
 
 
 def test_journal_state_reads_only_the_files_journald_still_writes(tmp_path):

@@ -221,7 +221,9 @@ def find_step(prom: Prometheus, match: str, window_s: float, end: float) -> tupl
     page holds every GPU of its node, so one scrape stamps them all alike and one GPU's series
     counts as many samples as the others'; each query then reads one series a node, not one a
     GPU (at 1,024 nodes of 8 GPUs, 80 -> 20 ms each). On every GPU where the match leaves no
-    GPU 0 (`--match 'gpu="3"'`, an exporter told to skip GPU 0)."""
+    GPU 0 (`--match 'gpu="3"'`, an exporter told to skip GPU 0). Where only some nodes lack a
+    GPU 0 and those are scraped faster than every node that has one, the step is the others'
+    interval (docs/fleet.md)."""
     with query_pool() as pool:
         found = _find_step(pool, prom, match, window_s, end, one_gpu=True)
         if found[0]:
@@ -246,6 +248,7 @@ def _find_step(
         inner = match.strip()
         if inner.startswith("{") and inner.endswith("}"):
             inner = inner[1:-1].strip()
+        inner = inner.rstrip(", ")  # a trailing comma, which newer Prometheus versions accept
         match = f'{inner}, gpu="0"' if inner else 'gpu="0"'
 
     def densest(name: str, span: float, at: float) -> float:

@@ -43,6 +43,7 @@ def journal_state(dirs: tuple[str, ...] | None = None) -> tuple | None:
     read: then the journal is asked each time."""
     names: list[str] = []
     state: list[tuple] = []
+    seen: set[str] = set()
     for top in JOURNAL_DIRS if dirs is None else dirs:
         try:
             entries = sorted(os.scandir(top), key=lambda e: e.name)
@@ -51,9 +52,14 @@ def journal_state(dirs: tuple[str, ...] | None = None) -> tuple | None:
         except OSError:
             return None
         # a machine's folder may be a link (a container's /var/log/journal/<machine-id> to the
-        # host's): journalctl reads through it, so its files are watched through it too
+        # host's): journalctl reads through it, so its files are watched through it too (each
+        # folder once: a link back to the top, or two links to one folder, read once)
         folders = [top] + [e.path for e in entries if e.is_dir()]
         for folder in folders:
+            real = os.path.realpath(folder)
+            if real in seen:
+                continue
+            seen.add(real)
             try:
                 files = sorted(e.name for e in os.scandir(folder) if e.is_file())
             except OSError:
