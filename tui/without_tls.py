@@ -8,7 +8,11 @@ OpenSSL (`try: import ssl / except ImportError: ssl = None` at the top of `base_
 https://github.com/python/cpython/blob/v3.11.7/Lib/asyncio/base_events.py#L33-L36). A `None`
 in `sys.modules` makes that import raise `ImportError`
 (https://docs.python.org/3/reference/import.html#the-module-cache); it is removed again at
-once, so a later `import ssl` of anything else in the process loads it as usual."""
+once, so a later `import ssl` of anything else in the process loads it as usual (urllib's
+https, as the Fleet pane's Prometheus client uses). asyncio itself stays without TLS for the
+whole process: `asyncio.open_connection(..., ssl=...)` would raise "stdlib ssl module not
+available". Nothing in the live view does network I/O through asyncio; a part that would
+must load `ssl` before the view's package is imported."""
 
 from __future__ import annotations
 
