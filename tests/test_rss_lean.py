@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import rich.markup
 from test_tui_support import FedApp
 from textual._compositor import ChopsUpdate, Compositor
 
@@ -145,27 +146,37 @@ NOT_AT_START = (
 def test_the_live_view_loads_no_module_its_first_frames_do_not_need():
     """Each module costs its code objects and its classes (a frozen dataclass some 20 KiB) for
     the whole run; a fresh interpreter reads `sys.modules` after the live view's import."""
-    code = "import json, sys\nimport gputop_diag.tui.app\nprint(json.dumps(sorted(sys.modules)))\n"
+    code = (
+        "import json, sys\nimport gputop_diag.tui.app\nloaded = sorted(sys.modules)\n"
+        "import ssl\nprint(json.dumps([loaded, ssl.OPENSSL_VERSION]))\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = set(json.loads(r.stdout))
+    loaded, openssl = json.loads(r.stdout)
+    loaded = set(loaded)
+    assert openssl  # asyncio left `ssl` out; a later `import ssl` loads it as usual
     assert {"gputop_diag.tui.panes.memory", "asyncio", "textual.app"} <= loaded
     assert "gputop_diag.planner.precision" in loaded  # the classifier's compute capabilities
     assert sorted(loaded.intersection(NOT_AT_START)) == []
 
 
-async def test_a_pane_is_built_on_its_first_show_its_table_focused():
+async def test_a_pane_is_built_on_its_first_show_its_table_focused(monkeypatch):
     """Only the Memory pane is built at the start; another is built when first shown, drawn at
     once, its table taking the keys."""
     from textual.widgets import DataTable
 
+    from gputop_diag.tui.process_table import ProcessTable
     from gputop_diag.tui.screen import MainScreen
 
+    emoji = []
+    monkeypatch.setattr(rich.markup, "_emoji_replace", lambda *a, **k: emoji.append(a) or a[0])
     app = FedApp("compute-bound")
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(3)
         await pilot.pause()
         panes = app.query_one("#panes")
         assert [p.id for p in panes.children] == ["memory"]
+        # its process table's column labels are no markup: rich's emoji table stays unloaded
+        assert app.query_one(ProcessTable).columns and emoji == []
         await pilot.press("4")
         await pilot.pause()
         await pilot.pause()
