@@ -51,15 +51,15 @@ class MainScreen(Screen):
     def switch(
         self, pane: str, latest: Update | None = None, draw: Callable[[], None] | None = None
     ) -> None:
-        """Show `pane` (built on its first show, with the rows `latest` needs: its first
-        frame has them), its table (or itself) focused."""
+        """Show `pane` (built on its first show with the rows `latest` needs, and drawn by
+        `draw` once mounted: its first frame has them), its table (or itself) focused."""
         switcher = self.query_one("#panes", ContentSwitcher)
         if not switcher.query_children(f"#{pane}"):
             new = built(pane)
             if latest is not None:
                 new.prepare(latest)
-            # no frame until it is composed (one would show it empty), as Textual's
-            # `ContentSwitcher.add_content` holds them
+            # no frame until it is composed and drawn (one would show it empty), held as
+            # Textual's `ContentSwitcher.add_content` holds them
             AwaitComplete(self._drawn_when_mounted(switcher.mount(new), draw))
             # its table is composed once it is mounted
             self.call_after_refresh(self._focus, pane)
