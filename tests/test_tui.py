@@ -30,7 +30,7 @@ def pane(app) -> str:
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 async def test_a_snapshot_reaches_the_widgets(size):
-    app = FedApp("compute-bound")
+    app = FedApp("compute-bound", cached=True)
     async with app.run_test(size=size) as pilot:
         app.feed(20)
         await pilot.pause()
@@ -54,7 +54,7 @@ async def test_a_snapshot_reaches_the_widgets(size):
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 async def test_number_keys_and_tab_switch_panes(size):
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=size) as pilot:
         app.feed(5)
         await pilot.pause()
@@ -78,7 +78,7 @@ async def test_number_keys_and_tab_switch_panes(size):
 
 
 async def test_the_job_pane_and_key_appear_once_a_job_is_set():
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(2)
         await pilot.pause()
@@ -95,7 +95,7 @@ async def test_the_job_pane_and_key_appear_once_a_job_is_set():
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 async def test_brackets_select_the_gpu_everywhere(size):
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=size) as pilot:
         app.feed(3)
         await pilot.pause()
@@ -132,7 +132,7 @@ def toasts(app) -> str:
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 async def test_s_writes_the_sanitized_report_and_shows_its_path(tmp_path, size):
-    app = FedApp(save_dir=str(tmp_path))
+    app = FedApp(save_dir=str(tmp_path), cached=True)
     async with app.run_test(size=size, notifications=True) as pilot:
         await pilot.press("s")  # before any sample: says so, writes nothing
         await pilot.pause()
@@ -158,7 +158,7 @@ async def test_the_report_falls_back_when_the_save_dir_cannot_be_written(tmp_pat
     locked = tmp_path / "locked"  # a file where the directory should be: nobody writes there
     locked.write_text("")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    app = FedApp(save_dir=str(locked))
+    app = FedApp(save_dir=str(locked), cached=True)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         app.feed(3)
         await pilot.pause()
@@ -173,7 +173,7 @@ async def test_the_report_falls_back_when_the_save_dir_cannot_be_written(tmp_pat
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 async def test_capital_s_writes_the_snapshot_with_the_xid_history(tmp_path, size):
-    app = FedApp("xid-79", save_dir=str(tmp_path))
+    app = FedApp("xid-79", save_dir=str(tmp_path), cached=True)
     async with app.run_test(size=size, notifications=True) as pilot:
         app.feed(100)  # GPU 3 falls off the bus at 90 s (Xid 79)
         app.feed(5)
@@ -196,7 +196,7 @@ async def test_capital_s_writes_the_snapshot_with_the_xid_history(tmp_path, size
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 async def test_help_screen_lists_the_keys_and_q_quits(size):
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=size) as pilot:
         await pilot.press("question_mark")
         await pilot.pause()
@@ -212,7 +212,7 @@ async def test_help_screen_lists_the_keys_and_q_quits(size):
 
 
 async def test_footer_shows_the_keys_at_80_columns():
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         app.feed(2)
         await pilot.pause()
@@ -222,7 +222,7 @@ async def test_footer_shows_the_keys_at_80_columns():
 
 
 async def test_lost_gpu_mid_run_shows_the_banner_and_the_rest_goes_on():
-    app = FedApp("xid-79")
+    app = FedApp("xid-79", cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(30)
         await pilot.pause()
@@ -257,7 +257,7 @@ async def test_the_banner_is_wrapped_again_only_when_its_errors_or_width_change(
     from gputop_diag.tui import CollectorFailed
     from gputop_diag.tui import banner as banner_module
 
-    app = FedApp("xid-79")
+    app = FedApp("xid-79", cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(100)  # GPU 3 falls off the bus after tick 30
         await pilot.pause()
@@ -279,7 +279,7 @@ async def test_the_banner_is_wrapped_again_only_when_its_errors_or_width_change(
 
 
 async def test_missing_driver_banner_and_the_app_keeps_running(tmp_path):
-    app = FedApp("no-gpu", save_dir=str(tmp_path))
+    app = FedApp("no-gpu", save_dir=str(tmp_path), cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         app.feed(3)
         await pilot.pause()
@@ -294,7 +294,7 @@ async def test_missing_driver_banner_and_the_app_keeps_running(tmp_path):
 async def test_a_failing_collector_shows_a_banner_and_the_view_keeps_its_figures():
     from gputop_diag.tui import CollectorFailed
 
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(3)
         await pilot.pause()
@@ -308,7 +308,7 @@ async def test_a_failing_collector_shows_a_banner_and_the_view_keeps_its_figures
 
 
 async def test_narrow_terminal_puts_a_strip_below_and_p_shows_all_of_it():
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         app.feed(5)
         await pilot.pause()
@@ -329,7 +329,7 @@ async def test_narrow_terminal_puts_a_strip_below_and_p_shows_all_of_it():
 
 
 async def test_wide_terminal_p_hides_and_shows_the_panel():
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=(200, 50)) as pilot:
         app.feed(2)
         await pilot.pause()
@@ -399,7 +399,7 @@ async def wait_for_files(pilot, folder, pattern: str, n: int) -> list:
 
 @pytest.mark.parametrize("scenario", ["xid-79", "mig"])
 async def test_sanitize_hides_identifiers_on_every_pane_and_in_the_saved_files(tmp_path, scenario):
-    app = FedApp(scenario, sanitize=True, save_dir=str(tmp_path))
+    app = FedApp(scenario, sanitize=True, save_dir=str(tmp_path), cached=True)
     async with app.run_test(size=(200, 50)) as pilot:
         app.feed(30)
         await pilot.pause()
@@ -440,7 +440,7 @@ async def test_sanitize_hides_identifiers_on_every_pane_and_in_the_saved_files(t
 async def test_table_rows_are_updated_in_place_never_cleared(monkeypatch):
     cleared = []
     monkeypatch.setattr(DataTable, "clear", lambda self, *a, **k: cleared.append(self.id))
-    app = FedApp("memory-leak")
+    app = FedApp("memory-leak", cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(5)
         await pilot.pause()
@@ -460,7 +460,7 @@ async def test_only_the_visible_pane_renders(monkeypatch):
     monkeypatch.setattr(
         UtilizationPane, "show", lambda self, u, v: (calls.append(1), original(self, u, v))
     )
-    app = FedApp()
+    app = FedApp(cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(5)
         await pilot.pause()
@@ -493,7 +493,7 @@ async def test_a_bare_snapshot_message_is_enough():
 
 
 async def test_capacity_oom_kill_from_the_kernel_log_reaches_the_panel():
-    app = FedApp("capacity")
+    app = FedApp("capacity", cached=True)
     async with app.run_test(size=(200, 50)) as pilot:
         app.feed(60)
         await pilot.pause()
@@ -502,7 +502,7 @@ async def test_capacity_oom_kill_from_the_kernel_log_reaches_the_panel():
 
 
 async def test_memory_leak_flags_a_growing_gpu():
-    app = FedApp("memory-leak")
+    app = FedApp("memory-leak", cached=True)
     async with app.run_test(size=(200, 50)) as pilot:
         app.feed(90)
         await pilot.pause()
@@ -511,7 +511,7 @@ async def test_memory_leak_flags_a_growing_gpu():
 
 
 async def test_steady_memory_is_not_flagged():
-    app = FedApp("compute-bound")
+    app = FedApp("compute-bound", cached=True)
     async with app.run_test(size=(200, 50)) as pilot:
         app.feed(60)
         await pilot.pause()
@@ -532,7 +532,7 @@ async def test_bracketed_text_in_a_command_line_is_shown_as_text_not_markup():
 
 async def test_no_color_keeps_every_state_in_words(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    app = FedApp("xid-79")
+    app = FedApp("xid-79", cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.no_color
         app.feed(100)

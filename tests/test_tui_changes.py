@@ -27,7 +27,7 @@ def row_of(app, needle: str) -> str:
 
 @pytest.mark.parametrize("size", [(40, 12), *SIZES], ids=["40x12", *IDS])
 async def test_memory_growth_appears_whole_after_the_first_frame(size):
-    app = FedApp("memory-leak")
+    app = FedApp("memory-leak", cached=True)
     async with app.run_test(size=size) as pilot:
         app.feed(3)
         await pilot.pause()
@@ -44,7 +44,7 @@ async def test_memory_growth_appears_whole_after_the_first_frame(size):
 
 async def test_a_job_starting_is_not_growth():
     """Memory jumping when a job starts (ramp-up) is no leak: no flag while it settles."""
-    app = FedApp("tour")  # idle first, then a job starts and fills the GPUs
+    app = FedApp("tour", cached=True)  # idle first, then a job starts and fills the GPUs
     async with app.run_test(size=(200, 50)) as pilot:
         for _ in range(8):
             app.feed(10)
@@ -55,7 +55,7 @@ async def test_a_job_starting_is_not_growth():
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
 async def test_a_gpu_lost_mid_run_shows_lost_on_its_row(size):
-    app = FedApp("xid-79")
+    app = FedApp("xid-79", cached=True)
     async with app.run_test(size=size) as pilot:
         app.feed(30)
         await settled(pilot, lambda: "/79.6" in row_of(app, "GPU3"))
@@ -74,7 +74,7 @@ async def test_a_gpu_lost_mid_run_shows_lost_on_its_row(size):
 
 
 async def test_p_twice_keeps_every_word_whole():
-    app = FedApp("memory-leak")
+    app = FedApp("memory-leak", cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(40)
         await pilot.pause()
@@ -88,7 +88,7 @@ async def test_p_twice_keeps_every_word_whole():
 
 
 async def test_xid_events_arriving_while_the_pane_is_hidden_show_when_it_is_shown():
-    app = FedApp("xid-79")
+    app = FedApp("xid-79", cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         app.feed(5)
         await pilot.press("4")
@@ -106,7 +106,7 @@ async def test_xid_events_arriving_while_the_pane_is_hidden_show_when_it_is_show
 
 @pytest.mark.parametrize("key", ["1", "2", "3", "4", "5"])
 async def test_every_pane_follows_a_resize_in_between(key):
-    app = FedApp("xid-79")
+    app = FedApp("xid-79", cached=True)
     async with app.run_test(size=(200, 50)) as pilot:
         app.feed(20)
         await pilot.press(key)
@@ -144,7 +144,7 @@ async def test_driver_facts_that_change_while_the_pane_is_hidden_show_when_shown
 
 async def test_utilization_figures_follow_a_drop_at_once():
     """Busy time falling from ~100 % to a sawtooth shows on the next tick, trace and figure."""
-    app = FedApp("compute-then-input")
+    app = FedApp("compute-then-input", cached=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("2")
         app.feed(50)
@@ -168,7 +168,7 @@ async def test_utilization_figures_follow_a_drop_at_once():
 async def test_the_panel_figures_are_never_dated_while_ticks_come_every_second():
     """A steady verdict sampled every second repaints its held figures within 5 s: the panel
     never says "(figures N s old)" on the tick path; a new verdict shows fresh figures."""
-    app = FedApp("compute-then-input")
+    app = FedApp("compute-then-input", cached=True)
     async with app.run_test(size=(200, 50)) as pilot:
         app.feed(40)
         await pilot.pause()
@@ -188,7 +188,7 @@ async def test_the_panel_figures_are_never_dated_while_ticks_come_every_second()
 
 
 async def test_no_verdict_yet_says_how_long_until_one():
-    app = FedApp("compute-bound")
+    app = FedApp("compute-bound", cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         app.feed(2)
         await pilot.pause()
@@ -201,7 +201,7 @@ async def test_no_verdict_yet_says_how_long_until_one():
 
 
 async def test_the_tab_strip_names_the_pane_shown():
-    app = FedApp("compute-bound")
+    app = FedApp("compute-bound", cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         app.feed(2)
         await pilot.pause()

@@ -98,7 +98,7 @@ async def test_every_process_row_is_reached_by_keys_at_80x24(scenario):
     """Every shape of table: Down from the first row visits every process once, End puts the last on
     screen, Home the first, PgUp moves up. (Each row's being on screen as Down passes it is
     checked on the scenarios whose rows do not all fit, below: a pause per key.)"""
-    app = FedApp(scenario)
+    app = FedApp(scenario, cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         table = await _feed_and_settle(app, pilot, scenario)
         n = table.row_count
@@ -122,7 +122,7 @@ async def test_every_process_row_is_reached_by_keys_at_80x24(scenario):
 
 @pytest.mark.parametrize("scenario", ["input-starved", "xid-79", "comm-bound"])
 async def test_down_keeps_each_row_on_screen_where_not_all_fit(scenario):
-    app = FedApp(scenario)
+    app = FedApp(scenario, cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         table = await _feed_and_settle(app, pilot, scenario)
         n = table.row_count
@@ -644,7 +644,7 @@ async def test_owner_takes_the_user_columns_place_at_80x24(scenario, owners):
     """At 80 columns OWNER replaces USER (no room for both beside a readable command): a pod,
     a job and a container each by its label, the pod by its name where `pod NS/NAME` does not
     fit (a StatefulSet's pods differ by the name's end)."""
-    app = FedApp(scenario)
+    app = FedApp(scenario, cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         table = await _feed_and_settle(app, pilot, scenario)
         assert "owner" in table.columns and "user" not in table.columns

@@ -16,7 +16,7 @@ PANES = [("1", "memory"), ("2", "utilization"), ("3", "mapping"), ("4", "xid"), 
 
 def fed(scenario: str, seconds: int, *keys: str, **kw):
     """An app fed `seconds` of `scenario`, then `keys` pressed, then one more tick."""
-    app = FedApp(scenario, **kw)
+    app = FedApp(scenario, **kw, cached=True)
 
     async def run_before(pilot):
         app.feed(seconds)
@@ -73,7 +73,7 @@ def test_no_driver_banner_80x24(snap_compare):
 
 def test_memory_growth_80x24_after_a_minute(snap_compare):
     """The first frame had no trend; a minute later the rate and GROWING fit on every row."""
-    app = FedApp("memory-leak")
+    app = FedApp("memory-leak", cached=True)
 
     async def run_before(pilot):
         app.feed(3)
@@ -86,7 +86,7 @@ def test_memory_growth_80x24_after_a_minute(snap_compare):
 
 def test_gpu_lost_mid_run_memory_and_utilization_120x40(snap_compare):
     """GPU 3 reported for 90 s, then fell off the bus: its rows say LOST, the rest go on."""
-    app = FedApp("xid-79")
+    app = FedApp("xid-79", cached=True)
 
     async def run_before(pilot):
         await pilot.press("2")
@@ -100,7 +100,7 @@ def test_gpu_lost_mid_run_memory_and_utilization_120x40(snap_compare):
 
 def test_xid_events_that_arrived_while_hidden_120x40(snap_compare):
     """The Xid pane was shown empty, hidden while the event came, and shown again."""
-    app = FedApp("xid-79")
+    app = FedApp("xid-79", cached=True)
 
     async def run_before(pilot):
         app.feed(5)
@@ -117,7 +117,7 @@ def test_xid_events_that_arrived_while_hidden_120x40(snap_compare):
 
 def test_resized_wide_and_back_80x24(snap_compare):
     """Ticks at 80x24, 200x50 and 80x24 again: the widths follow, nothing keeps a stale cut."""
-    app = FedApp("memory-leak")
+    app = FedApp("memory-leak", cached=True)
 
     async def run_before(pilot):
         app.feed(20)
@@ -139,7 +139,7 @@ def test_panel_hidden_and_shown_again_120x40(snap_compare):
 
 def test_wide_200x50_filtered_and_sorted(snap_compare):
     """The panel takes a third of a wide terminal; a filter shows in the tab strip."""
-    app = FedApp("compute-bound")
+    app = FedApp("compute-bound", cached=True)
 
     async def run_before(pilot):
         app.feed(30)

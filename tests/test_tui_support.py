@@ -17,7 +17,14 @@ from textual import events
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 
 from gputop_diag import sim
+from gputop_diag.model import Snapshot
+from gputop_diag.monitor.sampler import Sampler
+from gputop_diag.sources import Sources
 from gputop_diag.tui import GpuTopApp, SnapshotReady
+
+# Set (to anything) to check each sample handed out by `cached=True` against the app's own
+# collectors' sample of the same tick: the two must be equal (`dataclasses` equality).
+VERIFY_CACHED = "GPUTOP_TEST_VERIFY_CACHED"
 
 
 def tick(app: GpuTopApp) -> None:
@@ -27,12 +34,74 @@ def tick(app: GpuTopApp) -> None:
     app.sources.clock.sleep(1.0)
 
 
-class FedApp(GpuTopApp):
-    """The real app, its collector thread replaced by ticks we take ourselves."""
+class Samples:
+    """The samples the real collectors (a `Sampler`) take of one scenario's simulated machine,
+    a simulated second apart, as the app's own Sampler takes them under `FedApp.feed`: taken
+    once per worker, as far as the longest run asked, and handed to every app that asks again.
+    The simulator is deterministic for a scenario (`test_sim_scenarios.py`), so the app's own
+    collectors would sample the same (checked under $GPUTOP_TEST_VERIFY_CACHED)."""
 
-    def __init__(self, scenario: str = "compute-bound", **kw) -> None:
+    _made: dict[tuple, Samples] = {}
+
+    def __init__(self, scenario: str) -> None:
+        self.sources = sim.build(scenario)
+        self.sampler = Sampler(self.sources)
+        self.taken: list[Snapshot] = []
+
+    @classmethod
+    def of(cls, scenario: str) -> Samples:
+        # the simulated driver and faults come from the environment (`sim.build`)
+        key = (scenario, os.environ.get(sim.DRIVER_ENV), os.environ.get(sim.FAULTS_ENV))
+        if key not in cls._made:
+            cls._made[key] = cls(scenario)
+        return cls._made[key]
+
+    def at(self, n: int, now: float) -> Snapshot:
+        """The machine's `n`-th sample (0: the first), which must be taken at `now`."""
+        while len(self.taken) <= n:
+            self.taken.append(self.sampler.collect())
+            self.sources.clock.sleep(1.0)
+        snap = self.taken[n]
+        if snap.timestamp != now:  # a tick of another pace: the samples are not this run's
+            raise AssertionError(
+                f"cached samples: tick {n} comes at {now}, the cached one at {snap.timestamp}; "
+                "this test needs the collectors' own ticks (FedApp(cached=False))"
+            )
+        return snap
+
+
+class CachedSampler(Sampler):
+    """The app's Sampler, whose ticks after the first are the cached `Samples` of its scenario:
+    the first tick is its own (it opens NVML for the health checks and every other reader, as
+    in a run), and checked equal to the cached one; the rest of the tick (the slow sources, the
+    health checks, the probes, the Xid triage, the classifier) is the Monitor's, as always."""
+
+    def __init__(self, sources: Sources, samples: Samples) -> None:
+        super().__init__(sources)
+        self.samples = samples
+        self.verify = bool(os.environ.get(VERIFY_CACHED))
+        self.count = 0
+
+    def collect(self) -> Snapshot:
+        n, self.count = self.count, self.count + 1
+        cached = self.samples.at(n, self.sources.clock.now())
+        if n == 0 or self.verify:
+            own = super().collect()
+            assert own == cached, f"tick {n}: the cached sample is not the collectors' own"
+        return cached
+
+
+class FedApp(GpuTopApp):
+    """The real app, its collector thread replaced by ticks we take ourselves. `cached`: its
+    Sampler hands out the scenario's cached samples (`CachedSampler`), for tests that only
+    watch the machine: none that acts on it (a signal, a kill, a process that vanishes, a hung
+    call) or changes the simulator mid-run, nor one that ticks at another pace (`+`, `r`)."""
+
+    def __init__(self, scenario: str = "compute-bound", *, cached: bool = False, **kw) -> None:
         self.sim_sources = sim.build(scenario)
         super().__init__(self.sim_sources, start_collectors=False, **kw)
+        if cached:  # the Monitor makes its Sampler on first use: this one instead
+            self.monitor._sampler = CachedSampler(self.sim_sources, Samples.of(scenario))
 
     def feed(self, seconds: int = 1) -> None:
         """Tick once a simulated second, `seconds` times."""
