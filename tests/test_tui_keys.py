@@ -176,7 +176,7 @@ async def test_the_command_shows_the_script_not_the_interpreters_path():
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_low_bandwidth_draws_ascii_only(size):
-    app = FedApp("xid-79", low_bandwidth=True, interval=2.0)
+    app = FedApp("xid-79", low_bandwidth=True, interval=2.0, cached=True)
     async with app.run_test(size=size) as pilot:
         app.feed(100)
         await pilot.pause()

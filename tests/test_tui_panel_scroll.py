@@ -13,7 +13,7 @@ from gputop_diag.tui.side_panel import SidePanel
 
 @pytest.mark.parametrize("scenario", ["thermal-throttle", "xid-79"])
 async def test_the_whole_panel_scrolls_to_its_last_line_at_80x24(scenario):
-    app = FedApp(scenario)
+    app = FedApp(scenario, cached=True)
     async with app.run_test(size=(80, 24)) as pilot:
         app.feed(100 if scenario == "xid-79" else 30)
         await pilot.pause()
