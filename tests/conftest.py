@@ -47,7 +47,7 @@ sys.dont_write_bytecode = False
 os.environ.setdefault("GPUTOP_DIAG_FLEET_WORKERS", "1")
 
 E2E = [
-    "test_ranks_watch.py",  # watch --probe on four-rank jobs (torchrun), about 20 s each
+    "test_ranks_watch.py",  # watch --probe on three- and four-rank jobs (torchrun), 15 to 20 s each
     # real services
     "test_fleet_prometheus.py",  # a real Prometheus (and node-exporter) scraping the exporter
     "test_fleet_tls.py",  # Prometheus behind TLS, openssl
