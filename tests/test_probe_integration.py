@@ -148,7 +148,7 @@ def test_watch_probe_with_a_sync_every_step_finds_the_call_site(cli, tmp_path):
     torch = pytest.importorskip("torch")
     r = _watch(
         cli, tmp_path, "--seconds", "15", "--", sys.executable, TRAIN,
-        "--seconds", "3", "--sync-every", "1",
+        "--seconds", "1", "--sync-every", "1",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     text = r.stdout
