@@ -4,13 +4,16 @@ that stops stepping (the hang), one killed; DistributedDataParallel and a plain 
 
 The ranks are examples/ranks.py forked from one process that imported torch once
 (tests/data/jobs/fork_ranks.py: the environment torchrun gives, without four torch imports on a
-two-core machine); test_ranks_watch.py runs the same job under torchrun and `watch --probe`.
+two-core machine), each job's from a launcher forked from the one `fork_ranks.py serve` of this
+module (one torch import, about 3.5 s of CPU, for every job: the tests share a worker);
+test_ranks_watch.py runs the same job under torchrun and `watch --probe`.
 The reader and the judgement are the ones every surface uses; only the hang's floor is lowered
 here (10 s in the product) so that the test waits seconds, not tens of them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -32,25 +35,54 @@ LAUNCHER = REPO / "tests" / "data" / "jobs" / "fork_ranks.py"
 sys.path.insert(0, str(LAUNCHER.parent))
 from fork_ranks import free_port  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("ranks-jobs")  # one launcher server for every job
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`fork_ranks.py serve` under the probe's environment, as `watch --probe` gives it: torch
+    imported once; each job's launcher forked from it."""
+    runtime = tmp_path_factory.mktemp("ranks-run")
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime), OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(LAUNCHER), "serve"],
+        cwd=REPO,
+        env=probe_environment(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    yield proc, runtime
+    proc.stdin.close()  # the server waits for its launchers, which the tests stopped
+    proc.wait(30)
+    proc.stdout.close()
+
 
 class Job:
-    def __init__(self, tmp_path: Path, args: list[str], probe: bool = True) -> None:
-        env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path), OMP_NUM_THREADS="1")
-        env.pop("PYTHONPATH", None)
-        if probe:
-            env = probe_environment(env)
+    def __init__(self, server, tmp_path: Path, args: list[str]) -> None:
+        proc, runtime = server
         # 30 ms of work a step (not the example's 10): half the steps, half the CPU of four
         # ranks on two cores, and every gap asserted below is still over the 20 % gate
-        argv = [sys.executable, str(LAUNCHER), "4", str(free_port()), "--", "--step-ms", "30"]
-        argv += args
-        self.proc = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        self.pids = [int(p) for p in self.proc.stdout.readline().split()]
-        self.reader = ProbeReader({"XDG_RUNTIME_DIR": str(tmp_path)}, RealProcFS())
+        job = {"world": 4, "port": free_port(), "args": ["--step-ms", "30", *args]}
+        job["log"] = str(tmp_path / "job.log")
+        proc.stdin.write(json.dumps(job) + "\n")
+        proc.stdin.flush()
+        self.launcher, *self.pids = (int(p) for p in proc.stdout.readline().split())
+        assert len(self.pids) == 4, (self.launcher, self.pids)
+        self.reader = ProbeReader({"XDG_RUNTIME_DIR": str(runtime)}, RealProcFS())
 
     def view(self):
         return judge_ranks(self.reader.read(self.pids).states, at=time.time())
+
+    def ended(self) -> bool:
+        """The launcher has exited (its ranks have): gone, or a zombie the server has not
+        waited for yet."""
+        try:
+            with open(f"/proc/{self.launcher}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
 
     def until(self, done, timeout: float):
         """Read every half second until `done(view)`; the last view either way."""
@@ -60,28 +92,25 @@ class Job:
             view = self.view()
             if view is not None and done(view):
                 return view
-            if self.proc.poll() is not None and view is not None:
+            if self.ended() and view is not None:
                 return self.view()
             time.sleep(0.5)
         return view
 
     def stop(self) -> None:
-        for pid in [*self.pids, self.proc.pid]:
+        for pid in [*self.pids, self.launcher]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        self.proc.wait(10)
-        self.proc.stdout.close()
-        self.proc.stderr.close()
 
 
 @pytest.fixture
-def job(tmp_path):
+def job(server, tmp_path):
     started = []
 
-    def start(*args: str, probe: bool = True) -> Job:
-        j = Job(tmp_path, list(args), probe)
+    def start(*args: str) -> Job:
+        j = Job(server, tmp_path, list(args))
         started.append(j)
         return j
 
