@@ -29,21 +29,38 @@ WINDOW_S = 60
 pytestmark = pytest.mark.xdist_group("diagnose")
 
 
+class _Run:
+    """A scenario sampled once through the real Sampler, a tick a second, as far as the longest
+    record asked (a run of fewer seconds is the start of a longer one: the simulator is
+    deterministic): each tick's window of the last 60 s and diagnosis."""
+
+    def __init__(self, name: str, seed: int | None) -> None:
+        self.sources = sim.build(name, seed=seed)
+        self.sampler = Sampler(self.sources, interval=1.0)
+        self.sched = tuple(collect_scheduler_evidence(self.sources))
+        self.windows: list[tuple] = []
+        self.trail: list = []
+
+    def until(self, seconds: int) -> None:
+        while len(self.trail) <= seconds:
+            if self.trail:
+                self.sources.clock.sleep(1.0)
+            self.sampler.sample()
+            window = self.sampler.history.snapshots(WINDOW_S)
+            self.trail.append(classify(window, self.trail[-1] if self.trail else None, self.sched))
+            self.windows.append(window)
+
+
 @functools.cache
+def _run(name: str, seed: int | None) -> _Run:
+    return _Run(name, seed)
+
+
 def record(name: str, seconds: int = 90, seed: int | None = None):
     """(window of the last 60 s, every tick's diagnosis, scheduler evidence) of a scenario."""
-    sources = sim.build(name, seed=seed)
-    sampler = Sampler(sources, interval=1.0)
-    sched = tuple(collect_scheduler_evidence(sources))
-    diag, trail = None, []
-    for k in range(seconds + 1):
-        if k:
-            sources.clock.sleep(1.0)
-        sampler.sample()
-        diag = classify(sampler.history.snapshots(WINDOW_S), diag, sched)
-        trail.append(diag)
-    sampler.close()
-    return sampler.history.snapshots(WINDOW_S), tuple(trail), sched
+    run = _run(name, seed)
+    run.until(seconds)
+    return run.windows[seconds], tuple(run.trail[: seconds + 1]), run.sched
 
 
 @pytest.mark.parametrize("info", DECLARED, ids=lambda i: i.name)
