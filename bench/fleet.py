@@ -18,11 +18,12 @@
    CPU up to four, or --workers N) summed every 20 ms; the CPU seconds of them all).
 
 Prints the size of the fleet, the import, the fleet command's wall time and peak RSS (medians
-of 3) against the targets (10 s, 1 GB), per node, how many nodes the triage judged from
-Prometheus' aggregates and how many it read raw, and why (`gputop_diag/fleet/triage.py`),
-the time Prometheus' engine spent on the fleet's queries, and how many nodes it named as their
-scenario declares (--interval 30: dcgm-exporter's default scrape interval, where NVLink
-averaged over a scrape is coarsest).
+of 3) against the targets (10 s at up to 1,024 nodes, 1 GB at any size; every node named as
+its scenario declares; every run exits 0: else the exit status is 1), per node, how many
+nodes the triage judged from Prometheus' aggregates and how many it read raw, and why
+(`gputop_diag/fleet/triage.py`), the time Prometheus' engine spent on the fleet's queries,
+and how many nodes it named as their scenario declares (--interval 30: dcgm-exporter's
+default scrape interval, where NVLink averaged over a scrape is coarsest).
 Needs `prometheus` and `promtool` (Debian: apt-get install prometheus).
 """
 
@@ -61,6 +62,7 @@ SCENARIOS = (
 NODES_PER_JOB = 4
 TARGET_S = 10.0
 TARGET_MB = 1000.0
+TARGET_NODES = 1024  # the fleet the wall target is set for
 
 
 def scenario_of(i: int, idle_share: float = 0.0) -> str:
@@ -327,10 +329,11 @@ def main() -> int:
                 [sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True
             )
             runs.append(json.loads(m.stdout) | {"prom_s": query_seconds(url) - before})
-        best = min(runs, key=lambda r: r["wall_s"])
-        if best["rc"] != 0:
-            print("fleet failed:", best["stderr"])
+        failed = [r for r in runs if r["rc"] != 0]
+        if failed:  # every run counts in the medians: a failed one is no figure
+            print(f"fleet failed ({len(failed)} of 3 runs):", failed[0]["stderr"])
             return 1
+        best = min(runs, key=lambda r: r["wall_s"])
         doc = json.loads(best["stdout"])
         wall = sorted(r["wall_s"] for r in runs)
         rss = sorted(r["rss_kb"] / 1024 for r in runs)
@@ -370,8 +373,22 @@ def main() -> int:
             f"  judged from Prometheus' aggregates: {reads.get('aggregate', 0)} nodes; read raw: "
             f"{reads.get('raw', len(doc['nodes']))}" + (f" ({why})" if why else "")
         )
-        ok = wall[1] < TARGET_S and rss_mb < TARGET_MB
-        print("  " + ("within" if ok else "OVER") + " the targets")
+        # The wall target is the issue's, set at 1,024 nodes; a larger fleet prints its figures
+        # (their growth is what counts there). Memory stays bounded at any size, and a node not
+        # named as its scenario declares fails the run at any size (the window must hold what
+        # its class needs: a leak at 30 s scrapes needs `--window 12m`).
+        named = sum(right.values()) == len(doc["nodes"])
+        timed = len(doc["nodes"]) <= TARGET_NODES
+        ok = named and rss_mb < TARGET_MB and (wall[1] < TARGET_S or not timed)
+        said = []
+        if not named:
+            said.append(f"{len(doc['nodes']) - sum(right.values())} nodes not named as declared")
+        if timed and wall[1] >= TARGET_S:
+            said.append(f"wall {wall[1]:.1f} s")
+        if rss_mb >= TARGET_MB:
+            said.append(f"peak RSS {rss_mb:.0f} MB")
+        where = "" if timed else f" (the wall target is for at most {TARGET_NODES:,} nodes)"
+        print("  " + ("within the targets" + where if ok else "OVER: " + "; ".join(said)))
         return 0 if ok else 1
     finally:
         if prom is not None:
