@@ -203,6 +203,27 @@ def test_the_odd_node_out_of_a_waiting_job_is_the_straggler():
     assert "slow holds the job back" in text and "By class:" in text
 
 
+def test_the_text_is_laid_out_for_the_terminal_and_whole_in_a_file(monkeypatch):
+    """The evidence column is cut to the terminal's width (COLUMNS too), never to a fixed 100
+    columns; sent to a file or a pipe, every line is whole."""
+    from gputop_diag.commands.fleet import text_width
+
+    nodes = [node(k, "memory-leak", None) for k in ("a", "b")]
+    fv = judge_fleet(fleet_of(*nodes))
+    whole = render_fleet_text(fv, width=10_000)
+    evidence = max(len(line) for line in whole.splitlines() if line.startswith("a "))
+    assert evidence > 100  # a leak's evidence, with its time until full
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert text_width() >= evidence  # the test's stdout is captured: not a terminal
+    monkeypatch.setenv("COLUMNS", "150")
+    assert text_width() == 150
+    cut = render_fleet_text(fv, width=text_width())
+    assert all(len(line) <= 150 for line in cut.splitlines() if line.startswith("a "))
+    assert any(line.endswith("…") for line in cut.splitlines() if line.startswith("a "))
+    monkeypatch.setenv("COLUMNS", "20")
+    assert text_width() == 60
+
+
 def test_two_different_nodes_in_a_small_job_are_not_a_straggler():
     nodes = [node("a", "comm-bound", "j"), node("b", "input-starved", "j")]
     nodes.append(node("c", "compute-bound", "j"))

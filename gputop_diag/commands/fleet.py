@@ -205,8 +205,21 @@ def run(args: argparse.Namespace, sources=None) -> int:
         doc = to_fleet_json(verdict, prometheus=prom.url, match=args.match, group_by=group_by)
         print(json.dumps(doc, indent=2))
     else:
-        print(render_fleet_text(verdict))
+        print(render_fleet_text(verdict, width=text_width()))
     return 0
+
+
+def text_width() -> int:
+    """The width the text is laid out for: the terminal's (or `COLUMNS`), at least 60; where
+    the output goes to a file or a pipe, none: every line whole, for grep and for reading."""
+    import os
+    import shutil
+    import sys
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() or sys.stdout.isatty():
+        return max(60, shutil.get_terminal_size().columns)
+    return 1_000_000
 
 
 def _window_too_short(args: argparse.Namespace, step: float) -> int:
@@ -234,7 +247,7 @@ def _print_sanitized(verdict, args: argparse.Namespace, group_by: str, url: str)
         doc = to_fleet_json(shown, prometheus=None, match=None, group_by=group_by)
         text = json.dumps(doc, indent=2)
     else:
-        text = render_fleet_text(shown)
+        text = render_fleet_text(shown, width=text_width())
     if url in text:
         text = text.replace(url, "Prometheus")
     out = sanitized_output(text, names.s)
