@@ -28,6 +28,7 @@ from gputop_diag.diagnose import thresholds as T
 from gputop_diag.fleet.judge import render_fleet_text, to_fleet_json
 from gputop_diag.fleet.query import PRESENCE, find_step, step_spans
 from gputop_diag.fleet.stream import stream_fleet
+from gputop_diag.model.formats import count
 from gputop_diag.prometheus.client import Prometheus, PrometheusError
 
 PROMETHEUS = shutil.which("prometheus")
@@ -279,7 +280,7 @@ def test_the_triage_clears_only_the_nodes_the_aggregates_decide(triage_prometheu
     fv = stream_fleet(prom, window_s=WINDOW, at=end)
     text = render_fleet_text(fv)
     raw = len(NODES) + 1 - len(aggregate)
-    assert f"aggregates (idle throughout): {len(aggregate)} nodes; read raw: {raw}" in text
+    assert f"aggregates (idle throughout): {count(len(aggregate), 'node')}; read raw: {raw}" in text
 
 
 @pytest.mark.parametrize(("stopped_s", "window_s"), [(0, WINDOW), (100, WINDOW), (200, WINDOW),
@@ -324,8 +325,13 @@ class _Asked:
 
 @pytest.mark.parametrize(
     ("match", "narrow"),
-    [("", True), ('{job="dcgm"}', True), ('job="dcgm", ', True), ('gpu="3"', False),
-     ('gpu=~"1|2"', False)],  # fmt: skip
+    [
+        ("", True),
+        ('{job="dcgm"}', True),
+        ('job="dcgm", ', True),
+        ('gpu="3"', False),
+        ('gpu=~"1|2"', False),
+    ],  # fmt: skip
 )
 def test_the_scrape_interval_is_counted_on_each_nodes_gpu_0_where_the_match_keeps_one(
     triage_prometheus, match, narrow

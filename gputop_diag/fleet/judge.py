@@ -465,7 +465,8 @@ def render_fleet_text(fv: FleetVerdict, *, width: int = 100) -> str:
     aggregate = sum(v.read == "aggregate" for v in fv.nodes)
     if aggregate:
         lines.append(
-            f"Judged from Prometheus' aggregates (idle throughout): {aggregate} nodes; read "
+            "Judged from Prometheus' aggregates (idle throughout): "
+            f"{formats.count(aggregate, 'node')}; read "
             f"raw: {len(fv.nodes) - aggregate}"
         )
     lines += [f"warning: {w}" for w in data.warnings]
