@@ -145,7 +145,7 @@ E2E = [
 ]
 
 SLOW = [
-    "test_ranks_jobs.py",  # four-rank gloo jobs, 5 to 13 s each
+    "test_ranks_jobs.py",  # four-rank gloo jobs forked from one torch import, 2.5 to 7 s each
     "test_sanitize_nccl.py::test_every_generated_nccl_prefix_is_pseudonymised",  # 600 lines
     "test_sanitize_own_words.py::test_sanitized_health_keeps_every_title_and_next_step",
     "test_sanitize_own_words.py::test_a_sanitized_replay_keeps_the_advice_in_every_section",
