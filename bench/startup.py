@@ -10,9 +10,9 @@ where gputop-diag is pip-installed, not editable, to leave out the editable find
 - `gputop-diag --version`,
 - `gputop-diag --help`,
 - `gputop-diag --demo idle snapshot --json` (the simulator's 8 GPUs),
-- `gputop-diag snapshot --json` (this machine's NVML; without a driver it exits 3 after the
-  host figures, which still take two readings 0.11 s apart for the rates), and with `--fast`
-  (one reading, no warm-up),
+- `gputop-diag snapshot --json` (this machine's NVML, one reading; without a driver it exits 3
+  after the host figures), and with `--rates` (two readings: NVML's GPM figures need them 0.1 s
+  apart),
 
 N times each (default 10, after one untimed warm-up run each; the runs of the commands are
 interleaved, so a load that comes and goes touches them alike) and prints the median, min and max
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         "gputop-diag --demo idle snapshot --json": [gputop, "--demo", "idle", "snapshot", "--json"],
         # the machine's own NVML: without a driver it fails at once (exit 3), like nvitop --once
         "gputop-diag snapshot --json": [gputop, "snapshot", "--json"],
-        # the same without the warm-up (a second reading 0.11 s later, for the rates)
-        "gputop-diag snapshot --json --fast": [gputop, "snapshot", "--json", "--fast"],
+        # two readings: also each process's CPU %, NVLink throughput and NVML's GPM figures
+        "gputop-diag snapshot --json --rates": [gputop, "snapshot", "--json", "--rates"],
         # the floor of any GPM figure: the interpreter, pynvml and nvmlInit, then 0.1 s
         "python -c 'import pynvml; nvmlInit()'": [
             _bin(args.venv, "python"),
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         for ours in (
             "gputop-diag --demo idle snapshot --json",
             "gputop-diag snapshot --json",
-            "gputop-diag snapshot --json --fast",
+            "gputop-diag snapshot --json --rates",
         ):
             mine = statistics.median(results[ours][0])
             for name in ('nvitop: python -c "import nvitop"', "nvitop --once"):
@@ -230,18 +230,20 @@ def main(argv: list[str] | None = None) -> int:
                 if ours == "gputop-diag snapshot --json" and name == "nvitop --once":
                     target = f" (target <= {TARGET_SNAPSHOT_X}x)"
                 print(f"{ours} / {name}: {mine / other:.2f}x (medians){target}")
-        waits = statistics.median(results["gputop-diag snapshot --json"][0]) - statistics.median(
-            results["gputop-diag snapshot --json --fast"][0]
-        )
+        waits = statistics.median(
+            results["gputop-diag snapshot --json --rates"][0]
+        ) - statistics.median(results["gputop-diag snapshot --json"][0])
         floor = statistics.median(results["python -c 'import pynvml; nvmlInit()'"][0]) + 0.1
         nvitop = statistics.median(results["nvitop --once"][0])
         print(
-            f"the second reading costs {waits * 1e3:.0f} ms (medians): NVML's GPM figures (SM "
+            f"--rates costs {waits * 1e3:.0f} ms more (medians): NVML's GPM figures (SM "
             "activity, DRAM bandwidth, tensor pipes) need two samples more than 100 ms apart "
             "(https://docs.nvidia.com/deploy/nvml-api/group__nvmlGpmFunctions.html); the first "
             "are taken right after nvmlInit (collect/nvml/head.py), so the wait overlaps the "
-            "imports and the first reading of the CPU, disk, NVLink and process rates (at least "
-            "0.05 s before the second); nvitop --once reads no GPM"
+            "imports and the first reading of the processes' CPU and NVLink (at least 0.05 s "
+            "before the second). One reading, the default (as nvitop --once, which reads no "
+            "GPM), averages the host's CPU % and disk rates from the command's start "
+            "(collect/host_head.py)"
         )
         print(
             f"no program can give a GPM figure before the interpreter, pynvml, nvmlInit and "
@@ -251,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 "\nnvitop --once failed (no NVIDIA driver here?): its time is its start-up and "
                 "the failure to load NVML, not a sample of the GPUs. The nearest pair is "
-                "`gputop-diag snapshot --json --fast` (the machine's NVML: the same failure, "
-                "exit 3, then one reading of the host); without --fast it also waits 0.11 s for "
-                "a second reading; `--demo idle` samples the simulator's 8 GPUs instead."
+                "`gputop-diag snapshot --json` (the machine's NVML: the same failure, exit 3, "
+                "then one reading of the host); with --rates it also waits for a second "
+                "reading; `--demo idle` samples the simulator's 8 GPUs instead."
             )
     return 0
 

@@ -99,7 +99,7 @@ E2E = [
     "test_nvml_cli.py::test_diagnose_with_nvml_down_says_why",
     "test_nvml_cli.py::test_diagnose_without_a_usable_nvml_stops_after_one_reading",
     "test_nvml_cli.py::test_every_gpu_lost_exits_3",
-    "test_nvml_cli.py::test_snapshot_fast_takes_one_reading_without_rates",
+    "test_nvml_cli.py::test_snapshot_takes_one_reading_and_rates_takes_two",
     "test_nvml_cli.py::test_snapshot_json_on_every_driver",
     "test_nvml_cli.py::test_snapshot_under_a_fault",
     "test_record_replay.py::test_a_recording_stopped_by_a_signal_is_readable",

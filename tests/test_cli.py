@@ -249,7 +249,7 @@ def test_the_snapshot_schema_table_is_what_snapshot_json_prints(capsys):
 
     docs = []
     for scenario in ("mig", "compute-bound"):
-        assert main(["--demo", scenario, "snapshot", "--json"]) == 0
+        assert main(["--demo", scenario, "snapshot", "--json", "--rates"]) == 0  # GPM too
         docs.append(json.loads(capsys.readouterr().out))
     assert main(["--demo", "idle", "snapshot", "--json", "--sanitize"]) == 0
     docs.append(json.loads(capsys.readouterr().out))

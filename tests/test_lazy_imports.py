@@ -1,7 +1,10 @@
-"""`snapshot`'s head start (`collect/nvml/head.py`): the GPM pair's first samples, taken before
-the model loads, become the NVML collector's own, so the second reading waits only for what is
-left of NVML's 0.1 s. On the simulator, whose clock jumps on `sleep`: the gaps read are the
-waits the code asked for. Which modules are loaded when is `tests/test_startup.py`'s."""
+"""`snapshot`'s head starts. One reading (the default): the host's first readings
+(`collect/host_head.py`), taken before the model loads, are the host collector's own, so its CPU %
+and disk rates are averaged over the loading, at least `RATE_MIN_S`. `--rates`: the GPM pair's
+first samples (`collect/nvml/head.py`) become the NVML collector's own, so the second reading
+waits only for what is left of NVML's 0.1 s. On the simulator, whose clock jumps on `sleep`: the
+gaps read are the waits the code asked for. Which modules are loaded when is
+`tests/test_startup.py`'s."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import sys
 import pytest
 
 from gputop_diag import sim
+from gputop_diag.collect.host_head import HostHead
 from gputop_diag.collect.nvml.head import GPM_MIN_INTERVAL_S, GpmHeadStart
 from gputop_diag.commands.common import HEAD_MARGIN_S, RATE_MIN_S, WARMUP_S, sample_once
 
@@ -23,6 +27,33 @@ def _uninitialized(nvml) -> bool:
     except nvml.NVMLError as e:
         return e.value == nvml.NVML_ERROR_UNINITIALIZED
     return False
+
+
+@pytest.mark.parametrize(("loading", "window"), [(0.0, RATE_MIN_S), (0.02, RATE_MIN_S), (0.3, 0.3)])
+def test_one_reading_averages_the_hosts_rates_from_the_head_start(loading, window):
+    """The one reading comes `RATE_MIN_S` after the host's first readings at the earliest (the
+    loading was quicker: it waits the rest), else right away; the disk rates are the counters'
+    difference over that window, and nothing of the GPUs or processes needing a second reading
+    is made up."""
+    feed = sim.build("compute-bound")
+    head = HostHead(feed.psutil, feed.clock).begin()
+    feed.clock.sleep(loading)  # the model and the collectors loading
+    before = feed.psutil.disk_io_counters()
+    snap = sample_once(feed, fast=True, host_head=head)
+    assert snap.timestamp - head.at == pytest.approx(window, abs=1e-6)
+    after = feed.psutil.disk_io_counters()
+    # the counters ran on for the wait alone (a byte's rounding)
+    assert abs(after.read_bytes - before.read_bytes - 2.0e6 * (window - loading)) <= 1
+    assert snap.host.disk_read_bytes_s == pytest.approx(2.0e6, rel=1e-4)
+    assert snap.host.disk_write_bytes_s == pytest.approx(1.5e6, rel=1e-4)
+    assert all(g.gpm is None and g.nvlink_tx_kib_s is None for g in snap.gpus)
+    assert snap.processes and all(p.cpu_pct is None for p in snap.processes)
+
+
+def test_one_reading_without_a_head_start_has_no_disk_rates():
+    """Without the host's first readings, one reading has no window: no disk rate, not 0."""
+    snap = sample_once(sim.build("compute-bound"), fast=True)
+    assert snap.host.disk_read_bytes_s is None and snap.host.disk_write_bytes_s is None
 
 
 def test_the_head_start_samples_every_gpm_gpu_and_the_collector_takes_them_over():
@@ -150,7 +181,7 @@ def test_snapshot_takes_its_first_gpm_samples_before_the_model_and_the_collector
         "head.GpmHeadStart.begin = spy\n"
         "from gputop_diag.cli import main\n"
         "try:\n"
-        "    main(['snapshot', '--json'])\n"
+        "    main(['snapshot', '--json', '--rates'])\n"
         "except BaseException:\n"
         "    pass\n"
         "print(json.dumps(seen), file=sys.stderr)\n"

@@ -96,16 +96,35 @@ def test_usable_gpus_and_the_reason_when_none():
     assert err is not None and "no GPU" in err.message
 
 
-def test_snapshot_fast_takes_one_reading_without_rates(cli):
+def test_snapshot_takes_one_reading_and_rates_takes_two(cli):
+    """One reading by default: what it gives, the host's rates over the window since the command
+    began, and null (not psutil's first-call 0.0) for what needs a second reading; `--rates`
+    gives those; `--fast`, the default's name before, is still taken."""
     import json
 
-    r = run(cli, "snapshot", "--demo", "compute-bound", "--json", "--fast")
-    assert r.returncode == 0, r.stderr
+    for extra in ([], ["--fast"]):
+        r = run(cli, "snapshot", "--demo", "compute-bound", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert all(g["gpm"] is None for g in doc["gpus"])  # GPM needs two readings
+        assert all(g["nvlink_tx_kib_s"] is None for g in doc["gpus"])
+        assert all(g["util_gpu_pct"] is not None for g in doc["gpus"])
+        assert doc["processes"] and all(p["cpu_pct"] is None for p in doc["processes"])
+        # the scenario's disks read 2 MB/s and write 1.5 MB/s: averaged from the head start
+        assert doc["host"]["disk_read_bytes_s"] == pytest.approx(2.0e6, rel=1e-3)
+        assert doc["host"]["disk_write_bytes_s"] == pytest.approx(1.5e6, rel=1e-3)
+    r = run(cli, "snapshot", "--demo", "compute-bound", "--json", "--rates")
     doc = json.loads(r.stdout)
-    assert all(g["gpm"] is None for g in doc["gpus"])  # GPM needs two readings
-    assert all(g["util_gpu_pct"] is not None for g in doc["gpus"])
-    r = run(cli, "snapshot", "--demo", "compute-bound", "--json")
-    assert any(g["gpm"] is not None for g in json.loads(r.stdout)["gpus"])
+    assert all(g["gpm"] is not None for g in doc["gpus"])
+    assert all(g["nvlink_tx_kib_s"] is not None for g in doc["gpus"])
+    assert all(p["cpu_pct"] is not None for p in doc["processes"])
+    r = run(cli, "snapshot", "--demo", "compute-bound", "--rates", "--fast")
+    assert r.returncode == 2 and "not allowed with" in r.stderr
+    # the text says why the processes' CPU % reads n/a, and how to have it
+    one = run(cli, "snapshot", "--demo", "compute-bound").stdout.splitlines()
+    assert one[-1] == "one reading: the processes' CPU %, NVLink and GPM figures need two (--rates)"
+    two = run(cli, "snapshot", "--demo", "compute-bound", "--rates").stdout
+    assert "one reading" not in two and " n/a " not in two
 
 
 def test_diagnose_without_a_usable_nvml_stops_after_one_reading(cli):

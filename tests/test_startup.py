@@ -174,7 +174,7 @@ def test_snapshot_takes_its_first_gpm_samples_before_the_model_loads():
         "    spy.loaded = sorted(sys.modules)\n"
         "    return begin(self)\n"
         "head.GpmHeadStart.begin = spy\n"
-        "main(['snapshot', '--json'])\n"
+        "main(['snapshot', '--json', '--rates'])\n"
         "print(json.dumps(spy.loaded))"
     )
     at_head = json.loads(printed.splitlines()[-1])
@@ -182,3 +182,28 @@ def test_snapshot_takes_its_first_gpm_samples_before_the_model_loads():
     assert [m for m in at_head if m.startswith("gputop_diag.model")] == []
     assert "gputop_diag.monitor.sampler" not in at_head
     assert "gputop_diag.model.codec" in modules  # then everything the snapshot needs
+
+
+def test_snapshot_takes_the_hosts_first_readings_before_the_model_loads():
+    """One reading (the default): the host's CPU % and disk rates are averaged over the model's
+    and the collectors' loading (`collect/host_head.py`): when the head start reads psutil,
+    none of them is loaded yet, nor NVML; no GPM samples are taken."""
+    modules, printed = loaded_after(
+        "import gputop_diag.collect.host_head as head\n"
+        "import gputop_diag.collect.nvml.head as gpm\n"
+        "begin = head.HostHead.begin\n"
+        "def spy(self):\n"
+        "    spy.loaded = sorted(sys.modules)\n"
+        "    return begin(self)\n"
+        "head.HostHead.begin = spy\n"
+        "def no_gpm(self):\n"
+        "    raise AssertionError('GPM sampled for one reading')\n"
+        "gpm.GpmHeadStart.begin = no_gpm\n"
+        "main(['snapshot', '--json'])\n"
+        "print(json.dumps(spy.loaded))"
+    )
+    at_head = json.loads(printed.splitlines()[-1])
+    assert "gputop_diag.commands.snapshot" in at_head and "pynvml" not in at_head
+    assert [m for m in at_head if m.startswith("gputop_diag.model")] == []
+    assert "gputop_diag.monitor.sampler" not in at_head
+    assert "gputop_diag.model.codec" in modules

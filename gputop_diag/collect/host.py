@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import HostState, PressureStall
+
+if TYPE_CHECKING:
+    from .host_head import HostHead
 
 PRESSURE_RESOURCES = ("cpu", "io", "memory")
 
@@ -33,12 +36,17 @@ def parse_pressure(text: str) -> PressureStall | None:
 
 
 class HostCollector:
-    def __init__(self, psutil: Any, procfs: Any, clock: Any) -> None:
+    def __init__(self, psutil: Any, procfs: Any, clock: Any, head: HostHead | None = None) -> None:
+        """`head`: the first readings taken before this was imported (`collect/host_head.py`),
+        taken over as this collector's own; without one it takes them now."""
         self.psutil, self.procfs, self.clock = psutil, procfs, clock
         self._cpu_count = psutil.cpu_count(logical=True) or 1
-        psutil.cpu_percent(interval=None, percpu=True)  # prime: the next call averages from here
-        psutil.cpu_times_percent(interval=None)
         self._disk_prev: tuple[float, int, int] | None = None
+        if head is not None and head.at is not None:
+            self._disk_prev = head.disk
+        else:  # prime: the next call averages from here
+            psutil.cpu_percent(interval=None, percpu=True)
+            psutil.cpu_times_percent(interval=None)
         self._no_pressure: set[str] = set()
 
     def collect(self) -> HostState:

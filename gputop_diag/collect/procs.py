@@ -115,7 +115,8 @@ class ProcessCollector:
             name = get(p.name)
             user = get(p.username)
             cmdline = get(p.cmdline)
-            cpu = get(p.cpu_percent, None)
+            # psutil's first call on a new object answers 0.0 for want of a window: unknown
+            cpu = get(p.cpu_percent, None) if t.last_t is not None else get(_prime, p.cpu_percent)
             mem = get(p.memory_info)
             nthreads = get(p.num_threads)
             started = get(p.create_time)
@@ -183,6 +184,13 @@ class ProcessCollector:
             t.children[m.pid] = (st.start_ticks, st.cpu_ticks, name)
             out.append(ChildInfo(pid=m.pid, name=name, cpu_pct=cpu))
         return tuple(out)
+
+
+def _prime(cpu_percent: Any) -> None:
+    """Start psutil's CPU window on a process first seen (its next call averages from here):
+    no figure yet."""
+    cpu_percent(None)
+    return None
 
 
 def full_name(procfs: Any, pid: int, comm: str) -> str:

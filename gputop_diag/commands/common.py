@@ -21,9 +21,11 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..collect.host_head import RATE_MIN_S
 from ..collect.nvml.head import GPM_MIN_INTERVAL_S
 
 if TYPE_CHECKING:
+    from ..collect.host_head import HostHead
     from ..collect.nvml.head import GpmHeadStart
     from ..model import Snapshot
     from ..sources import Sources
@@ -34,7 +36,6 @@ WARMUP_S = GPM_MIN_INTERVAL_S + 0.01
 # was taken), the second reading comes HEAD_MARGIN_S after NVML's minimum, and the other rates'
 # two readings (CPU %, disk, NVLink, each process's CPU) are at least RATE_MIN_S apart.
 HEAD_MARGIN_S = 0.003
-RATE_MIN_S = 0.05
 
 
 SANITIZE_HELP = (
@@ -226,12 +227,21 @@ def no_driver_error(snap: Snapshot):
     return no_usable_gpu(snap)
 
 
-def sample_once(feed: Sources, fast: bool, head: GpmHeadStart | None = None) -> Snapshot:
+def sample_once(
+    feed: Sources,
+    fast: bool,
+    head: GpmHeadStart | None = None,
+    host_head: HostHead | None = None,
+) -> Snapshot:
     """One snapshot after the warm-up, holding every Xid event and error seen during it.
 
     What the Monitor's tick gives without the slow sources (`Monitor(feed, slow_sources=False)`
     returns the Sampler's snapshot as collected): two readings `WARMUP_S` apart (`fast`: one),
     taken by the paced loop. A stop signal after the first reading ends the warm-up with it.
+
+    `host_head` (with `fast`): the host's first readings, taken as the command began
+    (`collect/host_head.py`): the one reading comes at least `RATE_MIN_S` after them, and the
+    host's CPU % and disk rates are averaged over that window.
 
     `head`: the GPM pair's first samples, taken before this was imported (`snapshot`). The
     second reading then comes NVML's minimum gap after them, and at least `RATE_MIN_S` after the
@@ -242,11 +252,13 @@ def sample_once(feed: Sources, fast: bool, head: GpmHeadStart | None = None) -> 
     from ..monitor.run import Done, Run, Stopped
     from ..monitor.sampler import Sampler
 
-    sampler = Sampler(feed, interval=WARMUP_S)
+    sampler = Sampler(feed, interval=WARMUP_S, host_head=host_head)
     if head is not None:
         sampler.nvml.take_head(head)
     try:
         if fast:
+            if host_head is not None:
+                feed.clock.sleep(host_head.wait())
             return sampler.collect()
         snaps: list[Snapshot] = []
         if head is not None and head.last_at is not None:

@@ -1,10 +1,13 @@
 """`gputop-diag snapshot`: one sample of everything (or a recording's last), as text or JSON.
 
-Start-up: the GPM figures need two NVML samples 0.1 s apart, so the first ones are taken
-(`collect/nvml/head.py`) before the model, the collectors and the JSON codec load: on this
-machine by `cli.main` as soon as the command line says `snapshot` (`args.gpm_head`), on another
-feed (`--demo`) by `run` itself. The wait overlaps that work. Keep this module's own imports
-light (`tests/test_lazy_imports.py`)."""
+One reading, as `nvidia-smi` and `nvitop --once` take: what a reading gives (memory, utilization,
+clocks, power, the processes, the host) and the host's CPU % and disk rates, averaged from the
+command's start (`collect/host_head.py`: taken by `cli.main` as soon as the command line says
+`snapshot`, before the model and the collectors load; on another feed (`--demo`) by `run`).
+The rates that need a second reading of the GPUs and processes (each process's CPU %, NVLink
+throughput) and NVML's GPM figures (two samples at least 0.1 s apart) come with `--rates`: two
+readings, whose GPM samples are taken first (`collect/nvml/head.py`) so that NVML's wait overlaps
+the loading. Keep this module's own imports light (`tests/test_lazy_imports.py`)."""
 
 from __future__ import annotations
 
@@ -29,23 +32,35 @@ if TYPE_CHECKING:
     from ..sources import Sources
 
 REPLAY = True  # reads `--replay FILE`: shows its last snapshot
+# the text's last line after one reading: why the processes' CPU % reads n/a
+ONE_READING_NOTE = "\none reading: the processes' CPU %, NVLink and GPM figures need two (--rates)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument(
-        "--fast",
+    one = p.add_mutually_exclusive_group()
+    one.add_argument(
+        "--rates",
         action="store_true",
-        help="one reading, no warm-up: rates (CPU %%, NVLink, GPM) are null",
+        help="two readings 0.1 s apart: also each process's CPU %%, NVLink throughput and "
+        "NVML's GPM figures (SM activity, DRAM bandwidth, tensor pipes), null in one reading",
     )
+    # one reading is the default: `--fast` (its name before) is still taken, unlisted
+    one.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)
     add_sanitize(p)
 
 
 def head_start(args: argparse.Namespace) -> GpmHeadStart | None:
-    """On this machine (not `--fast`, `--demo` or `--replay`): NVML's first GPM samples, taken
-    by `cli.main` as soon as the command line is read, before anything else loads; `run` finds
-    them as `args.gpm_head`, and `cli.main` closes what no collector took over. None otherwise."""
-    if args.demo or args.replay is not None or args.fast:
+    """On this machine (not `--demo` or `--replay`), as soon as the command line is read, before
+    anything else loads: the host's first readings (`args.host_head`) for one reading, or with
+    `--rates` NVML's first GPM samples (`args.gpm_head`, returned: `cli.main` closes what no
+    collector took over). `run` finds them on `args`. None without GPM samples."""
+    if args.demo or args.replay is not None:
+        return None
+    if not args.rates:
+        from ..collect.host_head import HostHead
+
+        args.host_head = HostHead.here()
         return None
     from ..collect.nvml.head import GpmHeadStart
 
@@ -54,6 +69,7 @@ def head_start(args: argparse.Namespace) -> GpmHeadStart | None:
 
 
 def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
+    one_reading = False
     if is_recording(feed):
         snap = feed.last()
         if snap is None:
@@ -61,14 +77,22 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
 
             say(f"{feed.shown} holds no snapshots")
             return EXIT_USAGE
-    else:  # the slow sources (Slurm, the kernel log) are the diagnosis's: not asked here
-        fast = getattr(args, "fast", False)
+    elif getattr(args, "rates", False):  # the slow sources (Slurm, the kernel log) are the
+        # diagnosis's: not asked here
         head = getattr(args, "gpm_head", None)  # begun by `cli.main` on this machine
-        if head is None and not fast:  # first, before the model loads (the module's docstring)
+        if head is None:  # first, before the model loads (the module's docstring)
             from ..collect.nvml.head import GpmHeadStart
 
             head = GpmHeadStart(feed.nvml, feed.clock).begin()
-        snap = sample_once(feed, fast, head)
+        snap = sample_once(feed, False, head)
+    else:
+        host_head = getattr(args, "host_head", None)  # begun by `cli.main` on this machine
+        if host_head is None:
+            from ..collect.host_head import HostHead
+
+            host_head = HostHead(feed.psutil, feed.clock).begin()
+        snap = sample_once(feed, True, host_head=host_head)
+        one_reading = bool(snap.gpus)  # a note about GPUs only where there are some
     from ..model.codec import snapshot_to_json
     from ..model.exits import EXIT_NO_GPU
 
@@ -83,11 +107,11 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
         text = sanitized_output(text, sanitizer)
         if text is None:
             return 1
-        print(text)
+        print(text + (ONE_READING_NOTE if one_reading and not args.json else ""))
     elif args.json:
         print(json.dumps(snapshot_to_json(snap), indent=2))
     else:
-        print(render_snapshot(snap))
+        print(render_snapshot(snap) + (ONE_READING_NOTE if one_reading else ""))
     err = no_driver_error(snap)
     if err is not None:
         # The reason reaches a person reading the terminal: under --json, or when it sums up
@@ -105,4 +129,4 @@ def print_one_snapshot(feed, sanitize: bool = False) -> int:
         "not a terminal: printing one snapshot and exiting (the live view needs "
         "a terminal; `gputop-diag snapshot --json` for JSON)"
     )
-    return run(argparse.Namespace(json=False, sanitize=sanitize), feed)
+    return run(argparse.Namespace(json=False, sanitize=sanitize, rates=False), feed)

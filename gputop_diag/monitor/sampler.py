@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..collect.host import HostCollector
 from ..collect.nvml.collector import NvmlCollector
@@ -14,6 +14,9 @@ from ..collect.procs import ProcessCollector
 from ..diagnose.history import History
 from ..model import CollectorError, Snapshot, SystemInfo
 from ..sources import Sources
+
+if TYPE_CHECKING:
+    from ..collect.host_head import HostHead
 
 T = TypeVar("T")
 
@@ -30,14 +33,22 @@ def _failure(source: str, exc: BaseException) -> CollectorError:
 
 
 class Sampler:
-    def __init__(self, sources: Sources, interval: float = 1.0, window_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        sources: Sources,
+        interval: float = 1.0,
+        window_s: float = 600.0,
+        host_head: HostHead | None = None,
+    ) -> None:
+        """`host_head`: the host's first readings, taken before this was imported by a one-shot
+        command (`collect/host_head.py`)."""
         self.sources = sources
         self.interval = interval
         self.history = History(window_s=window_s)
         self._lock = threading.Lock()
         self.hostname = sources.hostname()
         self.nvml = NvmlCollector(sources.nvml, sources.clock, self.hostname, sources.procfs)
-        self.host = HostCollector(sources.psutil, sources.procfs, sources.clock)
+        self.host = HostCollector(sources.psutil, sources.procfs, sources.clock, host_head)
         self.procs = ProcessCollector(sources.psutil, sources.procfs, sources.clock)
         self._system: SystemInfo | None = None  # the last system facts NVML gave
 

@@ -267,8 +267,7 @@ class FakePsutil:
         return sswap(8 * GIB, 0, 8 * GIB, 0.0, 0, 0)
 
     def disk_io_counters(self, perdisk: bool = False, nowrap: bool = True):
-        self._m.state()
-        r, w = int(self._m.disk_read), int(self._m.disk_write)
+        r, w = self._m.disk_bytes()
         row = sdiskio(r // 131072, w // 131072, r, w, r // 10**6, w // 10**6, 0, 0, r // 10**6)
         return {"nvme0n1": row} if perdisk else row
 

@@ -300,6 +300,19 @@ class SimMachine(DriverSamples, SimFaults, RankProbes):
                 self._current = (t, st, now)
             return st
 
+    def disk_bytes(self) -> tuple[int, int]:
+        """Bytes read and written so far, as a disk's counters run: on between the 0.1 s steps
+        the machine is integrated in (a one-shot command's window can be shorter than a step)."""
+        st = self.state()
+        with self.lock:
+            ahead = self.clock.now() - self._t if self._t is not None else 0.0
+            if abs(ahead) < 1e-6:  # on a step
+                ahead = 0.0
+            return (
+                int(self.disk_read + st["prof"]["host"].get("disk_read", 2.0e6) * ahead),
+                int(self.disk_write + 1.5e6 * ahead),
+            )
+
     def _evaluate(self, t: float) -> dict:
         pname, since = self.phase_at(t)
         prof = self.profiles[pname]

@@ -1,0 +1,66 @@
+"""The host's first readings for a one-shot command, taken before anything else is loaded.
+
+The host's CPU % and disk rates are differences between two readings. `gputop-diag snapshot`
+takes the first ones here, as soon as the command line is read (`cli.main`), and its one reading
+of everything comes after the model and the collectors have loaded: that loading is the window
+the rates are averaged over (at least `RATE_MIN_S`, waited for where loading was quicker), where
+a second reading would otherwise cost the wait again. psutil itself does the same for
+`cpu_percent(interval=None)` (https://psutil.readthedocs.io/en/latest/#psutil.cpu_percent: the
+first call's baseline), but per thread and from whenever psutil was imported: here the baseline
+is explicit and timed.
+
+This module imports no model, only psutil (or the simulator's stand-in). `HostCollector(head=)`
+takes the readings over instead of taking its own first ones.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+RATE_MIN_S = 0.05  # the shortest window a one-shot command averages the host's rates over
+
+
+class _WallClock:
+    """This machine's clock as the real sources read it (`sources.RealClock`: `time.time`)."""
+
+    @staticmethod
+    def now() -> float:
+        return time.time()
+
+
+class HostHead:
+    """The first readings of the host's rates: psutil's CPU baselines (the calling thread's:
+    the reading that uses them must come from the same thread) and the disks' byte counters,
+    with the clock's time after them."""
+
+    def __init__(self, psutil: Any, clock: Any) -> None:
+        self.psutil, self.clock = psutil, clock
+        self.at: float | None = None  # when the baselines were taken
+        self.disk: tuple[float, int, int] | None = None  # (when, bytes read, bytes written)
+
+    def begin(self) -> HostHead:
+        ps = self.psutil
+        ps.cpu_percent(interval=None, percpu=True)  # the next call averages from here
+        ps.cpu_times_percent(interval=None)
+        try:
+            io = ps.disk_io_counters()
+        except (OSError, RuntimeError):  # no disks psutil can read: the rates stay unknown
+            io = None
+        self.at = self.clock.now()
+        if io is not None:
+            self.disk = (self.at, io.read_bytes, io.write_bytes)
+        return self
+
+    @classmethod
+    def here(cls) -> HostHead:
+        """Begun on this machine's psutil as soon as the command line is read."""
+        import psutil
+
+        return cls(psutil, _WallClock()).begin()
+
+    def wait(self) -> float:
+        """Seconds until the window since the baselines is `RATE_MIN_S` long (0 when it is)."""
+        if self.at is None:
+            return 0.0
+        return max(0.0, self.at + RATE_MIN_S - self.clock.now())
