@@ -41,3 +41,32 @@ def test_a_timed_out_probe_leaves_no_grandchild(tmp_path):
 def test_run_real_command_still_returns_output_and_status():
     r = run_real_command(["sh", "-c", "echo out; echo err >&2; exit 3"], 5)
     assert (r.returncode, r.stdout, r.stderr) == (3, "out\n", "err\n")
+
+
+def test_a_program_not_on_path_is_not_forked_for(monkeypatch, tmp_path):
+    """`squeue` on a machine without Slurm (asked every 10 s by the live view): the same
+    FileNotFoundError Popen raises, without a fork; a program on PATH, or named by a path, still
+    runs."""
+    import subprocess
+
+    import pytest
+
+    tool = tmp_path / "squeue"
+    tool.write_text("#!/bin/sh\necho queued\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    forks = []
+    popen = subprocess.Popen
+
+    def counted(*a, **k):
+        forks.append(a[0])
+        return popen(*a, **k)
+
+    monkeypatch.setattr(subprocess, "Popen", counted)
+    with pytest.raises(FileNotFoundError):
+        run_real_command(["squeue", "-h"], 5)
+    assert forks == []
+    assert run_real_command([str(tool)], 5).stdout == "queued\n"  # a path: not looked up
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert run_real_command(["squeue"], 5).stdout == "queued\n"
+    assert len(forks) == 2
