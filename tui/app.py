@@ -175,6 +175,13 @@ class GpuTopApp(KeyActions, App):
     def compose(self) -> ComposeResult:
         yield from self.main.parts()
 
+    def get_driver_class(self):
+        """Textual's driver for this terminal, its input thread asleep while nobody types
+        (`tui/driver.py`)."""
+        from gputop_diag.tui.driver import quiet
+
+        return quiet(super().get_driver_class())
+
     def on_mount(self) -> None:
         self.query_one("#banner").display = False
         if self.plain:  # ASCII only: no block glyphs in the scrollbars either

@@ -114,6 +114,13 @@ class FleetApp(App):
         yield Static(id="fleet-jobs")
         yield KeyBar(id="footer")
 
+    def get_driver_class(self):
+        """Textual's driver for this terminal, its input thread asleep while nobody types
+        (`tui/driver.py`)."""
+        from gputop_diag.tui.driver import quiet
+
+        return quiet(super().get_driver_class())
+
     def on_mount(self) -> None:
         self.query_one("#fleet-problem").display = False
         if self.state.verdict is not None:

@@ -78,7 +78,9 @@ class HostCollector:
 
     def _disk_rates(self) -> tuple[float | None, float | None]:
         try:
-            io = self.psutil.disk_io_counters()
+            # the byte counters are 64-bit (/proc/diskstats): psutil's guard against wrapping
+            # (nowrap) is not needed, and a wrap would read as one tick of 0 B/s
+            io = self.psutil.disk_io_counters(nowrap=False)
         except (OSError, RuntimeError):
             io = None
         if io is None:

@@ -44,7 +44,7 @@ class HostHead:
         ps.cpu_percent(interval=None, percpu=True)  # the next call averages from here
         ps.cpu_times_percent(interval=None)
         try:
-            io = ps.disk_io_counters()
+            io = ps.disk_io_counters(nowrap=False)  # as HostCollector reads them
         except (OSError, RuntimeError):  # no disks psutil can read: the rates stay unknown
             io = None
         self.at = self.clock.now()

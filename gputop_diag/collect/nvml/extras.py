@@ -137,6 +137,9 @@ GPM_METRICS = (
 )
 
 
+_field = object.__getattribute__  # a ctypes field's value, without pynvml's wrapper
+
+
 class GpmSampler:
     """Keeps one GPM sample per GPU and turns each new one into metrics over the interval.
 
@@ -236,11 +239,13 @@ class GpmSampler:
         mg.sample1, mg.sample2 = s1, s2
         if self.q(i, "nvmlGpmMetricsGet", mg) is None:
             return None
-        ok, metrics = n.NVML_SUCCESS, mg.metrics
+        # the ctypes fields read as they are: pynvml's structures wrap every attribute read in
+        # Python (`_PrintableStructure.__getattribute__`, for char arrays), 24 reads a GPU here
+        ok, metrics = n.NVML_SUCCESS, _field(mg, "metrics")
         vals = {}
         for k, (fld, _) in enumerate(self._ids):
             m = metrics[k]
-            vals[fld] = float(m.value) if m.nvmlReturn == ok else None
+            vals[fld] = float(_field(m, "value")) if _field(m, "nvmlReturn") == ok else None
         return GpmMetrics(**vals)
 
     def close(self) -> None:

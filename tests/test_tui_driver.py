@@ -1,0 +1,130 @@
+"""The terminal driver's input thread (`tui/driver.py`), on a real pty: keys arrive as Textual
+parses them, a lone Esc after the parser's own timeout, and nothing wakes the thread while
+nobody types; setting the exit event ends the wait at once."""
+
+from __future__ import annotations
+
+import os
+import pty
+import threading
+import time
+import tty
+
+import pytest
+from textual import events
+from textual._xterm_parser import XTermParser
+from textual.drivers.headless_driver import HeadlessDriver
+from textual.drivers.linux_driver import LinuxDriver
+
+from gputop_diag.tui.driver import QuietInputDriver, WakingEvent, input_loop, quiet
+
+
+class CountingParser(XTermParser):
+    """Textual's parser, counting the loop's passes (one `tick` after each wait)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes = 0
+
+    def tick(self):
+        self.passes += 1
+        return super().tick()
+
+
+@pytest.fixture
+def loop():
+    """The input loop on a pty's terminal end, in a thread; yields (write, keys, parser, stop)."""
+    parent, child = pty.openpty()
+    tty.setraw(child)  # as Textual sets the terminal: each key as it comes, no line editing
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    exit_event = WakingEvent(wake_w)
+    parser = CountingParser()
+    keys: list = []
+    t = threading.Thread(
+        target=input_loop, args=(child, wake_r, exit_event, parser, keys.append), daemon=True
+    )
+    t.start()
+
+    def stop() -> float:
+        started = time.monotonic()
+        exit_event.set()
+        t.join(2.0)
+        assert not t.is_alive(), "the loop did not end when the exit event was set"
+        return time.monotonic() - started
+
+    yield (lambda data: os.write(parent, data)), keys, parser, stop
+    if t.is_alive():
+        stop()
+    for fd in (parent, child, wake_r, wake_w):
+        os.close(fd)
+
+
+def _wait_for(cond, timeout: float = 2.0) -> float:
+    started = time.monotonic()
+    while not cond():
+        assert time.monotonic() - started < timeout, "timed out"
+        time.sleep(0.005)
+    return time.monotonic() - started
+
+
+def test_keys_arrive_and_the_thread_sleeps_while_nobody_types(loop):
+    write, keys, parser, stop = loop
+    write(b"q")
+    _wait_for(lambda: any(isinstance(k, events.Key) and k.key == "q" for k in keys))
+    time.sleep(0.05)
+    passes = parser.passes
+    time.sleep(0.6)  # Textual's own loop wakes six times in this
+    assert parser.passes == passes
+    assert stop() < 0.2  # the wake pipe, not a timeout
+
+
+def test_a_lone_esc_comes_after_the_parsers_timeout(loop):
+    """An Esc alone may be the start of a sequence: the parser holds it for its timeout, and
+    the loop waits only that long before asking it again."""
+    write, keys, parser, stop = loop
+    write(b"\x1b")
+    took = _wait_for(lambda: any(isinstance(k, events.Key) and k.key == "escape" for k in keys))
+    assert took < 0.5
+    write(b"\x1b[A")  # a whole sequence at once: the up arrow, not Esc and text
+    _wait_for(lambda: any(isinstance(k, events.Key) and k.key == "up" for k in keys))
+    assert [k.key for k in keys if isinstance(k, events.Key)] == ["escape", "up"]
+    stop()
+
+
+def test_the_end_of_input_is_not_waited_on_again():
+    """Input that ends (stdin a pipe whose writer closed it): the loop stops reading it instead
+    of waking for it without end, and still ends on the exit event."""
+    r, w = os.pipe()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    exit_event, parser, keys = WakingEvent(wake_w), CountingParser(), []
+    t = threading.Thread(target=input_loop, args=(r, wake_r, exit_event, parser, keys.append))
+    t.start()
+    try:
+        os.write(w, b"a")
+        _wait_for(lambda: keys)
+        os.close(w)
+        time.sleep(0.1)
+        passes = parser.passes
+        time.sleep(0.3)
+        assert parser.passes == passes  # asleep, not spinning on the end of input
+    finally:
+        started = time.monotonic()
+        exit_event.set()
+        t.join(2.0)
+        for fd in (r, wake_r, wake_w):
+            os.close(fd)
+    assert not t.is_alive() and time.monotonic() - started < 0.2
+    assert [k.key for k in keys if isinstance(k, events.Key)] == ["a"]
+
+
+def test_the_app_runs_on_the_quiet_driver_where_textual_takes_its_own():
+    from gputop_diag import sim
+    from gputop_diag.tui.app import GpuTopApp
+
+    assert quiet(LinuxDriver) is QuietInputDriver
+    assert quiet(HeadlessDriver) is HeadlessDriver  # tests, TEXTUAL_DRIVER: as they are
+    assert issubclass(QuietInputDriver, LinuxDriver)
+    if os.environ.get("TEXTUAL_DRIVER") is None:
+        assert GpuTopApp(sim.build("idle")).get_driver_class() is QuietInputDriver

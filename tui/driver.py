@@ -1,0 +1,133 @@
+"""The terminal driver: Textual's own (`LinuxDriver`), with an input thread that sleeps while
+there is nothing to read.
+
+Textual's input thread waits for a key at most 0.1 s at a time, so that its escape-sequence
+parser can time out a lone Esc (https://github.com/Textualize/textual, `drivers/linux_driver.py`,
+`run_input_thread`): ten wake-ups a second while nobody types, about a fifth of what the live
+view costs the CPU when it is idle. Here the thread waits for input with no time limit, except
+while the parser holds an unfinished sequence (then until the parser's own deadline), and a pipe
+wakes it when the driver stops reading (`exit_event`, set by Textual's `disable_input`), so
+quitting and suspending do not wait either. What is read and how it is parsed are Textual's.
+
+`input_loop` is the loop itself, on any file descriptor (tests drive it through a pty).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import threading
+from codecs import getincrementaldecoder
+from collections.abc import Callable
+from typing import Any
+
+from textual._parser import ParseError
+from textual._time import get_time  # the parser's clock
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+
+READ_SIZE = 1024 * 4  # as Textual reads
+
+
+class WakingEvent(threading.Event):
+    """A `threading.Event` that also writes a byte to `wake_fd` when set: a thread waiting in
+    `select` on the pipe's other end returns at once."""
+
+    def __init__(self, wake_fd: int) -> None:
+        super().__init__()
+        self.wake_fd = wake_fd
+
+    def set(self) -> None:
+        super().set()
+        try:
+            os.write(self.wake_fd, b"x")
+        except (BlockingIOError, OSError):  # full (already woken) or closed: nothing to add
+            pass
+
+
+def _deadline(parser: XTermParser) -> float | None:
+    """Seconds until the parser times out the sequence it holds (a lone Esc so far), or None
+    when it holds none: then only input or the wake pipe ends the wait."""
+    at = getattr(parser, "_timeout_time", None)
+    if at is None:
+        return None
+    return max(0.0, at - get_time())
+
+
+def input_loop(
+    fileno: int,
+    wake_r: int,
+    exit_event: threading.Event,
+    parser: XTermParser,
+    deliver: Callable[[Any], None],
+) -> None:
+    """Read `fileno` until `exit_event` is set, feed Textual's parser, hand each event it makes
+    to `deliver`; the wait is bounded only by the parser's deadline."""
+    selector = selectors.SelectSelector()
+    selector.register(fileno, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    decode = getincrementaldecoder("utf-8")().decode
+
+    reading = [True]  # until the end of input
+
+    def process(events: list, final: bool = False) -> None:
+        for key, mask in events:
+            if key.fd == wake_r:
+                try:
+                    os.read(wake_r, 64)
+                except OSError:
+                    pass
+                continue
+            if mask & selectors.EVENT_READ:
+                data = decode(os.read(fileno, READ_SIZE), final=final)
+                if not data:  # end of input (a pipe): nothing more comes, none is waited for
+                    selector.unregister(fileno)
+                    reading[0] = False
+                    break
+                for event in parser.feed(data):
+                    deliver(event)
+        for event in parser.tick():
+            deliver(event)
+
+    try:
+        while not exit_event.is_set():
+            process(selector.select(_deadline(parser)))
+        if reading[0]:
+            selector.unregister(fileno)
+        process(selector.select(0), final=True)  # the parser's last timeout, as Textual ends
+    finally:
+        selector.close()
+        try:
+            for _ in parser.feed(""):
+                pass
+        except (EOFError, ParseError):
+            pass
+
+
+class QuietInputDriver(LinuxDriver):
+    """`LinuxDriver` whose input thread sleeps while there is nothing to read (the module's
+    docstring)."""
+
+    def __init__(self, app: Any, **kwargs: Any) -> None:
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        super().__init__(app, **kwargs)
+        self.exit_event = WakingEvent(self._wake_w)
+
+    def run_input_thread(self) -> None:
+        parser = XTermParser(self._debug)
+        input_loop(self.fileno, self._wake_r, self.exit_event, parser, self.process_message)
+
+    def close(self) -> None:
+        super().close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def quiet(driver_class: type) -> type:
+    """The driver an app runs on: `QuietInputDriver` where Textual would take `LinuxDriver`;
+    any other (a driver named in TEXTUAL_DRIVER, the headless one of tests, Windows') as it is."""
+    return QuietInputDriver if driver_class is LinuxDriver else driver_class
