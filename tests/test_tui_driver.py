@@ -128,3 +128,66 @@ def test_the_app_runs_on_the_quiet_driver_where_textual_takes_its_own():
     assert issubclass(QuietInputDriver, LinuxDriver)
     if os.environ.get("TEXTUAL_DRIVER") is None:
         assert GpuTopApp(sim.build("idle")).get_driver_class() is QuietInputDriver
+
+
+def test_a_terminal_that_hangs_up_ends_the_reading_not_the_thread():
+    """The pty's other end closed (an SSH session dropped): reading answers EIO. The loop stops
+    reading, without an exception (the hangup's own handler exits the app), and ends on the
+    exit event."""
+    parent, child = pty.openpty()
+    tty.setraw(child)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    exit_event, parser, keys, failed = WakingEvent(wake_w), CountingParser(), [], []
+
+    def run() -> None:
+        try:
+            input_loop(child, wake_r, exit_event, parser, keys.append)
+        except BaseException as e:  # noqa: BLE001 - the test says what escaped
+            failed.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        os.write(parent, b"z")
+        _wait_for(lambda: keys)
+        os.close(parent)
+        time.sleep(0.1)
+        passes = parser.passes
+        time.sleep(0.3)
+        assert parser.passes == passes
+    finally:
+        exit_event.set()
+        t.join(2.0)
+        for fd in (child, wake_r, wake_w):
+            os.close(fd)
+    assert not t.is_alive() and failed == []
+
+
+def test_a_read_that_fails_ends_the_reading_not_the_thread(tmp_path):
+    """A read that fails (EIO from a terminal gone away; here a directory, which select calls
+    readable and read refuses): no exception escapes the thread, which stops reading and ends
+    on the exit event."""
+    fd = os.open(tmp_path, os.O_RDONLY)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    exit_event, parser, failed = WakingEvent(wake_w), CountingParser(), []
+
+    def run() -> None:
+        try:
+            input_loop(fd, wake_r, exit_event, parser, lambda e: None)
+        except BaseException as e:  # noqa: BLE001 - the test says what escaped
+            failed.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        _wait_for(lambda: parser.passes >= 1)
+        time.sleep(0.2)
+        assert parser.passes == 1  # not read again, not spinning
+    finally:
+        exit_event.set()
+        t.join(2.0)
+        for f in (fd, wake_r, wake_w):
+            os.close(f)
+    assert not t.is_alive() and failed == []

@@ -79,7 +79,10 @@ def input_loop(
                     pass
                 continue
             if mask & selectors.EVENT_READ:
-                data = decode(os.read(fileno, READ_SIZE), final=final)
+                try:
+                    data = decode(os.read(fileno, READ_SIZE), final=final)
+                except OSError:  # EIO: the terminal hung up (SIGHUP's handler takes it from
+                    data = ""  # here, `tui/hangup.py`), not a traceback from this thread
                 if not data:  # end of input (a pipe): nothing more comes, none is waited for
                     selector.unregister(fileno)
                     reading[0] = False
