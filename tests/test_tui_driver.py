@@ -38,7 +38,8 @@ def loop():
     tty.setraw(child)  # as Textual sets the terminal: each key as it comes, no line editing
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
-    exit_event = WakingEvent(wake_w)
+    exit_event = WakingEvent()
+    exit_event.attach(wake_w)
     parser = CountingParser()
     keys: list = []
     t = threading.Thread(
@@ -98,7 +99,8 @@ def test_the_end_of_input_is_not_waited_on_again():
     r, w = os.pipe()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
-    exit_event, parser, keys = WakingEvent(wake_w), CountingParser(), []
+    exit_event, parser, keys = WakingEvent(), CountingParser(), []
+    exit_event.attach(wake_w)
     t = threading.Thread(target=input_loop, args=(r, wake_r, exit_event, parser, keys.append))
     t.start()
     try:
@@ -138,7 +140,8 @@ def test_a_terminal_that_hangs_up_ends_the_reading_not_the_thread():
     tty.setraw(child)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
-    exit_event, parser, keys, failed = WakingEvent(wake_w), CountingParser(), [], []
+    exit_event, parser, keys, failed = WakingEvent(), CountingParser(), [], []
+    exit_event.attach(wake_w)
 
     def run() -> None:
         try:
@@ -171,7 +174,8 @@ def test_a_read_that_fails_ends_the_reading_not_the_thread(tmp_path):
     fd = os.open(tmp_path, os.O_RDONLY)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
-    exit_event, parser, failed = WakingEvent(wake_w), CountingParser(), []
+    exit_event, parser, failed = WakingEvent(), CountingParser(), []
+    exit_event.attach(wake_w)
 
     def run() -> None:
         try:
@@ -191,3 +195,26 @@ def test_a_read_that_fails_ends_the_reading_not_the_thread(tmp_path):
         for f in (fd, wake_r, wake_w):
             os.close(f)
     assert not t.is_alive() and failed == []
+
+
+def test_the_exit_event_ends_the_wait_whenever_it_is_set():
+    """Set at any moment (while the thread waits, or right as it starts), the exit event ends
+    the loop: no wake-up is lost, and the pipe is closed only after the last write to it."""
+    for k in range(200):
+        r, w = os.pipe()  # input that never comes
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        exit_event = WakingEvent()
+        exit_event.attach(wake_w)
+        t = threading.Thread(
+            target=input_loop, args=(r, wake_r, exit_event, XTermParser(), lambda e: None)
+        )
+        t.start()
+        if k % 3:
+            time.sleep(0.0003 * (k % 5))
+        exit_event.set()
+        t.join(1.0)
+        exit_event.detach()
+        for fd in (r, w, wake_r, wake_w):
+            os.close(fd)
+        assert not t.is_alive(), f"the loop missed the exit event (try {k})"

@@ -30,19 +30,33 @@ READ_SIZE = 1024 * 4  # as Textual reads
 
 
 class WakingEvent(threading.Event):
-    """A `threading.Event` that also writes a byte to `wake_fd` when set: a thread waiting in
-    `select` on the pipe's other end returns at once."""
+    """A `threading.Event` that, once set, writes a byte to `wake_fd` (where one is attached):
+    a thread waiting in `select` on the pipe's other end returns and finds the flag up. The
+    flag goes first (a thread woken by the byte must see it); the lock keeps a thread that
+    ends meanwhile from closing the pipe under the write (`detach`, then close)."""
 
-    def __init__(self, wake_fd: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.wake_fd = wake_fd
+        self._lock = threading.Lock()
+        self.wake_fd: int | None = None
+
+    def attach(self, fd: int) -> None:
+        with self._lock:
+            self.wake_fd = fd
+
+    def detach(self) -> None:
+        """No more writes: the pipe may be closed once this returns."""
+        with self._lock:
+            self.wake_fd = None
 
     def set(self) -> None:
         super().set()
-        try:
-            os.write(self.wake_fd, b"x")
-        except (BlockingIOError, OSError):  # full (already woken) or closed: nothing to add
-            pass
+        with self._lock:
+            if self.wake_fd is not None:
+                try:
+                    os.write(self.wake_fd, b"x")
+                except OSError:  # full (already woken): nothing to add
+                    pass
 
 
 def _deadline(parser: XTermParser) -> float | None:
@@ -109,25 +123,24 @@ def input_loop(
 
 class QuietInputDriver(LinuxDriver):
     """`LinuxDriver` whose input thread sleeps while there is nothing to read (the module's
-    docstring)."""
+    docstring). Each input thread has a wake pipe of its own: Textual stops and starts the
+    thread (and calls `close`) around a suspend (Ctrl-Z, then `fg`)."""
 
     def __init__(self, app: Any, **kwargs: Any) -> None:
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)
         super().__init__(app, **kwargs)
-        self.exit_event = WakingEvent(self._wake_w)
+        self.exit_event = WakingEvent()
 
     def run_input_thread(self) -> None:
-        parser = XTermParser(self._debug)
-        input_loop(self.fileno, self._wake_r, self.exit_event, parser, self.process_message)
-
-    def close(self) -> None:
-        super().close()
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        self.exit_event.attach(wake_w)
+        try:
+            parser = XTermParser(self._debug)
+            input_loop(self.fileno, wake_r, self.exit_event, parser, self.process_message)
+        finally:
+            self.exit_event.detach()
+            os.close(wake_r)
+            os.close(wake_w)
 
 
 def quiet(driver_class: type) -> type:
