@@ -270,6 +270,8 @@ def test_sanitize_leaves_no_paths_or_output_text(cli, tmp_path):
         "--", PY, TRAIN, "2", "0.01", "0", "--token", "s3cr3tT0ken",
     )  # fmt: skip
     assert "s3cr3tT0ken" not in text.stdout and re.match(r"watch: python[0-9.]* arg-", text.stdout)
+    # the failure line's place is given, and why its text is not (not an empty tail)
+    assert re.search(r"at line \d+: \(the line left out under --sanitize", text.stdout)
     assert doc["job"]["output_tail"] == [] and doc["job"]["output_events"][0]["line"] == ""
     assert doc["job"]["output_events"][0]["kind"] == "cuda_error"
     assert doc["steps"]["steps_per_s"] == pytest.approx(20.0)

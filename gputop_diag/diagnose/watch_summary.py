@@ -227,7 +227,8 @@ def summary_text(
         lines.append(f"step split (an estimate, from outside): {parts}; {split.basis}")
         lines.append(f"  measure it: {PROFILER_COMMANDS[0]}")
     for e in job.output_events[-5:]:
-        lines.append(f"{LABELS.get(e.kind, e.kind)} at line {e.line_no}: {e.line}")
+        text = e.line or "(the line left out under --sanitize: a job's output is free text)"
+        lines.append(f"{LABELS.get(e.kind, e.kind)} at line {e.line_no}: {text}")
     lines.append("")
     lines.append(render_text(diagnosis))
     return "\n".join(lines)
