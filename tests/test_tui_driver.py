@@ -218,3 +218,17 @@ def test_the_exit_event_ends_the_wait_whenever_it_is_set():
         for fd in (r, w, wake_r, wake_w):
             os.close(fd)
         assert not t.is_alive(), f"the loop missed the exit event (try {k})"
+
+
+def test_a_read_that_ends_inside_a_character_is_not_the_end_of_input(loop):
+    """A read can end inside a UTF-8 character (a paste, an SSH packet's edge): its first bytes
+    decode to nothing yet, which is not the end of input; the keys after it still arrive."""
+    write, keys, parser, stop = loop
+    write(b"a")
+    _wait_for(lambda: len(keys) == 1)
+    write("é".encode()[:1])
+    time.sleep(0.1)
+    write("é".encode()[1:] + b"q")
+    _wait_for(lambda: any(isinstance(k, events.Key) and k.key == "q" for k in keys))
+    assert [k.character for k in keys if isinstance(k, events.Key)] == ["a", "é", "q"]
+    stop()

@@ -94,13 +94,16 @@ def input_loop(
                 continue
             if mask & selectors.EVENT_READ:
                 try:
-                    data = decode(os.read(fileno, READ_SIZE), final=final)
+                    raw = os.read(fileno, READ_SIZE)
                 except OSError:  # EIO: the terminal hung up (SIGHUP's handler takes it from
-                    data = ""  # here, `tui/hangup.py`), not a traceback from this thread
-                if not data:  # end of input (a pipe): nothing more comes, none is waited for
+                    raw = b""  # here, `tui/hangup.py`), not a traceback from this thread
+                if not raw:  # end of input (a pipe): nothing more comes, none is waited for
                     selector.unregister(fileno)
                     reading[0] = False
                     break
+                data = decode(raw, final=final)
+                if not data:  # a read that ended inside a character: the rest comes next
+                    continue
                 for event in parser.feed(data):
                     deliver(event)
         for event in parser.tick():
