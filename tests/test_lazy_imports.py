@@ -229,3 +229,21 @@ def test_a_ctrl_c_in_the_head_start_exits_130_and_gives_nvml_back(monkeypatch, c
     assert status == 130
     assert len(calls) == 4 and capsys.readouterr().out == ""
     assert _uninitialized(feed.nvml) and feed.nvml._gpm == {}
+
+
+def test_one_reading_leaves_this_programs_own_start_out_of_the_hosts_cpu():
+    """The window is mostly this program loading: its own CPU (here made up, 10 % of the 32
+    simulated CPUs over the 0.05 s window) is taken out of the host's busy share, from each CPU in
+    proportion; a head without it (the simulator's own machine) keeps the figure as read."""
+    plain = sample_once(sim.build("compute-bound"), fast=True, host_head=None)
+    feed = sim.build("compute-bound")
+    spent = [1.0]
+    head = HostHead(feed.psutil, feed.clock, own_cpu=lambda: spent[0]).begin()
+    spent[0] += 0.10 * 32 * RATE_MIN_S  # a tenth of every CPU for the whole window
+    snap = sample_once(feed, fast=True, host_head=head)
+    assert snap.host.cpu_pct == pytest.approx(plain.host.cpu_pct - 10.0, abs=0.1)
+    assert sum(snap.host.per_cpu_pct) / 32 == pytest.approx(snap.host.cpu_pct)
+    assert snap.host.iowait_pct == plain.host.iowait_pct  # waiting on I/O is not ours
+    feed = sim.build("compute-bound")
+    head = HostHead(feed.psutil, feed.clock).begin()
+    assert sample_once(feed, fast=True, host_head=head).host.cpu_pct == plain.host.cpu_pct

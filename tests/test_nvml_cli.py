@@ -122,7 +122,9 @@ def test_snapshot_takes_one_reading_and_rates_takes_two(cli):
     assert r.returncode == 2 and "not allowed with" in r.stderr
     # the text says why the processes' CPU % reads n/a, and how to have it
     one = run(cli, "snapshot", "--demo", "compute-bound").stdout.splitlines()
-    assert one[-1] == "one reading: the processes' CPU %, NVLink and GPM figures need two (--rates)"
+    assert one[-1] == "one reading: the processes' CPU % needs two (--rates)"
+    idle = run(cli, "snapshot", "--demo", "idle").stdout  # no process listed: no note
+    assert "one reading" not in idle
     two = run(cli, "snapshot", "--demo", "compute-bound", "--rates").stdout
     assert "one reading" not in two and " n/a " not in two
 

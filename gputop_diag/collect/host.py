@@ -35,6 +35,16 @@ def parse_pressure(text: str) -> PressureStall | None:
     )
 
 
+def _without_own(per_cpu: tuple[float, ...], own: float | None) -> tuple[float, ...]:
+    """The CPUs' busy shares without this program's own (`own`, percent of all of them), taken
+    from each CPU in proportion to its busy share: which CPU ran it is not known."""
+    total = sum(per_cpu) / len(per_cpu) if per_cpu else 0.0
+    if not own or total <= 0:
+        return per_cpu
+    keep = max(0.0, total - own) / total
+    return tuple(round(v * keep, 1) for v in per_cpu)
+
+
 class HostCollector:
     def __init__(self, psutil: Any, procfs: Any, clock: Any, head: HostHead | None = None) -> None:
         """`head`: the first readings taken before this was imported (`collect/host_head.py`),
@@ -42,8 +52,9 @@ class HostCollector:
         self.psutil, self.procfs, self.clock = psutil, procfs, clock
         self._cpu_count = psutil.cpu_count(logical=True) or 1
         self._disk_prev: tuple[float, int, int] | None = None
+        self._head: HostHead | None = None  # its window's first reading leaves our CPU out
         if head is not None and head.at is not None:
-            self._disk_prev = head.disk
+            self._disk_prev, self._head = head.disk, head
         else:  # prime: the next call averages from here
             psutil.cpu_percent(interval=None, percpu=True)
             psutil.cpu_times_percent(interval=None)
@@ -52,6 +63,9 @@ class HostCollector:
     def collect(self) -> HostState:
         ps = self.psutil
         per_cpu = tuple(float(v) for v in ps.cpu_percent(interval=None, percpu=True))
+        head, self._head = self._head, None
+        if head is not None:
+            per_cpu = _without_own(per_cpu, head.own_cpu_share(len(per_cpu) or 1))
         times = ps.cpu_times_percent(interval=None)
         try:
             load = tuple(ps.getloadavg())

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 REPLAY = True  # reads `--replay FILE`: shows its last snapshot
 # the text's last line after one reading: why the processes' CPU % reads n/a
-ONE_READING_NOTE = "\none reading: the processes' CPU %, NVLink and GPM figures need two (--rates)"
+ONE_READING_NOTE = "\none reading: the processes' CPU % needs two (--rates)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, feed: Sources | Recording) -> int:
 
             host_head = HostHead(feed.psutil, feed.clock).begin()
         snap = sample_once(feed, True, host_head=host_head)
-        one_reading = bool(snap.gpus)  # a note about GPUs only where there are some
+        one_reading = bool(snap.processes)  # the note where a process CPU % reads n/a
     from ..model.codec import snapshot_to_json
     from ..model.exits import EXIT_NO_GPU
 
