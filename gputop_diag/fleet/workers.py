@@ -255,8 +255,11 @@ class Workers:
         self.failures: list[str] = []  # why each worker that stopped stopped
         self.batches: list[list[str]] = []  # every batch added, by its index
         self._todo: deque[int] = deque()  # the batches no worker has taken, by index
-        self._ready = threading.Condition()  # guards _todo, _adding and _stopped
+        self._ready = threading.Condition()  # guards _todo, _adding, _in_flight and _stopped
         self._stopped = False
+        # batches a worker holds: one may come back (its worker stopped), so no worker ends
+        # while any is out
+        self._in_flight = 0
         self._done: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._opened = False
@@ -331,11 +334,13 @@ class Workers:
             while (k := self._take()) is not None:
                 self._done.put((k, w.ask(self.batches[k])))
                 k = None
+                self._returned()
         except WorkerFailed as e:
             if k is not None:
                 with self._ready:  # first in line: judged by a worker still running, or here
                     self._todo.appendleft(k)
-                    self._ready.notify()
+                    self._in_flight -= 1
+                    self._ready.notify_all()
             self._done.put((None, ("failed", str(e))))
         finally:
             self._done.put((None, ("finished",)))
@@ -352,10 +357,19 @@ class Workers:
         """The next batch for a free worker; None once none is left and none will come, or
         once the read is given up."""
         with self._ready:
-            self._ready.wait_for(lambda: self._todo or not self._adding or self._stopped)
+            self._ready.wait_for(
+                lambda: self._todo or not (self._adding or self._in_flight) or self._stopped
+            )
             if self._stopped or not self._todo:
                 return None
+            self._in_flight += 1
             return self._todo.popleft()
+
+    def _returned(self) -> None:
+        """A batch's answer is in: one fewer out (a worker waiting for the end may end)."""
+        with self._ready:
+            self._in_flight -= 1
+            self._ready.notify_all()
 
     def done_adding(self) -> None:
         """No batch comes after those added: each worker ends once the queue is empty."""
