@@ -31,33 +31,56 @@ class CountingParser(XTermParser):
         return super().tick()
 
 
+class Running:
+    """`input_loop` on `fd` in a thread of its own, with a wake pipe: what it delivered
+    (`keys`), its parser's passes, and what escaped it (`failed`)."""
+
+    def __init__(self, fd: int) -> None:
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        self.exit_event, self.parser = WakingEvent(), CountingParser()
+        self.exit_event.attach(self.wake_w)
+        self.keys: list = []
+        self.failed: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, args=(fd,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fd: int) -> None:
+        try:
+            input_loop(fd, self.wake_r, self.exit_event, self.parser, self.keys.append)
+        except BaseException as e:  # noqa: BLE001 - the test says what escaped
+            self.failed.append(e)
+
+    def stop(self) -> float:
+        """Set the exit event; the seconds until the loop ended (it must end, cleanly)."""
+        started = time.monotonic()
+        self.exit_event.set()
+        self.thread.join(2.0)
+        took = time.monotonic() - started
+        for fd in (self.wake_r, self.wake_w):
+            os.close(fd)
+        assert not self.thread.is_alive(), "the loop did not end when the exit event was set"
+        assert self.failed == []
+        return took
+
+    def asleep_after(self, settle: float = 0.1, watch: float = 0.3) -> bool:
+        """Whether the loop makes no pass in `watch` seconds once `settle` has passed."""
+        time.sleep(settle)
+        passes = self.parser.passes
+        time.sleep(watch)
+        return self.parser.passes == passes
+
+
 @pytest.fixture
 def loop():
-    """The input loop on a pty's terminal end, in a thread; yields (write, keys, parser, stop)."""
+    """The input loop on a pty's terminal end; yields (write, keys, parser, stop)."""
     parent, child = pty.openpty()
     tty.setraw(child)  # as Textual sets the terminal: each key as it comes, no line editing
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    exit_event = WakingEvent()
-    exit_event.attach(wake_w)
-    parser = CountingParser()
-    keys: list = []
-    t = threading.Thread(
-        target=input_loop, args=(child, wake_r, exit_event, parser, keys.append), daemon=True
-    )
-    t.start()
-
-    def stop() -> float:
-        started = time.monotonic()
-        exit_event.set()
-        t.join(2.0)
-        assert not t.is_alive(), "the loop did not end when the exit event was set"
-        return time.monotonic() - started
-
-    yield (lambda data: os.write(parent, data)), keys, parser, stop
-    if t.is_alive():
-        stop()
-    for fd in (parent, child, wake_r, wake_w):
+    running = Running(child)
+    yield (lambda data: os.write(parent, data)), running.keys, running.parser, running.stop
+    if running.thread.is_alive():
+        running.stop()
+    for fd in (parent, child):
         os.close(fd)
 
 
@@ -97,28 +120,14 @@ def test_the_end_of_input_is_not_waited_on_again():
     """Input that ends (stdin a pipe whose writer closed it): the loop stops reading it instead
     of waking for it without end, and still ends on the exit event."""
     r, w = os.pipe()
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    exit_event, parser, keys = WakingEvent(), CountingParser(), []
-    exit_event.attach(wake_w)
-    t = threading.Thread(target=input_loop, args=(r, wake_r, exit_event, parser, keys.append))
-    t.start()
-    try:
-        os.write(w, b"a")
-        _wait_for(lambda: keys)
-        os.close(w)
-        time.sleep(0.1)
-        passes = parser.passes
-        time.sleep(0.3)
-        assert parser.passes == passes  # asleep, not spinning on the end of input
-    finally:
-        started = time.monotonic()
-        exit_event.set()
-        t.join(2.0)
-        for fd in (r, wake_r, wake_w):
-            os.close(fd)
-    assert not t.is_alive() and time.monotonic() - started < 0.2
-    assert [k.key for k in keys if isinstance(k, events.Key)] == ["a"]
+    running = Running(r)
+    os.write(w, b"a")
+    _wait_for(lambda: running.keys)
+    os.close(w)
+    assert running.asleep_after()  # asleep, not spinning on the end of input
+    assert running.stop() < 0.2
+    os.close(r)
+    assert [k.key for k in running.keys if isinstance(k, events.Key)] == ["a"]
 
 
 def test_the_app_runs_on_the_quiet_driver_where_textual_takes_its_own():
@@ -138,33 +147,13 @@ def test_a_terminal_that_hangs_up_ends_the_reading_not_the_thread():
     exit event."""
     parent, child = pty.openpty()
     tty.setraw(child)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    exit_event, parser, keys, failed = WakingEvent(), CountingParser(), [], []
-    exit_event.attach(wake_w)
-
-    def run() -> None:
-        try:
-            input_loop(child, wake_r, exit_event, parser, keys.append)
-        except BaseException as e:  # noqa: BLE001 - the test says what escaped
-            failed.append(e)
-
-    t = threading.Thread(target=run)
-    t.start()
-    try:
-        os.write(parent, b"z")
-        _wait_for(lambda: keys)
-        os.close(parent)
-        time.sleep(0.1)
-        passes = parser.passes
-        time.sleep(0.3)
-        assert parser.passes == passes
-    finally:
-        exit_event.set()
-        t.join(2.0)
-        for fd in (child, wake_r, wake_w):
-            os.close(fd)
-    assert not t.is_alive() and failed == []
+    running = Running(child)
+    os.write(parent, b"z")
+    _wait_for(lambda: running.keys)
+    os.close(parent)
+    assert running.asleep_after()
+    running.stop()  # ended, nothing escaped
+    os.close(child)
 
 
 def test_a_read_that_fails_ends_the_reading_not_the_thread(tmp_path):
@@ -172,29 +161,12 @@ def test_a_read_that_fails_ends_the_reading_not_the_thread(tmp_path):
     readable and read refuses): no exception escapes the thread, which stops reading and ends
     on the exit event."""
     fd = os.open(tmp_path, os.O_RDONLY)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    exit_event, parser, failed = WakingEvent(), CountingParser(), []
-    exit_event.attach(wake_w)
-
-    def run() -> None:
-        try:
-            input_loop(fd, wake_r, exit_event, parser, lambda e: None)
-        except BaseException as e:  # noqa: BLE001 - the test says what escaped
-            failed.append(e)
-
-    t = threading.Thread(target=run)
-    t.start()
-    try:
-        _wait_for(lambda: parser.passes >= 1)
-        time.sleep(0.2)
-        assert parser.passes == 1  # not read again, not spinning
-    finally:
-        exit_event.set()
-        t.join(2.0)
-        for f in (fd, wake_r, wake_w):
-            os.close(f)
-    assert not t.is_alive() and failed == []
+    running = Running(fd)
+    _wait_for(lambda: running.parser.passes >= 1)
+    time.sleep(0.2)
+    assert running.parser.passes == 1  # not read again, not spinning
+    running.stop()  # ended, nothing escaped
+    os.close(fd)
 
 
 def test_the_exit_event_ends_the_wait_whenever_it_is_set():
